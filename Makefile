@@ -1,0 +1,80 @@
+# mtplx — build, run and test. `make run` and `make test` are the README's two commands; both
+# install missing Debian packages first (scripts/deps.sh). Sources are found by wildcard: a new
+# file under src/<layer>/ joins libmtplx, a new tests/unit/test_*.c becomes a test binary.
+
+CC      ?= gcc
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Baseline x86-64 code; SIMD kernels pick AVX2/AVX-512 at run time (src/kernels/cpu.c).
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initializers
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c17 -D_GNU_SOURCE -pthread -fno-strict-aliasing $(WARN) $(PKG_CFLAGS) -MMD -MP
+LDLIBS  := $(PKG_LIBS) -lpthread -lm
+SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+LAYERS  := base kernels model tokenizer chat engine server
+LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+CLI_SRC := $(wildcard src/cli/*.c)
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
+ASAN_LIB_OBJ := $(LIB_SRC:%.c=build/asan/obj/%.o)
+ASAN_CLI_OBJ := $(CLI_SRC:%.c=build/asan/obj/%.o)
+TESTS      := $(TEST_SRC:tests/unit/%.c=build/tests/%)
+ASAN_TESTS := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
+
+.PHONY: all deps run test check unit asan-unit clean fuzz
+all: build/mtplx $(TESTS)
+
+deps:
+	@bash scripts/deps.sh
+
+build/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/asan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -c $< -o $@
+
+build/libmtplx.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/asan/libmtplx.a: $(ASAN_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/mtplx: $(CLI_OBJ) build/libmtplx.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libmtplx.a $(LDLIBS)
+
+# The sanitizer build of the CLI: integration tests of error paths run it.
+build/asan/mtplx: $(ASAN_CLI_OBJ) build/asan/libmtplx.a
+	$(CC) $(SANFLAGS) -pthread -o $@ $(ASAN_CLI_OBJ) build/asan/libmtplx.a $(LDLIBS)
+
+build/tests/%: tests/unit/%.c build/libmtplx.a tests/unit/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< build/libmtplx.a $(LDLIBS)
+
+build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -o $@ $< build/asan/libmtplx.a $(LDLIBS)
+
+# README command 1: build and generate text with the embedded model.
+RUN_ARGS ?= --prompt-tokens 475,3001,198,475,4002,198,198,198,2003,1437,7,2305,1181,198 --max-tokens 48 --temperature 0
+run: deps
+	@$(MAKE) --no-print-directory build/mtplx
+	./build/mtplx run $(RUN_ARGS)
+
+# README command 2: build everything and run the whole suite (unit tests, the same under
+# ASan/UBSan, then tests/integration/*.sh).
+test: deps
+	@$(MAKE) --no-print-directory all build/asan/mtplx $(ASAN_TESTS)
+	@bash tests/run.sh
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)

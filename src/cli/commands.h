@@ -1,0 +1,26 @@
+/* commands.h — the `mtplx` subcommands. Each takes argc/argv starting at the subcommand name and
+ * returns the process exit status (0 ok, 1 runtime error, 2 usage error; see docs/cli.md). */
+#ifndef MTPLX_CLI_COMMANDS_H
+#define MTPLX_CLI_COMMANDS_H
+
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+/* The embedded default model directory: $MTPLX_MODEL if set, else models/qwen35-tiny-code next to
+ * the binary's repository (build/mtplx -> ../models/...), else the same path relative to the cwd. */
+const char *cli_default_model(void);
+
+/* Print "mtplx <cmd>: <msg>" to stderr (for runtime errors). */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,64 @@
+/* generate.h — one generation request against a loaded model: prefill, then AR or MTP-speculative
+ * decode, with the full sampler. This is the interface the CLI and the server call.
+ *
+ * (Draft of the contract; the speculative-decoding issue owns it and may extend it. Callers only
+ * rely on what is documented here.) */
+#ifndef MTPLX_ENGINE_GENERATE_H
+#define MTPLX_ENGINE_GENERATE_H
+
+#include <stdint.h>
+
+#include "../base/err.h"
+#include "../model/model.h"
+
+#define GEN_MAX_DEPTH 8
+#define GEN_MAX_STOP_IDS 16
+
+typedef struct {
+    float temperature;        /* 0 = greedy */
+    float top_p;              /* (0, 1]; 1 = off */
+    int top_k;                /* 0 = off */
+    float min_p;              /* [0, 1); 0 = off */
+    float presence_penalty;   /* [-2, 2], OpenAI formula over completion tokens */
+    float frequency_penalty;  /* [-2, 2] */
+    float repetition_penalty; /* > 0; 1 = off */
+    uint64_t seed;            /* used when seed_set; else chosen and reported in gen_stats.seed */
+    int seed_set;
+    int max_tokens;           /* completion tokens at most (> 0) */
+    int depth;                /* 0 = plain AR; 1..GEN_MAX_DEPTH MTP drafts per cycle */
+    int32_t stop_ids[GEN_MAX_STOP_IDS]; /* token ids that end the turn (emitted, then stop) */
+    int n_stop_ids;
+} gen_params;
+
+/* Neutral defaults: temperature 1, top_p 1, top_k 0, min_p 0, penalties 0,
+ * repetition 1, max_tokens 256, depth 0, no seed, no stop ids. */
+void gen_params_default(gen_params *p);
+
+typedef struct {
+    uint64_t seed;            /* the seed actually used */
+    int prompt_tokens;
+    int completion_tokens;
+    double prefill_s, decode_s;
+    double prefill_tok_s, decode_tok_s;
+    int depth;
+    int cycles;               /* verify forwards (AR: decode steps) */
+    int drafted;              /* draft tokens proposed */
+    int accepted;             /* draft tokens accepted */
+    int accepted_per_position[GEN_MAX_DEPTH]; /* cycles whose draft at position d was accepted */
+    double acceptance_rate;   /* accepted / drafted (0 when nothing drafted) */
+    double tokens_per_verify; /* committed tokens per verify forward */
+    const char *finish_reason;/* "stop" (stop id hit), "length" (max_tokens), "cancel" */
+} gen_stats;
+
+/* Called with newly committed completion tokens, in order, as soon as they are final. Returning
+ * non-zero cancels the generation at the next cycle (finish_reason "cancel"). */
+typedef int (*gen_token_fn)(void *user, const int32_t *tokens, int n);
+
+/* Generate from prompt[n_prompt] with fresh per-request state. Completion tokens go to on_tokens
+ * (may be NULL) and, when out_tokens is non-NULL, into a heap array the caller frees.
+ * Returns 0 or an error (EINVAL for bad params with a message naming the field). */
+int gen_run(const mtplx_model *m, const int32_t *prompt, int n_prompt, const gen_params *p,
+            gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
+            mtplx_err *err);
+
+#endif

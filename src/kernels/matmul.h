@@ -1,0 +1,33 @@
+/* matmul.h — y = x · Wᵀ for T activation rows against one weight matrix, any stored format.
+ *
+ * The weight is described, never copied: `data` points into the mmap'd checkpoint. Every kernel
+ * variant (portable C, AVX2, AVX-512, VNNI/BF16) must be row-invariant: row t of y depends only on
+ * row t of x and W, with the same arithmetic whatever T is (DESIGN.md §3). */
+#ifndef MTPLX_KERNELS_MATMUL_H
+#define MTPLX_KERNELS_MATMUL_H
+
+#include "../base/dtype.h"
+
+typedef struct {
+    mtplx_dtype dtype;        /* DT_F32, DT_F16, DT_BF16, or DT_U32 for MLX affine quantized */
+    int rows;                 /* output features N */
+    int cols;                 /* input features K (logical, unpacked) */
+    const void *data;         /* dense: [rows][cols] elements; quantized: uint32 [rows][cols*bits/32] */
+    const void *scales;       /* quantized only: [rows][cols/group_size] of scale_dtype */
+    const void *biases;       /* quantized only: same shape/dtype as scales; w = scale*q + bias */
+    mtplx_dtype scale_dtype;  /* DT_BF16, DT_F16 or DT_F32 */
+    int bits;                 /* quantized only: 4 or 8 */
+    int group_size;           /* quantized only: 32, 64 or 128 */
+} kern_weight;
+
+/* y[t*ldy + r] = Σ_c x[t*ldx + c] · W[r][c] for t < T, r < rows. fp32 accumulation.
+ * Precondition (asserted, callers validate shapes at load): ldx >= cols, ldy >= rows. */
+void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w);
+
+/* Dequantize/convert row r of W into out[cols] (embedding lookup, tied heads). */
+void kern_weight_row(const kern_weight *w, int r, float *out);
+
+/* The portable reference path; kept for tests that compare the SIMD paths against it. */
+void kern_matmul_ref(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w);
+
+#endif

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Run the whole suite: every unit test binary (optimised build, then ASan/UBSan build), then every
+# tests/integration/*.sh script. Prints one result line per binary/script and a final
+# "N passed, N failed" line; exits non-zero on any failure.
+set -u
+cd "$(dirname "$0")/.."
+passed=0; failed=0; failed_names=()
+run_one() { # name, command...
+    local name=$1; shift
+    local t0=$SECONDS
+    if "$@" >"build/logs/$name.log" 2>&1; then
+        passed=$((passed + 1)); echo "PASS $name ($((SECONDS - t0))s)"
+    else
+        failed=$((failed + 1)); failed_names+=("$name"); echo "FAIL $name ($((SECONDS - t0))s)"
+        tail -n 40 "build/logs/$name.log" | sed 's/^/    /'
+    fi
+}
+mkdir -p build/logs
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for t in build/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for t in build/asan/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "asan-$(basename "$t")" env MTPLX_SANITIZED=1 "$t"
+done
+for s in tests/integration/*.sh; do
+    [ -f "$s" ] || continue
+    run_one "$(basename "$s" .sh)" bash "$s"
+done
+echo
+[ $failed -eq 0 ] || echo "failed: ${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
