@@ -70,9 +70,22 @@ run: deps
 
 # README command 2: build everything and run the whole suite (unit tests, the same under
 # ASan/UBSan, then tests/integration/*.sh).
-test: deps
-	@$(MAKE) --no-print-directory all build/asan/mtplx $(ASAN_TESTS)
+test:
+	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
+	@bash scripts/npm-deps.sh
+	@$(MAKE) --no-print-directory all build/asan/mtplx $(ASAN_TESTS) fuzz
 	@bash tests/run.sh
+
+# libFuzzer harnesses: tests/fuzz/fuzz_<name>.c, built with clang against the library sources.
+# `make fuzz` builds them; tests/run.sh replays each one's corpus (tests/fuzz/corpus/<name>/) plus a
+# short random run; `build/fuzz/fuzz_<name> -max_total_time=300 DIR` fuzzes for real.
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
+fuzz: $(FUZZ_BINS)
+build/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
 
 clean:
 	rm -rf build

