@@ -1,0 +1,177 @@
+/* moe.c — MoE routing and routed-expert accumulation (see moe.h). */
+#include "moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/mem.h"
+
+int kern_moe_router_check(const moe_router *r, mtplx_err *err) {
+    if (r->n_experts < 1 || r->n_experts > MOE_MAX_EXPERTS)
+        return err_set(err, MTPLX_EINVAL, "MoE: %d experts (must be 1..%d)", r->n_experts, MOE_MAX_EXPERTS);
+    if (r->top_k < 1 || r->top_k > r->n_experts || r->top_k > MOE_MAX_TOPK)
+        return err_set(err, MTPLX_EINVAL, "MoE: num_experts_per_tok %d with %d experts (must be 1..%d)",
+                       r->top_k, r->n_experts, r->n_experts < MOE_MAX_TOPK ? r->n_experts : MOE_MAX_TOPK);
+    if (r->score != MOE_SCORE_SOFTMAX && r->score != MOE_SCORE_SIGMOID)
+        return err_set(err, MTPLX_EINVAL, "MoE: unknown scoring function %d", (int)r->score);
+    if (r->n_group < 1 || r->n_experts % r->n_group != 0)
+        return err_set(err, MTPLX_EINVAL, "MoE: n_group %d does not divide %d experts", r->n_group, r->n_experts);
+    if (r->topk_group < 1 || r->topk_group > r->n_group)
+        return err_set(err, MTPLX_EINVAL, "MoE: topk_group %d with n_group %d", r->topk_group, r->n_group);
+    if (r->n_group > 1 && r->n_experts / r->n_group < 2)
+        return err_set(err, MTPLX_EINVAL, "MoE: grouped routing needs >= 2 experts per group (%d experts, %d groups)",
+                       r->n_experts, r->n_group);
+    if (r->n_group > 1 && r->top_k > (r->n_experts / r->n_group) * r->topk_group)
+        return err_set(err, MTPLX_EINVAL, "MoE: top-%d experts from %d groups of %d", r->top_k,
+                       r->topk_group, r->n_experts / r->n_group);
+    if (!(r->scaling > 0.f) || !isfinite(r->scaling))
+        return err_set(err, MTPLX_EINVAL, "MoE: routed_scaling_factor %g must be > 0", (double)r->scaling);
+    return 0;
+}
+
+/* Indices of the k largest values of v[n] into out[k], largest first; ties go to the lower index.
+ * `taken` is scratch of n chars. O(k·n): k and n are small (k <= 64, n <= 1024). */
+static void top_k_indices(const float *v, int n, int k, int *out, unsigned char *taken) {
+    memset(taken, 0, (size_t)n);
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (!taken[i] && (best < 0 || v[i] > v[best])) best = i;
+        taken[best] = 1;
+        out[j] = best;
+    }
+}
+
+void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w, float *scratch) {
+    int E = r->n_experts, K = r->top_k;
+    float *score = scratch;        /* [E] weights source: softmax or sigmoid */
+    float *choice = scratch + E;   /* [E] what selection ranks */
+    unsigned char taken[MOE_MAX_EXPERTS];
+    int sel[MOE_MAX_TOPK];
+
+    if (r->score == MOE_SCORE_SOFTMAX) {
+        float mx = logits[0];
+        for (int e = 1; e < E; e++)
+            if (logits[e] > mx) mx = logits[e];
+        float sum = 0.f;
+        for (int e = 0; e < E; e++) {
+            score[e] = expf(logits[e] - mx);
+            sum += score[e];
+        }
+        for (int e = 0; e < E; e++) score[e] /= sum;
+    } else {
+        for (int e = 0; e < E; e++) score[e] = 1.0f / (1.0f + expf(-logits[e]));
+    }
+    for (int e = 0; e < E; e++) choice[e] = score[e] + (r->correction_bias ? r->correction_bias[e] : 0.f);
+
+    if (r->n_group > 1) {
+        /* group score = sum of the group's two best biased scores; keep topk_group groups and zero
+         * the rest (HF masked_fill(..., 0.0): a dropped expert ranks as 0, not as -inf). */
+        int G = r->n_group, per = E / G;
+        float gscore[MOE_MAX_EXPERTS];
+        for (int g = 0; g < G; g++) {
+            const float *c = choice + g * per;
+            int b0 = 0;
+            for (int i = 1; i < per; i++)
+                if (c[i] > c[b0]) b0 = i;
+            int b1 = b0 == 0 ? 1 : 0;
+            for (int i = 0; i < per; i++)
+                if (i != b0 && c[i] > c[b1]) b1 = i;
+            gscore[g] = c[b0] + c[b1];
+        }
+        int keep[MOE_MAX_EXPERTS];
+        top_k_indices(gscore, G, r->topk_group, keep, taken);
+        unsigned char kept[MOE_MAX_EXPERTS];
+        memset(kept, 0, (size_t)G);
+        for (int j = 0; j < r->topk_group; j++) kept[keep[j]] = 1;
+        for (int e = 0; e < E; e++)
+            if (!kept[e / per]) choice[e] = 0.f;
+    }
+
+    top_k_indices(choice, E, K, sel, taken);
+
+    /* ascending expert order (the accumulation order of kern_moe_experts) */
+    for (int i = 1; i < K; i++)
+        for (int j = i; j > 0 && sel[j - 1] > sel[j]; j--) {
+            int t = sel[j];
+            sel[j] = sel[j - 1];
+            sel[j - 1] = t;
+        }
+    float sum = 0.f;
+    for (int j = 0; j < K; j++) {
+        idx[j] = sel[j];
+        w[j] = score[sel[j]];
+        sum += w[j];
+    }
+    if (r->norm_topk) {
+        if (r->score == MOE_SCORE_SIGMOID) sum += 1e-20f;
+        for (int j = 0; j < K; j++) w[j] /= sum;
+    }
+    if (r->scaling != 1.0f)
+        for (int j = 0; j < K; j++) w[j] *= r->scaling;
+}
+
+int kern_moe_scratch_init(moe_scratch *s, int rows, int hidden, int inter, mtplx_err *err) {
+    memset(s, 0, sizeof *s);
+    s->rows = rows;
+    s->hidden = hidden;
+    s->inter = inter;
+    size_t R = (size_t)rows;
+    s->xg = mem_alloc(R * (size_t)hidden, sizeof(float), "MoE gathered rows", err);
+    s->g = mem_alloc(R * (size_t)inter, sizeof(float), "MoE gate", err);
+    s->u = mem_alloc(R * (size_t)inter, sizeof(float), "MoE up", err);
+    s->y = mem_alloc(R * (size_t)hidden, sizeof(float), "MoE expert output", err);
+    s->rows_of = mem_alloc(R, sizeof(int), "MoE row list", err);
+    s->w_of = mem_alloc(R, sizeof(float), "MoE row weights", err);
+    if (!s->xg || !s->g || !s->u || !s->y || !s->rows_of || !s->w_of) {
+        kern_moe_scratch_free(s);
+        return MTPLX_ENOMEM;
+    }
+    return 0;
+}
+
+void kern_moe_scratch_free(moe_scratch *s) {
+    free(s->xg);
+    free(s->g);
+    free(s->u);
+    free(s->y);
+    free(s->rows_of);
+    free(s->w_of);
+    memset(s, 0, sizeof *s);
+}
+
+void kern_moe_experts(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts,
+                      int E, const int *idx, const float *w, int K, moe_scratch *s) {
+    int H = s->hidden;
+    for (int t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, sizeof(float) * (size_t)H);
+    for (int e = 0; e < E; e++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < K; j++)
+                if (idx[t * K + j] == e) {
+                    s->rows_of[n] = t;
+                    s->w_of[n] = w[t * K + j];
+                    memcpy(s->xg + (size_t)n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
+                    n++;
+                    break;
+                }
+        if (n == 0) continue;
+        const moe_expert *ex = &experts[e];
+        int I = ex->gate.rows;
+        kern_matmul(s->g, s->inter, s->xg, H, n, &ex->gate);
+        kern_matmul(s->u, s->inter, s->xg, H, n, &ex->up);
+        for (int r = 0; r < n; r++) {
+            float *g = s->g + (size_t)r * s->inter;
+            const float *u = s->u + (size_t)r * s->inter;
+            for (int i = 0; i < I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        }
+        kern_matmul(s->y, H, s->g, s->inter, n, &ex->down);
+        for (int r = 0; r < n; r++) {
+            float *o = out + (size_t)s->rows_of[r] * ldo;
+            const float *y = s->y + (size_t)r * H;
+            float wr = s->w_of[r];
+            for (int h = 0; h < H; h++) o[h] += wr * y[h];
+        }
+    }
+}

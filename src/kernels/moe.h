@@ -1,0 +1,80 @@
+/* moe.h — mixture-of-experts routing and routed-expert accumulation.
+ *
+ * Two router families exist in the checkpoints we run:
+ *   - Qwen (qwen3_5_moe, qwen3_next): p = softmax_f32(logits); top-k of p; optionally renormalise the
+ *     k weights to sum 1 (norm_topk_prob).
+ *   - DeepSeek-V3: s = sigmoid(logits); selection uses s + e_score_correction_bias, first keeping the
+ *     topk_group groups whose score (sum of their two best biased scores) is largest, then the top-k
+ *     experts inside those groups (experts of dropped groups count as score 0, as HF masks them);
+ *     weights are the *unbiased* s of the chosen experts, optionally renormalised (+1e-20), times
+ *     routed_scaling_factor.
+ * Routing is per row and depends on nothing else. The expert accumulation groups rows by expert
+ * for the matmuls (kern_matmul is row-invariant) and adds each row's expert outputs in ascending
+ * expert index, so a row's result does not depend on which other rows share the call (DESIGN.md §3). */
+#ifndef MTPLX_KERNELS_MOE_H
+#define MTPLX_KERNELS_MOE_H
+
+#include "../base/err.h"
+#include "matmul.h"
+
+#define MOE_MAX_EXPERTS 1024
+#define MOE_MAX_TOPK 64
+
+typedef enum {
+    MOE_SCORE_SOFTMAX = 0,  /* Qwen: softmax over all experts, fp32 */
+    MOE_SCORE_SIGMOID = 1,  /* DeepSeek-V3: independent sigmoids */
+} moe_score_fn;
+
+/* How one layer routes. Plain values; the model layer fills it from the config. */
+typedef struct {
+    int n_experts;                 /* E (1..MOE_MAX_EXPERTS) */
+    int top_k;                     /* K (1..min(E, MOE_MAX_TOPK)) */
+    moe_score_fn score;
+    int norm_topk;                 /* 1: divide the K weights by their sum */
+    int n_group;                   /* expert groups for grouped selection; 1 = no grouping */
+    int topk_group;                /* groups kept (1..n_group) */
+    const float *correction_bias;  /* [E] added to scores for selection only; NULL = none */
+    float scaling;                 /* routed_scaling_factor, multiplies the final weights (1 = none) */
+} moe_router;
+
+/* Check a router description for impossible values (K > E, E not divisible by n_group, fewer than
+ * two experts per group with grouping on, ...). Returns 0 or MTPLX_EINVAL with a message. */
+int kern_moe_router_check(const moe_router *r, mtplx_err *err);
+
+/* Route one row: from its router logits[E] choose K experts. idx[K] gets expert ids in ascending
+ * order, w[K] their weights. scratch holds 2·E floats. Deterministic; ties go to the lower index. */
+void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w, float *scratch);
+
+/* One routed expert: SwiGLU down(silu(gate·x) ⊙ up·x). Weights point into the checkpoint (any of
+ * the numbered, fused gate_up or stacked switch_mlp layouts is described as three kern_weights). */
+typedef struct {
+    kern_weight gate;  /* [I][H] */
+    kern_weight up;    /* [I][H] */
+    kern_weight down;  /* [H][I] */
+} moe_expert;
+
+/* Scratch for kern_moe_experts over up to `rows` rows; allocate once (hot paths do not allocate). */
+typedef struct {
+    int rows;          /* row capacity R */
+    int hidden;        /* H */
+    int inter;         /* I (largest expert width) */
+    float *xg;         /* [R][H] gathered input rows of one expert */
+    float *g;          /* [R][I] gate, then silu(gate)·up */
+    float *u;          /* [R][I] up */
+    float *y;          /* [R][H] expert output */
+    int *rows_of;      /* [R] row index of each gathered row */
+    float *w_of;       /* [R] routing weight of each gathered row */
+} moe_scratch;
+
+/* Allocate scratch for R rows of width H through experts of width I. Returns 0 or ENOMEM.
+ * Free with kern_moe_scratch_free (safe on a zeroed struct). */
+int kern_moe_scratch_init(moe_scratch *s, int rows, int hidden, int inter, mtplx_err *err);
+void kern_moe_scratch_free(moe_scratch *s);
+
+/* out[t][0..H) = Σ_j w[t·K+j] · expert_{idx[t·K+j]}(x[t]) for t < T (out is overwritten; rows spaced
+ * ldo / ldx floats). idx rows must be ascending (as kern_moe_route gives) with ids < E. T must not
+ * exceed s->rows, expert widths not s->inter. */
+void kern_moe_experts(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts,
+                      int E, const int *idx, const float *w, int K, moe_scratch *s);
+
+#endif
