@@ -10,6 +10,7 @@
 
 #define CFG_MAX_LAYERS 512
 #define CFG_MAX_EOS 8
+#define CFG_MAX_QUANT_OVERRIDES 256
 
 typedef enum {
     ARCH_UNKNOWN = 0,
@@ -61,6 +62,40 @@ typedef struct {
     int shared_expert_intermediate_size;
     int norm_topk_prob;
 
+    unsigned char layer_moe[CFG_MAX_LAYERS]; /* 1: layer i's MLP is the routed MoE block (else dense) */
+    int decoder_sparse_step;    /* qwen3_next: MoE every k-th layer (1 = all) */
+
+    /* RoPE scaling (rope_parameters / legacy rope_scaling); rope_type "default" = none */
+    char rope_type[32];         /* "default", "linear", "dynamic", "yarn", "llama3", ... as found */
+    double rope_factor;         /* scaling factor (1 when none) */
+    double rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int rope_orig_max_pos;      /* original_max_position_embeddings (llama3 / yarn), 0 if absent */
+    double rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim; /* yarn */
+    int rope_interleave;        /* deepseek_v3: rotate interleaved pairs (rope_interleave) */
+
+    /* DeepSeek-V3 MLA + routing (zero for other families) */
+    int q_lora_rank;            /* 0: q_proj is a plain projection */
+    int kv_lora_rank;
+    int qk_nope_head_dim;
+    int qk_rope_head_dim;       /* == rotary_dim */
+    int v_head_dim;
+    int n_shared_experts;       /* shared expert width = n_shared_experts * moe_intermediate_size */
+    int n_group, topk_group;    /* grouped top-k routing */
+    double routed_scaling_factor;
+    int first_k_dense_replace;  /* layers < k use the dense MLP */
+    char scoring_func[16];      /* "sigmoid" (V3) or "softmax" */
+
+    /* Quantization (MLX `quantization` / HF `quantization_config`); bits 0 = none */
+    char quant_method[32];      /* "mlx" for MLX affine, else HF quant_method ("fp8", ...), "" none */
+    int quant_bits;             /* default bits per weight */
+    int quant_group_size;       /* default elements per scale/bias group */
+    int n_quant_overrides;
+    struct {
+        char module[112];       /* module path, e.g. "model.layers.0.mlp.gate" */
+        int bits;               /* 0: left unquantized (override value `false`) */
+        int group_size;
+    } quant_overrides[CFG_MAX_QUANT_OVERRIDES];
+
     /* MTP */
     int mtp_layers;             /* mtp_num_hidden_layers or num_nextn_predict_layers */
 
@@ -68,6 +103,10 @@ typedef struct {
     int eos_ids[CFG_MAX_EOS];
     int n_eos;
 } model_config;
+
+/* Family lookups: model_type string -> arch (ARCH_UNKNOWN when not recognised); arch -> short name. */
+model_arch config_arch_from_type(const char *model_type);
+const char *config_arch_name(model_arch a);
 
 /* Parse <dir>/config.json (and generation_config.json for EOS ids when present).
  * Returns 0, or an error naming the file and field (missing, wrong type, impossible value). */

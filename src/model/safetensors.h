@@ -21,7 +21,8 @@ typedef struct {
     mtplx_dtype dtype;
     int ndim;
     int64_t shape[ST_MAX_DIMS];
-    const void *data;          /* start of the tensor bytes inside the mapping */
+    const void *data;          /* start of the tensor bytes inside the mapping; aligned to the
+                                  element size (misaligned files are refused) */
     size_t nbytes;             /* == product(shape) * dtype_size(dtype) */
     const char *file;          /* path of the file holding it (owned by the st_set) */
 } st_tensor;
@@ -36,7 +37,18 @@ int st_open_file(const char *path, st_set **out, mtplx_err *err);
  * file in the directory. */
 int st_open_dir(const char *dir, st_set **out, mtplx_err *err);
 
+/* Validate a safetensors image already in memory (fuzzing, tests). The set points into `data`, which
+ * the caller keeps alive and unchanged until st_close; `name` stands for the file in messages. */
+int st_open_buffer(const void *data, size_t size, const char *name, st_set **out, mtplx_err *err);
+
 void st_close(st_set *s);
+
+/* The directory or file the set was opened from (for messages). Owned by the set. */
+const char *st_where(const st_set *s);
+
+/* The tensor `name` with exactly this shape, or NULL with err set to "missing tensor X (looked in
+ * DIR)" or "FILE: tensor X: shape [a, b], expected [c, d]" (EBADFILE). Dtype is the caller's check. */
+const st_tensor *st_require(const st_set *s, const char *name, int ndim, const int64_t *shape, mtplx_err *err);
 
 /* Lookup by exact name; NULL when absent. */
 const st_tensor *st_find(const st_set *s, const char *name);
