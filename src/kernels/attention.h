@@ -1,0 +1,15 @@
+/* attention.h — softmax attention of one query head against a run of cached keys/values.
+ *
+ * The reduction order over keys is fixed (key 0 first), independent of how many query rows the
+ * caller processes, so a row's output is the same in a decode step and in a prefill/verify call
+ * (row invariance, DESIGN.md §3). Causality is the caller's job: it passes only the keys a query
+ * may see. */
+#ifndef MTPLX_KERNELS_ATTENTION_H
+#define MTPLX_KERNELS_ATTENTION_H
+
+/* out[dh] = Σ_j softmax_j(scale · q·k_j) · v_j over keys j < n. k and v point at n rows of dh floats
+ * spaced ld floats apart (a KV cache head). scores is scratch of n floats. n >= 1. */
+void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,
+                         int dh, float scale, float *scores);
+
+#endif

@@ -1,0 +1,153 @@
+/* model_internal.h — the private layout of a loaded model and of per-sequence state, shared by the
+ * files of the model layer (weights.c binds tensors, forward.c runs the trunk, mtp.c the MTP head,
+ * state.c owns caches and captures). Nothing above the model layer includes this. */
+#ifndef MTPLX_MODEL_INTERNAL_H
+#define MTPLX_MODEL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "../kernels/matmul.h"
+#include "arch.h"
+#include "config.h"
+#include "model.h"
+#include "safetensors.h"
+
+/* Gated full attention (Qwen3.5: q_proj emits [query | gate] per head). */
+typedef struct {
+    kern_weight q;        /* [nH·Dh·(gate ? 2 : 1)][H] */
+    kern_weight k, v;     /* [nKV·Dh][H] */
+    kern_weight o;        /* [H][nH·Dh] */
+    const float *q_norm;  /* [Dh] effective weight (1 + w applied for zero-centred), NULL if none */
+    const float *k_norm;  /* [Dh] */
+} attn_weights;
+
+/* Gated DeltaNet, split projections (Qwen3.5 naming). */
+typedef struct {
+    kern_weight qkv;      /* [conv_dim][H], conv_dim = 2·Hk·Dk + Hv·Dv, rows laid out q | k | v */
+    kern_weight z;        /* [Hv·Dv][H] */
+    kern_weight b;        /* [Hv][H] */
+    kern_weight a;        /* [Hv][H] */
+    kern_weight out;      /* [H][Hv·Dv] */
+    const float *conv_w;  /* [conv_dim][Kc], fp32 copy (HF [C,1,Kc] and MLX [C,Kc,1] share this order) */
+    const float *neg_A;   /* [Hv] −exp(A_log), fp32 */
+    const float *dt_bias; /* [Hv] */
+    const float *norm;    /* [Dv] gated RMSNorm weight, applied as is (never 1 + w) */
+} gdn_weights;
+
+/* Dense SwiGLU MLP. */
+typedef struct {
+    kern_weight gate, up; /* [I][H] */
+    kern_weight down;     /* [H][I] */
+} mlp_weights;
+
+typedef enum { MIXER_GDN = 0, MIXER_ATTN = 1 } mixer_kind;
+typedef enum { FFN_DENSE = 0 } ffn_kind;  /* MoE joins here (issue 6) */
+
+/* One decoder layer: residual skeleton x += mixer(norm(x)); x += ffn(norm(x)). */
+typedef struct {
+    mixer_kind mixer;
+    ffn_kind ffn;
+    int slot;                 /* index among layers of the same mixer kind (KV cache / GDN state) */
+    const float *in_norm;     /* [H] effective weight */
+    const float *post_norm;   /* [H] */
+    attn_weights attn;        /* valid when mixer == MIXER_ATTN */
+    gdn_weights gdn;          /* valid when mixer == MIXER_GDN */
+    mlp_weights mlp;          /* valid when ffn == FFN_DENSE */
+} layer_weights;
+
+/* The MTP head (`mtp.*`): fc over [norm(embed) | norm(hidden)], one full-attention layer, a norm. */
+typedef struct {
+    const float *pre_fc_norm_embedding; /* [H] */
+    const float *pre_fc_norm_hidden;    /* [H] */
+    kern_weight fc;                     /* [H][2H] */
+    layer_weights layer;                /* mixer MIXER_ATTN, slot 0 of the MTP KV cache */
+    const float *norm;                  /* [H] */
+} mtp_weights;
+
+struct mtplx_model {
+    char dir[4096];
+    model_config cfg;
+    const arch_info *arch;
+    st_set *st;               /* the mapped checkpoint; every kern_weight points into it */
+    int hf_layout;            /* 1: HF checkpoint (zero-centred norms get +1 at load) */
+    kern_weight embed;        /* [V][H] */
+    kern_weight lm_head;      /* [V][H] (the embedding when tied) */
+    kern_weight draft_head;   /* HEAD_DRAFT: for now the target head (hook for a quantized copy) */
+    layer_weights *layers;    /* [n_layers] */
+    const float *final_norm;  /* [H] */
+    int n_attn, n_gdn;        /* layers of each mixer kind */
+    int has_mtp;
+    mtp_weights mtp;
+    float *rope_inv_freq;     /* [rotary_dim/2] */
+    float *arena;             /* fp32 copies of all small vectors (norms, conv, gates) */
+    size_t arena_used, arena_cap;  /* floats */
+    /* derived sizes */
+    int key_dim, value_dim, conv_dim;   /* Hk·Dk, Hv·Dv, 2·key_dim + value_dim */
+    int q_width;                        /* q_proj outputs: nH·Dh·(gate ? 2 : 1) */
+};
+
+/* Scratch for a forward over up to `rows` rows; sized at state creation, so forward never
+ * allocates. */
+typedef struct {
+    int rows;        /* row capacity R */
+    int big_w;       /* floats per row of `big` */
+    float *x;        /* [R][H] residual stream */
+    float *a;        /* [R][H] normed block input */
+    float *o;        /* [R][H] block output */
+    float *big;      /* [R][big_w] projections of the current block */
+    float *win;      /* [(Kc-1) + R][conv_dim] GDN conv window when not capturing */
+    float *qk;       /* [2][Hk][Dk] one row's normalised q and k */
+    float *scores;   /* [capacity] attention scores of one query head */
+    float *cos_sin;  /* [rotary_dim] */
+} fwd_scratch;
+
+int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err);
+void fwd_scratch_free(fwd_scratch *s);
+
+/* KV cache of one attention layer: k and v are [nKV][capacity][Dh]. */
+typedef struct {
+    float *k, *v;
+} kv_layer;
+
+/* Per-GDN-layer recurrent state with a two-buffer scheme for zero-copy rollback: a capturing
+ * forward reads rec[cur] as its starting state and writes rec[cur ^ 1], so the start state survives
+ * until commit, which replays the innovation tape up to the kept row. */
+typedef struct {
+    float *conv;      /* [Kc-1][conv_dim] conv state: the last Kc-1 pre-conv qkv rows */
+    float *rec[2];    /* [Hv][Dv][Dk] each */
+    /* innovation tape of the last capturing forward (rows < max_rows) */
+    float *tape_win;  /* [(Kc-1) + max_rows][conv_dim]: conv state before the call, then qkv rows */
+    float *tape_k;    /* [max_rows][Hk][Dk] normalised keys */
+    float *tape_g;    /* [max_rows][Hv] decays */
+    float *tape_d;    /* [max_rows][Hv][Dv] innovations */
+} gdn_layer_state;
+
+struct model_state {
+    const mtplx_model *m;
+    int capacity;     /* positions */
+    int max_rows;     /* rows per capturing call */
+    int len;          /* committed positions */
+    int cur;          /* which rec[] buffer is live */
+    int cap_rows;     /* rows of the last forward if it captured, else 0 */
+    int cap_base;     /* len before that forward */
+    kv_layer *kv;     /* [n_attn] */
+    gdn_layer_state *gdn; /* [n_gdn] */
+    fwd_scratch scr;
+};
+
+struct mtp_state {
+    const mtplx_model *m;
+    int capacity;
+    int len;
+    kv_layer kv;
+    fwd_scratch scr;
+};
+
+/* forward.c: one full-attention layer over R rows at positions pos0.., writing K/V into kv at those
+ * positions; a[R][H] in, o[R][H] out. Shared by the trunk and the MTP head. */
+void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, int capacity, int pos0,
+                     int R, fwd_scratch *s);
+/* forward.c: dense MLP over R rows: a in, o out. */
+void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s);
+
+#endif

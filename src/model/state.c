@@ -1,0 +1,141 @@
+/* state.c — per-sequence trunk state: attention KV caches, Gated DeltaNet conv and recurrent
+ * states, the innovation tape of the last capturing forward, and rollback (model_state_commit).
+ *
+ * Rollback without copies: each GDN layer has two recurrent-state buffers. A capturing forward reads
+ * its start state from rec[cur] and writes the rows' states into rec[cur ^ 1], then flips cur. To
+ * keep only the first `keep` rows, commit replays the tape (decay g, innovation delta, normalised k
+ * per row) from the untouched start state with the same update kern_gdn_step used, which gives the
+ * state bit-identical to having forwarded only those rows. Attention KV is trimmed by moving len. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/mem.h"
+#include "../kernels/gdn.h"
+#include "model_internal.h"
+
+/* Rows of scratch for prefill chunks when the caller asks for fewer capture rows. */
+#define PREFILL_CHUNK_ROWS 32
+
+static int kv_layer_init(kv_layer *kv, const model_config *c, int capacity, mtplx_err *err) {
+    size_t n = (size_t)c->n_kv_heads * capacity * c->head_dim;
+    kv->k = mem_zalloc(n, sizeof(float), "KV cache keys", err);
+    kv->v = mem_zalloc(n, sizeof(float), "KV cache values", err);
+    return kv->k && kv->v ? 0 : MTPLX_ENOMEM;
+}
+
+static void kv_layer_free(kv_layer *kv) {
+    free(kv->k);
+    free(kv->v);
+}
+
+static int gdn_state_init(gdn_layer_state *g, const mtplx_model *m, int max_rows, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    size_t C = (size_t)m->conv_dim, kc1 = (size_t)c->conv_kernel - 1;
+    size_t rec = (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim;
+    g->conv = mem_zalloc(kc1 ? kc1 * C : 1, sizeof(float), "GDN conv state", err);
+    g->rec[0] = mem_zalloc(rec, sizeof(float), "GDN recurrent state", err);
+    g->rec[1] = mem_zalloc(rec, sizeof(float), "GDN recurrent state", err);
+    g->tape_win = mem_alloc((kc1 + max_rows) * C, sizeof(float), "GDN tape (conv)", err);
+    g->tape_k = mem_alloc((size_t)max_rows * m->key_dim, sizeof(float), "GDN tape (k)", err);
+    g->tape_g = mem_alloc((size_t)max_rows * c->lin_v_heads, sizeof(float), "GDN tape (g)", err);
+    g->tape_d = mem_alloc((size_t)max_rows * m->value_dim, sizeof(float), "GDN tape (delta)", err);
+    return g->conv && g->rec[0] && g->rec[1] && g->tape_win && g->tape_k && g->tape_g && g->tape_d ? 0 : MTPLX_ENOMEM;
+}
+
+static void gdn_state_free(gdn_layer_state *g) {
+    free(g->conv);
+    free(g->rec[0]);
+    free(g->rec[1]);
+    free(g->tape_win);
+    free(g->tape_k);
+    free(g->tape_g);
+    free(g->tape_d);
+}
+
+int model_state_new(const mtplx_model *m, int capacity, int max_rows, model_state **out, mtplx_err *err) {
+    mtplx_err local;
+    if (!err) err = &local;
+    *out = NULL;
+    if (capacity < 1 || max_rows < 1)
+        return err_set(err, MTPLX_EINVAL, "model_state_new: capacity %d and max_rows %d must be >= 1", capacity,
+                       max_rows);
+    model_state *s = mem_zalloc(1, sizeof *s, "model state", err);
+    if (!s) return err->code;
+    s->m = m;
+    s->capacity = capacity;
+    s->max_rows = max_rows;
+    int rc = MTPLX_ENOMEM;
+    s->kv = mem_zalloc((size_t)(m->n_attn ? m->n_attn : 1), sizeof *s->kv, "KV caches", err);
+    s->gdn = mem_zalloc((size_t)(m->n_gdn ? m->n_gdn : 1), sizeof *s->gdn, "GDN states", err);
+    if (!s->kv || !s->gdn) goto fail;
+    for (int i = 0; i < m->n_attn; i++)
+        if ((rc = kv_layer_init(&s->kv[i], &m->cfg, capacity, err))) goto fail;
+    for (int i = 0; i < m->n_gdn; i++)
+        if ((rc = gdn_state_init(&s->gdn[i], m, max_rows, err))) goto fail;
+    int rows = max_rows > PREFILL_CHUNK_ROWS ? max_rows : PREFILL_CHUNK_ROWS;
+    if ((rc = fwd_scratch_init(&s->scr, m, rows, capacity, err))) goto fail;
+    *out = s;
+    return 0;
+fail:
+    model_state_free(s);
+    return err->code ? err->code : rc;
+}
+
+void model_state_free(model_state *s) {
+    if (!s) return;
+    if (s->kv)
+        for (int i = 0; i < s->m->n_attn; i++) kv_layer_free(&s->kv[i]);
+    if (s->gdn)
+        for (int i = 0; i < s->m->n_gdn; i++) gdn_state_free(&s->gdn[i]);
+    free(s->kv);
+    free(s->gdn);
+    fwd_scratch_free(&s->scr);
+    free(s);
+}
+
+int model_state_len(const model_state *s) { return s->len; }
+int model_state_capacity(const model_state *s) { return s->capacity; }
+
+void model_state_reset(model_state *s) {
+    const mtplx_model *m = s->m;
+    const model_config *c = &m->cfg;
+    size_t rec = (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim;
+    size_t conv = (size_t)(c->conv_kernel - 1) * m->conv_dim;
+    for (int i = 0; i < m->n_gdn; i++) {
+        memset(s->gdn[i].conv, 0, sizeof(float) * conv);
+        memset(s->gdn[i].rec[0], 0, sizeof(float) * rec);
+        memset(s->gdn[i].rec[1], 0, sizeof(float) * rec);
+    }
+    s->len = 0;
+    s->cur = 0;
+    s->cap_rows = 0;
+}
+
+int model_state_commit(model_state *s, int keep, mtplx_err *err) {
+    if (s->cap_rows <= 0)
+        return err_set(err, MTPLX_EINVAL, "model_state_commit: the last forward did not capture");
+    if (keep < 1 || keep > s->cap_rows)
+        return err_set(err, MTPLX_EINVAL, "model_state_commit: keep %d outside [1, %d]", keep, s->cap_rows);
+    const mtplx_model *m = s->m;
+    const model_config *c = &m->cfg;
+    int Hv = c->lin_v_heads, Dk = c->lin_k_dim, Dv = c->lin_v_dim, ratio = Hv / (c->lin_k_heads ? c->lin_k_heads : 1);
+    size_t C = (size_t)m->conv_dim, kc1 = (size_t)c->conv_kernel - 1, head_sz = (size_t)Dv * Dk;
+    if (keep < s->cap_rows) {
+        for (int i = 0; i < m->n_gdn; i++) {
+            gdn_layer_state *g = &s->gdn[i];
+            memcpy(g->conv, g->tape_win + (size_t)keep * C, sizeof(float) * kc1 * C);
+            float *live = g->rec[s->cur];
+            const float *start = g->rec[s->cur ^ 1];
+            for (int t = 0; t < keep; t++) {
+                const float *src = t == 0 ? start : live;
+                for (int hv = 0; hv < Hv; hv++)
+                    kern_gdn_replay(live + hv * head_sz, src + hv * head_sz,
+                                    g->tape_k + (size_t)t * m->key_dim + (size_t)(hv / ratio) * Dk,
+                                    g->tape_d + ((size_t)t * Hv + hv) * Dv, g->tape_g[(size_t)t * Hv + hv], Dk, Dv);
+            }
+        }
+    }
+    s->len = s->cap_base + keep;
+    s->cap_rows = 0;
+    return 0;
+}

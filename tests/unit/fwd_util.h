@@ -1,0 +1,68 @@
+/* fwd_util.h — helpers shared by the forward tests: load a golden safetensors file, compare float
+ * arrays, argmax. Header-only so each test binary stays one file plus the library. */
+#ifndef MTPLX_TEST_FWD_UTIL_H
+#define MTPLX_TEST_FWD_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/model/model.h"
+#include "../../src/model/safetensors.h"
+
+/* A golden: input ids and the fp32 reference tensors (NULL when absent). Owned by the st_set. */
+typedef struct {
+    st_set *st;
+    int T, V, H;
+    const int32_t *ids;     /* [T] */
+    const float *logits;    /* [T][V] */
+    const float *hidden;    /* [T][H] */
+    const float *mtp_logits;/* [T-1][V] or NULL */
+    int prompt_len;         /* 0 when the golden has none */
+} golden;
+
+static inline int golden_open(const char *path, golden *g, mtplx_err *err) {
+    memset(g, 0, sizeof *g);
+    if (st_open_file(path, &g->st, err)) return -1;
+    const st_tensor *ids = st_find(g->st, "input_ids"), *lg = st_find(g->st, "logits"),
+                    *hd = st_find(g->st, "hidden"), *ml = st_find(g->st, "mtp_logits"),
+                    *pl = st_find(g->st, "prompt_len");
+    if (!ids || !lg || !hd || ids->dtype != DT_I32 || lg->dtype != DT_F32 || hd->dtype != DT_F32) return -1;
+    g->T = (int)ids->shape[0];
+    g->V = (int)lg->shape[1];
+    g->H = (int)hd->shape[1];
+    g->ids = ids->data;
+    g->logits = lg->data;
+    g->hidden = hd->data;
+    g->mtp_logits = ml && ml->dtype == DT_F32 ? ml->data : NULL;
+    if (pl && pl->dtype == DT_I32) g->prompt_len = ((const int32_t *)pl->data)[0];
+    return 0;
+}
+
+static inline void golden_close(golden *g) { st_close(g->st); }
+
+static inline double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d; /* NaN propagates as a failure */
+    }
+    return m;
+}
+
+static inline int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* Rows of a and b [rows][n] whose argmax differs. */
+static inline int argmax_mismatches(const float *a, const float *b, int rows, int n) {
+    int bad = 0;
+    for (int t = 0; t < rows; t++) bad += argmax(a + (size_t)t * n, n) != argmax(b + (size_t)t * n, n);
+    return bad;
+}
+
+#endif

@@ -1,0 +1,166 @@
+/* test_rows.c — row invariance (DESIGN.md §3) and capture/commit rollback, bit for bit:
+ *   - each row of a T-row forward (T = 2..8) equals single-token decode (memcmp of logits and hidden);
+ *   - model_state_commit(keep) after a capturing T-row forward leaves a state whose next step is
+ *     bit-identical to a state that only ever forwarded those keep rows;
+ *   - the MTP head's multi-row call equals its single-row calls.
+ * Run on the dense golden checkpoint (HF layout, GQA, partial RoPE, Hv = 2·Hk). */
+#include <stdio.h>
+
+#include "fwd_util.h"
+#include "test.h"
+
+static const char *k_dir = "tests/data/goldens/qwen3_5_dense";
+#define PREFIX 5
+
+static mtplx_model *g_model;
+static golden g_gold;
+
+/* Forward tokens[0..n) as one call into s, logits/hidden for every row into the given buffers. */
+static int fwd(model_state *s, const int32_t *tok, int n, float *logits, float *hidden, int capture) {
+    mtplx_err err = {0};
+    fwd_request req = {.logits = logits, .hidden = hidden, .capture = capture};
+    int rc = model_forward(g_model, s, tok, n, &req, &err);
+    if (rc) T_FAIL("model_forward: %s", err.msg);
+    return rc;
+}
+
+TEST(test_prefill_rows_match_stepwise_decode) {
+    const model_config *c = model_config_of(g_model);
+    int V = c->vocab_size, H = c->hidden_size;
+    mtplx_err err = {0};
+    model_state *a = NULL, *b = NULL;
+    REQUIRE(model_state_new(g_model, 64, 8, &a, &err) == 0);
+    REQUIRE(model_state_new(g_model, 64, 8, &b, &err) == 0);
+    float *la = malloc(sizeof(float) * 8 * V), *ha = malloc(sizeof(float) * 8 * H);
+    float *lb = malloc(sizeof(float) * 8 * V), *hb = malloc(sizeof(float) * 8 * H);
+    for (int T = 2; T <= 8; T++) {
+        model_state_reset(a);
+        model_state_reset(b);
+        REQUIRE(fwd(a, g_gold.ids, PREFIX, NULL, NULL, 0) == 0);
+        REQUIRE(fwd(b, g_gold.ids, PREFIX, NULL, NULL, 0) == 0);
+        const int32_t *tok = g_gold.ids + PREFIX;
+        REQUIRE(fwd(a, tok, T, la, ha, T % 2) == 0); /* with and without capture */
+        for (int t = 0; t < T; t++) REQUIRE(fwd(b, tok + t, 1, lb + (size_t)t * V, hb + (size_t)t * H, 0) == 0);
+        for (int t = 0; t < T; t++) {
+            CHECK_MSG(!memcmp(la + (size_t)t * V, lb + (size_t)t * V, sizeof(float) * V),
+                      "T=%d row %d: logits differ from single-token decode (max|d| %.3g)", T, t,
+                      max_abs_diff(la + (size_t)t * V, lb + (size_t)t * V, V));
+            CHECK_MSG(!memcmp(ha + (size_t)t * H, hb + (size_t)t * H, sizeof(float) * H),
+                      "T=%d row %d: hidden differs from single-token decode", T, t);
+        }
+    }
+    free(la), free(ha), free(lb), free(hb);
+    model_state_free(a);
+    model_state_free(b);
+}
+
+TEST(test_commit_matches_state_that_saw_only_kept_rows) {
+    const model_config *c = model_config_of(g_model);
+    int V = c->vocab_size, H = c->hidden_size;
+    mtplx_err err = {0};
+    model_state *a = NULL, *b = NULL;
+    REQUIRE(model_state_new(g_model, 64, 8, &a, &err) == 0);
+    REQUIRE(model_state_new(g_model, 64, 8, &b, &err) == 0);
+    float *la = malloc(sizeof(float) * 2 * V), *lb = malloc(sizeof(float) * 2 * V);
+    float *ha = malloc(sizeof(float) * 2 * H), *hb = malloc(sizeof(float) * 2 * H);
+    const int32_t *tok = g_gold.ids + PREFIX;
+    int32_t probe[2] = {g_gold.ids[20], g_gold.ids[3]};
+    for (int T = 2; T <= 8; T++) {
+        for (int keep = 1; keep <= T; keep++) {
+            model_state_reset(a);
+            model_state_reset(b);
+            REQUIRE(fwd(a, g_gold.ids, PREFIX, NULL, NULL, 0) == 0);
+            REQUIRE(fwd(b, g_gold.ids, PREFIX, NULL, NULL, 0) == 0);
+            REQUIRE(fwd(a, tok, T, NULL, NULL, 1) == 0);
+            CHECK_MSG(model_state_commit(a, keep, &err) == 0, "commit: %s", err.msg);
+            CHECK_INT(model_state_len(a), PREFIX + keep);
+            REQUIRE(fwd(b, tok, keep, NULL, NULL, 0) == 0);
+            /* two more steps: the rolled-back state must evolve identically */
+            REQUIRE(fwd(a, probe, 2, la, ha, 0) == 0);
+            REQUIRE(fwd(b, probe, 2, lb, hb, 0) == 0);
+            CHECK_MSG(!memcmp(la, lb, sizeof(float) * 2 * V), "T=%d keep=%d: next-step logits differ (max|d| %.3g)",
+                      T, keep, max_abs_diff(la, lb, (size_t)2 * V));
+            CHECK_MSG(!memcmp(ha, hb, sizeof(float) * 2 * H), "T=%d keep=%d: next-step hidden differs", T, keep);
+        }
+    }
+    free(la), free(lb), free(ha), free(hb);
+    model_state_free(a);
+    model_state_free(b);
+}
+
+TEST(test_commit_refuses_without_capture_or_bad_keep) {
+    mtplx_err err = {0};
+    model_state *a = NULL;
+    REQUIRE(model_state_new(g_model, 32, 4, &a, &err) == 0);
+    REQUIRE(fwd(a, g_gold.ids, 3, NULL, NULL, 0) == 0);
+    CHECK_INT(model_state_commit(a, 1, &err), MTPLX_EINVAL);
+    REQUIRE(fwd(a, g_gold.ids + 3, 3, NULL, NULL, 1) == 0);
+    CHECK_INT(model_state_commit(a, 0, &err), MTPLX_EINVAL);
+    CHECK_INT(model_state_commit(a, 4, &err), MTPLX_EINVAL);
+    CHECK_INT(model_state_commit(a, 2, &err), 0);
+    CHECK_INT(model_state_commit(a, 2, &err), MTPLX_EINVAL); /* the capture is consumed */
+    CHECK_INT(model_state_len(a), 5);
+    /* capturing more rows than max_rows is refused, not overflowed */
+    fwd_request req = {.capture = 1};
+    CHECK_INT(model_forward(g_model, a, g_gold.ids, 5, &req, &err), MTPLX_EINVAL);
+    model_state_free(a);
+}
+
+TEST(test_forward_rejects_bad_input) {
+    mtplx_err err = {0};
+    model_state *a = NULL;
+    REQUIRE(model_state_new(g_model, 4, 2, &a, &err) == 0);
+    int32_t bad[2] = {1, model_config_of(g_model)->vocab_size};
+    CHECK_INT(model_forward(g_model, a, bad, 2, NULL, &err), MTPLX_EINVAL);
+    CHECK(strstr(err.msg, "vocabulary") != NULL);
+    bad[1] = -1;
+    CHECK_INT(model_forward(g_model, a, bad, 2, NULL, &err), MTPLX_EINVAL);
+    CHECK_INT(model_state_len(a), 0);
+    CHECK_INT(model_forward(g_model, a, g_gold.ids, 5, NULL, &err), MTPLX_ERANGE); /* capacity 4 */
+    CHECK_INT(model_forward(g_model, a, g_gold.ids, 0, NULL, &err), MTPLX_EINVAL);
+    model_state_free(a);
+}
+
+TEST(test_mtp_rows_match_single_rows) {
+    const model_config *c = model_config_of(g_model);
+    int H = c->hidden_size, T = 8;
+    mtplx_err err = {0};
+    model_state *s = NULL;
+    REQUIRE(model_state_new(g_model, 64, 8, &s, &err) == 0);
+    float *hid = malloc(sizeof(float) * (size_t)T * H), *oa = malloc(sizeof(float) * (size_t)T * H),
+          *ob = malloc(sizeof(float) * (size_t)T * H);
+    REQUIRE(fwd(s, g_gold.ids, T, NULL, hid, 0) == 0);
+    mtp_state *ma = NULL, *mb = NULL;
+    REQUIRE(mtp_state_new(g_model, 16, &ma, &err) == 0);
+    REQUIRE(mtp_state_new(g_model, 16, &mb, &err) == 0);
+    REQUIRE(model_mtp_forward(g_model, ma, hid, g_gold.ids + 1, T - 1, oa, &err) == 0);
+    for (int t = 0; t + 1 < T; t++)
+        REQUIRE(model_mtp_forward(g_model, mb, hid + (size_t)t * H, g_gold.ids + 1 + t, 1, ob + (size_t)t * H, &err) == 0);
+    CHECK(!memcmp(oa, ob, sizeof(float) * (size_t)(T - 1) * H));
+    /* trim + re-append gives the same row again */
+    CHECK_INT(mtp_state_trim(mb, 3, &err), 0);
+    CHECK_INT(mtp_state_len(mb), 3);
+    REQUIRE(model_mtp_forward(g_model, mb, hid + 3 * (size_t)H, g_gold.ids + 4, 1, ob, &err) == 0);
+    CHECK(!memcmp(oa + 3 * (size_t)H, ob, sizeof(float) * H));
+    CHECK_INT(mtp_state_trim(mb, 9, &err), MTPLX_EINVAL);
+    free(hid), free(oa), free(ob);
+    mtp_state_free(ma);
+    mtp_state_free(mb);
+    model_state_free(s);
+}
+
+int main(void) {
+    mtplx_err err = {0};
+    if (model_load(k_dir, &g_model, &err) || golden_open("tests/data/goldens/qwen3_5_dense/golden.safetensors", &g_gold, &err)) {
+        fprintf(stderr, "cannot load %s: %s\n", k_dir, err.msg);
+        return 1;
+    }
+    RUN(test_prefill_rows_match_stepwise_decode);
+    RUN(test_commit_matches_state_that_saw_only_kept_rows);
+    RUN(test_commit_refuses_without_capture_or_bad_keep);
+    RUN(test_forward_rejects_bad_input);
+    RUN(test_mtp_rows_match_single_rows);
+    golden_close(&g_gold);
+    model_free(g_model);
+    return TEST_SUMMARY();
+}
