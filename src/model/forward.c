@@ -16,7 +16,7 @@
 #include "../kernels/gdn.h"
 #include "../kernels/norm.h"
 #include "../kernels/rope.h"
-#include "model_internal.h"
+#include "family.h"
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -40,6 +40,7 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     if (!(s->qk = mem_alloc((size_t)imax(2 * m->key_dim, 1), sizeof(float), "gdn q/k", err))) goto fail;
     if (!(s->scores = mem_alloc((size_t)imax(capacity, 1), sizeof(float), "attention scores", err))) goto fail;
     if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
+    if (family_scratch_init(s, m, rows, err)) goto fail;
     return 0;
 fail:
     fwd_scratch_free(s);
@@ -55,6 +56,7 @@ void fwd_scratch_free(fwd_scratch *s) {
     free(s->qk);
     free(s->scores);
     free(s->cos_sin);
+    family_scratch_free(s);
     memset(s, 0, sizeof *s);
 }
 
@@ -112,10 +114,14 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
 
     float *win = capture ? st->tape_win : s->win;
     memcpy(win, st->conv, sizeof(float) * (size_t)kc1 * C);
-    kern_matmul(win + (size_t)kc1 * C, C, s->a, H, R, &w->qkv);
-    kern_matmul(s->big, bw, s->a, H, R, &w->z);
-    kern_matmul(s->big + b_off, bw, s->a, H, R, &w->b);
-    kern_matmul(s->big + a_off, bw, s->a, H, R, &w->a);
+    if (w->fz.fused) { /* Qwen3-Next: in_proj_qkvz / in_proj_ba, regrouped into the split layout */
+        family_gdn_project(m, &w->fz, s->a, R, win + (size_t)kc1 * C, C, s->big, s->big + b_off, s->big + a_off, bw, s);
+    } else {
+        kern_matmul(win + (size_t)kc1 * C, C, s->a, H, R, &w->qkv);
+        kern_matmul(s->big, bw, s->a, H, R, &w->z);
+        kern_matmul(s->big + b_off, bw, s->a, H, R, &w->b);
+        kern_matmul(s->big + a_off, bw, s->a, H, R, &w->a);
+    }
     kern_conv1d_silu(s->big + u_off, bw, win, C, w->conv_w, C, c->conv_kernel, R);
     memcpy(st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
 
@@ -181,11 +187,13 @@ static void trunk_chunk(const mtplx_model *m, model_state *s, const int32_t *tok
         rows_rmsnorm(scr->a, scr->x, L->in_norm, R, H, eps);
         if (L->mixer == MIXER_ATTN)
             layer_attention(m, &L->attn, &s->kv[L->slot], s->capacity, s->len, R, scr);
+        else if (L->mixer == MIXER_MLA)
+            layer_mla(m, &L->mla, &s->kv[L->slot], s->capacity, s->len, R, scr);
         else
             layer_gdn(m, &L->gdn, &s->gdn[L->slot], s->cur, capture, R, scr);
         rows_add(scr->x, scr->o, R, H);
         rows_rmsnorm(scr->a, scr->x, L->post_norm, R, H, eps);
-        layer_mlp(m, &L->mlp, R, scr);
+        layer_ffn(m, L, R, scr);
         rows_add(scr->x, scr->o, R, H);
     }
     rows_rmsnorm(scr->a, scr->x, m->final_norm, R, H, eps);

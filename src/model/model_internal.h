@@ -9,6 +9,7 @@
 #include "../kernels/matmul.h"
 #include "arch.h"
 #include "config.h"
+#include "family_types.h"
 #include "model.h"
 #include "safetensors.h"
 
@@ -32,6 +33,7 @@ typedef struct {
     const float *neg_A;   /* [Hv] −exp(A_log), fp32 */
     const float *dt_bias; /* [Hv] */
     const float *norm;    /* [Dv] gated RMSNorm weight, applied as is (never 1 + w) */
+    gdn_fused_weights fz; /* Qwen3-Next fused in_proj_qkvz/ba (fz.fused: qkv/z/b/a above unused) */
 } gdn_weights;
 
 /* Dense SwiGLU MLP. */
@@ -40,8 +42,8 @@ typedef struct {
     kern_weight down;     /* [H][I] */
 } mlp_weights;
 
-typedef enum { MIXER_GDN = 0, MIXER_ATTN = 1 } mixer_kind;
-typedef enum { FFN_DENSE = 0 } ffn_kind;  /* MoE joins here (issue 6) */
+typedef enum { MIXER_GDN = 0, MIXER_ATTN = 1, MIXER_MLA = 2 } mixer_kind; /* MLA: family_types.h */
+typedef enum { FFN_DENSE = 0, FFN_MOE = 1 } ffn_kind;  /* MoE: family_types.h */
 
 /* One decoder layer: residual skeleton x += mixer(norm(x)); x += ffn(norm(x)). */
 typedef struct {
@@ -53,6 +55,8 @@ typedef struct {
     attn_weights attn;        /* valid when mixer == MIXER_ATTN */
     gdn_weights gdn;          /* valid when mixer == MIXER_GDN */
     mlp_weights mlp;          /* valid when ffn == FFN_DENSE */
+    mla_weights mla;          /* valid when mixer == MIXER_MLA */
+    moe_weights moe;          /* valid when ffn == FFN_MOE */
 } layer_weights;
 
 /* The MTP head (`mtp.*`): fc over [norm(embed) | norm(hidden)], one full-attention layer, a norm. */
@@ -84,6 +88,7 @@ struct mtplx_model {
     /* derived sizes */
     int key_dim, value_dim, conv_dim;   /* Hk·Dk, Hv·Dv, 2·key_dim + value_dim */
     int q_width;                        /* q_proj outputs: nH·Dh·(gate ? 2 : 1) */
+    family_model fam;                   /* MoE experts, MLA / DeepSeek MTP extras (family.c) */
 };
 
 /* Scratch for a forward over up to `rows` rows; sized at state creation, so forward never
@@ -99,12 +104,13 @@ typedef struct {
     float *qk;       /* [2][Hk][Dk] one row's normalised q and k */
     float *scores;   /* [capacity] attention scores of one query head */
     float *cos_sin;  /* [rotary_dim] */
+    struct family_scratch *fam; /* MoE / fused GDN / MLA buffers (family.c) */
 } fwd_scratch;
 
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err);
 void fwd_scratch_free(fwd_scratch *s);
 
-/* KV cache of one attention layer: k and v are [nKV][capacity][Dh]. */
+/* KV cache of one attention layer: k and v are [nKV][capacity][Dh] (MLA: family_kv_shape). */
 typedef struct {
     float *k, *v;
 } kv_layer;

@@ -8,7 +8,7 @@
 
 #include "../base/mem.h"
 #include "../kernels/norm.h"
-#include "model_internal.h"
+#include "family.h"
 
 #define MTP_CHUNK_ROWS 32
 
@@ -22,9 +22,10 @@ int mtp_state_new(const mtplx_model *m, int capacity, mtp_state **out, mtplx_err
     if (!s) return err->code;
     s->m = m;
     s->capacity = capacity;
-    size_t n = (size_t)m->cfg.n_kv_heads * capacity * m->cfg.head_dim;
-    s->kv.k = mem_zalloc(n, sizeof(float), "MTP KV keys", err);
-    s->kv.v = mem_zalloc(n, sizeof(float), "MTP KV values", err);
+    int heads, kw, vw;
+    family_kv_shape(m, &heads, &kw, &vw);
+    s->kv.k = mem_zalloc((size_t)heads * capacity * kw, sizeof(float), "MTP KV keys", err);
+    s->kv.v = mem_zalloc((size_t)heads * capacity * vw, sizeof(float), "MTP KV values", err);
     if (!s->kv.k || !s->kv.v || fwd_scratch_init(&s->scr, m, MTP_CHUNK_ROWS, capacity, err)) {
         mtp_state_free(s);
         return err->code;
@@ -66,6 +67,7 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
         if (next_tokens[t] < 0 || next_tokens[t] >= V)
             return err_set(err, MTPLX_EINVAL, "model_mtp_forward: token %d (row %d) outside the vocabulary [0, %d)",
                            next_tokens[t], t, V);
+    if (m->fam.ds_mtp) return deepseek_mtp_forward(m, s, hidden, next_tokens, T, hidden_out, err);
     const mtp_weights *w = &m->mtp;
     const layer_weights *L = &w->layer;
     fwd_scratch *scr = &s->scr;
@@ -86,7 +88,7 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
         for (size_t i = 0; i < (size_t)R * H; i++) scr->x[i] += scr->o[i];
         for (int t = 0; t < R; t++)
             kern_rmsnorm(scr->a + (size_t)t * H, scr->x + (size_t)t * H, L->post_norm, H, eps);
-        layer_mlp(m, &L->mlp, R, scr);
+        layer_ffn(m, L, R, scr);
         for (size_t i = 0; i < (size_t)R * H; i++) scr->x[i] += scr->o[i];
         for (int t = 0; t < R; t++)
             kern_rmsnorm(hidden_out + (size_t)(c0 + t) * H, scr->x + (size_t)t * H, w->norm, H, eps);

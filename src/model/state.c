@@ -11,15 +11,16 @@
 
 #include "../base/mem.h"
 #include "../kernels/gdn.h"
-#include "model_internal.h"
+#include "family.h"
 
 /* Rows of scratch for prefill chunks when the caller asks for fewer capture rows. */
 #define PREFILL_CHUNK_ROWS 32
 
-static int kv_layer_init(kv_layer *kv, const model_config *c, int capacity, mtplx_err *err) {
-    size_t n = (size_t)c->n_kv_heads * capacity * c->head_dim;
-    kv->k = mem_zalloc(n, sizeof(float), "KV cache keys", err);
-    kv->v = mem_zalloc(n, sizeof(float), "KV cache values", err);
+static int kv_layer_init(kv_layer *kv, const mtplx_model *m, int capacity, mtplx_err *err) {
+    int heads, kw, vw;
+    family_kv_shape(m, &heads, &kw, &vw); /* MLA caches keys and values of unequal widths */
+    kv->k = mem_zalloc((size_t)heads * capacity * kw, sizeof(float), "KV cache keys", err);
+    kv->v = mem_zalloc((size_t)heads * capacity * vw, sizeof(float), "KV cache values", err);
     return kv->k && kv->v ? 0 : MTPLX_ENOMEM;
 }
 
@@ -69,7 +70,7 @@ int model_state_new(const mtplx_model *m, int capacity, int max_rows, model_stat
     s->gdn = mem_zalloc((size_t)(m->n_gdn ? m->n_gdn : 1), sizeof *s->gdn, "GDN states", err);
     if (!s->kv || !s->gdn) goto fail;
     for (int i = 0; i < m->n_attn; i++)
-        if ((rc = kv_layer_init(&s->kv[i], &m->cfg, capacity, err))) goto fail;
+        if ((rc = kv_layer_init(&s->kv[i], m, capacity, err))) goto fail;
     for (int i = 0; i < m->n_gdn; i++)
         if ((rc = gdn_state_init(&s->gdn[i], m, max_rows, err))) goto fail;
     int rows = max_rows > PREFILL_CHUNK_ROWS ? max_rows : PREFILL_CHUNK_ROWS;

@@ -14,7 +14,7 @@
 
 #include "../base/mem.h"
 #include "../kernels/rope.h"
-#include "model_internal.h"
+#include "family.h"
 
 typedef struct {
     mtplx_model *m;
@@ -131,10 +131,15 @@ static int bind_gdn(binder *b, const char *lp, gdn_weights *w) {
     int rc;
     char p[600];
     snprintf(p, sizeof p, "%slinear_attn.", lp);
-    if ((rc = bind_matrix(b, p, "in_proj_qkv.weight", m->conv_dim, H, &w->qkv))) return rc;
-    if ((rc = bind_matrix(b, p, "in_proj_z.weight", m->value_dim, H, &w->z))) return rc;
-    if ((rc = bind_matrix(b, p, "in_proj_b.weight", Hv, H, &w->b))) return rc;
-    if ((rc = bind_matrix(b, p, "in_proj_a.weight", Hv, H, &w->a))) return rc;
+    memset(&w->fz, 0, sizeof w->fz);
+    if (family_gdn_is_fused(m, lp)) { /* Qwen3-Next: in_proj_qkvz + in_proj_ba */
+        if ((rc = family_bind_gdn_fused(m, lp, &w->fz, b->err))) return rc;
+    } else {
+        if ((rc = bind_matrix(b, p, "in_proj_qkv.weight", m->conv_dim, H, &w->qkv))) return rc;
+        if ((rc = bind_matrix(b, p, "in_proj_z.weight", m->value_dim, H, &w->z))) return rc;
+        if ((rc = bind_matrix(b, p, "in_proj_b.weight", Hv, H, &w->b))) return rc;
+        if ((rc = bind_matrix(b, p, "in_proj_a.weight", Hv, H, &w->a))) return rc;
+    }
     if ((rc = bind_matrix(b, p, "out_proj.weight", H, m->value_dim, &w->out))) return rc;
     int64_t conv_shape[3] = {m->conv_dim, m->hf_layout ? 1 : Kc, m->hf_layout ? Kc : 1};
     if ((rc = bind_vec(b, p, "conv1d.weight", 3, conv_shape, 0.f, &w->conv_w))) return rc;
@@ -163,16 +168,21 @@ static int bind_mlp(binder *b, const char *lp, mlp_weights *w) {
     return 0;
 }
 
-/* Bind one decoder layer whose tensors are under lp ("model.layers.3."). */
-static int bind_layer(binder *b, const char *lp, mixer_kind mixer, layer_weights *L) {
+/* Bind decoder layer `index` (-1: the MTP layer) whose tensors are under lp ("model.layers.3."). */
+static int bind_layer(binder *b, const char *lp, int index, mixer_kind mixer, layer_weights *L) {
     int H = b->m->cfg.hidden_size, rc;
     L->mixer = mixer;
     L->ffn = FFN_DENSE;
     if ((rc = bind_norm(b, lp, "input_layernorm.weight", H, &L->in_norm))) return rc;
     if ((rc = bind_norm(b, lp, "post_attention_layernorm.weight", H, &L->post_norm))) return rc;
     if (mixer == MIXER_ATTN) rc = bind_attention(b, lp, &L->attn);
+    else if (mixer == MIXER_MLA) rc = family_bind_mla(b->m, lp, &L->mla, b->err);
     else rc = bind_gdn(b, lp, &L->gdn);
     if (rc) return rc;
+    if (family_layer_is_moe(b->m, index)) { /* routed experts (family.c) */
+        L->ffn = FFN_MOE;
+        return family_bind_moe(b->m, lp, &L->moe, b->err);
+    }
     return bind_mlp(b, lp, &L->mlp);
 }
 
@@ -187,7 +197,7 @@ static size_t arena_floats(const model_config *c, int conv_dim) {
 static int check_config(const mtplx_model *m, mtplx_err *err) {
     const model_config *c = &m->cfg;
     if (c->vocab_size <= 0 || c->hidden_size <= 0 || c->n_layers <= 0 || c->n_layers > CFG_MAX_LAYERS ||
-        c->intermediate_size <= 0)
+        (c->intermediate_size <= 0 && c->n_experts <= 0) || c->intermediate_size < 0)
         return err_set(err, MTPLX_EBADFILE, "%s/config.json: impossible sizes (vocab %d, hidden %d, layers %d, "
                        "intermediate %d)", m->dir, c->vocab_size, c->hidden_size, c->n_layers, c->intermediate_size);
     int any_attn = 0, any_gdn = 0;
@@ -235,7 +245,7 @@ static int bind_mtp(binder *b, const char *mp) {
     if ((rc = bind_norm(b, mp, "pre_fc_norm_hidden.weight", H, &w->pre_fc_norm_hidden))) return rc;
     if ((rc = bind_matrix(b, mp, "fc.weight", H, 2 * H, &w->fc))) return rc;
     snprintf(lp, sizeof lp, "%slayers.0.", mp);
-    if ((rc = bind_layer(b, lp, MIXER_ATTN, &w->layer))) return rc;
+    if ((rc = bind_layer(b, lp, -1, MIXER_ATTN, &w->layer))) return rc;
     w->layer.slot = 0;
     if ((rc = bind_norm(b, mp, "norm.weight", H, &w->norm))) return rc;
     return 0;
@@ -250,10 +260,8 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
     if (!m->arch->runnable)
         return err_set(err, MTPLX_EUNSUPPORTED, "%s: model_type '%s' (%s): %s", dir, c->model_type, m->arch->name,
                        m->arch->reason);
-    if (c->n_experts > 0)
-        return err_set(err, MTPLX_EUNSUPPORTED, "%s: MoE feed-forward (%d experts) not implemented yet", dir,
-                       c->n_experts);
     if ((rc = check_config(m, err))) return rc;
+    if ((rc = family_model_init(m, err))) return rc; /* RoPE scaling / MoE / MLA checks, family arena */
     m->key_dim = c->lin_k_heads * c->lin_k_dim;
     m->value_dim = c->lin_v_heads * c->lin_v_dim;
     m->conv_dim = 2 * m->key_dim + m->value_dim;
@@ -284,7 +292,7 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
     int half = c->rotary_dim / 2;
     m->rope_inv_freq = mem_alloc((size_t)(half > 0 ? half : 1), sizeof(float), "rope table", err);
     if (!m->rope_inv_freq) return err->code;
-    if (half > 0) kern_rope_inv_freq(m->rope_inv_freq, c->rotary_dim, c->rope_theta);
+    if (half > 0) family_rope_init(m); /* default, linear or llama3 */
 
     binder b = {m, prefix, err};
     if ((rc = bind_matrix(&b, prefix, "embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed))) return rc;
@@ -292,8 +300,9 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
         char lp[256];
         snprintf(lp, sizeof lp, "%slayers.%d.", prefix, i);
         mixer_kind mk = c->layer_kinds[i] == LAYER_ATTN ? MIXER_ATTN : MIXER_GDN;
-        if ((rc = bind_layer(&b, lp, mk, &m->layers[i]))) return rc;
-        m->layers[i].slot = mk == MIXER_ATTN ? m->n_attn++ : m->n_gdn++;
+        if (c->arch == ARCH_DEEPSEEK_V3) mk = MIXER_MLA;
+        if ((rc = bind_layer(&b, lp, i, mk, &m->layers[i]))) return rc;
+        m->layers[i].slot = mk == MIXER_GDN ? m->n_gdn++ : m->n_attn++;
     }
     if ((rc = bind_norm(&b, prefix, "norm.weight", c->hidden_size, &m->final_norm))) return rc;
 
@@ -304,6 +313,8 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
         if ((rc = bind_matrix(&b, head, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head))) return rc;
     }
     m->draft_head = m->lm_head;
+    if (c->arch == ARCH_DEEPSEEK_V3 && m->arch->mtp && (rc = deepseek_bind_mtp(m, prefix, err)))
+        return err_prefix(err, "MTP layer");
 
     /* MTP head: optional; bound when the config declares it and the tensors are there. */
     static const char *k_mtp_prefixes[] = {"mtp.", "model.mtp.", "language_model.mtp."};
@@ -341,6 +352,7 @@ void model_free(mtplx_model *m) {
     free(m->arena);
     free(m->layers);
     free(m->rope_inv_freq);
+    family_model_free(m);
     free(m);
 }
 

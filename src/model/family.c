@@ -1,0 +1,483 @@
+/* family.c — model-layer support for the families beyond Qwen3.5 dense: RoPE scaling and refusals,
+ * routed MoE feed-forwards (qwen3_5_moe, qwen3_next, deepseek_v3) in every expert layout, and
+ * Qwen3-Next's fused GDN projections. MLA and the DeepSeek MTP layer are in deepseek.c.
+ *
+ * Binding never copies a matrix: a kern_weight points into the mapping (for stacked/fused expert
+ * tensors, at the expert's slice). Small vectors are converted to fp32 into the family arena. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/mem.h"
+#include "../kernels/act.h"
+#include "../kernels/rope_scaling.h"
+#include "family.h"
+
+/* ------------------------------------------------------------------ refusals and arena */
+
+static rope_scaling rope_of(const model_config *c, mtplx_err *err, int *rc) {
+    rope_scaling s = {ROPE_SCALING_NONE, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                      c->rope_orig_max_pos};
+    *rc = kern_rope_scaling_kind_parse(c->rope_type, &s.kind, err);
+    if (!*rc) *rc = kern_rope_scaling_check(&s, err);
+    return s;
+}
+
+int family_model_init(mtplx_model *m, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    int rc;
+    rope_of(c, err, &rc);
+    if (rc) return err_prefix(err, "%s/config.json", m->dir);
+    if (c->n_experts > 0) {
+        moe_router r = {c->n_experts, c->n_experts_per_tok, MOE_SCORE_SOFTMAX, 1, 1, 1, NULL, 1.0f};
+        if (c->arch == ARCH_DEEPSEEK_V3) {
+            r.score = strcmp(c->scoring_func, "softmax") ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX;
+            r.n_group = c->n_group > 0 ? c->n_group : 1;
+            r.topk_group = c->topk_group > 0 ? c->topk_group : 1;
+            r.scaling = (float)c->routed_scaling_factor;
+        }
+        if ((rc = kern_moe_router_check(&r, err))) return err_prefix(err, "%s/config.json", m->dir);
+        if (c->moe_intermediate_size <= 0)
+            return err_set(err, MTPLX_EBADFILE, "%s/config.json: moe_intermediate_size %d must be > 0", m->dir,
+                           c->moe_intermediate_size);
+    }
+    if (c->arch == ARCH_DEEPSEEK_V3) {
+        if (c->kv_lora_rank <= 0 || c->qk_rope_head_dim <= 0 || c->qk_rope_head_dim % 2 || c->v_head_dim <= 0 ||
+            c->qk_nope_head_dim < 0 || c->q_lora_rank < 0)
+            return err_set(err, MTPLX_EBADFILE, "%s/config.json: MLA shapes impossible (kv_lora_rank %d, q_lora_rank %d, "
+                           "qk_nope_head_dim %d, qk_rope_head_dim %d, v_head_dim %d)", m->dir, c->kv_lora_rank,
+                           c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim);
+    }
+    family_model *f = &m->fam;
+    f->rope_interleave = c->rope_interleave;
+    size_t H = (size_t)c->hidden_size, E = (size_t)(c->n_experts > 0 ? c->n_experts : 0);
+    size_t per_layer = E + (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + 4 * H;
+    f->vec_cap = per_layer * (size_t)(c->n_layers + 2) + 64;
+    f->vec = mem_alloc(f->vec_cap, sizeof(float), "family vectors", err);
+    if (!f->vec) return err->code;
+    if (E) {
+        f->experts_cap = E * (size_t)(c->n_layers + 2);
+        f->experts = mem_zalloc(f->experts_cap, sizeof(moe_expert), "expert table", err);
+        if (!f->experts) return err->code;
+    }
+    return 0;
+}
+
+void family_model_free(mtplx_model *m) {
+    free(m->fam.vec);
+    free(m->fam.experts);
+    memset(&m->fam, 0, sizeof m->fam);
+}
+
+void family_rope_init(mtplx_model *m) {
+    const model_config *c = &m->cfg;
+    int rc;
+    rope_scaling s = rope_of(c, NULL, &rc);
+    if (c->rotary_dim > 0) kern_rope_scaled_inv_freq(m->rope_inv_freq, c->rotary_dim, c->rope_theta, rc ? NULL : &s);
+}
+
+int family_layer_is_moe(const mtplx_model *m, int i, const char *lp) {
+    const model_config *c = &m->cfg;
+    if (c->n_experts <= 0) return 0;
+    if (i < 0) {
+        /* the MTP layer has no index of its own in the config; its tensors say which block it is
+         * (a router `mlp.gate` means routed experts) */
+        char n[600];
+        snprintf(n, sizeof n, "%smlp.gate.weight", lp);
+        return st_find(m->st, n) != NULL;
+    }
+    return i < CFG_MAX_LAYERS && c->layer_moe[i];
+}
+
+/* ------------------------------------------------------------------ binding helpers */
+
+static const char *shape_s(const int64_t *shape, int ndim, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+static int shape_is(const st_tensor *t, int ndim, const int64_t *want) {
+    if (t->ndim != ndim) return 0;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != want[i]) return 0;
+    return 1;
+}
+
+static int bad_shape(const st_tensor *t, const char *name, int ndim, const int64_t *want, mtplx_err *err) {
+    char g[128], w[128];
+    return err_set(err, MTPLX_EBADFILE, "%s: tensor %s: shape %s, expected %s", t->file, name,
+                   shape_s(t->shape, t->ndim, g, sizeof g), shape_s(want, ndim, w, sizeof w));
+}
+
+static int dense_dtype(mtplx_dtype d) { return d == DT_F32 || d == DT_BF16 || d == DT_F16; }
+
+/* Bind a linear layer named base (+ ".weight", and for MLX affine quantization ".scales"/".biases")
+ * whose logical shape is [rows][cols], or, with n_stack > 0, expert `e` of a stacked tensor
+ * [n_stack][rows][cols]. Returns 0 or an error naming the tensor. */
+static int bind_linear(const mtplx_model *m, const char *base, int n_stack, int e, int rows, int cols, kern_weight *w,
+                       mtplx_err *err) {
+    char name[600];
+    snprintf(name, sizeof name, "%s.weight", base);
+    const st_tensor *t = st_find(m->st, name);
+    int64_t want[3];
+    int nd = 0;
+    if (n_stack > 0) want[nd++] = n_stack;
+    want[nd++] = rows;
+    want[nd++] = cols;
+    if (!t) {
+        char ws[128];
+        return err_set(err, MTPLX_EBADFILE, "%s: missing tensor %s (expected shape %s)", m->dir, name,
+                       shape_s(want, nd, ws, sizeof ws));
+    }
+    memset(w, 0, sizeof *w);
+    w->rows = rows;
+    w->cols = cols;
+    size_t per = (size_t)rows * cols; /* elements of one matrix */
+    if (dense_dtype(t->dtype)) {
+        if (!shape_is(t, nd, want)) return bad_shape(t, name, nd, want, err);
+        w->dtype = t->dtype;
+        w->data = (const char *)t->data + (size_t)e * per * dtype_size(t->dtype);
+        return 0;
+    }
+    if (t->dtype != DT_U32)
+        return err_set(err, MTPLX_EUNSUPPORTED, "%s: tensor %s: dtype %s not supported (F32, BF16, F16, MLX U32)",
+                       t->file, name, dtype_name(t->dtype));
+    /* MLX affine: weight [.., rows, cols·bits/32] u32; scales/biases [.., rows, cols/group] */
+    char sn[600], bn[600];
+    snprintf(sn, sizeof sn, "%s.scales", base);
+    snprintf(bn, sizeof bn, "%s.biases", base);
+    const st_tensor *sc = st_find(m->st, sn), *bi = st_find(m->st, bn);
+    if (!sc || !bi) return err_set(err, MTPLX_EBADFILE, "%s: quantized %s lacks %s", m->dir, name, !sc ? sn : bn);
+    if (t->ndim != nd || sc->ndim != nd || (n_stack > 0 && t->shape[0] != n_stack) || t->shape[nd - 2] != rows)
+        return bad_shape(t, name, nd, want, err);
+    int64_t packed = t->shape[nd - 1], groups = sc->shape[nd - 1];
+    int bits = packed > 0 && (packed * 32) % cols == 0 ? (int)(packed * 32 / cols) : 0;
+    int gs = groups > 0 && cols % groups == 0 ? (int)(cols / groups) : 0;
+    if ((bits != 4 && bits != 8) || (gs != 32 && gs != 64 && gs != 128))
+        return err_set(err, MTPLX_EUNSUPPORTED, "%s: tensor %s: %lld packed words and %lld groups per row of %d "
+                       "inputs give bits %d / group size %d (supported: 4 or 8 bits, groups 32/64/128)",
+                       t->file, name, (long long)packed, (long long)groups, cols, bits, gs);
+    if (!dense_dtype(sc->dtype) || sc->dtype != bi->dtype || !shape_is(bi, sc->ndim, sc->shape) || sc->shape[nd - 2] != rows)
+        return err_set(err, MTPLX_EBADFILE, "%s: %s / %s: scales and biases must share a float dtype and shape [.., %d, %lld]",
+                       m->dir, sn, bn, rows, (long long)groups);
+    w->dtype = DT_U32;
+    w->bits = bits;
+    w->group_size = gs;
+    w->scale_dtype = sc->dtype;
+    w->data = (const uint32_t *)t->data + (size_t)e * rows * (size_t)packed;
+    size_t soff = (size_t)e * rows * (size_t)groups * dtype_size(sc->dtype);
+    w->scales = (const char *)sc->data + soff;
+    w->biases = (const char *)bi->data + soff;
+    return 0;
+}
+
+/* Copy the 1-D tensor `name` of n elements into the family arena as fp32 (+ add). */
+static int bind_vec(mtplx_model *m, const char *name, int n, float add, const float **out, mtplx_err *err) {
+    const st_tensor *t = st_find(m->st, name);
+    int64_t want[1] = {n};
+    if (!t) return err_set(err, MTPLX_EBADFILE, "%s: missing tensor %s (expected shape [%d])", m->dir, name, n);
+    if (!shape_is(t, 1, want)) return bad_shape(t, name, 1, want, err);
+    if (!dense_dtype(t->dtype))
+        return err_set(err, MTPLX_EUNSUPPORTED, "%s: tensor %s: dtype %s (need F32, BF16 or F16)", t->file, name,
+                       dtype_name(t->dtype));
+    family_model *f = &m->fam;
+    if (f->vec_used + (size_t)n > f->vec_cap)
+        return err_set(err, MTPLX_EINTERNAL, "family arena too small for %s", name);
+    float *dst = f->vec + f->vec_used;
+    f->vec_used += (size_t)n;
+    for (int i = 0; i < n; i++) {
+        float v;
+        if (t->dtype == DT_BF16) v = bf16_to_f32(((const uint16_t *)t->data)[i]);
+        else if (t->dtype == DT_F16) v = f16_to_f32(((const uint16_t *)t->data)[i]);
+        else v = ((const float *)t->data)[i];
+        dst[i] = v + add;
+    }
+    *out = dst;
+    return 0;
+}
+
+int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const float **out, mtplx_err *err) {
+    return bind_vec(m, name, n, add, out, err);
+}
+
+int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, kern_weight *w, mtplx_err *err) {
+    return bind_linear(m, base, 0, 0, rows, cols, w, err);
+}
+
+/* ------------------------------------------------------------------ MoE */
+
+static int bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err) {
+    char n[600];
+    int rc;
+    snprintf(n, sizeof n, "%sgate_proj", p);
+    if ((rc = bind_linear(m, n, 0, 0, I, H, &x->gate, err))) return rc;
+    snprintf(n, sizeof n, "%sup_proj", p);
+    if ((rc = bind_linear(m, n, 0, 0, I, H, &x->up, err))) return rc;
+    snprintf(n, sizeof n, "%sdown_proj", p);
+    return bind_linear(m, n, 0, 0, H, I, &x->down, err);
+}
+
+int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    family_model *f = &m->fam;
+    int H = c->hidden_size, E = c->n_experts, I = c->moe_intermediate_size, rc;
+    char n[600];
+    memset(w, 0, sizeof *w);
+    w->inter = I;
+    moe_router *r = &w->router;
+    *r = (moe_router){E, c->n_experts_per_tok, MOE_SCORE_SOFTMAX, c->norm_topk_prob, 1, 1, NULL, 1.0f};
+    if (c->arch == ARCH_QWEN3_5_MOE) r->norm_topk = 1; /* HF Qwen3.5-MoE always renormalises */
+    if (c->arch == ARCH_DEEPSEEK_V3) {
+        r->score = strcmp(c->scoring_func, "softmax") ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX;
+        r->n_group = c->n_group > 0 ? c->n_group : 1;
+        r->topk_group = c->topk_group > 0 ? c->topk_group : 1;
+        r->scaling = (float)c->routed_scaling_factor;
+        snprintf(n, sizeof n, "%smlp.gate.e_score_correction_bias", lp);
+        if (st_find(m->st, n) && (rc = bind_vec(m, n, E, 0.f, &r->correction_bias, err))) return rc;
+    }
+    snprintf(n, sizeof n, "%smlp.gate", lp);
+    if ((rc = bind_linear(m, n, 0, 0, E, H, &w->router_w, err))) return rc;
+
+    if (f->experts_used + (size_t)E > f->experts_cap)
+        return err_set(err, MTPLX_EINTERNAL, "expert table too small at %s", lp);
+    w->experts = f->experts + f->experts_used;
+    f->experts_used += (size_t)E;
+    char fused[600], mlx[600];
+    snprintf(fused, sizeof fused, "%smlp.experts.gate_up_proj", lp);
+    snprintf(mlx, sizeof mlx, "%smlp.switch_mlp.gate_proj.weight", lp);
+    if (st_find(m->st, fused)) {
+        /* fused: gate_up [E, 2I, H] (gate rows first), down [E, H, I]; both without ".weight" */
+        const st_tensor *gu = st_find(m->st, fused);
+        snprintf(n, sizeof n, "%smlp.experts.down_proj", lp);
+        const st_tensor *dn = st_find(m->st, n);
+        int64_t wgu[3] = {E, 2 * I, H}, wdn[3] = {E, H, I};
+        if (!shape_is(gu, 3, wgu) || !dense_dtype(gu->dtype)) return bad_shape(gu, fused, 3, wgu, err);
+        if (!dn) return err_set(err, MTPLX_EBADFILE, "%s: missing tensor %s (expected shape [%d, %d, %d])", m->dir, n, E, H, I);
+        if (!shape_is(dn, 3, wdn) || !dense_dtype(dn->dtype)) return bad_shape(dn, n, 3, wdn, err);
+        size_t eg = dtype_size(gu->dtype), ed = dtype_size(dn->dtype);
+        for (int e = 0; e < E; e++) {
+            moe_expert *x = &w->experts[e];
+            const char *g0 = (const char *)gu->data + (size_t)e * 2 * I * H * eg;
+            x->gate = (kern_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0};
+            x->up = (kern_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0 + (size_t)I * H * eg};
+            x->down = (kern_weight){.dtype = dn->dtype, .rows = H, .cols = I,
+                                    .data = (const char *)dn->data + (size_t)e * H * I * ed};
+        }
+    } else if (st_find(m->st, mlx)) {
+        /* MLX: switch_mlp.{gate,up,down}_proj stacked [E, ...], dense or affine-quantized */
+        for (int e = 0; e < E; e++) {
+            moe_expert *x = &w->experts[e];
+            snprintf(n, sizeof n, "%smlp.switch_mlp.gate_proj", lp);
+            if ((rc = bind_linear(m, n, E, e, I, H, &x->gate, err))) return rc;
+            snprintf(n, sizeof n, "%smlp.switch_mlp.up_proj", lp);
+            if ((rc = bind_linear(m, n, E, e, I, H, &x->up, err))) return rc;
+            snprintf(n, sizeof n, "%smlp.switch_mlp.down_proj", lp);
+            if ((rc = bind_linear(m, n, E, e, H, I, &x->down, err))) return rc;
+        }
+    } else {
+        for (int e = 0; e < E; e++) {
+            snprintf(n, sizeof n, "%smlp.experts.%d.", lp, e);
+            if ((rc = bind_swiglu(m, n, I, H, &w->experts[e], err))) return rc;
+        }
+    }
+
+    /* shared expert: Qwen `shared_expert` + `shared_expert_gate`; DeepSeek `shared_experts` */
+    if (c->arch == ARCH_DEEPSEEK_V3) {
+        if (c->n_shared_experts > 0) {
+            w->shared_inter = c->shared_expert_intermediate_size;
+            snprintf(n, sizeof n, "%smlp.shared_experts.", lp);
+            if ((rc = bind_swiglu(m, n, w->shared_inter, H, &w->shared, err))) return rc;
+        }
+    } else if (c->shared_expert_intermediate_size > 0) {
+        w->shared_inter = c->shared_expert_intermediate_size;
+        snprintf(n, sizeof n, "%smlp.shared_expert.", lp);
+        if ((rc = bind_swiglu(m, n, w->shared_inter, H, &w->shared, err))) return rc;
+        w->shared_gated = 1;
+        snprintf(n, sizeof n, "%smlp.shared_expert_gate", lp);
+        if ((rc = bind_linear(m, n, 0, 0, 1, H, &w->shared_gate, err))) return rc;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ fused GDN projections */
+
+int family_gdn_is_fused(const mtplx_model *m, const char *lp) {
+    char n[600];
+    snprintf(n, sizeof n, "%slinear_attn.in_proj_qkvz.weight", lp);
+    return st_find(m->st, n) != NULL;
+}
+
+int family_bind_gdn_fused(mtplx_model *m, const char *lp, gdn_fused_weights *w, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    int H = c->hidden_size, Hk = c->lin_k_heads, r = c->lin_v_heads / c->lin_k_heads;
+    int G = 2 * c->lin_k_dim + 2 * r * c->lin_v_dim, rc;
+    char n[600];
+    snprintf(n, sizeof n, "%slinear_attn.in_proj_qkvz", lp);
+    if ((rc = bind_linear(m, n, 0, 0, Hk * G, H, &w->qkvz, err))) return rc;
+    snprintf(n, sizeof n, "%slinear_attn.in_proj_ba", lp);
+    if ((rc = bind_linear(m, n, 0, 0, Hk * 2 * r, H, &w->ba, err))) return rc;
+    w->fused = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ forward scratch */
+
+struct family_scratch {
+    int rows;            /* R */
+    float *router;       /* [R][E] router logits */
+    int *idx;            /* [R][K] chosen experts */
+    float *wts;          /* [R][K] their weights */
+    float *route_tmp;    /* [2E] */
+    float *sh_gate;      /* [R] shared-expert gate logits */
+    float *sh_out;       /* [R][H] shared expert output */
+    moe_scratch moe;     /* routed and shared expert buffers */
+    float *tmp;          /* [R][tmp_w] fused GDN rows / MLA projections */
+    int tmp_w;           /* floats per row of tmp */
+    float *cos_sin;      /* [rotary_dim] */
+};
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* Floats per row of tmp for MLA: qa | q | ckv | lat | kvb | att. */
+static int mla_row_floats(const model_config *c) {
+    if (c->arch != ARCH_DEEPSEEK_V3) return 0;
+    int nH = c->n_heads, Dn = c->qk_nope_head_dim, Dr = c->qk_rope_head_dim, Dv = c->v_head_dim;
+    return c->q_lora_rank + nH * (Dn + Dr) + c->kv_lora_rank + Dr + c->kv_lora_rank + nH * (Dn + Dv) + nH * Dv;
+}
+
+int family_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    struct family_scratch *f = mem_zalloc(1, sizeof *f, "family scratch", err);
+    s->fam = f;
+    if (!f) return MTPLX_ENOMEM;
+    f->rows = rows;
+    int H = c->hidden_size, E = c->n_experts, K = c->n_experts_per_tok;
+    size_t R = (size_t)rows;
+    if (E > 0) {
+        int inter = imax(c->moe_intermediate_size, c->shared_expert_intermediate_size);
+        if (!(f->router = mem_alloc(R * E, sizeof(float), "router logits", err))) goto fail;
+        if (!(f->idx = mem_alloc(R * K, sizeof(int), "routes", err))) goto fail;
+        if (!(f->wts = mem_alloc(R * K, sizeof(float), "route weights", err))) goto fail;
+        if (!(f->route_tmp = mem_alloc(2 * (size_t)E, sizeof(float), "router scratch", err))) goto fail;
+        if (!(f->sh_gate = mem_alloc(R, sizeof(float), "shared gate", err))) goto fail;
+        if (!(f->sh_out = mem_alloc(R * H, sizeof(float), "shared expert", err))) goto fail;
+        if (kern_moe_scratch_init(&f->moe, rows, H, inter, err)) goto fail;
+    }
+    int fused_w = 0;
+    if (c->lin_k_heads > 0) {
+        int r = c->lin_v_heads / c->lin_k_heads;
+        fused_w = c->lin_k_heads * (2 * c->lin_k_dim + 2 * r * c->lin_v_dim) + 2 * c->lin_v_heads;
+    }
+    f->tmp_w = imax(imax(fused_w, mla_row_floats(c)), 2 * H);
+    if (!(f->tmp = mem_alloc(R * f->tmp_w, sizeof(float), "family rows", err))) goto fail;
+    if (!(f->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 2), sizeof(float), "rope table", err))) goto fail;
+    return 0;
+fail:
+    family_scratch_free(s);
+    return MTPLX_ENOMEM;
+}
+
+void family_scratch_free(fwd_scratch *s) {
+    struct family_scratch *f = s->fam;
+    if (!f) return;
+    free(f->router);
+    free(f->idx);
+    free(f->wts);
+    free(f->route_tmp);
+    free(f->sh_gate);
+    free(f->sh_out);
+    kern_moe_scratch_free(&f->moe);
+    free(f->tmp);
+    free(f->cos_sin);
+    free(f);
+    s->fam = NULL;
+}
+
+float *family_scratch_rows(fwd_scratch *s, int *width) {
+    *width = s->fam->tmp_w;
+    return s->fam->tmp;
+}
+
+float *family_scratch_cos_sin(fwd_scratch *s) { return s->fam->cos_sin; }
+
+/* ------------------------------------------------------------------ MoE forward */
+
+/* SwiGLU expert x over R rows of a (stride H) into y (stride H), with moe scratch buffers. */
+static void swiglu_rows(const moe_expert *x, const float *a, int R, int H, float *y, moe_scratch *ms) {
+    int I = x->gate.rows;
+    kern_matmul(ms->g, ms->inter, a, H, R, &x->gate);
+    kern_matmul(ms->u, ms->inter, a, H, R, &x->up);
+    for (int t = 0; t < R; t++) {
+        float *g = ms->g + (size_t)t * ms->inter;
+        const float *u = ms->u + (size_t)t * ms->inter;
+        for (int i = 0; i < I; i++) g[i] = act_silu(g[i]) * u[i];
+    }
+    kern_matmul(y, H, ms->g, ms->inter, R, &x->down);
+}
+
+static void layer_moe(const mtplx_model *m, const moe_weights *w, int R, fwd_scratch *s) {
+    struct family_scratch *f = s->fam;
+    int H = m->cfg.hidden_size, E = w->router.n_experts, K = w->router.top_k;
+    kern_matmul(f->router, E, s->a, H, R, &w->router_w);
+    for (int t = 0; t < R; t++)
+        kern_moe_route(&w->router, f->router + (size_t)t * E, f->idx + (size_t)t * K, f->wts + (size_t)t * K,
+                       f->route_tmp);
+    kern_moe_experts(s->o, H, s->a, H, R, w->experts, E, f->idx, f->wts, K, &f->moe);
+    if (w->shared_inter > 0) {
+        swiglu_rows(&w->shared, s->a, R, H, f->sh_out, &f->moe);
+        if (w->shared_gated) kern_matmul(f->sh_gate, 1, s->a, H, R, &w->shared_gate);
+        for (int t = 0; t < R; t++) {
+            float g = w->shared_gated ? act_sigmoid(f->sh_gate[t]) : 1.0f;
+            float *o = s->o + (size_t)t * H;
+            const float *y = f->sh_out + (size_t)t * H;
+            for (int h = 0; h < H; h++) o[h] += g * y[h];
+        }
+    }
+}
+
+void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch *s) {
+    if (L->ffn == FFN_MOE) layer_moe(m, &L->moe, R, s);
+    else layer_mlp(m, &L->mlp, R, s);
+}
+
+/* ------------------------------------------------------------------ fused GDN forward */
+
+void family_gdn_project(const mtplx_model *m, const gdn_fused_weights *w, const float *a, int R, float *qkv,
+                        int ldqkv, float *z, float *b, float *av, int ld, fwd_scratch *s) {
+    const model_config *c = &m->cfg;
+    int H = c->hidden_size, Hk = c->lin_k_heads, Dk = c->lin_k_dim, Dv = c->lin_v_dim;
+    int r = c->lin_v_heads / Hk, G = 2 * Dk + 2 * r * Dv, kd = Hk * Dk;
+    struct family_scratch *f = s->fam;
+    int tw = f->tmp_w, ba_off = Hk * G;
+    kern_matmul(f->tmp, tw, a, H, R, &w->qkvz);
+    kern_matmul(f->tmp + ba_off, tw, a, H, R, &w->ba);
+    for (int t = 0; t < R; t++) {
+        const float *src = f->tmp + (size_t)t * tw;
+        float *q = qkv + (size_t)t * ldqkv, *zr = z + (size_t)t * ld, *br = b + (size_t)t * ld, *ar = av + (size_t)t * ld;
+        for (int hk = 0; hk < Hk; hk++) {
+            const float *g = src + (size_t)hk * G;
+            memcpy(q + hk * Dk, g, sizeof(float) * Dk);                                    /* q */
+            memcpy(q + kd + hk * Dk, g + Dk, sizeof(float) * Dk);                          /* k */
+            memcpy(q + 2 * kd + hk * r * Dv, g + 2 * Dk, sizeof(float) * r * Dv);          /* v */
+            memcpy(zr + hk * r * Dv, g + 2 * Dk + r * Dv, sizeof(float) * r * Dv);         /* z */
+            const float *ba = src + ba_off + hk * 2 * r;
+            memcpy(br + hk * r, ba, sizeof(float) * r);                                    /* b */
+            memcpy(ar + hk * r, ba + r, sizeof(float) * r);                                /* a */
+        }
+    }
+}
+
+void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_width) {
+    const model_config *c = &m->cfg;
+    if (c->arch == ARCH_DEEPSEEK_V3) {
+        *heads = c->n_heads;
+        *k_width = c->qk_nope_head_dim + c->qk_rope_head_dim;
+        *v_width = c->v_head_dim;
+    } else {
+        *heads = c->n_kv_heads;
+        *k_width = *v_width = c->head_dim;
+    }
+}
