@@ -179,7 +179,7 @@ static int bind_layer(binder *b, const char *lp, int index, mixer_kind mixer, la
     else if (mixer == MIXER_MLA) rc = family_bind_mla(b->m, lp, &L->mla, b->err);
     else rc = bind_gdn(b, lp, &L->gdn);
     if (rc) return rc;
-    if (family_layer_is_moe(b->m, index)) { /* routed experts (family.c) */
+    if (family_layer_is_moe(b->m, index, lp)) { /* routed experts (family.c) */
         L->ffn = FFN_MOE;
         return family_bind_moe(b->m, lp, &L->moe, b->err);
     }
