@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# logits.sh — `mtplx logits` against HF fp32 goldens, one prefill forward and stepwise decode, with
+# the MTP head; then error cases (bad model dir, bad ids, usage) on the sanitizer build.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+M=build/mtplx
+MA=build/asan/mtplx
+[ -x "$MA" ] || MA=$M
+CMP=tests/integration/logits_compare.js
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+for dir in tests/data/goldens/qwen3_5_dense tests/data/goldens-extra/qwen3_5_dense_b models/qwen35-tiny-code; do
+    ids=$(node "$CMP" ids "$dir/golden.safetensors")
+    for mode in prefill step; do
+        flag=""
+        [ "$mode" = step ] && flag=--step
+        rc=0
+        "$M" logits --model "$dir" --tokens "$ids" --mtp $flag --out "$tmp/out.safetensors" >"$tmp/stdout" || rc=$?
+        [ "$rc" = 0 ] || fail "$dir $mode: exit $rc"
+        grep -q "wrote $tmp/out.safetensors" "$tmp/stdout" || fail "$dir $mode: no 'wrote' line"
+        echo "$dir ($mode):"
+        node "$CMP" compare "$tmp/out.safetensors" "$dir/golden.safetensors" 1e-3 || fail "$dir $mode: differs from golden"
+    done
+done
+
+# --json summary is valid JSON, and --step gives the same argmax as the prefill
+"$M" logits --model tests/data/goldens/qwen3_5_dense --tokens 3,1,4,1,5 --mtp --json >"$tmp/j"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (j.tokens !== 5 || j.argmax.length !== 5 || j.mtp_argmax.length !== 4) process.exit(1);' "$tmp/j" \
+    || fail "--json output"
+want=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).argmax.join(" "))' "$tmp/j")
+"$M" logits --model tests/data/goldens/qwen3_5_dense --tokens 3,1,4,1,5 --step | grep -qx "argmax: $want" \
+    || fail "--step argmax differs from prefill argmax"
+
+# error cases: the right exit status and a message naming the problem, never a crash
+expect() { # want_rc pattern cmd...
+    local want=$1 pat=$2 rc=0
+    shift 2
+    "$@" >"$tmp/o" 2>"$tmp/e" || rc=$?
+    [ "$rc" = "$want" ] || fail "$* -> exit $rc, expected $want ($(cat "$tmp/e"))"
+    grep -q -- "$pat" "$tmp/e" || fail "$* -> message '$(cat "$tmp/e")' lacks '$pat'"
+}
+expect 1 "$tmp/none" "$MA" logits --model "$tmp/none" --tokens 1,2
+mkdir -p "$tmp/empty" && echo '{}' >"$tmp/empty/config.json"
+expect 1 "model_type" "$MA" logits --model "$tmp/empty" --tokens 1
+mkdir -p "$tmp/trunc"
+cp tests/data/goldens/qwen3_5_dense/config.json "$tmp/trunc/"
+head -c 5000 tests/data/goldens/qwen3_5_dense/model.safetensors >"$tmp/trunc/model.safetensors"
+expect 1 "model.safetensors" "$MA" logits --model "$tmp/trunc" --tokens 1
+expect 1 "vocabulary" "$MA" logits --model tests/data/goldens/qwen3_5_dense --tokens 1,256
+expect 2 "not a comma-separated" "$MA" logits --model tests/data/goldens/qwen3_5_dense --tokens 1,-2
+expect 2 "exactly one of" "$MA" logits --model tests/data/goldens/qwen3_5_dense
+expect 2 "at least 2 tokens" "$MA" logits --model tests/data/goldens/qwen3_5_dense --tokens 7 --mtp
+expect 2 "unknown option" "$MA" logits --bogus
+expect 2 "missing value" "$MA" logits --tokens
+"$M" logits --help | grep -q -- "--step" || fail "--help"
+echo "logits.sh: ok"
