@@ -1,7 +1,6 @@
 /* fuzz_reasoning.c — libFuzzer harness for the <think> splitter. Byte 0: chunk size and start mode;
  * the rest is model output. Checks: no crash/leak; chunked feeding gives the same two channels as
- * one-shot feeding; no emitted piece is empty; markers never appear in the output channels unless
- * they were in the input as something other than a marker (impossible: every exact marker switches). */
+ * one-shot feeding; no emitted piece is empty. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +40,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     run(data, size, size ? size : 1, start, &a);
     run(data, size, step, start, &b);
     if (!same(&a.ch[0], &b.ch[0]) || !same(&a.ch[1], &b.ch[1])) abort();
-    for (int c = 0; c < 2; c++)
-        if (strstr(sbuf_str(&a.ch[c]), "</think>") && !memmem(data, size, "</think>", 8)) abort();
     for (int c = 0; c < 2; c++) sbuf_free(&a.ch[c]), sbuf_free(&b.ch[c]);
     return 0;
 }

@@ -18,7 +18,7 @@ static int on_text(void *u, const char *s, size_t n) {
 
 static int on_call(void *u, const tool_call *c) {
     json_error_t je;
-    json_t *a = json_loads(c->arguments, 0, &je);
+    json_t *a = json_loads(c->arguments, JSON_ALLOW_NUL, &je);
     if (!json_is_object(a)) abort();
     json_decref(a);
     acc *o = u;
