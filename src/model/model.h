@@ -40,6 +40,12 @@ int model_state_len(const model_state *s);        /* committed positions held */
 int model_state_capacity(const model_state *s);
 void model_state_reset(model_state *s);           /* empty the sequence, keep the buffers */
 
+/* Copy src's committed sequence into dst (same model, dst capacity >= src's length): the KV rows
+ * 0..len-1, the GDN conv and recurrent states. dst's captures are dropped. For snapshots, forks and
+ * prefix reuse; the copy continues bit-identically to src. Returns 0, EINVAL (other model) or ERANGE
+ * (dst too small). */
+int model_state_copy(model_state *dst, const model_state *src, mtplx_err *err);
+
 /* What a forward returns. Any pointer may be NULL to skip that output. */
 typedef struct {
     float *logits;        /* [T - logits_from][V]: row t - logits_from = logits after token t */
@@ -79,6 +85,8 @@ int mtp_state_len(const mtp_state *s);
 /* Drop MTP KV rows back to new_len (<= len). */
 int mtp_state_trim(mtp_state *s, int new_len, mtplx_err *err);
 void mtp_state_reset(mtp_state *s);
+/* Copy src's MTP KV rows 0..len-1 into dst (same model, capacity >= len). Returns 0 or an error. */
+int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err);
 
 /* T MTP rows at MTP positions len..len+T-1: row t = MTP layer(fc(concat[norm(embed(next_tokens[t])),
  * norm(hidden[t])])), causal inside the call, appended to the MTP KV cache. hidden_out [T][H] gets

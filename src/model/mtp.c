@@ -96,3 +96,21 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
     }
     return 0;
 }
+
+int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err) {
+    if (dst->m != src->m) return err_set(err, MTPLX_EINVAL, "mtp_state_copy: states of different models");
+    if (src->len > dst->capacity)
+        return err_set(err, MTPLX_ERANGE, "mtp_state_copy: %d positions do not fit a capacity of %d", src->len,
+                       dst->capacity);
+    if (dst == src) return 0;
+    int heads, kw, vw;
+    family_kv_shape(src->m, &heads, &kw, &vw);
+    for (int h = 0; h < heads; h++) {
+        memcpy(dst->kv.k + (size_t)h * dst->capacity * kw, src->kv.k + (size_t)h * src->capacity * kw,
+               sizeof(float) * (size_t)src->len * kw);
+        memcpy(dst->kv.v + (size_t)h * dst->capacity * vw, src->kv.v + (size_t)h * src->capacity * vw,
+               sizeof(float) * (size_t)src->len * vw);
+    }
+    dst->len = src->len;
+    return 0;
+}

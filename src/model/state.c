@@ -140,3 +140,31 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
     s->cap_rows = 0;
     return 0;
 }
+
+int model_state_copy(model_state *dst, const model_state *src, mtplx_err *err) {
+    const mtplx_model *m = src->m;
+    if (dst->m != m) return err_set(err, MTPLX_EINVAL, "model_state_copy: states of different models");
+    if (src->len > dst->capacity)
+        return err_set(err, MTPLX_ERANGE, "model_state_copy: %d positions do not fit a capacity of %d", src->len,
+                       dst->capacity);
+    if (dst == src) return 0;
+    int heads, kw, vw;
+    family_kv_shape(m, &heads, &kw, &vw);
+    for (int i = 0; i < m->n_attn; i++)
+        for (int h = 0; h < heads; h++) {
+            memcpy(dst->kv[i].k + (size_t)h * dst->capacity * kw, src->kv[i].k + (size_t)h * src->capacity * kw,
+                   sizeof(float) * (size_t)src->len * kw);
+            memcpy(dst->kv[i].v + (size_t)h * dst->capacity * vw, src->kv[i].v + (size_t)h * src->capacity * vw,
+                   sizeof(float) * (size_t)src->len * vw);
+        }
+    const model_config *c = &m->cfg;
+    size_t rec = (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim;
+    size_t conv = (size_t)(c->conv_kernel - 1) * m->conv_dim;
+    for (int i = 0; i < m->n_gdn; i++) {
+        memcpy(dst->gdn[i].conv, src->gdn[i].conv, sizeof(float) * conv);
+        memcpy(dst->gdn[i].rec[dst->cur], src->gdn[i].rec[src->cur], sizeof(float) * rec);
+    }
+    dst->len = src->len;
+    dst->cap_rows = 0;
+    return 0;
+}

@@ -158,7 +158,7 @@ static int synth_write(const char *dir, int mlx, const char *break_tensor, const
 
 static char g_tmp[256], g_hf[300], g_mlx[300];
 static mtplx_model *g_m;
-static int32_t g_ids[24];
+static int32_t g_ids[48];
 
 static void rm_dir(const char *dir) {
     char p[512];
@@ -179,9 +179,10 @@ TEST(test_synthetic_loads_with_its_shapes) {
     CHECK(model_has_mtp(g_m));
 }
 
-/* Prefill == stepwise decode == any row split, bit for bit; MTP likewise. */
+/* Prefill == stepwise decode == any row split, bit for bit; MTP likewise. T = 40 crosses the
+ * internal prefill chunk (32 rows) of both the trunk and the MTP head. */
 TEST(test_synthetic_prefill_equals_stepwise) {
-    int T = 24;
+    int T = 40;
     mtplx_err err = {0};
     model_state *a = NULL, *b = NULL;
     REQUIRE(model_state_new(g_m, T, 8, &a, &err) == 0);
@@ -264,6 +265,40 @@ TEST(test_synthetic_mlx_layout_matches_hf_layout) {
     model_free(mm);
 }
 
+/* A copied state (trunk and MTP) continues bit-identically to the original. */
+TEST(test_state_copy_continues_identically) {
+    mtplx_err err = {0};
+    model_state *a = NULL, *b = NULL, *small = NULL;
+    REQUIRE(model_state_new(g_m, 32, 4, &a, &err) == 0);
+    REQUIRE(model_state_new(g_m, 40, 4, &b, &err) == 0);
+    REQUIRE(model_state_new(g_m, 5, 4, &small, &err) == 0);
+    float *ha = malloc(sizeof(float) * 9 * H), *hb = malloc(sizeof(float) * 9 * H);
+    float *la = malloc(sizeof(float) * 3 * V), *lb = malloc(sizeof(float) * 3 * V);
+    fwd_request r0 = {.hidden = ha};
+    REQUIRE(model_forward(g_m, a, g_ids, 9, &r0, &err) == 0);
+    REQUIRE(model_forward(g_m, b, g_ids + 30, 3, NULL, &err) == 0); /* garbage to overwrite */
+    CHECK_INT(model_state_copy(b, a, &err), 0);
+    CHECK_INT(model_state_len(b), 9);
+    CHECK_INT(model_state_copy(small, a, &err), MTPLX_ERANGE);
+    fwd_request ra = {.logits = la}, rb = {.logits = lb};
+    REQUIRE(model_forward(g_m, a, g_ids + 9, 3, &ra, &err) == 0);
+    REQUIRE(model_forward(g_m, b, g_ids + 9, 3, &rb, &err) == 0);
+    CHECK(!memcmp(la, lb, sizeof(float) * 3 * V));
+    mtp_state *ma = NULL, *mb = NULL;
+    REQUIRE(mtp_state_new(g_m, 16, &ma, &err) == 0);
+    REQUIRE(mtp_state_new(g_m, 16, &mb, &err) == 0);
+    REQUIRE(model_mtp_forward(g_m, ma, ha, g_ids + 1, 7, hb, &err) == 0);
+    CHECK_INT(mtp_state_copy(mb, ma, &err), 0);
+    CHECK_INT(mtp_state_len(mb), 7);
+    float *oa = malloc(sizeof(float) * H), *ob = malloc(sizeof(float) * H);
+    REQUIRE(model_mtp_forward(g_m, ma, ha + 7 * H, g_ids + 8, 1, oa, &err) == 0);
+    REQUIRE(model_mtp_forward(g_m, mb, ha + 7 * H, g_ids + 8, 1, ob, &err) == 0);
+    CHECK(!memcmp(oa, ob, sizeof(float) * H));
+    free(oa), free(ob), free(ha), free(hb), free(la), free(lb);
+    mtp_state_free(ma), mtp_state_free(mb);
+    model_state_free(a), model_state_free(b), model_state_free(small);
+}
+
 TEST(test_loader_names_wrong_shape_and_missing_tensor) {
     char dir[300];
     snprintf(dir, sizeof dir, "%s/bad", g_tmp);
@@ -299,11 +334,12 @@ int main(void) {
         fprintf(stderr, "synthetic checkpoint: %s\n", err.msg);
         return 1;
     }
-    for (int i = 0; i < 24; i++) g_ids[i] = (int32_t)((i * 97 + 13) % V);
+    for (int i = 0; i < 48; i++) g_ids[i] = (int32_t)((i * 97 + 13) % V);
     RUN(test_synthetic_loads_with_its_shapes);
     RUN(test_synthetic_prefill_equals_stepwise);
     RUN(test_synthetic_commit_rollback);
     RUN(test_synthetic_mlx_layout_matches_hf_layout);
+    RUN(test_state_copy_continues_identically);
     RUN(test_loader_names_wrong_shape_and_missing_tensor);
     model_free(g_m);
     rm_dir(g_hf);
