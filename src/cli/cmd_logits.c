@@ -144,7 +144,7 @@ static int compute(const mtplx_model *m, const logits_args *a, const int32_t *id
         } else if (model_mtp_forward(m, ms, hidden, ids + 1, T - 1, mh, &err)) {
             goto fail;
         }
-        if (model_lm_head(m, HEAD_TARGET, mh, T - 1, mtp_logits, &err)) goto fail;
+        if (model_lm_head(m, HEAD_MTP, mh, T - 1, mtp_logits, &err)) goto fail;
     }
     rc = 0;
 fail:

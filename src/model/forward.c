@@ -245,9 +245,10 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
 
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, mtplx_err *err) {
     if (T < 0) return err_set(err, MTPLX_EINVAL, "model_lm_head: T = %d", T);
-    if (which != HEAD_TARGET && which != HEAD_DRAFT)
+    if (which != HEAD_TARGET && which != HEAD_DRAFT && which != HEAD_MTP)
         return err_set(err, MTPLX_EINVAL, "model_lm_head: unknown head %d", (int)which);
     const kern_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
+    if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
     if (T > 0) kern_matmul(logits, m->cfg.vocab_size, hidden, m->cfg.hidden_size, T, w);
     return 0;
 }

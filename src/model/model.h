@@ -70,7 +70,9 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err);
 
 typedef enum {
     HEAD_TARGET = 0,      /* the checkpoint's LM head (or tied embedding) — defines p */
-    HEAD_DRAFT = 1,       /* draft-only copy (may be quantized); falls back to the target head */
+    HEAD_DRAFT = 1,       /* draft-only copy (may be quantized); falls back to the MTP head's own */
+    HEAD_MTP = 2,         /* the MTP layer's own head at full precision: DeepSeek's shared_head.head,
+                             else the target head (the reference for `logits --mtp`) */
 } head_kind;
 
 /* logits[T][V] = head(hidden[T][H]). */

@@ -34,8 +34,8 @@ static double mtp_diff(const mtplx_model *m, const golden *g, const float *hidde
     } else {
         CHECK_MSG(model_mtp_forward(m, ms, hidden, g->ids + 1, R, mh, &err) == 0, "mtp: %s", err.msg);
     }
-    /* the drafter's head: DeepSeek's shared_head.head, otherwise the LM head */
-    CHECK(model_lm_head(m, HEAD_DRAFT, mh, R, ml, &err) == 0);
+    /* the MTP layer's own head: DeepSeek's shared_head.head, otherwise the LM head */
+    CHECK(model_lm_head(m, HEAD_MTP, mh, R, ml, &err) == 0);
     double d = max_abs_diff(ml, g->mtp_logits, (size_t)R * V);
     *mism = argmax_mismatch_count(ml, g->mtp_logits, R, V);
     free(mh);
