@@ -17,8 +17,10 @@ void kern_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w
     }
 }
 
-/* The state update shared by the forward step and the replay, so both round identically. */
-static inline void gdn_update_row(float *dst, const float *src, const float *k, float d, float g, int dk) {
+/* The state update shared by the forward step and the replay, so both round identically. Kept out
+ * of line so that both callers run the very same machine code (no per-call-site contraction or
+ * vectorisation choices). */
+__attribute__((noinline)) static void gdn_update_row(float *dst, const float *src, const float *k, float d, float g, int dk) {
     for (int j = 0; j < dk; j++) dst[j] = g * src[j] + d * k[j];
 }
 

@@ -222,6 +222,25 @@ static int check_config(const mtplx_model *m, mtplx_err *err) {
     }
     if (!(c->rms_norm_eps > 0))
         return err_set(err, MTPLX_EBADFILE, "%s/config.json: rms_norm_eps must be > 0", m->dir);
+    /* Hostile sizes: every width the forward derives must fit an int with room to spare (scratch rows
+     * multiply them), whatever the tensors say. */
+    const int64_t lim = (int64_t)1 << 26;
+    const struct { const char *what; int64_t v; } widths[] = {
+        {"vocab_size", c->vocab_size},
+        {"hidden_size", c->hidden_size},
+        {"intermediate_size", c->intermediate_size},
+        {"moe_intermediate_size", c->moe_intermediate_size},
+        {"num_attention_heads x head_dim x 2", (int64_t)c->n_heads * c->head_dim * 2},
+        {"num_key_value_heads x head_dim", (int64_t)c->n_kv_heads * c->head_dim},
+        {"linear key dims (2 x Hk x Dk)", 2 * (int64_t)c->lin_k_heads * c->lin_k_dim},
+        {"linear value dims (Hv x Dv)", (int64_t)c->lin_v_heads * c->lin_v_dim},
+        {"linear_conv_kernel_dim", c->conv_kernel},
+        {"recurrent state (Hv x Dv x Dk)", (int64_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim},
+    };
+    for (unsigned i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i].v > lim)
+            return err_set(err, MTPLX_EUNSUPPORTED, "%s/config.json: %s = %lld exceeds the supported %lld", m->dir,
+                           widths[i].what, (long long)widths[i].v, (long long)lim);
     return 0;
 }
 

@@ -320,6 +320,28 @@ TEST(test_loader_names_wrong_shape_and_missing_tensor) {
     CHECK_INT(model_load(dir, &m, &err), MTPLX_EBADFILE);
     CHECK_MSG(strstr(err.msg, "lm_head.weight") != NULL, "message: %s", err.msg);
     rm_dir(dir);
+    /* hostile sizes in config.json: refused with a message naming the field, no overflow (UBSan) */
+    static const char *huge[][3] = {
+        {"\"head_dim\": 32", "\"head_dim\": 1073741824", "head_dim"},
+        {"\"linear_value_head_dim\": 8", "\"linear_value_head_dim\": 2000000000", "Hv x Dv"},
+        {"\"num_attention_heads\": 4", "\"num_attention_heads\": 2147483646", "num_attention_heads"},
+        {"\"linear_conv_kernel_dim\": 4", "\"linear_conv_kernel_dim\": 2147483647", "linear_conv_kernel_dim"},
+    };
+    for (unsigned i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        REQUIRE(synth_write(dir, 0, NULL, NULL) == 0);
+        const char *at = strstr(k_text_cfg, huge[i][0]);
+        REQUIRE(at);
+        char path[512];
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        FILE *f = fopen(path, "w");
+        REQUIRE(f);
+        fprintf(f, "{%.*s%s%s}\n", (int)(at - k_text_cfg), k_text_cfg, huge[i][1], at + strlen(huge[i][0]));
+        fclose(f);
+        err.msg[0] = 0;
+        CHECK_MSG(model_load(dir, &m, &err) != 0, "config with %s loaded", huge[i][1]);
+        CHECK_MSG(strstr(err.msg, huge[i][2]) != NULL, "message for %s: %s", huge[i][1], err.msg);
+        rm_dir(dir);
+    }
     CHECK(model_load("/nonexistent/model", &m, &err) != 0);
     CHECK(err.msg[0] != 0);
 }
