@@ -7,9 +7,13 @@
  *   - llama3:  Llama-3.1 banded scaling: wavelengths longer than orig/low_freq_factor are divided by
  *              factor, shorter than orig/high_freq_factor kept, and the band between interpolated
  *              smoothly (HF modeling_rope_utils._compute_llama3_parameters).
- * `dynamic` (NTK, depends on the running sequence length), `yarn`, `longrope` and anything else are
- * refused with a reason: running them with plain RoPE would silently give wrong logits. None of the
- * supported types changes the attention scale (HF attention_factor = 1). */
+ *   - yarn:    YaRN: per dimension a linear ramp between interpolated (inv_freq / factor) and
+ *              original frequencies, the ramp ends found from beta_fast / beta_slow rotations over the
+ *              original context; cos and sin are multiplied by an attention factor
+ *              (mscale(factor, mscale) / mscale(factor, mscale_all_dim), or mscale(factor)), with
+ *              mscale(f, m) = 0.1·m·ln f + 1 for f > 1, else 1.
+ * `dynamic` (NTK, depends on the running sequence length), `longrope` and anything else are refused
+ * with a reason: running them with plain RoPE would silently give wrong logits. */
 #ifndef MTPLX_KERNELS_ROPE_SCALING_H
 #define MTPLX_KERNELS_ROPE_SCALING_H
 
@@ -19,6 +23,7 @@ typedef enum {
     ROPE_SCALING_NONE = 0,   /* "default" (or no rope_type at all) */
     ROPE_SCALING_LINEAR,     /* "linear" */
     ROPE_SCALING_LLAMA3,     /* "llama3" */
+    ROPE_SCALING_YARN,       /* "yarn" */
 } rope_scaling_kind;
 
 typedef struct {
@@ -26,7 +31,10 @@ typedef struct {
     double factor;              /* linear / llama3: > 0 (llama3: >= 1) */
     double low_freq_factor;     /* llama3 */
     double high_freq_factor;    /* llama3, > low_freq_factor */
-    int orig_max_pos;           /* llama3: original_max_position_embeddings, > 0 */
+    int orig_max_pos;           /* llama3 / yarn: original_max_position_embeddings, > 0 */
+    double beta_fast, beta_slow;/* yarn: ramp ends in rotations (defaults 32 / 1; 0 means default) */
+    double mscale;              /* yarn: 0 = absent */
+    double mscale_all_dim;      /* yarn: 0 = absent */
 } rope_scaling;
 
 /* Map a rope_type string (NULL or "" = default) to a kind. Returns 0, or MTPLX_EUNSUPPORTED with a
@@ -39,5 +47,11 @@ int kern_rope_scaling_check(const rope_scaling *s, mtplx_err *err);
 /* inv_freq[i] for i < rotary_dim/2 under scaling s (NULL = none), rounded to fp32. s must have
  * passed kern_rope_scaling_check. */
 void kern_rope_scaled_inv_freq(float *inv_freq, int rotary_dim, double theta, const rope_scaling *s);
+
+/* The factor cos and sin are multiplied by (HF attention_scaling): YaRN's, else 1. */
+double kern_rope_attention_factor(const rope_scaling *s);
+
+/* YaRN's magnitude scale: 0.1·m·ln(factor) + 1 for factor > 1, else 1. */
+double kern_rope_yarn_mscale(double factor, double m);
 
 #endif

@@ -51,7 +51,7 @@ void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int cap
     const model_config *c = &m->cfg;
     int H = c->hidden_size, nH = c->n_heads, Dn = c->qk_nope_head_dim, Dr = c->qk_rope_head_dim, Dv = c->v_head_dim;
     int Dk = Dn + Dr, ql = c->q_lora_rank, kvl = c->kv_lora_rank, tw;
-    float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dk);
+    float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dk) * m->fam.mla_softmax_mult;
     float *rows = family_scratch_rows(s, &tw), *cs = family_scratch_cos_sin(s);
     /* row layout: qa | q | ckv | lat | kvb | att */
     int o_qa = 0, o_q = ql, o_ckv = o_q + nH * Dk, o_lat = o_ckv + kvl + Dr, o_kvb = o_lat + kvl;
@@ -78,6 +78,7 @@ void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int cap
         float *row = rows + (size_t)t * tw;
         int pos = pos0 + t;
         kern_mla_cos_sin(cs, m->rope_inv_freq, Dr, pos);
+        family_rope_scale_table(m, cs, Dr);
         float *k_rope = row + o_ckv + kvl;
         if (m->fam.rope_interleave) kern_rope_apply_interleaved(k_rope, cs, Dr);
         else kern_rope_apply(k_rope, cs, Dr);

@@ -18,8 +18,10 @@
 
 static rope_scaling rope_of(const model_config *c, mtplx_err *err, int *rc) {
     rope_scaling s = {ROPE_SCALING_NONE, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                      c->rope_orig_max_pos};
+                      c->rope_orig_max_pos, c->rope_beta_fast, c->rope_beta_slow, c->rope_mscale,
+                      c->rope_mscale_all_dim};
     *rc = kern_rope_scaling_kind_parse(c->rope_type, &s.kind, err);
+    if (!*rc && s.kind == ROPE_SCALING_YARN && s.orig_max_pos <= 0) s.orig_max_pos = c->max_position_embeddings;
     if (!*rc) *rc = kern_rope_scaling_check(&s, err);
     return s;
 }
@@ -75,6 +77,18 @@ void family_rope_init(mtplx_model *m) {
     int rc;
     rope_scaling s = rope_of(c, NULL, &rc);
     if (c->rotary_dim > 0) kern_rope_scaled_inv_freq(m->rope_inv_freq, c->rotary_dim, c->rope_theta, rc ? NULL : &s);
+    m->fam.rope_attn_factor = rc ? 1.0f : (float)kern_rope_attention_factor(&s);
+    /* DeepSeek: any non-default RoPE with mscale_all_dim also sharpens the softmax by mscale² */
+    double ms = 1.0;
+    if (!rc && s.kind != ROPE_SCALING_NONE && c->rope_mscale_all_dim > 0)
+        ms = kern_rope_yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+    m->fam.mla_softmax_mult = (float)(ms * ms);
+}
+
+void family_rope_scale_table(const mtplx_model *m, float *cos_sin, int rotary_dim) {
+    float f = m->fam.rope_attn_factor;
+    if (f == 1.0f) return;
+    for (int i = 0; i < rotary_dim; i++) cos_sin[i] *= f;
 }
 
 int family_layer_is_moe(const mtplx_model *m, int i, const char *lp) {

@@ -16,8 +16,11 @@
 int family_model_init(mtplx_model *m, mtplx_err *err);
 void family_model_free(mtplx_model *m);
 
-/* Fill m->rope_inv_freq[rotary_dim/2] with the (possibly scaled) inverse frequencies. */
+/* Fill m->rope_inv_freq[rotary_dim/2] with the (possibly scaled) inverse frequencies and set the
+ * YaRN attention factor / DeepSeek softmax multiplier. */
 void family_rope_init(mtplx_model *m);
+/* Multiply a cos/sin table of rotary_dim floats by the RoPE attention factor (no-op when 1). */
+void family_rope_scale_table(const mtplx_model *m, float *cos_sin, int rotary_dim);
 
 /* 1 when trunk layer i uses the routed MoE block (config: layer_moe from decoder_sparse_step,
  * mlp_only_layers, first_k_dense_replace); for the MTP layer (i = -1, tensors under lp) when its

@@ -50,6 +50,8 @@ typedef struct {
     moe_expert *experts;      /* arena of expert views: E per MoE layer */
     size_t experts_used, experts_cap;
     int rope_interleave;      /* MLA rope dims rotate as interleaved pairs */
+    float rope_attn_factor;   /* cos/sin multiplier (YaRN attention factor; 1 otherwise) */
+    float mla_softmax_mult;   /* DeepSeek: softmax scale multiplier mscale(factor, mscale_all_dim)² */
     /* DeepSeek MTP layer (model.layers.{N}.*) */
     int ds_mtp;               /* 1: bound; the mtp_weights' layer holds its decoder block */
     kern_weight ds_embed;     /* [V][H] its embed_tokens (the trunk's when absent) */

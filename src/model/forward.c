@@ -75,7 +75,10 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
     for (int t = 0; t < R; t++) {
         float *row = s->big + (size_t)t * bw;
         int pos = pos0 + t;
-        if (rd > 0) kern_rope_cos_sin(s->cos_sin, m->rope_inv_freq, rd, pos);
+        if (rd > 0) {
+            kern_rope_cos_sin(s->cos_sin, m->rope_inv_freq, rd, pos);
+            family_rope_scale_table(m, s->cos_sin, rd); /* YaRN attention factor */
+        }
         for (int j = 0; j < nKV; j++) {
             float *kh = row + k_off + j * Dh;
             if (w->k_norm) kern_rmsnorm(kh, kh, w->k_norm, Dh, eps);

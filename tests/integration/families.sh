@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # families.sh — `mtplx logits` on every non-Qwen3.5-dense family golden (public and other shapes):
-# prefill and --step, with --mtp where the golden has MTP logits, within 1e-3 of HF; then a
-# checkpoint with an unimplemented RoPE type and one of an unknown architecture are refused with a
+# prefill and --step, with --mtp where the golden has MTP logits, within 1e-3 of HF (YaRN goldens
+# included); then a checkpoint with an unimplemented RoPE type (dynamic NTK) and one of an unknown architecture are refused with a
 # reason and exit status 1 (sanitizer build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +14,8 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 for dir in tests/data/goldens/{qwen3_5_moe,qwen3_next,qwen3_dense,llama,deepseek_v3} \
-           tests/data/goldens-extra/{qwen3_5_moe_b,qwen3_next_b,qwen3_dense_b,llama_llama3rope,llama_linearrope,deepseek_v3_b,deepseek_v3_mtp}; do
+           tests/data/goldens-extra/{qwen3_5_moe_b,qwen3_next_b,qwen3_dense_b,llama_llama3rope,llama_linearrope,deepseek_v3_b,deepseek_v3_mtp} \
+           tests/data/goldens-family/{deepseek_v3_yarn,qwen3_yarn}; do
     ids=$(node "$CMP" ids "$dir/golden.safetensors")
     mtp=""
     node -e 'const b=require("fs").readFileSync(process.argv[1]); const n=Number(b.readBigUInt64LE(0));
@@ -39,11 +40,11 @@ expect_refused() { # dir pattern
     grep -q -- "$2" "$tmp/e" || fail "$1: message '$(cat "$tmp/e")' lacks '$2'"
     echo "refused: $(cat "$tmp/e")"
 }
-mkdir -p "$tmp/yarn" "$tmp/mamba"
-sed 's/"rope_type": "default"/"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096/' \
-    tests/data/goldens/deepseek_v3/config.json >"$tmp/yarn/config.json"
-cp tests/data/goldens/deepseek_v3/model.safetensors "$tmp/yarn/"
-expect_refused "$tmp/yarn" 'rope_type "yarn"'
+mkdir -p "$tmp/dyn" "$tmp/mamba"
+sed 's/"rope_type": "default"/"rope_type": "dynamic", "factor": 4.0/' \
+    tests/data/goldens/deepseek_v3/config.json >"$tmp/dyn/config.json"
+cp tests/data/goldens/deepseek_v3/model.safetensors "$tmp/dyn/"
+expect_refused "$tmp/dyn" 'rope_type "dynamic"'
 sed 's/"model_type": "llama"/"model_type": "mamba2"/' tests/data/goldens/llama/config.json >"$tmp/mamba/config.json"
 cp tests/data/goldens/llama/model.safetensors "$tmp/mamba/"
 expect_refused "$tmp/mamba" "mamba2"

@@ -102,6 +102,8 @@ static const char *k_dirs[] = {
     "tests/data/goldens/llama",                "tests/data/goldens-extra/llama_llama3rope",
     "tests/data/goldens-extra/llama_linearrope", "tests/data/goldens/deepseek_v3",
     "tests/data/goldens-extra/deepseek_v3_b",  "tests/data/goldens-extra/deepseek_v3_mtp",
+    /* YaRN RoPE (tools/make_family_goldens.py): DeepSeek with mscale / mscale_all_dim, Qwen3 plain */
+    "tests/data/goldens-family/deepseek_v3_yarn", "tests/data/goldens-family/qwen3_yarn",
 };
 #define N_DIRS (int)(sizeof k_dirs / sizeof k_dirs[0])
 

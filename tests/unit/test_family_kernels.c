@@ -213,17 +213,38 @@ TEST(test_rope_llama3_bands) {
 TEST(test_rope_scaling_refuses_unimplemented) {
     mtplx_err e;
     rope_scaling_kind k;
-    CHECK_INT(kern_rope_scaling_kind_parse("yarn", &k, &e), MTPLX_EUNSUPPORTED);
-    CHECK(strstr(e.msg, "yarn") != NULL);
     CHECK_INT(kern_rope_scaling_kind_parse("dynamic", &k, &e), MTPLX_EUNSUPPORTED);
     CHECK(strstr(e.msg, "dynamic") != NULL);
     CHECK_INT(kern_rope_scaling_kind_parse("longrope", &k, &e), MTPLX_EUNSUPPORTED);
+    CHECK(strstr(e.msg, "longrope") != NULL);
     CHECK_INT(kern_rope_scaling_kind_parse("llama3", &k, &e), 0);
     CHECK_INT(k, ROPE_SCALING_LLAMA3);
     CHECK_INT(kern_rope_scaling_kind_parse(NULL, &k, &e), 0);
     CHECK_INT(k, ROPE_SCALING_NONE);
     rope_scaling bad = {ROPE_SCALING_LLAMA3, 8.0, 4.0, 1.0, 16};
     CHECK_INT(kern_rope_scaling_check(&bad, &e), MTPLX_EINVAL);
+}
+
+/* YaRN, d 8, theta 10000, factor 4, original context 4096, beta 32 / 1: the ramp ends are
+ * floor(8·ln(4096/(32·2π)) / (2 ln 10000)) = floor(1.205) = 1 and ceil(8·ln(4096/2π) / 18.42) =
+ * ceil(2.814) = 3, so dims 0, 1 keep theta^(-2i/8), dim 2 is half-way (ramp 0.5), dim 3 is divided by 4.
+ * Attention factor: mscale 1 / mscale_all_dim 0.8 → (0.1 ln4 + 1) / (0.08 ln4 + 1); none → 0.1 ln4 + 1. */
+TEST(test_rope_yarn_ramp_and_attention_factor) {
+    rope_scaling s = {ROPE_SCALING_YARN, 4.0, 0, 0, 4096, 32, 1, 1.0, 0.8};
+    CHECK_INT(kern_rope_scaling_check(&s, NULL), 0);
+    float f[4];
+    kern_rope_scaled_inv_freq(f, 8, 10000.0, &s);
+    double b[4];
+    for (int i = 0; i < 4; i++) b[i] = pow(10000.0, -(2.0 * i) / 8.0);
+    CHECK_NEAR(f[0], b[0], 1e-7);
+    CHECK_NEAR(f[1], b[1], 1e-7);
+    CHECK_NEAR(f[2], 0.5 * b[2] + 0.5 * b[2] / 4, 1e-7);
+    CHECK_NEAR(f[3], b[3] / 4, 1e-8);
+    CHECK_NEAR(kern_rope_attention_factor(&s), (0.1 * log(4.0) + 1) / (0.08 * log(4.0) + 1), 1e-12);
+    s.mscale = s.mscale_all_dim = 0;
+    CHECK_NEAR(kern_rope_attention_factor(&s), 0.1 * log(4.0) + 1, 1e-12);
+    rope_scaling none = {ROPE_SCALING_NONE, 1, 0, 0, 0, 0, 0, 0, 0};
+    CHECK_NEAR(kern_rope_attention_factor(&none), 1.0, 0);
 }
 
 /* Interleaved rotation equals HF's de-interleave + rotate-half up to the same permutation, so q·k
@@ -281,6 +302,7 @@ int main(void) {
     RUN(test_rope_linear_divides_by_factor);
     RUN(test_rope_llama3_bands);
     RUN(test_rope_scaling_refuses_unimplemented);
+    RUN(test_rope_yarn_ramp_and_attention_factor);
     RUN(test_mla_interleaved_rope_matches_deinterleaved_neox);
     RUN(test_mla_attention_unequal_widths);
     return TEST_SUMMARY();
