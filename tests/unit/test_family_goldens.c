@@ -115,8 +115,49 @@ TEST(test_family_goldens_stepwise_decode) {
     for (int i = 0; i < N_DIRS; i++) check_golden(k_dirs[i], 1, test_sanitized() ? 8 : 0);
 }
 
+/* Row invariance (DESIGN.md §3): the logits of a T-row forward are bit-identical to T single-row
+ * decode steps, and to a verify-sized call (4 rows at a time), for every family. */
+TEST(test_family_rows_bit_identical) {
+    for (int i = 0; i < N_DIRS; i++) {
+        char gpath[512];
+        snprintf(gpath, sizeof gpath, "%s/golden.safetensors", k_dirs[i]);
+        mtplx_err err = {0};
+        golden g;
+        REQUIRE(golden_open(gpath, &g, &err) == 0);
+        mtplx_model *m = NULL;
+        if (model_load(k_dirs[i], &m, &err)) {
+            T_FAIL("model_load(%s): %s", k_dirs[i], err.msg);
+            golden_close(&g);
+            continue;
+        }
+        int T = g.T, V = g.V;
+        float *a = malloc(sizeof(float) * (size_t)T * V), *b = malloc(sizeof(float) * (size_t)T * V);
+        for (int chunk = 1; chunk <= 4; chunk += 3) {
+            model_state *s1 = NULL, *s2 = NULL;
+            REQUIRE(model_state_new(m, T, 8, &s1, &err) == 0 && model_state_new(m, T, 8, &s2, &err) == 0);
+            fwd_request ra = {.logits = a};
+            CHECK(model_forward(m, s1, g.ids, T, &ra, &err) == 0);
+            for (int t = 0; t < T; t += chunk) {
+                int n = T - t < chunk ? T - t : chunk;
+                fwd_request rb = {.logits = b + (size_t)t * V};
+                CHECK(model_forward(m, s2, g.ids + t, n, &rb, &err) == 0);
+            }
+            CHECK_MSG(memcmp(a, b, sizeof(float) * (size_t)T * V) == 0,
+                      "%s: %d-row calls differ from one %d-row call (max %.3g)", k_dirs[i], chunk, T,
+                      max_abs_diff(a, b, (size_t)T * V));
+            model_state_free(s1);
+            model_state_free(s2);
+        }
+        free(a);
+        free(b);
+        model_free(m);
+        golden_close(&g);
+    }
+}
+
 int main(void) {
     RUN(test_family_goldens_prefill);
     RUN(test_family_goldens_stepwise_decode);
+    RUN(test_family_rows_bit_identical);
     return TEST_SUMMARY();
 }
