@@ -10,6 +10,7 @@
 
 #include "../model/model.h"
 #include "../model/safetensors.h"
+#include "../tokenizer/tokenizer.h"
 #include "commands.h"
 
 static void usage(FILE *f) {
@@ -22,7 +23,7 @@ static void usage(FILE *f) {
             "\n"
             "  --model DIR   checkpoint directory (default: %s)\n"
             "  --tokens IDS  comma-separated token ids\n"
-            "  --text T      text to tokenize (needs the tokenizer, not built yet: use --tokens)\n"
+            "  --text T      text, tokenized with DIR's tokenizer.json (no special tokens added)\n"
             "  --mtp         also the MTP head: row t = lm_head(MTP(embed(tokens[t+1]), hidden[t])) at MTP\n"
             "                position t, for t < T-1 (needs a checkpoint with mtp.* weights)\n"
             "  --step        compute the same rows by T single-token decode steps with the cache (and the\n"
@@ -180,20 +181,35 @@ int cmd_logits(int argc, char **argv) {
         cli_error("logits", "give exactly one of --tokens or --text (see mtplx logits --help)");
         return 2;
     }
-    if (a.text) {
-        cli_error("logits", "--text needs the tokenizer, which is not built yet (issue 3); use --tokens");
+    const char *dir = a.model ? a.model : cli_default_model();
+    mtplx_err err = {0};
+    int32_t *ids = NULL;
+    int T;
+    if (a.text) { /* tokenized with the model directory's tokenizer.json, no special tokens added */
+        tokenizer *tok = NULL;
+        if (tok_load(dir, &tok, &err)) {
+            cli_error("logits", "--text: %s", err.msg);
+            return 1;
+        }
+        int rc = tok_encode(tok, a.text, strlen(a.text), &ids, &T, &err);
+        tok_free(tok);
+        if (rc) {
+            cli_error("logits", "--text: %s", err.msg);
+            return 1;
+        }
+        if (T == 0) {
+            cli_error("logits", "--text: the text gives no tokens");
+            free(ids);
+            return 2;
+        }
+    } else if ((T = parse_tokens(a.tokens, &ids)) < 0) {
         return 2;
     }
-    int32_t *ids = NULL;
-    int T = parse_tokens(a.tokens, &ids);
-    if (T < 0) return 2;
     if (a.mtp && T < 2) {
         cli_error("logits", "--mtp needs at least 2 tokens (row t pairs hidden t with token t+1)");
         free(ids);
         return 2;
     }
-    const char *dir = a.model ? a.model : cli_default_model();
-    mtplx_err err = {0};
     mtplx_model *m = NULL;
     if (model_load(dir, &m, &err)) {
         cli_error("logits", "%s", err.msg);
@@ -237,6 +253,9 @@ int cmd_logits(int argc, char **argv) {
             printf(", \"out\": ");
             print_json_str(a.out);
         }
+        printf(", \"ids\": [");
+        for (int t = 0; t < T; t++) printf("%s%d", t ? ", " : "", ids[t]);
+        printf("]");
         print_argmax_json("argmax", logits, T, V);
         if (a.mtp) print_argmax_json("mtp_argmax", mtp_logits, T - 1, V);
         printf("}\n");

@@ -34,6 +34,18 @@ want=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1
 "$M" logits --model tests/data/goldens/qwen3_5_dense --tokens 3,1,4,1,5 --step | grep -qx "argmax: $want" \
     || fail "--step argmax differs from prefill argmax"
 
+# --text: the embedded model's golden prompt tokenizes to the golden's prompt ids, and the last row's
+# argmax is the golden's first continuation token
+prompt=$'import os\nimport sys\n\n\ndef main(argv):\n'
+"$M" logits --text "$prompt" --json >"$tmp/t"
+node -e 'const fs=require("fs"); const j=JSON.parse(fs.readFileSync(process.argv[1]));
+  const ids=process.argv[2].split(",").map(Number), P=Number(process.argv[3]);
+  const want=ids.slice(0,P);
+  if (JSON.stringify(j.ids)!==JSON.stringify(want)) { console.error("ids", j.ids, "expected", want); process.exit(1); }
+  if (j.argmax[P-1]!==ids[P]) { console.error("argmax", j.argmax[P-1], "expected", ids[P]); process.exit(1); }' \
+    "$tmp/t" "$(node "$CMP" ids models/qwen35-tiny-code/golden.safetensors)" \
+    "$(node "$CMP" prompt_len models/qwen35-tiny-code/golden.safetensors)" || fail "--text on the golden prompt"
+
 # error cases: the right exit status and a message naming the problem, never a crash
 expect() { # want_rc pattern cmd...
     local want=$1 pat=$2 rc=0
@@ -54,6 +66,8 @@ expect 2 "not a comma-separated" "$MA" logits --model tests/data/goldens/qwen3_5
 expect 2 "exactly one of" "$MA" logits --model tests/data/goldens/qwen3_5_dense
 expect 2 "at least 2 tokens" "$MA" logits --model tests/data/goldens/qwen3_5_dense --tokens 7 --mtp
 expect 2 "unknown option" "$MA" logits --bogus
+expect 1 "tokenizer.json" "$MA" logits --model tests/data/goldens/qwen3_5_dense --text hello
+expect 2 "no tokens" "$MA" logits --text ""
 expect 2 "missing value" "$MA" logits --tokens
 "$M" logits --help | grep -q -- "--step" || fail "--help"
 echo "logits.sh: ok"

@@ -1,5 +1,6 @@
 // logits_compare.js — helper for logits.sh: read safetensors files without dependencies.
 //   node logits_compare.js ids GOLDEN            -> prints input_ids as "1,2,3"
+//   node logits_compare.js prompt_len GOLDEN     -> prints prompt_len
 //   node logits_compare.js compare OUT GOLDEN TOL -> compares logits, hidden, mtp_logits (when the
 //       golden has them): max |d| <= TOL and identical argmax per row; exit 1 on any failure.
 "use strict";
@@ -31,6 +32,8 @@ function argmax(a, off, n) {
 const [cmd, p1, p2, tolStr] = process.argv.slice(2);
 if (cmd === "ids") {
   console.log(Array.from(load(p1).input_ids.data).join(","));
+} else if (cmd === "prompt_len") {
+  console.log(load(p1).prompt_len.data[0]);
 } else if (cmd === "compare") {
   const out = load(p1), gold = load(p2), tol = Number(tolStr);
   let ok = true;
