@@ -15,6 +15,7 @@
 #include "../base/mem.h"
 #include "../kernels/rope.h"
 #include "family.h"
+#include "inspect.h"
 
 typedef struct {
     mtplx_model *m;
@@ -273,6 +274,8 @@ static int bind_mtp(binder *b, const char *mp) {
 static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
     int rc;
     snprintf(m->dir, sizeof m->dir, "%s", dir);
+    /* the compatibility tier check every loading path shares with `mtplx inspect` */
+    if ((rc = inspect_require_runnable(dir, NULL, err))) return rc;
     if ((rc = config_load(dir, &m->cfg, err))) return rc;
     const model_config *c = &m->cfg;
     m->arch = arch_info_of(c->arch);
