@@ -258,8 +258,9 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
                         c->quant_bits, c->quant_group_size, config_arch_name(c->arch));
     int right_layout = (c->arch == ARCH_DEEPSEEK_V3) == (r->mtp == MTP_LAYOUT_DEEPSEEK);
     if (r->mtp == MTP_LAYOUT_NONE)
-        return set_tier(r, TIER_AR_ONLY, "no MTP head in the weights%s",
-                        c->mtp_layers ? " (config.json declares one, but its tensors are absent)" : "");
+        return set_tier(r, TIER_AR_ONLY, "no MTP head in the weights%s%s%s",
+                        c->mtp_layers ? " (config.json declares one, but its tensors are absent)" : "",
+                        !sup->mtp && sup->reason[0] ? "; " : "", !sup->mtp ? sup->reason : "");
     if (!right_layout || c->mtp_layers == 0)
         return set_tier(r, TIER_AR_ONLY, "MTP tensors present but config.json declares no MTP layers");
     if (r->mtp_layers_found < c->mtp_layers)
