@@ -212,7 +212,9 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
     }
     r->has_config = 1;
     if (!has_weight_files(dir))
-        return set_tier(r, TIER_NOT_A_MODEL, "config.json but no safetensors weights in %s", dir);
+        return set_tier(r, TIER_NOT_A_MODEL, "config.json (%s%s%s) but no safetensors weights in %s",
+                        r->cfg.model_type[0] ? "model_type \"" : "no model_type", r->cfg.model_type,
+                        r->cfg.model_type[0] ? "\"" : "", dir);
     st_set *s = NULL;
     err_clear(&ce);
     rc = st_open_dir(dir, &s, &ce);
