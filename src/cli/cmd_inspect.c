@@ -216,7 +216,7 @@ int cmd_inspect(int argc, char **argv) {
     }
     mtplx_err err;
     err_clear(&err);
-    if (inspect_model(dir, (int)context, r, &err) != 0) {
+    if (inspect_model(dir, (int)context, r, &err) != 0 || inspect_confirm_load(r, &err) != 0) {
         cli_error("inspect", "%s", err.msg);
         if (json) {
             json_t *o = json_object();

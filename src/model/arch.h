@@ -14,7 +14,6 @@ typedef struct {
     int runnable;           /* 1: the trunk forward is implemented */
     int mtp;                /* 1: the MTP head (when the checkpoint has one) is implemented */
     const char *reason;     /* why not runnable / not MTP, "" when fully supported */
-    int mlx_quant;          /* 1: MLX affine-quantized (U32 packed) weights run; omitted = 0 */
 } arch_info;
 
 /* The row for arch; never NULL (ARCH_UNKNOWN has a row too). */

@@ -3,9 +3,10 @@
  *
  * Order of the decision (first match wins): not a directory / no config.json / no weight files →
  * not-a-model; a config or weight feature we deliberately do not handle (unknown model_type, dtype,
- * RoPE scaling type, quantization method, MLX quantization where the family lacks it) or a family
- * the table marks not runnable → unsupported; otherwise verified when the weights hold an MTP head
- * the family can run, else ar-only. A malformed file is an error, not a tier. */
+ * RoPE scaling type, quantization method other than MLX affine) or a family the table marks not
+ * runnable → unsupported; otherwise verified when the weights hold an MTP head the family can run,
+ * else ar-only. A malformed file is an error, not a tier. inspect_confirm_load() then lets the
+ * loader itself confirm a runnable tier (per-tensor dtypes and shapes only it knows). */
 #include "inspect.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 
 #include "../base/file.h"
 #include "../kernels/rope_scaling.h"
+#include "model.h"
 #include "safetensors.h"
 
 const char *inspect_tier_name(model_tier t) {
@@ -94,9 +96,10 @@ static int mlx_bits_for(const model_config *c, const char *name) {
     return c->quant_bits;
 }
 
-/* Count parameters, dtypes and the MTP head. Sets *u32_unquantized to a tensor name when a U32
- * tensor appears without an MLX quantization config. */
-static void count_tensors(const st_set *s, inspect_report *r, const char **u32_unquantized) {
+/* Count parameters, dtypes and the MTP head. A U32 `.weight` is MLX packed: its bits come from the
+ * config's quantization entry (per-module overrides honoured), else 8 is assumed (the forward infers
+ * bits from shapes; real MLX checkpoints always carry the entry). */
+static void count_tensors(const st_set *s, inspect_report *r) {
     const model_config *c = &r->cfg;
     int mlx = strcmp(c->quant_method, "mlx") == 0 && c->quant_bits > 0;
     int ds = c->arch == ARCH_DEEPSEEK_V3;
@@ -110,16 +113,12 @@ static void count_tensors(const st_set *s, inspect_report *r, const char **u32_u
         r->dtype_bytes[t->dtype] += t->nbytes;
         int64_t elems = 1;
         for (int d = 0; d < t->ndim; d++) elems = t->shape[d] && elems > INT64_MAX / t->shape[d] ? INT64_MAX : elems * t->shape[d];
-        if (t->dtype == DT_U32) {
-            if (!mlx) {
-                if (!*u32_unquantized) *u32_unquantized = t->name;
-            } else if (ends_with(t->name, ".weight")) {
-                int b = mlx_bits_for(c, t->name);
-                if (b > 0) elems = elems / b * 32 + (elems % b) * 32 / b;
-            }
+        if (t->dtype == DT_U32 && ends_with(t->name, ".weight")) {
+            int b = mlx ? mlx_bits_for(c, t->name) : 8;
+            if (b > 0) elems = elems / b * 32 + (elems % b) * 32 / b;
         }
         /* MLX scales/biases of a packed weight are not parameters */
-        if (mlx && (ends_with(t->name, ".scales") || ends_with(t->name, ".biases"))) {
+        if ((ends_with(t->name, ".scales") || ends_with(t->name, ".biases"))) {
             char w[600];
             size_t bl = strlen(t->name) - 7;
             if (bl + 8 < sizeof w) {
@@ -224,12 +223,9 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
         return rc;
     }
     r->has_weights = 1;
-    const char *u32_name = NULL;
-    count_tensors(s, r, &u32_name);
+    count_tensors(s, r);
     int has_embed = st_find(s, "model.embed_tokens.weight") || st_find(s, "model.language_model.embed_tokens.weight") ||
                     st_find(s, "language_model.model.embed_tokens.weight");
-    char u32_copy[256] = "";
-    if (u32_name) snprintf(u32_copy, sizeof u32_copy, "%s", u32_name);
     st_close(s);
 
     const model_config *c = &r->cfg;
@@ -245,9 +241,6 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
     if (c->quant_method[0] && strcmp(c->quant_method, "mlx") != 0)
         return set_tier(r, TIER_UNSUPPORTED, "quantization method \"%s\" is not supported (MLX affine only)",
                         c->quant_method);
-    if (u32_copy[0])
-        return set_tier(r, TIER_UNSUPPORTED, "tensor %s is U32 (packed) but config.json declares no MLX quantization",
-                        u32_copy);
     if (!has_embed)
         return set_tier(r, TIER_UNSUPPORTED, "no token embedding (model.embed_tokens.weight, "
                         "model.language_model.embed_tokens.weight or language_model.model.embed_tokens.weight) "
@@ -255,9 +248,6 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
     const arch_info *sup = arch_info_of(c->arch);
     if (!sup->runnable)
         return set_tier(r, TIER_UNSUPPORTED, "the %s forward is not implemented: %s", sup->name, sup->reason);
-    if (c->quant_method[0] && !sup->mlx_quant)
-        return set_tier(r, TIER_UNSUPPORTED, "MLX-quantized weights (%d-bit, group %d) are not supported yet for %s",
-                        c->quant_bits, c->quant_group_size, config_arch_name(c->arch));
     int right_layout = (c->arch == ARCH_DEEPSEEK_V3) == (r->mtp == MTP_LAYOUT_DEEPSEEK);
     if (r->mtp == MTP_LAYOUT_NONE)
         return set_tier(r, TIER_AR_ONLY, "no MTP head in the weights%s%s%s",
@@ -289,4 +279,21 @@ int inspect_require_runnable(const char *dir, model_tier *tier_out, mtplx_err *e
     }
     free(r);
     return rc;
+}
+
+int inspect_confirm_load(inspect_report *r, mtplx_err *err) {
+    if (r->tier != TIER_VERIFIED && r->tier != TIER_AR_ONLY) return 0;
+    mtplx_model *m = NULL;
+    mtplx_err le;
+    err_clear(&le);
+    int rc = model_load(r->dir, &m, &le);
+    if (rc == MTPLX_EUNSUPPORTED) return set_tier(r, TIER_UNSUPPORTED, "%s", le.msg);
+    if (rc) {
+        if (err) *err = le;
+        return rc;
+    }
+    if (r->tier == TIER_VERIFIED && !model_has_mtp(m))
+        set_tier(r, TIER_AR_ONLY, "the loader did not bind the MTP head");
+    model_free(m);
+    return 0;
 }

@@ -59,6 +59,13 @@ typedef struct {
  * allocate it, do not put it on a small stack). */
 int inspect_model(const char *dir, int context, inspect_report *rep, mtplx_err *err);
 
+/* Confirm a runnable tier by loading the model (model_load: every tensor's presence, shape and
+ * dtype): an unsupported tensor (e.g. a dtype or quantization layout the forward lacks) turns the
+ * tier into unsupported with the loader's message, a verified model whose MTP head is not bound
+ * into ar-only. Other load failures (missing tensor, bad shape) return the error. No-op for the
+ * refused tiers. Weights are mmap'd, not read, so this stays cheap. */
+int inspect_confirm_load(inspect_report *rep, mtplx_err *err);
+
 /* The check every loading command runs first: 0 when dir is verified or ar-only (*tier_out, may be
  * NULL, gets which), else MTPLX_EUNSUPPORTED (unsupported), MTPLX_EIO (not a model) or the
  * malformed-file error, with err naming the reason. */

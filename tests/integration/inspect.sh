@@ -87,6 +87,19 @@ echo '{"model_type": "llama", "hidden_size": ' >"$tmp/broken/config.json"
 [ $rc = 1 ] || bad "broken config: exit $rc, want 1"
 grep -q "config.json" "$tmp/err.txt" || bad "broken config: message lacks the file: $(cat "$tmp/err.txt")"
 
+# incomplete checkpoint: headers fine, the loader (which inspect runs to confirm) names the tensor
+mkdir -p "$tmp/partial"; cp tests/data/goldens/qwen3_5_dense/config.json "$tmp/partial/"
+node -e '
+const fs=require("fs"); const b=fs.readFileSync(process.argv[1]); const n=Number(b.readBigUInt64LE(0));
+const h=JSON.parse(b.subarray(8,8+n).toString()); delete h["model.layers.1.self_attn.k_proj.weight"];
+let t=Buffer.from(JSON.stringify(h)); t=Buffer.concat([t, Buffer.alloc((8-t.length%8)%8, 32)]);
+const len=Buffer.alloc(8); len.writeBigUInt64LE(BigInt(t.length));
+fs.writeFileSync(process.argv[2], Buffer.concat([len, t, b.subarray(8+n)]));' \
+    tests/data/goldens/qwen3_5_dense/model.safetensors "$tmp/partial/model.safetensors"
+"$BIN" inspect --model "$tmp/partial" >/dev/null 2>"$tmp/err.txt"; rc=$?
+[ $rc = 1 ] || bad "partial checkpoint: exit $rc, want 1"
+grep -q "model.layers.1.self_attn.k_proj.weight" "$tmp/err.txt" || bad "partial: message lacks the tensor: $(cat "$tmp/err.txt")"
+
 # usage
 "$BIN" inspect --help >"$tmp/help.txt"; [ $? = 0 ] || bad "--help exit"
 grep -q "30  not-a-model" "$tmp/help.txt" || bad "--help does not document exit codes"
