@@ -1,0 +1,54 @@
+/* backend.h — what the HTTP server needs from a loaded model, as a small table of functions.
+ *
+ * The real backend (backend_model.c) wires the tokenizer, the chat template and gen_run; the
+ * server's unit tests use a scripted backend so the HTTP layer can be tested on exact text. Every
+ * function except generate may be called from any HTTP thread concurrently; generate is only ever
+ * called from the one model-owner worker thread. */
+#ifndef MTPLX_SERVER_BACKEND_H
+#define MTPLX_SERVER_BACKEND_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/err.h"
+#include "../engine/generate.h"
+
+typedef struct srv_backend srv_backend;
+
+struct srv_backend {
+    void       *impl;
+    const char *model_id;     /* reported as "model" in every response */
+    const char *tier;         /* compatibility tier for /health ("mtp", "ar") */
+    int         ctx;          /* context length in tokens (prompt + completion) */
+    int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
+    int         default_depth;/* depth used when a request does not ask for one */
+
+    /* Render an OpenAI chat request (messages, tools, chat_template_kwargs already validated
+     * shapes; `enable_thinking` given separately: -1 = template default, 0/1 = forced) to prompt
+     * text. *prompt is malloc'd (caller frees). Returns 0 or an error (ETEMPLATE/EINVAL). */
+    int (*render_chat)(void *impl, const json_t *request, int enable_thinking, char **prompt, mtplx_err *err);
+
+    /* Encode prompt text (special tokens in the text are recognised). *ids malloc'd. */
+    int (*encode)(void *impl, const char *text, size_t len, int32_t **ids, int *n, mtplx_err *err);
+
+    /* A streaming detokenizer for one request: push ids, get back complete UTF-8 text (pointer
+     * valid until the next call). Special tokens (end of turn) decode to nothing. */
+    void *(*decoder_new)(void *impl, mtplx_err *err);
+    int (*decoder_push)(void *dec, int32_t id, const char **text, size_t *len, mtplx_err *err);
+    int (*decoder_flush)(void *dec, const char **text, size_t *len, mtplx_err *err);
+    void (*decoder_free)(void *dec);
+
+    /* The model's defaults for a request (generation_config.json sampling values, end-of-turn stop
+     * ids); the request's fields are applied on top. */
+    void (*default_params)(void *impl, gen_params *p);
+
+    /* Check sampler values against the model (EINVAL naming the field); may be NULL. */
+    int (*validate)(void *impl, const gen_params *p, mtplx_err *err);
+
+    /* gen_run on the loaded model (worker thread only). */
+    int (*generate)(void *impl, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn on_tokens,
+                    void *user, gen_stats *stats, mtplx_err *err);
+};
+
+#endif

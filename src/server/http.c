@@ -1,0 +1,631 @@
+/* http.c — the HTTP layer on libmicrohttpd: one thread per connection, body accumulation with a
+ * size limit, API-key check, routing, JSON error bodies in each API's shape, and the streaming
+ * response that relays a job's SSE bytes while watching the client socket for a hang-up.
+ *
+ * Thread-per-connection mode lets a handler block: a non-streaming request waits for its job on the
+ * connection's own thread, and the SSE reader callback blocks until the worker produced bytes. Both
+ * wake every 250 ms to poll the socket (POLLRDHUP), so a client that goes away cancels its
+ * generation at the engine's next cycle even when nothing is being written. */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "../base/clock.h"
+#include "internal.h"
+#include "sse.h"
+
+#define HARD_BODY_CAP (64u << 20)  /* above this a too-large body is refused without reading it */
+
+struct srv_server {
+    srv_config        cfg;
+    char             *host;
+    char             *api_key;     /* NULL: no authentication */
+    size_t            key_len;
+    srv_backend      *be;
+    struct MHD_Daemon *d;
+    srv_queue         q;
+    srv_metrics       m;
+    int               port;
+    int               ctx;
+    int               depth;
+    pthread_mutex_t   be_mu;       /* serialises template rendering + encoding */
+};
+
+typedef struct {
+    sbuf   body;
+    int    too_big;
+    int    endpoint;
+    int    anthropic;             /* errors in Anthropic shape */
+    int    responded;
+} conn_ctx;
+
+void server_config_default(srv_config *c) {
+    memset(c, 0, sizeof *c);
+    c->host = "127.0.0.1";
+    c->port = 8000;
+    c->max_queue = 128;
+    c->max_body = 8u << 20;
+    c->depth = -1;
+}
+
+int server_host_is_loopback(const char *host) {
+    if (!host || !*host) return 0;
+    if (!strcasecmp(host, "localhost")) return 1;
+    char h[64];
+    size_t n = strlen(host);
+    if (n >= sizeof h) return 0;
+    if (host[0] == '[' && host[n - 1] == ']') memcpy(h, host + 1, n - 2), h[n - 2] = 0;
+    else memcpy(h, host, n + 1);
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, h, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, h, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+    return 0;
+}
+
+/* ---- responses ---- */
+
+static void add_common_headers(struct MHD_Response *r) {
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+}
+
+/* Queue body (malloc'd, taken) with status. */
+static enum MHD_Result respond(srv_server *s, struct MHD_Connection *c, int status, const char *ctype, char *body,
+                               const char *hname, const char *hval) {
+    if (!body) {
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":\"oom\"}}");
+        status = 500;
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    add_common_headers(r);
+    if (hname) MHD_add_response_header(r, hname, hval);
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    metrics_status(&s->m, status);
+    return rc;
+}
+
+static const char *openai_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+static const char *anthropic_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+static enum MHD_Result respond_error(srv_server *s, struct MHD_Connection *c, conn_ctx *cc, int status, const char *code,
+                                     const char *param, const char *msg, const char *hname, const char *hval) {
+    json_t *o;
+    if (cc && cc->anthropic)
+        o = json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", anthropic_type(status), "message", msg);
+    else
+        o = json_pack("{s:{s:s,s:s,s:s,s:s*}}", "error", "message", msg, "type", openai_type(status), "code", code, "param",
+                      param && *param ? param : NULL);
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (cc) cc->responded = 1;
+    return respond(s, c, status, "application/json", body, hname, hval);
+}
+
+/* ---- client liveness ---- */
+
+static int peer_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static void wait_tick(srv_job *j) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 250 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
+/* ---- streaming response ---- */
+
+typedef struct {
+    srv_job *job;
+    double   last_send;
+} stream_ctx;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *sc = cls;
+    srv_job *j = sc->job;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        if (j->out.len) {
+            size_t n = j->out.len < max ? j->out.len : max;
+            memcpy(buf, j->out.p, n);
+            sbuf_consume(&j->out, n);
+            pthread_mutex_unlock(&j->mu);
+            sc->last_send = clock_now();
+            return (ssize_t)n;
+        }
+        if (j->done) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (j->cancelled) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        wait_tick(j);
+        if (!j->out.len && !j->done) {
+            pthread_mutex_unlock(&j->mu);
+            if (peer_gone(j->conn_fd)) {
+                job_cancel(j);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            if (clock_now() - sc->last_send > 5.0) {
+                /* keep-alive while queued or in a long prefill: an SSE comment / Anthropic ping */
+                const char *ka = j->api == API_MESSAGES ? "event: ping\ndata: {\"type\":\"ping\"}\n\n" : ": keep-alive\n\n";
+                size_t n = strlen(ka);
+                if (n <= max) {
+                    memcpy(buf, ka, n);
+                    sc->last_send = clock_now();
+                    return (ssize_t)n;
+                }
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *sc = cls;
+    job_cancel(sc->job);  /* no-op for the worker when the job is already done */
+    job_unref(sc->job);
+    free(sc);
+}
+
+/* ---- generation endpoints ---- */
+
+static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    json_error_t je;
+    json_t *body = json_loadb(sbuf_str(&cc->body), cc->body.len, 0, &je);
+    if (!body) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        return respond_error(s, c, cc, 400, "invalid_json", NULL, msg, NULL, NULL);
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return respond_error(s, c, cc, 400, "invalid_request", NULL, "request body must be a JSON object", NULL, NULL);
+    }
+    srv_job *j = job_new();
+    if (!j) {
+        json_decref(body);
+        return respond_error(s, c, cc, 500, "oom", NULL, "out of memory", NULL, NULL);
+    }
+    s->be->default_params(s->be->impl, &j->params);
+    j->params.max_tokens = 0;
+    j->params.depth = -1;
+    srv_reqerr e = {0};
+    json_t *render_req = NULL;
+    char *prompt = NULL;
+    int enable_thinking = -1, rc;
+    if (cc->endpoint == EP_CHAT) rc = openai_parse_chat(body, s->be, j, &render_req, &enable_thinking, &e);
+    else if (cc->endpoint == EP_MESSAGES) rc = anthropic_parse(body, s->be, j, &render_req, &enable_thinking, &e);
+    else rc = openai_parse_completion(body, s->be, j, &prompt, &e);
+    json_decref(body);
+    if (rc) {
+        json_decref(render_req);
+        free(prompt);
+        job_unref(j);
+        return respond_error(s, c, cc, e.status ? e.status : 400, "invalid_request", e.param, e.msg, NULL, NULL);
+    }
+
+    mtplx_err err = {0};
+    pthread_mutex_lock(&s->be_mu);
+    rc = 0;
+    if (render_req) rc = s->be->render_chat(s->be->impl, render_req, enable_thinking, &prompt, &err);
+    if (!rc) rc = s->be->encode(s->be->impl, prompt, strlen(prompt), &j->prompt, &j->n_prompt, &err);
+    pthread_mutex_unlock(&s->be_mu);
+    json_decref(render_req);
+    if (rc) {
+        free(prompt);
+        job_unref(j);
+        int status = (rc == MTPLX_ENOMEM || rc == MTPLX_EINTERNAL) ? 500 : 400;
+        return respond_error(s, c, cc, status, rc == MTPLX_ETEMPLATE ? "template_error" : "invalid_request", "messages", err.msg,
+                             NULL, NULL);
+    }
+    if (j->split_reasoning) j->start_in_reasoning = reasoning_prompt_opens_think(prompt);
+    free(prompt);
+    if (j->n_prompt <= 0) {
+        job_unref(j);
+        return respond_error(s, c, cc, 400, "empty_prompt", "messages", "the prompt is empty after rendering", NULL, NULL);
+    }
+    if (j->n_prompt >= s->ctx) {
+        char msg[300];
+        snprintf(msg, sizeof msg,
+                 "the prompt is %d tokens but the model's context is %d tokens (at least %d needed for one completion token)",
+                 j->n_prompt, s->ctx, j->n_prompt + 1);
+        job_unref(j);
+        return respond_error(s, c, cc, 400, "context_length_exceeded", "messages", msg, NULL, NULL);
+    }
+    int room = s->ctx - j->n_prompt;
+    if (j->params.max_tokens <= 0 || j->params.max_tokens > room) j->params.max_tokens = room;
+    if (j->params.depth < 0) j->params.depth = s->depth;
+    if (s->be->validate && s->be->validate(s->be->impl, &j->params, &err)) {
+        job_unref(j);
+        return respond_error(s, c, cc, 400, "invalid_request", NULL, err.msg, NULL, NULL);
+    }
+
+    char hex[33];
+    srv_random_hex(hex, 32);
+    snprintf(j->id, sizeof j->id, "%s%s", cc->endpoint == EP_CHAT ? "chatcmpl-" : cc->endpoint == EP_MESSAGES ? "msg_" : "cmpl-",
+             hex);
+    j->created = (long long)time(NULL);
+    j->model_id = s->be->model_id;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->conn_fd = ci ? ci->connect_fd : -1;
+
+    if (queue_push(&s->q, j)) {
+        job_unref(j);
+        return respond_error(s, c, cc, 429, "queue_full", NULL, "the server is busy: the request queue is full, retry later", "Retry-After",
+                             "2");
+    }
+
+    if (j->stream) {
+        stream_ctx *sc = calloc(1, sizeof *sc);
+        if (!sc) {
+            job_cancel(j);
+            job_unref(j);
+            return MHD_NO;
+        }
+        sc->job = j;
+        sc->last_send = clock_now();
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sc, stream_free);
+        if (!r) {
+            stream_free(sc);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        add_common_headers(r);
+        enum MHD_Result q = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        metrics_status(&s->m, 200);
+        cc->responded = 1;
+        return q;
+    }
+
+    /* non-streaming: wait on this connection's thread, watching the socket */
+    pthread_mutex_lock(&j->mu);
+    while (!j->done) {
+        wait_tick(j);
+        if (j->done) break;
+        pthread_mutex_unlock(&j->mu);
+        int gone = peer_gone(j->conn_fd);
+        pthread_mutex_lock(&j->mu);
+        if (gone) j->cancelled = 1;
+        if (j->cancelled) break;
+    }
+    int done = j->done, failed = j->failed;
+    pthread_mutex_unlock(&j->mu);
+    if (!done) {
+        /* client gone (or server stopping): nobody to answer; the worker drops the job */
+        job_unref(j);
+        return MHD_NO;
+    }
+    if (failed) {
+        enum MHD_Result q = respond_error(s, c, cc, j->err.code == MTPLX_EINVAL ? 400 : 500, err_code_name(j->err.code), NULL,
+                                          j->err.msg, NULL, NULL);
+        job_unref(j);
+        return q;
+    }
+    char *out = cc->endpoint == EP_CHAT ? openai_chat_body(j) : cc->endpoint == EP_MESSAGES ? anthropic_body(j) : openai_completion_body(j);
+    job_unref(j);
+    cc->responded = 1;
+    return respond(s, c, 200, "application/json", out, NULL, NULL);
+}
+
+/* ---- small endpoints ---- */
+
+static enum MHD_Result handle_models(srv_server *s, struct MHD_Connection *c, conn_ctx *cc, const char *one) {
+    json_int_t created = (json_int_t)time(NULL) - (json_int_t)(clock_now() - s->m.started);
+    json_t *model = json_pack("{s:s,s:s,s:I,s:s}", "id", s->be->model_id, "object", "model", "created", created, "owned_by", "mtplx");
+    json_t *o;
+    if (one) {
+        if (strcmp(one, s->be->model_id) != 0) {
+            json_decref(model);
+            char msg[400];
+            snprintf(msg, sizeof msg, "model '%.200s' does not exist; this server serves '%.60s'", one, s->be->model_id);
+            return respond_error(s, c, cc, 404, "model_not_found", "model", msg, NULL, NULL);
+        }
+        o = model;
+    } else {
+        o = json_pack("{s:s,s:[o]}", "object", "list", "data", model);
+    }
+    char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    cc->responded = 1;
+    return respond(s, c, 200, "application/json", body, NULL, NULL);
+}
+
+static enum MHD_Result handle_health(srv_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    int waiting, running;
+    queue_counts(&s->q, &waiting, &running);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:{s:i,s:i,s:i},s:b}", "status", "ok", "model", s->be->model_id, "tier",
+                          s->be->tier, "depth", s->depth, "max_depth", s->be->max_depth, "context", s->ctx, "uptime_s",
+                          clock_now() - s->m.started, "queue", "waiting", waiting, "running", running, "max", s->cfg.max_queue,
+                          "api_key_required", s->api_key != NULL);
+    char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    cc->responded = 1;
+    return respond(s, c, 200, "application/json", body, NULL, NULL);
+}
+
+static enum MHD_Result handle_metrics(srv_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    int waiting, running;
+    queue_counts(&s->q, &waiting, &running);
+    cc->responded = 1;
+    return respond(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_render(&s->m, waiting, running, s->cfg.max_queue),
+                   NULL, NULL);
+}
+
+/* ---- routing ---- */
+
+typedef struct {
+    const char *path;
+    const char *method;
+    int         endpoint;
+} route;
+
+static const route ROUTES[] = {
+    {"/v1/chat/completions", "POST", EP_CHAT},
+    {"/v1/completions", "POST", EP_COMPLETIONS},
+    {"/v1/messages", "POST", EP_MESSAGES},
+    {"/v1/models", "GET", EP_MODELS},
+    {"/health", "GET", EP_HEALTH},
+    {"/metrics", "GET", EP_METRICS},
+};
+
+/* Endpoint of url (EP_OTHER when unknown); *method_ok says whether method matches. */
+static int route_of(const char *url, const char *method, int *method_ok, const char **model_arg) {
+    *model_arg = NULL;
+    for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++) {
+        if (!strcmp(url, ROUTES[i].path)) {
+            *method_ok = !strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET"));
+            return ROUTES[i].endpoint;
+        }
+    }
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        *model_arg = url + 11;
+        *method_ok = !strcmp(method, "GET");
+        return EP_MODELS;
+    }
+    *method_ok = 1;
+    return EP_OTHER;
+}
+
+static int key_matches(const srv_server *s, const char *given) {
+    if (!given) return 0;
+    size_t gl = strlen(given);
+    /* constant time in the key length: always walk the whole configured key */
+    unsigned char diff = (unsigned char)(gl != s->key_len);
+    for (size_t i = 0; i < s->key_len; i++) diff |= (unsigned char)(s->api_key[i] ^ (i < gl ? given[i] : 0));
+    return diff == 0;
+}
+
+static int authorized(const srv_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return 1;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) {
+        const char *k = auth + 7;
+        while (*k == ' ') k++;
+        if (key_matches(s, k)) return 1;
+    }
+    return key_matches(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"));
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    srv_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (!cc) {
+        cc = calloc(1, sizeof *cc);
+        if (!cc) return MHD_NO;
+        *con_cls = cc;
+        int method_ok;
+        const char *model_arg;
+        cc->endpoint = route_of(url, method, &method_ok, &model_arg);
+        cc->anthropic = cc->endpoint == EP_MESSAGES;
+        metrics_request(&s->m, cc->endpoint);
+        if (!strcmp(method, "OPTIONS")) {
+            cc->responded = 1;
+            return respond(s, c, 204, "text/plain", strdup(""), NULL, NULL);
+        }
+        if (!authorized(s, c))
+            return respond_error(s, c, cc, 401, "invalid_api_key", NULL, "missing or invalid API key", "WWW-Authenticate", "Bearer");
+        if (cc->endpoint == EP_OTHER) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "no route for %.10s %.200s", method, url);
+            return respond_error(s, c, cc, 404, "not_found", NULL, msg, NULL, NULL);
+        }
+        if (!method_ok) {
+            const char *allow = "POST";
+            for (size_t i = 0; i < sizeof ROUTES / sizeof *ROUTES; i++)
+                if (ROUTES[i].endpoint == cc->endpoint) allow = ROUTES[i].method;
+            char msg[200];
+            snprintf(msg, sizeof msg, "method %.10s is not allowed on %.100s (use %s)", method, url, allow);
+            return respond_error(s, c, cc, 405, "method_not_allowed", NULL, msg, "Allow", allow);
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            unsigned long long n = strtoull(cl, NULL, 10);
+            if (n > s->cfg.max_body) {
+                cc->too_big = 1;
+                if (n > HARD_BODY_CAP) {
+                    char msg[200];
+                    snprintf(msg, sizeof msg, "request body is %llu bytes; the limit is %zu bytes", n, s->cfg.max_body);
+                    return respond_error(s, c, cc, 413, "request_too_large", NULL, msg, "Connection", "close");
+                }
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cc->responded && !cc->too_big) {
+            if (cc->body.len + *upload_size > s->cfg.max_body) {
+                cc->too_big = 1;
+                sbuf_free(&cc->body);
+            } else if (sbuf_append(&cc->body, upload, *upload_size)) {
+                cc->too_big = 1;
+                sbuf_free(&cc->body);
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cc->responded) return MHD_YES;
+    if (cc->too_big) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes", s->cfg.max_body);
+        return respond_error(s, c, cc, 413, "request_too_large", NULL, msg, NULL, NULL);
+    }
+    int method_ok;
+    const char *model_arg;
+    route_of(url, method, &method_ok, &model_arg);
+    switch (cc->endpoint) {
+    case EP_MODELS: return handle_models(s, c, cc, model_arg);
+    case EP_HEALTH: return handle_health(s, c, cc);
+    case EP_METRICS: return handle_metrics(s, c, cc);
+    default: return handle_generate(s, c, cc);
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls, (void)c, (void)toe;
+    conn_ctx *cc = *con_cls;
+    if (!cc) return;
+    sbuf_free(&cc->body);
+    free(cc);
+    *con_cls = NULL;
+}
+
+/* ---- lifecycle ---- */
+
+int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx_err *err) {
+    *out = NULL;
+    if (!cfg->host || !*cfg->host) return err_set(err, MTPLX_EINVAL, "--host is empty");
+    int has_key = cfg->api_key && *cfg->api_key;
+    if (!has_key && !server_host_is_loopback(cfg->host))
+        return err_set(err, MTPLX_EINVAL, "refusing to listen on %s without an API key: use --api-key or --api-key-file, or a loopback --host",
+                       cfg->host);
+    if (cfg->port < 0 || cfg->port > 65535) return err_set(err, MTPLX_EINVAL, "--port %d is outside 0..65535", cfg->port);
+    if (cfg->max_queue < 1) return err_set(err, MTPLX_EINVAL, "--max-queue must be at least 1");
+    if (cfg->max_body < 1024) return err_set(err, MTPLX_EINVAL, "--max-body must be at least 1024 bytes");
+    if (cfg->depth > be->max_depth)
+        return err_set(err, MTPLX_EINVAL, "--depth %d exceeds what this model supports (%d)", cfg->depth, be->max_depth);
+    if (cfg->ctx < 0) return err_set(err, MTPLX_EINVAL, "--ctx must be positive");
+
+    srv_server *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, MTPLX_ENOMEM, "out of memory");
+    s->cfg = *cfg;
+    s->be = be;
+    s->ctx = cfg->ctx > 0 && cfg->ctx < be->ctx ? cfg->ctx : be->ctx;
+    s->depth = cfg->depth >= 0 ? cfg->depth : be->default_depth;
+    pthread_mutex_init(&s->be_mu, NULL);
+    metrics_init(&s->m);
+    if (has_key) {
+        s->api_key = strdup(cfg->api_key);
+        s->key_len = strlen(cfg->api_key);
+    }
+    s->host = strdup(cfg->host);
+    s->cfg.host = s->host;
+    s->cfg.api_key = s->api_key;
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", cfg->port);
+    char h[256];
+    size_t hl = strlen(cfg->host);
+    if (hl >= sizeof h) hl = sizeof h - 1;
+    memcpy(h, cfg->host, hl);
+    h[hl] = 0;
+    if (h[0] == '[' && hl > 1 && h[hl - 1] == ']') memmove(h, h + 1, hl - 2), h[hl - 2] = 0;
+    int gai = getaddrinfo(h, portstr, &hints, &ai);
+    if (gai || !ai) {
+        int rc = err_set(err, MTPLX_EINVAL, "cannot resolve --host %s: %s", cfg->host, gai_strerror(gai));
+        server_stop(s);
+        return rc;
+    }
+    int rc = queue_start(&s->q, be, &s->m, cfg->max_queue, cfg->quiet, err);
+    if (rc) {
+        freeaddrinfo(ai);
+        server_stop(s);
+        return rc;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        rc = err_set(err, MTPLX_EIO, "cannot listen on %s:%d (address in use or not available)", cfg->host, cfg->port);
+        server_stop(s);
+        return rc;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    s->port = cfg->port;
+    if (di && getsockname(di->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
+        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+    *out = s;
+    return 0;
+}
+
+int server_port(const srv_server *s) { return s->port; }
+
+void server_stop(srv_server *s) {
+    if (!s) return;
+    if (s->d) MHD_quiesce_daemon(s->d);
+    queue_stop(&s->q);             /* cancels running and queued jobs; their waiters wake up */
+    if (s->d) MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->be_mu);
+    pthread_mutex_destroy(&s->m.mu);
+    free(s->api_key);
+    free(s->host);
+    free(s);
+}

@@ -1,0 +1,184 @@
+/* internal.h — types shared by the server's files (not a public interface). */
+#ifndef MTPLX_SERVER_INTERNAL_H
+#define MTPLX_SERVER_INTERNAL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../base/sbuf.h"
+#include "../chat/reasoning.h"
+#include "../chat/toolcall.h"
+#include "server.h"
+
+#define SRV_MAX_STOPS 4
+
+typedef enum { API_CHAT = 0, API_COMPLETIONS, API_MESSAGES } srv_api;
+
+/* ---- metrics (metrics.c) ---- */
+
+enum { EP_CHAT, EP_COMPLETIONS, EP_MESSAGES, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
+
+typedef struct {
+    pthread_mutex_t mu;
+    double   started;                       /* clock_now() at start */
+    uint64_t requests[EP_COUNT];            /* requests received per endpoint */
+    uint64_t status[6];                     /* responses by status class: [2]=2xx ... [5]=5xx */
+    uint64_t errors_by_code[8];             /* 400 401 404 405 413 429 500 503 */
+    uint64_t generations, cancelled, stop_hits, tool_calls;
+    uint64_t prompt_tokens, completion_tokens;
+    uint64_t cycles, drafted, accepted;
+    uint64_t accepted_pos[GEN_MAX_DEPTH];   /* cycles whose draft at position d+1 was accepted */
+    uint64_t cycles_with_pos[GEN_MAX_DEPTH];/* cycles that drafted a token at position d+1 */
+    double   prefill_s, decode_s;           /* summed over generations */
+    double   last_decode_tok_s, last_prefill_tok_s;
+} srv_metrics;
+
+void metrics_init(srv_metrics *m);
+void metrics_request(srv_metrics *m, int endpoint);
+void metrics_status(srv_metrics *m, int status);
+void metrics_generation(srv_metrics *m, const gen_stats *st, int cancelled, int stop_hit, int n_calls);
+/* Prometheus text exposition (caller frees). */
+char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int queue_max);
+
+/* ---- one request ---- */
+
+typedef struct srv_job srv_job;
+
+typedef struct {
+    char  *id;            /* tool call id */
+    char  *name;
+    char  *arguments;     /* compact JSON object text */
+} srv_call;
+
+struct srv_job {
+    /* set by the HTTP thread before queueing; read-only afterwards */
+    srv_api     api;
+    int         stream;
+    int         include_usage;    /* OpenAI stream_options.include_usage */
+    int         start_in_reasoning;
+    int         split_reasoning;  /* chat/messages: 1; completions: 0 */
+    json_t     *tools;            /* OpenAI-shape tools (owned) or NULL: enables tool-call parsing */
+    char       *stops[SRV_MAX_STOPS];
+    int         n_stops;
+    int32_t    *prompt;
+    int         n_prompt;
+    gen_params  params;
+    char        id[64];           /* chatcmpl-… / cmpl-… / msg_… */
+    long long   created;
+    const char *model_id;
+    int         conn_fd;          /* client socket, polled for hang-up; -1 unknown */
+
+    /* worker-only state while generating */
+    void             *decoder;
+    reasoning_parser  rp;
+    toolcall_parser   tp;
+    sbuf              utf8_hold;  /* incomplete trailing UTF-8 sequence */
+    sbuf              stop_hold;  /* content that could still be the start of a stop string */
+    int               stop_hit;   /* index+1 of the matched stop string, 0 = none */
+    int               role_sent;
+    int               block_open; /* Anthropic: type of the open block: 0 none, 1 thinking, 2 text */
+    int               n_blocks;   /* Anthropic: blocks opened so far */
+    sbuf              stage;      /* formatted bytes produced during one callback */
+    int               n_completion;
+
+    /* result (non-stream responses, and finish data for streams) */
+    sbuf        content, reasoning;
+    srv_call   *calls;
+    int         n_calls, cap_calls;
+    gen_stats   stats;
+    const char *finish;           /* API-neutral: "stop", "length", "tool_calls", "error" */
+    mtplx_err   err;              /* set when generation failed */
+    int         failed;
+
+    /* channel between worker and HTTP thread */
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    sbuf        out;              /* bytes ready to send (stream) */
+    int         started;          /* worker picked it up */
+    int         done;             /* worker finished; result complete */
+    int         cancelled;        /* client gone or server stopping */
+    int         refs;             /* HTTP side + queue/worker */
+    srv_job    *next;             /* queue link */
+};
+
+srv_job *job_new(void);
+void job_unref(srv_job *j);      /* frees at zero */
+void job_cancel(srv_job *j);
+
+/* ---- the worker and its queue (queue.c) ---- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    srv_job   *head, *tail;
+    int        waiting;           /* jobs queued, not yet started */
+    int        running;           /* 0 or 1 */
+    srv_job   *current;           /* the running job (for cancel on stop) */
+    int        max;
+    int        stopping;
+    pthread_t  thread;
+    int        thread_started;
+    srv_backend *be;
+    srv_metrics *metrics;
+    int        quiet;
+} srv_queue;
+
+int queue_start(srv_queue *q, srv_backend *be, srv_metrics *m, int max, int quiet, mtplx_err *err);
+/* Queue j (takes a reference). Returns 0, or -1 when the queue is full or stopping. */
+int queue_push(srv_queue *q, srv_job *j);
+void queue_stop(srv_queue *q);
+void queue_counts(srv_queue *q, int *waiting, int *running);
+
+/* ---- output pipeline (pipeline.c): tokens -> text -> reasoning/content -> stop -> tools ---- */
+
+/* Run the whole generation of j on the worker thread; formats output into j's channel. */
+void pipeline_run(srv_job *j, srv_backend *be);
+
+/* ---- formatting (openai.c / anthropic.c) ---- */
+
+/* Streaming events: append formatted frames to j->stage. */
+int fmt_begin(srv_job *j);
+int fmt_reasoning(srv_job *j, const char *s, size_t n);
+int fmt_content(srv_job *j, const char *s, size_t n);
+int fmt_tool_call(srv_job *j, const srv_call *c, int index);
+int fmt_end(srv_job *j);
+
+int openai_begin(srv_job *j);
+int openai_delta(srv_job *j, int is_reasoning, const char *s, size_t n);
+int openai_tool_call(srv_job *j, const srv_call *c, int index);
+int openai_end(srv_job *j);
+int anthropic_begin(srv_job *j);
+int anthropic_delta(srv_job *j, int is_reasoning, const char *s, size_t n);
+int anthropic_tool_call(srv_job *j, const srv_call *c, int index);
+int anthropic_end(srv_job *j);
+
+/* Non-stream bodies from a finished job (caller frees). */
+char *openai_chat_body(const srv_job *j);
+char *openai_completion_body(const srv_job *j);
+char *anthropic_body(const srv_job *j);
+/* usage / stats objects (new references) */
+json_t *job_usage_json(const srv_job *j);
+json_t *job_stats_json(const srv_job *j);
+
+/* Request parsing: fill j (params, stops, tools, prompt text) from a validated body. On a bad
+ * request returns -1 with msg (and *param naming the field). */
+typedef struct {
+    int  status;          /* HTTP status for the error */
+    char msg[512];
+    char param[96];
+} srv_reqerr;
+
+int openai_parse_chat(const json_t *body, srv_backend *be, srv_job *j, json_t **render_req, int *enable_thinking,
+                      srv_reqerr *e);
+int openai_parse_completion(const json_t *body, srv_backend *be, srv_job *j, char **prompt_text, srv_reqerr *e);
+int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **render_req, int *enable_thinking,
+                    srv_reqerr *e);
+/* shared sampler fields (temperature, top_p, top_k, min_p, penalties, seed, depth) */
+int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqerr *e);
+int reqerr(srv_reqerr *e, int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Random hex for ids. */
+void srv_random_hex(char *out, int n_hex);
+
+#endif

@@ -1,0 +1,109 @@
+/* metrics.c — server counters and their Prometheus text exposition (format 0.0.4). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/clock.h"
+#include "internal.h"
+
+static const char *EP_NAMES[EP_COUNT] = {"chat_completions", "completions", "messages", "models", "health", "metrics", "other"};
+static const int ERR_CODES[8] = {400, 401, 404, 405, 413, 429, 500, 503};
+
+void metrics_init(srv_metrics *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+    m->started = clock_now();
+}
+
+void metrics_request(srv_metrics *m, int endpoint) {
+    pthread_mutex_lock(&m->mu);
+    m->requests[endpoint >= 0 && endpoint < EP_COUNT ? endpoint : EP_OTHER]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_status(srv_metrics *m, int status) {
+    pthread_mutex_lock(&m->mu);
+    if (status >= 200 && status < 600) m->status[status / 100]++;
+    for (int i = 0; i < 8; i++)
+        if (ERR_CODES[i] == status) m->errors_by_code[i]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_generation(srv_metrics *m, const gen_stats *st, int cancelled, int stop_hit, int n_calls) {
+    pthread_mutex_lock(&m->mu);
+    m->generations++;
+    m->cancelled += cancelled != 0;
+    m->stop_hits += stop_hit != 0;
+    m->tool_calls += (uint64_t)n_calls;
+    m->prompt_tokens += (uint64_t)st->prompt_tokens;
+    m->completion_tokens += (uint64_t)st->completion_tokens;
+    m->cycles += (uint64_t)st->cycles;
+    m->drafted += (uint64_t)st->drafted;
+    m->accepted += (uint64_t)st->accepted;
+    for (int d = 0; d < st->depth && d < GEN_MAX_DEPTH; d++) {
+        m->accepted_pos[d] += (uint64_t)st->accepted_per_position[d];
+        m->cycles_with_pos[d] += (uint64_t)st->cycles;
+    }
+    m->prefill_s += st->prefill_s;
+    m->decode_s += st->decode_s;
+    if (st->decode_tok_s > 0) m->last_decode_tok_s = st->decode_tok_s;
+    if (st->prefill_tok_s > 0) m->last_prefill_tok_s = st->prefill_tok_s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+#define HDR(b, name, type, help) sbuf_printf(b, "# HELP " name " " help "\n# TYPE " name " " type "\n")
+
+char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int queue_max) {
+    sbuf b = {0};
+    pthread_mutex_lock(&m->mu);
+    HDR(&b, "mtplx_uptime_seconds", "gauge", "Seconds since the server started.");
+    sbuf_printf(&b, "mtplx_uptime_seconds %.3f\n", clock_now() - m->started);
+    HDR(&b, "mtplx_requests_total", "counter", "HTTP requests received, by endpoint.");
+    for (int i = 0; i < EP_COUNT; i++) sbuf_printf(&b, "mtplx_requests_total{endpoint=\"%s\"} %llu\n", EP_NAMES[i], (unsigned long long)m->requests[i]);
+    HDR(&b, "mtplx_responses_total", "counter", "HTTP responses sent, by status class.");
+    for (int c = 2; c <= 5; c++) sbuf_printf(&b, "mtplx_responses_total{class=\"%dxx\"} %llu\n", c, (unsigned long long)m->status[c]);
+    HDR(&b, "mtplx_errors_total", "counter", "Error responses, by HTTP status.");
+    for (int i = 0; i < 8; i++) sbuf_printf(&b, "mtplx_errors_total{status=\"%d\"} %llu\n", ERR_CODES[i], (unsigned long long)m->errors_by_code[i]);
+    HDR(&b, "mtplx_generations_total", "counter", "Generations run by the worker.");
+    sbuf_printf(&b, "mtplx_generations_total %llu\n", (unsigned long long)m->generations);
+    HDR(&b, "mtplx_generations_cancelled_total", "counter", "Generations cancelled because the client went away.");
+    sbuf_printf(&b, "mtplx_generations_cancelled_total %llu\n", (unsigned long long)m->cancelled);
+    HDR(&b, "mtplx_stop_sequence_hits_total", "counter", "Generations ended by a stop string.");
+    sbuf_printf(&b, "mtplx_stop_sequence_hits_total %llu\n", (unsigned long long)m->stop_hits);
+    HDR(&b, "mtplx_tool_calls_total", "counter", "Tool calls parsed from model output.");
+    sbuf_printf(&b, "mtplx_tool_calls_total %llu\n", (unsigned long long)m->tool_calls);
+    HDR(&b, "mtplx_prompt_tokens_total", "counter", "Prompt tokens prefilled.");
+    sbuf_printf(&b, "mtplx_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
+    HDR(&b, "mtplx_completion_tokens_total", "counter", "Completion tokens generated.");
+    sbuf_printf(&b, "mtplx_completion_tokens_total %llu\n", (unsigned long long)m->completion_tokens);
+    HDR(&b, "mtplx_decode_seconds_total", "counter", "Seconds spent decoding.");
+    sbuf_printf(&b, "mtplx_decode_seconds_total %.6f\n", m->decode_s);
+    HDR(&b, "mtplx_prefill_seconds_total", "counter", "Seconds spent in prefill.");
+    sbuf_printf(&b, "mtplx_prefill_seconds_total %.6f\n", m->prefill_s);
+    HDR(&b, "mtplx_decode_tokens_per_second", "gauge", "Decode speed of the last generation.");
+    sbuf_printf(&b, "mtplx_decode_tokens_per_second %.3f\n", m->last_decode_tok_s);
+    HDR(&b, "mtplx_prefill_tokens_per_second", "gauge", "Prefill speed of the last generation.");
+    sbuf_printf(&b, "mtplx_prefill_tokens_per_second %.3f\n", m->last_prefill_tok_s);
+    HDR(&b, "mtplx_verify_cycles_total", "counter", "Verify forwards (AR: decode steps).");
+    sbuf_printf(&b, "mtplx_verify_cycles_total %llu\n", (unsigned long long)m->cycles);
+    HDR(&b, "mtplx_draft_tokens_total", "counter", "MTP draft tokens proposed.");
+    sbuf_printf(&b, "mtplx_draft_tokens_total %llu\n", (unsigned long long)m->drafted);
+    HDR(&b, "mtplx_draft_accepted_total", "counter", "MTP draft tokens accepted.");
+    sbuf_printf(&b, "mtplx_draft_accepted_total %llu\n", (unsigned long long)m->accepted);
+    HDR(&b, "mtplx_draft_accepted_by_position_total", "counter", "Cycles whose draft at this depth position was accepted.");
+    for (int d = 0; d < GEN_MAX_DEPTH; d++)
+        if (m->cycles_with_pos[d])
+            sbuf_printf(&b, "mtplx_draft_accepted_by_position_total{position=\"%d\"} %llu\n", d + 1, (unsigned long long)m->accepted_pos[d]);
+    HDR(&b, "mtplx_acceptance_rate", "gauge", "Accepted fraction of cycles at each depth position, since start.");
+    for (int d = 0; d < GEN_MAX_DEPTH; d++)
+        if (m->cycles_with_pos[d])
+            sbuf_printf(&b, "mtplx_acceptance_rate{position=\"%d\"} %.6f\n", d + 1, (double)m->accepted_pos[d] / (double)m->cycles_with_pos[d]);
+    pthread_mutex_unlock(&m->mu);
+    HDR(&b, "mtplx_queue_waiting", "gauge", "Requests waiting for the worker.");
+    sbuf_printf(&b, "mtplx_queue_waiting %d\n", queue_waiting);
+    HDR(&b, "mtplx_queue_running", "gauge", "Requests being generated (0 or 1).");
+    sbuf_printf(&b, "mtplx_queue_running %d\n", queue_running);
+    HDR(&b, "mtplx_queue_capacity", "gauge", "Waiting requests allowed before 429.");
+    sbuf_printf(&b, "mtplx_queue_capacity %d\n", queue_max);
+    return sbuf_take(&b);
+}

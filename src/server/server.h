@@ -1,0 +1,43 @@
+/* server.h — the OpenAI- and Anthropic-compatible HTTP server (libmicrohttpd, thread per
+ * connection) in front of one model-owner worker thread.
+ *
+ * Requests are validated and tokenised on their HTTP thread, then queued FIFO (bounded) for the
+ * worker, which runs one generation at a time and pushes the formatted output (SSE frames or the
+ * final result) to the request's channel. A client that disconnects cancels its generation at the
+ * next engine cycle. See docs/server.md for routes, limits and error shapes. */
+#ifndef MTPLX_SERVER_SERVER_H
+#define MTPLX_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "../base/err.h"
+#include "backend.h"
+
+typedef struct {
+    const char *host;         /* bind address (IPv4/IPv6 literal or name); loopback unless api_key */
+    int         port;         /* 0 = any free port (see server_port) */
+    const char *api_key;      /* NULL or "" = no authentication */
+    int         max_queue;    /* waiting requests at most; more get 429 (> 0) */
+    size_t      max_body;     /* request body bytes at most; more get 413 */
+    int         depth;        /* default MTP depth; -1 = the backend's default */
+    int         ctx;          /* context tokens; 0 = the backend's */
+    int         quiet;        /* 1: no per-request log lines on stderr */
+} srv_config;
+
+/* Neutral defaults: 127.0.0.1:8000, no key, queue 128, body 8 MiB, depth -1, ctx 0. */
+void server_config_default(srv_config *c);
+
+/* 1 when host names a loopback address ("localhost", 127.x.y.z, ::1). */
+int server_host_is_loopback(const char *host);
+
+typedef struct srv_server srv_server;
+
+/* Validate cfg, bind and start serving with backend be (borrowed; must outlive the server).
+ * Refuses a non-loopback host without an API key (EINVAL). Returns 0 and *out, or an error. */
+int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx_err *err);
+/* The bound TCP port. */
+int server_port(const srv_server *s);
+/* Stop accepting, cancel queued and running generations, join all threads, free everything. */
+void server_stop(srv_server *s);
+
+#endif

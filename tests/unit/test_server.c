@@ -1,0 +1,695 @@
+/* test_server.c — the HTTP server end to end over loopback sockets, on a scripted backend whose
+ * "model" emits a given text one byte-token at a time. This pins down exact text behaviour
+ * (reasoning split, stop strings across tokens, tool calls, UTF-8) that a real model cannot be
+ * steered into, plus the error shapes, limits, auth, queueing and disconnect handling.
+ * (tests/integration/server.sh drives the real model with the official SDKs.) */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../../src/base/sbuf.h"
+#include "../../src/server/server.h"
+#include "test.h"
+
+/* ---- scripted backend: token id = byte value, 256 = end of turn ---- */
+
+typedef struct {
+    const char *script;     /* what the "model" writes */
+    int         chunk;      /* tokens per callback */
+    int         delay_us;   /* per callback */
+    int         think;      /* 1: rendered prompt ends with an open <think> */
+} script_be;
+
+static int sb_render(void *impl, const json_t *req, int enable_thinking, char **prompt, mtplx_err *err) {
+    script_be *b = impl;
+    char *s = json_dumps(json_object_get(req, "messages"), JSON_COMPACT);
+    if (!s) return err_set(err, MTPLX_EINVAL, "no messages");
+    size_t n = strlen(s);
+    char *p = malloc(n + 16);
+    memcpy(p, s, n + 1);
+    free(s);
+    if (b->think && enable_thinking != 0) strcat(p, "<think>\n");
+    *prompt = p;
+    return 0;
+}
+
+static int sb_encode(void *impl, const char *text, size_t len, int32_t **ids, int *n, mtplx_err *err) {
+    (void)impl, (void)err;
+    *ids = malloc((len ? len : 1) * sizeof **ids);
+    for (size_t i = 0; i < len; i++) (*ids)[i] = (unsigned char)text[i];
+    *n = (int)len;
+    return 0;
+}
+
+typedef struct {
+    char c;
+} sb_dec;
+static void *sb_dec_new(void *impl, mtplx_err *err) {
+    (void)impl, (void)err;
+    return calloc(1, sizeof(sb_dec));
+}
+static int sb_dec_push(void *dec, int32_t id, const char **text, size_t *len, mtplx_err *err) {
+    (void)err;
+    sb_dec *d = dec;
+    if (id >= 256) {
+        *len = 0;
+        return 0;
+    }
+    d->c = (char)id;
+    *text = &d->c;
+    *len = 1;
+    return 0;
+}
+static int sb_dec_flush(void *dec, const char **text, size_t *len, mtplx_err *err) {
+    (void)dec, (void)text, (void)err;
+    *len = 0;
+    return 0;
+}
+static void sb_dec_free(void *dec) { free(dec); }
+static void sb_defaults(void *impl, gen_params *p) {
+    (void)impl;
+    memset(p, 0, sizeof *p);
+    p->temperature = 1;
+    p->top_p = 1;
+    p->repetition_penalty = 1;
+    p->max_tokens = 256;
+    p->stop_ids[p->n_stop_ids++] = 256;
+}
+
+static int sb_generate(void *impl, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn fn, void *user,
+                       gen_stats *st, mtplx_err *err) {
+    (void)prompt, (void)err;
+    script_be *b = impl;
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n_prompt;
+    st->depth = p->depth;
+    size_t n = strlen(b->script);
+    int32_t toks[64];
+    size_t i = 0;
+    st->finish_reason = "stop";
+    for (;;) {
+        int k = 0;
+        while (k < b->chunk && i <= n && st->completion_tokens + k < p->max_tokens) toks[k++] = i < n ? (unsigned char)b->script[i++] : (i++, 256);
+        if (k == 0) {
+            st->finish_reason = i > n ? "stop" : "length";
+            break;
+        }
+        st->completion_tokens += k;
+        if (b->delay_us) usleep((useconds_t)b->delay_us);
+        if (fn(user, toks, k)) {
+            st->finish_reason = "cancel";
+            break;
+        }
+        if (toks[k - 1] == 256) break;
+    }
+    st->cycles = st->completion_tokens;
+    return 0;
+}
+
+static script_be SB;
+static srv_backend BE = {.impl = &SB, .model_id = "scripted", .tier = "test", .ctx = 4096, .max_depth = 3,
+                         .render_chat = sb_render, .encode = sb_encode, .decoder_new = sb_dec_new,
+                         .decoder_push = sb_dec_push, .decoder_flush = sb_dec_flush, .decoder_free = sb_dec_free,
+                         .default_params = sb_defaults, .generate = sb_generate};
+
+/* ---- a minimal HTTP/1.0 client ---- */
+
+static int connect_port(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_req(int fd, const char *method, const char *path, const char *hdrs, const char *body, size_t blen) {
+    char head[1024];
+    int n = snprintf(head, sizeof head, "%s %s HTTP/1.0\r\nHost: x\r\n%sContent-Length: %zu\r\nContent-Type: application/json\r\n\r\n",
+                     method, path, hdrs ? hdrs : "", blen);
+    if (write(fd, head, (size_t)n) != n) return -1;
+    size_t off = 0;
+    while (off < blen) {
+        ssize_t w = write(fd, body + off, blen - off);
+        if (w <= 0) return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+typedef struct {
+    int  status;
+    char *headers;
+    char *body;
+} resp;
+
+static resp read_resp(int fd) {
+    sbuf b = {0};
+    char buf[8192];
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0) sbuf_append(&b, buf, (size_t)r);
+    close(fd);
+    resp out = {0};
+    const char *s = sbuf_str(&b);
+    sscanf(s, "HTTP/1.%*d %d", &out.status);
+    const char *sep = strstr(s, "\r\n\r\n");
+    out.headers = strndup(s, sep ? (size_t)(sep - s) : strlen(s));
+    out.body = strdup(sep ? sep + 4 : "");
+    sbuf_free(&b);
+    return out;
+}
+
+static resp http(int port, const char *method, const char *path, const char *hdrs, const char *body) {
+    int fd = connect_port(port);
+    if (fd < 0) return (resp){0, strdup(""), strdup("")};
+    send_req(fd, method, path, hdrs, body ? body : "", body ? strlen(body) : 0);
+    return read_resp(fd);
+}
+
+static void resp_free(resp *r) {
+    free(r->headers);
+    free(r->body);
+}
+
+static json_t *body_json(const resp *r) {
+    json_error_t je;
+    return json_loads(r->body, 0, &je);
+}
+
+/* Walk SSE "data:" lines of an OpenAI stream: concatenated content/reasoning, last finish_reason. */
+typedef struct {
+    sbuf content, reasoning;
+    char finish[32];
+    int  n_calls, done, usage_completion, bad_json;
+    char call_name[64], call_args[256];
+} oai_stream;
+
+static void parse_oai_stream(const char *body, oai_stream *o) {
+    memset(o, 0, sizeof *o);
+    o->usage_completion = -1;
+    for (const char *l = body; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) : strlen(l);
+        if (n > 6 && !strncmp(l, "data: ", 6)) {
+            if (!strncmp(l + 6, "[DONE]", 6)) o->done = 1;
+            else {
+                json_error_t je;
+                json_t *c = json_loadb(l + 6, n - 6, 0, &je);
+                if (!c) o->bad_json++;
+                json_t *ch = json_array_get(json_object_get(c, "choices"), 0);
+                json_t *d = json_object_get(ch, "delta");
+                json_t *t = json_object_get(d, "content");
+                if (json_is_string(t)) sbuf_append(&o->content, json_string_value(t), json_string_length(t));
+                t = json_object_get(ch, "text");
+                if (json_is_string(t)) sbuf_append(&o->content, json_string_value(t), json_string_length(t));
+                t = json_object_get(d, "reasoning_content");
+                if (json_is_string(t)) sbuf_append(&o->reasoning, json_string_value(t), json_string_length(t));
+                json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
+                if (tc) {
+                    o->n_calls++;
+                    snprintf(o->call_name, sizeof o->call_name, "%s", json_string_value(json_object_get(json_object_get(tc, "function"), "name")));
+                    snprintf(o->call_args, sizeof o->call_args, "%s", json_string_value(json_object_get(json_object_get(tc, "function"), "arguments")));
+                }
+                json_t *f = json_object_get(ch, "finish_reason");
+                if (json_is_string(f)) snprintf(o->finish, sizeof o->finish, "%s", json_string_value(f));
+                json_t *u = json_object_get(c, "usage");
+                if (u) o->usage_completion = (int)json_integer_value(json_object_get(u, "completion_tokens"));
+                json_decref(c);
+            }
+        }
+        l = e ? e + 1 : NULL;
+    }
+}
+
+static void oai_free(oai_stream *o) {
+    sbuf_free(&o->content);
+    sbuf_free(&o->reasoning);
+}
+
+static srv_server *start(const char *key, int max_queue, size_t max_body, int ctx) {
+    srv_config c;
+    server_config_default(&c);
+    c.port = 0;
+    c.api_key = key;
+    c.quiet = 1;
+    if (max_queue) c.max_queue = max_queue;
+    if (max_body) c.max_body = max_body;
+    c.ctx = ctx;
+    srv_server *s = NULL;
+    mtplx_err e = {0};
+    if (server_start(&c, &BE, &s, &e)) fprintf(stderr, "server_start: %s\n", e.msg);
+    return s;
+}
+
+static void script(const char *text, int chunk, int think) {
+    SB.script = text;
+    SB.chunk = chunk;
+    SB.think = think;
+    SB.delay_us = 0;
+}
+
+static const char *CHAT = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s}";
+
+static char *chat_body(const char *extra) {
+    char *b = malloc(strlen(CHAT) + strlen(extra) + 1);
+    sprintf(b, CHAT, extra);
+    return b;
+}
+
+/* ---- tests ---- */
+
+TEST(test_chat_nonstream_splits_reasoning_and_reports_usage) {
+    script("plan it\n</think>\n\nHello world", 3, 1);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    char *b = chat_body("");
+    resp r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    CHECK_INT(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    CHECK_STR(json_string_value(json_object_get(msg, "content")), "Hello world");
+    CHECK_STR(json_string_value(json_object_get(msg, "reasoning_content")), "plan it");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "finish_reason")), "stop");
+    CHECK_STR(json_string_value(json_object_get(j, "object")), "chat.completion");
+    /* the script's bytes + the end-of-turn token */
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")), (int)strlen(SB.script) + 1);
+    json_decref(j);
+    resp_free(&r);
+    free(b);
+    server_stop(s);
+}
+
+TEST(test_stream_text_equals_nonstream_text) {
+    const char *scripts[] = {"a\n</think>\n\nx <thi y </think z", "  \n</think>\n\n<b>bold</b> text\n", "no close tag at all"};
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    for (size_t k = 0; k < 3; k++) {
+        for (int chunk = 1; chunk <= 4; chunk += 3) {
+            script(scripts[k], chunk, 1);
+            char *b = chat_body("");
+            resp r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+            free(b);
+            b = chat_body(",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+            resp rs = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+            free(b);
+            CHECK_INT(rs.status, 200);
+            CHECK(strstr(rs.headers, "text/event-stream") != NULL);
+            json_t *j = body_json(&r);
+            json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+            oai_stream o;
+            parse_oai_stream(rs.body, &o);
+            CHECK_STR(sbuf_str(&o.content), json_string_value(json_object_get(msg, "content")));
+            const char *rc = json_string_value(json_object_get(msg, "reasoning_content"));
+            CHECK_STR(sbuf_str(&o.reasoning), rc ? rc : "");
+            CHECK_INT(o.done, 1);
+            CHECK_INT(o.bad_json, 0);
+            CHECK_STR(o.finish, "stop");
+            CHECK_INT(o.usage_completion, (int)strlen(scripts[k]) + 1);
+            oai_free(&o);
+            json_decref(j);
+            resp_free(&r);
+            resp_free(&rs);
+        }
+    }
+    server_stop(s);
+}
+
+TEST(test_stop_string_across_tokens_never_emitted) {
+    script("abc STOP def", 1, 0);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    char *b = chat_body(",\"stream\":true,\"stop\":[\"STOP\",\"zz\"]");
+    resp r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    oai_stream o;
+    parse_oai_stream(r.body, &o);
+    CHECK_STR(sbuf_str(&o.content), "abc ");
+    CHECK_STR(o.finish, "stop");
+    CHECK(strstr(r.body, "\"content\":\"S") == NULL && strstr(r.body, "\"content\":\"T") == NULL);
+    oai_free(&o);
+    resp_free(&r);
+    free(b);
+    /* a stop prefix that never completes is released at the end */
+    script("abc ST", 1, 0);
+    b = chat_body(",\"stop\":\"STOP\"");
+    r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    json_t *j = body_json(&r);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message"), "content")),
+              "abc ST");
+    json_decref(j);
+    resp_free(&r);
+    free(b);
+    server_stop(s);
+}
+
+static const char *TOOLS = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"read_file\",\"parameters\":{\"type\":\"object\","
+                           "\"properties\":{\"path\":{\"type\":\"string\"}}}}}]";
+static const char *CALL = "ok\n</think>\n\n<tool_call>\n<function=read_file>\n<parameter=path>\n123\n</parameter>\n</function>\n</tool_call>";
+
+TEST(test_tool_call_stream_and_nonstream) {
+    script(CALL, 2, 1);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s", TOOLS);
+    char *b = chat_body(extra);
+    resp r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    json_t *j = body_json(&r);
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STR(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+    json_t *tc = json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(tc, "function"), "name")), "read_file");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(tc, "function"), "arguments")), "{\"path\":\"123\"}");
+    CHECK(json_is_null(json_object_get(json_object_get(ch, "message"), "content")));
+    json_decref(j);
+    resp_free(&r);
+    free(b);
+
+    snprintf(extra, sizeof extra, "%s,\"stream\":true", TOOLS);
+    b = chat_body(extra);
+    r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    oai_stream o;
+    parse_oai_stream(r.body, &o);
+    CHECK_INT(o.n_calls, 1);
+    CHECK_STR(o.call_name, "read_file");
+    CHECK_STR(o.call_args, "{\"path\":\"123\"}");
+    CHECK_STR(o.finish, "tool_calls");
+    CHECK_STR(sbuf_str(&o.content), "");
+    oai_free(&o);
+    resp_free(&r);
+    free(b);
+
+    /* max_tokens cuts the call: finish is length and the partial call comes back as content */
+    snprintf(extra, sizeof extra, "%s,\"max_tokens\":40", TOOLS);
+    b = chat_body(extra);
+    r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    j = body_json(&r);
+    ch = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STR(json_string_value(json_object_get(ch, "finish_reason")), "length");
+    CHECK(json_object_get(json_object_get(ch, "message"), "tool_calls") == NULL);
+    CHECK(strncmp(json_string_value(json_object_get(json_object_get(ch, "message"), "content")), "<tool_call>", 11) == 0);
+    json_decref(j);
+    resp_free(&r);
+    free(b);
+    server_stop(s);
+}
+
+TEST(test_utf8_deltas_complete_and_invalid_bytes_replaced) {
+    script("h\xc3\xa9llo \xe2\x82\xac \xff end", 1, 0);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    char *b = chat_body(",\"stream\":true");
+    resp r = http(server_port(s), "POST", "/v1/chat/completions", NULL, b);
+    oai_stream o;
+    parse_oai_stream(r.body, &o);
+    CHECK_INT(o.bad_json, 0);
+    CHECK_STR(sbuf_str(&o.content), "h\xc3\xa9llo \xe2\x82\xac \xef\xbf\xbd end");
+    oai_free(&o);
+    resp_free(&r);
+    free(b);
+    server_stop(s);
+}
+
+TEST(test_completions_endpoint) {
+    script("def f():\n    return 1\n", 5, 1);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    resp r = http(server_port(s), "POST", "/v1/completions", NULL, "{\"prompt\":\"def\",\"max_tokens\":100}");
+    json_t *j = body_json(&r);
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    CHECK_STR(json_string_value(json_object_get(ch, "text")), "def f():\n    return 1\n");
+    CHECK_STR(json_string_value(json_object_get(j, "object")), "text_completion");
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens")), 3);
+    json_decref(j);
+    resp_free(&r);
+    r = http(server_port(s), "POST", "/v1/completions", NULL, "{\"prompt\":\"def\",\"max_tokens\":4,\"stream\":true}");
+    oai_stream o;
+    parse_oai_stream(r.body, &o);
+    CHECK_STR(sbuf_str(&o.content), "def ");
+    CHECK_STR(o.finish, "length");
+    CHECK_INT(o.done, 1);
+    oai_free(&o);
+    resp_free(&r);
+    server_stop(s);
+}
+
+static void expect_error(int port, const char *method, const char *path, const char *hdrs, const char *body, int status,
+                         const char *type, const char *needle) {
+    resp r = http(port, method, path, hdrs, body);
+    CHECK_MSG(r.status == status, "%s %s: expected %d, got %d (%s)", method, path, status, r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *e = json_object_get(j, "error");
+    if (!strcmp(path, "/v1/messages")) {
+        CHECK_STR(json_string_value(json_object_get(j, "type")), "error");
+    } else {
+        CHECK(json_is_string(json_object_get(e, "code")));
+    }
+    CHECK_STR(json_string_value(json_object_get(e, "type")), type);
+    const char *m = json_string_value(json_object_get(e, "message"));
+    CHECK_MSG(m && strstr(m, needle), "message [%s] lacks [%s]", m ? m : "(none)", needle);
+    json_decref(j);
+    resp_free(&r);
+}
+
+TEST(test_bad_requests_get_api_shaped_errors) {
+    script("x", 1, 0);
+    srv_server *s = start(NULL, 0, 4096, 64);
+    REQUIRE(s);
+    int p = server_port(s);
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\": [", 400, "invalid_request_error", "not valid JSON");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "[1,2]", 400, "invalid_request_error", "JSON object");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":\"hi\"}", 400, "invalid_request_error", "messages");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[]}", 400, "invalid_request_error", "empty");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"temperature\":\"hot\"}",
+                 400, "invalid_request_error", "temperature");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"n\":2}", 400,
+                 "invalid_request_error", "'n' must be 1");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"logprobs\":true}",
+                 400, "invalid_request_error", "logprobs");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"mtplx\":{\"depth\":9}}",
+                 400, "invalid_request_error", "mtplx.depth");
+    expect_error(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"a\"}]}", 400,
+                 "invalid_request_error", "role");
+    /* the rendered prompt (the JSON of the messages here) is longer than the 64-token context */
+    expect_error(p, "POST", "/v1/chat/completions", NULL,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]}", 400,
+                 "invalid_request_error", "context is 64 tokens");
+    expect_error(p, "GET", "/v2/nothing", NULL, NULL, 404, "not_found_error", "no route");
+    expect_error(p, "GET", "/v1/chat/completions", NULL, NULL, 405, "invalid_request_error", "not allowed");
+    expect_error(p, "POST", "/v1/messages", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}", 400, "invalid_request_error",
+                 "max_tokens");
+    expect_error(p, "POST", "/v1/messages", NULL, "{oops", 400, "invalid_request_error", "JSON");
+    char *big = malloc(10000);
+    memset(big, ' ', 9999);
+    big[9999] = 0;
+    big[0] = '{', big[9998] = '}';
+    expect_error(p, "POST", "/v1/chat/completions", NULL, big, 413, "invalid_request_error", "limit");
+    expect_error(p, "POST", "/v1/messages", NULL, big, 413, "request_too_large", "limit");
+    free(big);
+    /* unknown fields are ignored and the server still answers */
+    resp r = http(p, "POST", "/v1/chat/completions", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"frobnicate\":{\"x\":1}}");
+    CHECK_INT(r.status, 200);
+    resp_free(&r);
+    server_stop(s);
+}
+
+TEST(test_api_key_required_and_checked) {
+    script("x", 1, 0);
+    srv_server *s = start("sekret-key", 0, 0, 0);
+    REQUIRE(s);
+    int p = server_port(s);
+    expect_error(p, "GET", "/v1/models", NULL, NULL, 401, "authentication_error", "API key");
+    expect_error(p, "GET", "/v1/models", "Authorization: Bearer sekret-kez\r\n", NULL, 401, "authentication_error", "API key");
+    expect_error(p, "GET", "/v1/models", "Authorization: Bearer sekret-key-longer\r\n", NULL, 401, "authentication_error", "API key");
+    expect_error(p, "POST", "/v1/messages", "x-api-key: nope\r\n", "{}", 401, "authentication_error", "API key");
+    resp r = http(p, "GET", "/v1/models", "Authorization: Bearer sekret-key\r\n", NULL);
+    CHECK_INT(r.status, 200);
+    resp_free(&r);
+    r = http(p, "GET", "/v1/models", "x-api-key: sekret-key\r\n", NULL);
+    CHECK_INT(r.status, 200);
+    CHECK(strstr(r.body, "\"scripted\"") != NULL);
+    resp_free(&r);
+    server_stop(s);
+}
+
+TEST(test_non_loopback_bind_refused_without_key) {
+    srv_config c;
+    server_config_default(&c);
+    c.host = "0.0.0.0";
+    c.port = 0;
+    srv_server *s = NULL;
+    mtplx_err e = {0};
+    CHECK_INT(server_start(&c, &BE, &s, &e), MTPLX_EINVAL);
+    CHECK(strstr(e.msg, "API key") != NULL);
+    CHECK_INT(server_host_is_loopback("127.0.0.1"), 1);
+    CHECK_INT(server_host_is_loopback("::1"), 1);
+    CHECK_INT(server_host_is_loopback("[::1]"), 1);
+    CHECK_INT(server_host_is_loopback("localhost"), 1);
+    CHECK_INT(server_host_is_loopback("192.168.1.2"), 0);
+    CHECK_INT(server_host_is_loopback("::"), 0);
+}
+
+static long long metric(int port, const char *name) {
+    resp r = http(port, "GET", "/metrics", NULL, NULL);
+    long long v = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *m = strstr(r.body, key);
+    if (m) v = atoll(m + strlen(key));
+    resp_free(&r);
+    return v;
+}
+
+TEST(test_disconnect_cancels_and_next_request_works) {
+    script("0123456789012345678901234567890123456789012345678901234567890123456789", 1, 0);
+    SB.delay_us = 20000; /* 20 ms per token: 1.4 s for the whole script */
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    int p = server_port(s);
+    int fd = connect_port(p);
+    char *b = chat_body(",\"stream\":true");
+    send_req(fd, "POST", "/v1/chat/completions", NULL, b, strlen(b));
+    char buf[512];
+    CHECK(read(fd, buf, sizeof buf) > 0); /* headers / first chunk arrived */
+    close(fd);
+    for (int i = 0; i < 100 && metric(p, "mtplx_generations_cancelled_total") < 1; i++) usleep(20000);
+    CHECK_INT(metric(p, "mtplx_generations_cancelled_total"), 1);
+    SB.delay_us = 0;
+    script("fine", 1, 0);
+    resp r = http(p, "POST", "/v1/chat/completions", NULL, b);
+    CHECK_INT(r.status, 200);
+    oai_stream o;
+    parse_oai_stream(r.body, &o);
+    CHECK_STR(sbuf_str(&o.content), "fine");
+    oai_free(&o);
+    resp_free(&r);
+    free(b);
+    server_stop(s);
+}
+
+TEST(test_queue_full_answers_429_with_retry_after) {
+    script("0123456789", 1, 0);
+    SB.delay_us = 50000;
+    srv_server *s = start(NULL, 1, 0, 0);
+    REQUIRE(s);
+    int p = server_port(s);
+    char *b = chat_body(",\"stream\":true");
+    int a = connect_port(p);
+    send_req(a, "POST", "/v1/chat/completions", NULL, b, strlen(b));
+    for (int i = 0; i < 100 && metric(p, "mtplx_queue_running") != 1; i++) usleep(10000);
+    int c = connect_port(p);
+    send_req(c, "POST", "/v1/chat/completions", NULL, b, strlen(b));
+    for (int i = 0; i < 100 && metric(p, "mtplx_queue_waiting") != 1; i++) usleep(10000);
+    resp r = http(p, "POST", "/v1/chat/completions", NULL, b);
+    CHECK_INT(r.status, 429);
+    CHECK(strstr(r.headers, "Retry-After:") != NULL);
+    CHECK(strstr(r.body, "rate_limit_error") != NULL);
+    resp_free(&r);
+    /* the two accepted streams complete normally */
+    resp ra = read_resp(a), rc = read_resp(c);
+    oai_stream o;
+    parse_oai_stream(ra.body, &o);
+    CHECK_STR(sbuf_str(&o.content), "0123456789");
+    oai_free(&o);
+    parse_oai_stream(rc.body, &o);
+    CHECK_STR(sbuf_str(&o.content), "0123456789");
+    oai_free(&o);
+    resp_free(&ra);
+    resp_free(&rc);
+    free(b);
+    SB.delay_us = 0;
+    server_stop(s);
+}
+
+TEST(test_anthropic_stream_event_order_and_blocks) {
+    script(CALL, 64, 1);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    const char *req = "{\"model\":\"m\",\"max_tokens\":500,\"stream\":true,\"system\":\"be brief\",\"messages\":[{\"role\":\"user\","
+                      "\"content\":[{\"type\":\"text\",\"text\":\"show\"}]}],\"tools\":[{\"name\":\"read_file\",\"input_schema\":"
+                      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}}]}";
+    resp r = http(server_port(s), "POST", "/v1/messages", NULL, req);
+    CHECK_INT(r.status, 200);
+    sbuf order = {0};
+    for (const char *l = r.body; (l = strstr(l, "event: ")); l += 7) {
+        const char *e = strchr(l, '\n');
+        char ev[64];
+        snprintf(ev, sizeof ev, "%.*s,", (int)(e - l - 7), l + 7);
+        /* consecutive deltas of one block collapse (text arrives token by token) */
+        size_t el = strlen(ev);
+        if (!(order.len >= el && !strcmp(order.p + order.len - el, ev) && !strcmp(ev, "content_block_delta,"))) sbuf_puts(&order, ev);
+    }
+    CHECK_STR(sbuf_str(&order), "message_start,ping,content_block_start,content_block_delta,content_block_stop,content_block_start,"
+                                "content_block_delta,content_block_stop,message_delta,message_stop,");
+    CHECK(strstr(r.body, "\"stop_reason\":\"tool_use\"") != NULL);
+    CHECK(strstr(r.body, "\"partial_json\":\"{\\\"path\\\":\\\"123\\\"}\"") != NULL);
+    CHECK(strstr(r.body, "\"thinking_delta\",\"thinking\":\"o\"") != NULL);
+    sbuf_free(&order);
+    resp_free(&r);
+
+    /* non-streaming: thinking block then tool_use with a parsed input object */
+    const char *req2 = "{\"max_tokens\":500,\"messages\":[{\"role\":\"user\",\"content\":\"show\"}],\"tools\":[{\"name\":\"read_file\","
+                       "\"input_schema\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}}]}";
+    r = http(server_port(s), "POST", "/v1/messages", NULL, req2);
+    json_t *j = body_json(&r);
+    json_t *content = json_object_get(j, "content");
+    CHECK_INT(json_array_size(content), 2);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(content, 0), "type")), "thinking");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(content, 1), "type")), "tool_use");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(content, 1), "input"), "path")), "123");
+    CHECK_STR(json_string_value(json_object_get(j, "stop_reason")), "tool_use");
+    json_decref(j);
+    resp_free(&r);
+    server_stop(s);
+}
+
+TEST(test_health_models_metrics) {
+    script("x", 1, 0);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    int p = server_port(s);
+    resp r = http(p, "GET", "/health", NULL, NULL);
+    json_t *j = body_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "model")), "scripted");
+    CHECK(json_is_object(json_object_get(j, "queue")));
+    CHECK(json_is_number(json_object_get(j, "uptime_s")));
+    json_decref(j);
+    resp_free(&r);
+    r = http(p, "GET", "/v1/models/scripted", NULL, NULL);
+    CHECK_INT(r.status, 200);
+    resp_free(&r);
+    r = http(p, "GET", "/v1/models/other", NULL, NULL);
+    CHECK_INT(r.status, 404);
+    resp_free(&r);
+    r = http(p, "GET", "/metrics", NULL, NULL);
+    CHECK(strstr(r.headers, "text/plain") != NULL);
+    CHECK(strstr(r.body, "# TYPE mtplx_requests_total counter") != NULL);
+    CHECK(strstr(r.body, "mtplx_requests_total{endpoint=\"health\"} 1") != NULL);
+    resp_free(&r);
+    server_stop(s);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    RUN(test_chat_nonstream_splits_reasoning_and_reports_usage);
+    RUN(test_stream_text_equals_nonstream_text);
+    RUN(test_stop_string_across_tokens_never_emitted);
+    RUN(test_tool_call_stream_and_nonstream);
+    RUN(test_utf8_deltas_complete_and_invalid_bytes_replaced);
+    RUN(test_completions_endpoint);
+    RUN(test_bad_requests_get_api_shaped_errors);
+    RUN(test_api_key_required_and_checked);
+    RUN(test_non_loopback_bind_refused_without_key);
+    RUN(test_disconnect_cancels_and_next_request_works);
+    RUN(test_queue_full_answers_429_with_retry_after);
+    RUN(test_anthropic_stream_event_order_and_blocks);
+    RUN(test_health_models_metrics);
+    return TEST_SUMMARY();
+}
