@@ -11,6 +11,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,6 +242,11 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     int enable_thinking = -1, rc;
     if (cc->endpoint == EP_CHAT) rc = openai_parse_chat(body, s->be, j, &render_req, &enable_thinking, &e);
     else if (cc->endpoint == EP_MESSAGES) rc = anthropic_parse(body, s->be, j, &render_req, &enable_thinking, &e);
+    else if (cc->endpoint == EP_COUNT_TOKENS) {
+        /* same body as /v1/messages; max_tokens is not needed to count */
+        if (!json_object_get(body, "max_tokens")) json_object_set_new(body, "max_tokens", json_integer(1));
+        rc = anthropic_parse(body, s->be, j, &render_req, &enable_thinking, &e);
+    }
     else rc = openai_parse_completion(body, s->be, j, &prompt, &e);
     json_decref(body);
     if (rc) {
@@ -266,6 +272,14 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     }
     if (j->split_reasoning) j->start_in_reasoning = reasoning_prompt_opens_think(prompt);
     free(prompt);
+    if (cc->endpoint == EP_COUNT_TOKENS) {
+        json_t *o = json_pack("{s:i}", "input_tokens", j->n_prompt);
+        char *out = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        job_unref(j);
+        cc->responded = 1;
+        return respond(s, c, 200, "application/json", out, NULL, NULL);
+    }
     if (j->n_prompt <= 0) {
         job_unref(j);
         return respond_error(s, c, cc, 400, "empty_prompt", "messages", "the prompt is empty after rendering", NULL, NULL);
@@ -412,6 +426,7 @@ static const route ROUTES[] = {
     {"/v1/chat/completions", "POST", EP_CHAT},
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/messages", "POST", EP_MESSAGES},
+    {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
     {"/v1/models", "GET", EP_MODELS},
     {"/health", "GET", EP_HEALTH},
     {"/metrics", "GET", EP_METRICS},
@@ -467,7 +482,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         int method_ok;
         const char *model_arg;
         cc->endpoint = route_of(url, method, &method_ok, &model_arg);
-        cc->anthropic = cc->endpoint == EP_MESSAGES;
+        cc->anthropic = cc->endpoint == EP_MESSAGES || cc->endpoint == EP_COUNT_TOKENS;
         metrics_request(&s->m, cc->endpoint);
         if (!strcmp(method, "OPTIONS")) {
             cc->responded = 1;
@@ -541,6 +556,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+/* libmicrohttpd's own diagnostics ("Failed to send ...": a client went away) — only when not quiet */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    const srv_server *s = cls;
+    if (s->cfg.quiet) return;
+    fputs("mtplx serve: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
 /* ---- lifecycle ---- */
 
 int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx_err *err) {
@@ -599,7 +622,7 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-                            MHD_OPTION_END);
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         rc = err_set(err, MTPLX_EIO, "cannot listen on %s:%d (address in use or not available)", cfg->host, cfg->port);

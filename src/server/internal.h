@@ -17,7 +17,7 @@ typedef enum { API_CHAT = 0, API_COMPLETIONS, API_MESSAGES } srv_api;
 
 /* ---- metrics (metrics.c) ---- */
 
-enum { EP_CHAT, EP_COMPLETIONS, EP_MESSAGES, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
+enum { EP_CHAT, EP_COMPLETIONS, EP_MESSAGES, EP_COUNT_TOKENS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
 
 typedef struct {
     pthread_mutex_t mu;

@@ -668,6 +668,13 @@ TEST(test_health_models_metrics) {
     r = http(p, "GET", "/v1/models/other", NULL, NULL);
     CHECK_INT(r.status, 404);
     resp_free(&r);
+    r = http(p, "POST", "/v1/messages/count_tokens", NULL, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    CHECK_INT(r.status, 200);
+    j = body_json(&r);
+    /* the scripted backend's prompt is the JSON of the messages, one token per byte */
+    CHECK_INT(json_integer_value(json_object_get(j, "input_tokens")), (int)strlen("[{\"role\":\"user\",\"content\":\"hi\"}]"));
+    json_decref(j);
+    resp_free(&r);
     r = http(p, "GET", "/metrics", NULL, NULL);
     CHECK(strstr(r.headers, "text/plain") != NULL);
     CHECK(strstr(r.body, "# TYPE mtplx_requests_total counter") != NULL);
