@@ -224,6 +224,10 @@ static int on_tokens(void *user, const int32_t *tokens, int n) {
     if (job_is_cancelled(j)) return 1;
     for (int i = 0; i < n && !c->stop; i++) {
         j->n_completion++;
+        /* an end-of-turn id is never text, even when the tokenizer does not mark it special */
+        int is_stop = 0;
+        for (int k = 0; k < j->params.n_stop_ids; k++) is_stop |= tokens[i] == j->params.stop_ids[k];
+        if (is_stop) continue;
         const char *text;
         size_t len;
         mtplx_err e;

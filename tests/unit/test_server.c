@@ -50,6 +50,8 @@ static int sb_encode(void *impl, const char *text, size_t len, int32_t **ids, in
 typedef struct {
     char c;
 } sb_dec;
+/* the end-of-turn id 256 decodes to visible text here, as it would with a tokenizer that does not
+ * mark EOS special: the server must still never show it */
 static void *sb_dec_new(void *impl, mtplx_err *err) {
     (void)impl, (void)err;
     return calloc(1, sizeof(sb_dec));
@@ -58,7 +60,8 @@ static int sb_dec_push(void *dec, int32_t id, const char **text, size_t *len, mt
     (void)err;
     sb_dec *d = dec;
     if (id >= 256) {
-        *len = 0;
+        *text = "<eos>";
+        *len = 5;
         return 0;
     }
     d->c = (char)id;
