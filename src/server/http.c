@@ -242,6 +242,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     int enable_thinking = -1, rc;
     if (cc->endpoint == EP_CHAT) rc = openai_parse_chat(body, s->be, j, &render_req, &enable_thinking, &e);
     else if (cc->endpoint == EP_MESSAGES) rc = anthropic_parse(body, s->be, j, &render_req, &enable_thinking, &e);
+    else if (cc->endpoint == EP_RESPONSES) rc = responses_parse(body, s->be, j, &render_req, &enable_thinking, &e);
     else if (cc->endpoint == EP_COUNT_TOKENS) {
         /* same body as /v1/messages; max_tokens is not needed to count */
         if (!json_object_get(body, "max_tokens")) json_object_set_new(body, "max_tokens", json_integer(1));
@@ -302,7 +303,8 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
 
     char hex[33];
     srv_random_hex(hex, 32);
-    snprintf(j->id, sizeof j->id, "%s%s", cc->endpoint == EP_CHAT ? "chatcmpl-" : cc->endpoint == EP_MESSAGES ? "msg_" : "cmpl-",
+    snprintf(j->id, sizeof j->id, "%s%s",
+             cc->endpoint == EP_CHAT ? "chatcmpl-" : cc->endpoint == EP_MESSAGES ? "msg_" : cc->endpoint == EP_RESPONSES ? "resp_" : "cmpl-",
              hex);
     j->created = (long long)time(NULL);
     j->model_id = s->be->model_id;
@@ -364,7 +366,10 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         job_unref(j);
         return q;
     }
-    char *out = cc->endpoint == EP_CHAT ? openai_chat_body(j) : cc->endpoint == EP_MESSAGES ? anthropic_body(j) : openai_completion_body(j);
+    char *out = cc->endpoint == EP_CHAT       ? openai_chat_body(j)
+                : cc->endpoint == EP_MESSAGES ? anthropic_body(j)
+                : cc->endpoint == EP_RESPONSES ? responses_body(j)
+                                              : openai_completion_body(j);
     job_unref(j);
     cc->responded = 1;
     return respond(s, c, 200, "application/json", out, NULL, NULL);
@@ -427,6 +432,7 @@ static const route ROUTES[] = {
     {"/v1/completions", "POST", EP_COMPLETIONS},
     {"/v1/messages", "POST", EP_MESSAGES},
     {"/v1/messages/count_tokens", "POST", EP_COUNT_TOKENS},
+    {"/v1/responses", "POST", EP_RESPONSES},
     {"/v1/models", "GET", EP_MODELS},
     {"/health", "GET", EP_HEALTH},
     {"/metrics", "GET", EP_METRICS},

@@ -13,11 +13,11 @@
 
 #define SRV_MAX_STOPS 4
 
-typedef enum { API_CHAT = 0, API_COMPLETIONS, API_MESSAGES } srv_api;
+typedef enum { API_CHAT = 0, API_COMPLETIONS, API_MESSAGES, API_RESPONSES } srv_api;
 
 /* ---- metrics (metrics.c) ---- */
 
-enum { EP_CHAT, EP_COMPLETIONS, EP_MESSAGES, EP_COUNT_TOKENS, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
+enum { EP_CHAT, EP_COMPLETIONS, EP_MESSAGES, EP_COUNT_TOKENS, EP_RESPONSES, EP_MODELS, EP_HEALTH, EP_METRICS, EP_OTHER, EP_COUNT };
 
 typedef struct {
     pthread_mutex_t mu;
@@ -78,7 +78,10 @@ struct srv_job {
     int               stop_hit;   /* index+1 of the matched stop string, 0 = none */
     int               role_sent;
     int               block_open; /* Anthropic: type of the open block: 0 none, 1 thinking, 2 text */
-    int               n_blocks;   /* Anthropic: blocks opened so far */
+    int               n_blocks;   /* Anthropic: blocks opened so far; Responses: output items */
+    int               resp_seq;   /* Responses: next sequence_number */
+    char              resp_item_id[96]; /* Responses: id of the open reasoning/message item */
+    sbuf              resp_text;  /* Responses: text of the open item so far */
     sbuf              stage;      /* formatted bytes produced during one callback */
     int               n_completion;
 
@@ -152,11 +155,16 @@ int anthropic_begin(srv_job *j);
 int anthropic_delta(srv_job *j, int is_reasoning, const char *s, size_t n);
 int anthropic_tool_call(srv_job *j, const srv_call *c, int index);
 int anthropic_end(srv_job *j);
+int responses_begin(srv_job *j);
+int responses_delta(srv_job *j, int is_reasoning, const char *s, size_t n);
+int responses_tool_call(srv_job *j, const srv_call *c, int index);
+int responses_end(srv_job *j);
 
 /* Non-stream bodies from a finished job (caller frees). */
 char *openai_chat_body(const srv_job *j);
 char *openai_completion_body(const srv_job *j);
 char *anthropic_body(const srv_job *j);
+char *responses_body(const srv_job *j);
 /* usage / stats objects (new references) */
 json_t *job_usage_json(const srv_job *j);
 json_t *job_stats_json(const srv_job *j);
@@ -173,6 +181,8 @@ int openai_parse_chat(const json_t *body, srv_backend *be, srv_job *j, json_t **
                       srv_reqerr *e);
 int openai_parse_completion(const json_t *body, srv_backend *be, srv_job *j, char **prompt_text, srv_reqerr *e);
 int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **render_req, int *enable_thinking,
+                    srv_reqerr *e);
+int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **render_req, int *enable_thinking,
                     srv_reqerr *e);
 /* shared sampler fields (temperature, top_p, top_k, min_p, penalties, seed, depth) */
 int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqerr *e);

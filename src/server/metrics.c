@@ -6,7 +6,7 @@
 #include "../base/clock.h"
 #include "internal.h"
 
-static const char *EP_NAMES[EP_COUNT] = {"chat_completions", "completions", "messages", "count_tokens", "models", "health", "metrics", "other"};
+static const char *EP_NAMES[EP_COUNT] = {"chat_completions", "completions", "messages", "count_tokens", "responses", "models", "health", "metrics", "other"};
 static const int ERR_CODES[8] = {400, 401, 404, 405, 413, 429, 500, 503};
 
 void metrics_init(srv_metrics *m) {

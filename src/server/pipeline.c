@@ -45,6 +45,7 @@ void job_unref(srv_job *j) {
     sbuf_free(&j->utf8_hold);
     sbuf_free(&j->stop_hold);
     sbuf_free(&j->stage);
+    sbuf_free(&j->resp_text);
     sbuf_free(&j->content);
     sbuf_free(&j->reasoning);
     for (int i = 0; i < j->n_calls; i++) free(j->calls[i].id), free(j->calls[i].name), free(j->calls[i].arguments);

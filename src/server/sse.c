@@ -32,27 +32,27 @@ int sse_event(sbuf *b, const char *name, json_t *obj) {
 
 int fmt_begin(srv_job *j) {
     if (!j->stream) return 0;
-    return j->api == API_MESSAGES ? anthropic_begin(j) : openai_begin(j);
+    return j->api == API_MESSAGES ? anthropic_begin(j) : j->api == API_RESPONSES ? responses_begin(j) : openai_begin(j);
 }
 
 int fmt_reasoning(srv_job *j, const char *s, size_t n) {
     if (!j->stream) return 0;
-    return j->api == API_MESSAGES ? anthropic_delta(j, 1, s, n) : openai_delta(j, 1, s, n);
+    return j->api == API_MESSAGES ? anthropic_delta(j, 1, s, n) : j->api == API_RESPONSES ? responses_delta(j, 1, s, n) : openai_delta(j, 1, s, n);
 }
 
 int fmt_content(srv_job *j, const char *s, size_t n) {
     if (!j->stream) return 0;
-    return j->api == API_MESSAGES ? anthropic_delta(j, 0, s, n) : openai_delta(j, 0, s, n);
+    return j->api == API_MESSAGES ? anthropic_delta(j, 0, s, n) : j->api == API_RESPONSES ? responses_delta(j, 0, s, n) : openai_delta(j, 0, s, n);
 }
 
 int fmt_tool_call(srv_job *j, const srv_call *c, int index) {
     if (!j->stream) return 0;
-    return j->api == API_MESSAGES ? anthropic_tool_call(j, c, index) : openai_tool_call(j, c, index);
+    return j->api == API_MESSAGES ? anthropic_tool_call(j, c, index) : j->api == API_RESPONSES ? responses_tool_call(j, c, index) : openai_tool_call(j, c, index);
 }
 
 int fmt_end(srv_job *j) {
     if (!j->stream) return 0;
-    return j->api == API_MESSAGES ? anthropic_end(j) : openai_end(j);
+    return j->api == API_MESSAGES ? anthropic_end(j) : j->api == API_RESPONSES ? responses_end(j) : openai_end(j);
 }
 
 /* ---- shared objects ---- */

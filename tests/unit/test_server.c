@@ -653,6 +653,60 @@ TEST(test_anthropic_stream_event_order_and_blocks) {
     server_stop(s);
 }
 
+TEST(test_responses_api_items_and_events) {
+    script(CALL, 8, 1);
+    srv_server *s = start(NULL, 0, 0, 0);
+    REQUIRE(s);
+    const char *req = "{\"model\":\"m\",\"instructions\":\"be brief\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+                      "\"input_text\",\"text\":\"show\"}]}],\"tools\":[{\"type\":\"function\",\"name\":\"read_file\",\"parameters\":"
+                      "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}}]%s}";
+    char body[1024];
+    snprintf(body, sizeof body, req, "");
+    resp r = http(server_port(s), "POST", "/v1/responses", NULL, body);
+    CHECK_INT(r.status, 200);
+    json_t *j = body_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "object")), "response");
+    CHECK_STR(json_string_value(json_object_get(j, "status")), "completed");
+    json_t *out = json_object_get(j, "output");
+    CHECK_INT(json_array_size(out), 2);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(out, 0), "type")), "reasoning");
+    json_t *fc = json_array_get(out, 1);
+    CHECK_STR(json_string_value(json_object_get(fc, "type")), "function_call");
+    CHECK_STR(json_string_value(json_object_get(fc, "name")), "read_file");
+    CHECK_STR(json_string_value(json_object_get(fc, "arguments")), "{\"path\":\"123\"}");
+    json_decref(j);
+    resp_free(&r);
+
+    snprintf(body, sizeof body, req, ",\"stream\":true");
+    r = http(server_port(s), "POST", "/v1/responses", NULL, body);
+    sbuf order = {0};
+    for (const char *l = r.body; (l = strstr(l, "event: ")); l += 7) {
+        const char *e = strchr(l, '\n');
+        char ev[96];
+        snprintf(ev, sizeof ev, "%.*s,", (int)(e - l - 7), l + 7);
+        size_t el = strlen(ev);
+        if (!(order.len >= el && !strcmp(order.p + order.len - el, ev) && strstr(ev, "text.delta"))) sbuf_puts(&order, ev);
+    }
+    CHECK_STR(sbuf_str(&order), "response.created,response.in_progress,response.output_item.added,response.reasoning_text.delta,"
+                                "response.reasoning_text.done,response.output_item.done,response.output_item.added,"
+                                "response.function_call_arguments.delta,response.function_call_arguments.done,response.output_item.done,"
+                                "response.completed,");
+    sbuf_free(&order);
+    resp_free(&r);
+
+    /* a cut turn is "incomplete" with the reason */
+    snprintf(body, sizeof body, req, ",\"max_output_tokens\":5");
+    r = http(server_port(s), "POST", "/v1/responses", NULL, body);
+    j = body_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "status")), "incomplete");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(j, "incomplete_details"), "reason")), "max_output_tokens");
+    json_decref(j);
+    resp_free(&r);
+    expect_error(server_port(s), "POST", "/v1/responses", NULL, "{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", 400,
+                 "invalid_request_error", "no response state");
+    server_stop(s);
+}
+
 TEST(test_health_models_metrics) {
     script("x", 1, 0);
     srv_server *s = start(NULL, 0, 0, 0);
@@ -700,6 +754,7 @@ int main(void) {
     RUN(test_disconnect_cancels_and_next_request_works);
     RUN(test_queue_full_answers_429_with_retry_after);
     RUN(test_anthropic_stream_event_order_and_blocks);
+    RUN(test_responses_api_items_and_events);
     RUN(test_health_models_metrics);
     return TEST_SUMMARY();
 }
