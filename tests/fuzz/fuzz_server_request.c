@@ -1,5 +1,5 @@
 /* fuzz_server_request.c — libFuzzer harness for the server's request validation: arbitrary bytes as
- * the body of /v1/chat/completions, /v1/completions and /v1/messages go through the same parsers
+ * the body of /v1/chat/completions, /v1/completions, /v1/messages and /v1/responses go through the same parsers
  * the HTTP layer uses. Checks: no crash, no leak, no UB; a rejected request always names a status
  * 4xx/5xx and a message; an accepted chat/messages request always yields a render request with a
  * messages array. */
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_decref(body);
         return 0;
     }
-    for (int api = 0; api < 3; api++) {
+    for (int api = 0; api < 4; api++) {
         srv_job *j = job_new();
         if (!j) abort();
         srv_reqerr e = {0};
@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int think = -1, rc;
         if (api == 0) rc = openai_parse_chat(body, &BE, j, &req, &think, &e);
         else if (api == 1) rc = openai_parse_completion(body, &BE, j, &prompt, &e);
-        else rc = anthropic_parse(body, &BE, j, &req, &think, &e);
+        else if (api == 2) rc = anthropic_parse(body, &BE, j, &req, &think, &e);
+        else rc = responses_parse(body, &BE, j, &req, &think, &e);
         if (rc) {
             if (e.status < 400 || e.status > 599 || !e.msg[0]) abort();
         } else if (api != 1) {
