@@ -1,0 +1,44 @@
+/* cpu.h — which SIMD instruction sets this CPU offers, and which kernel path the process uses.
+ *
+ * Kernels are compiled for baseline x86-64; SIMD variants carry function-level target attributes and
+ * are chosen here at run time. `MTPLX_KERNEL=portable|avx2|avx512` (environment, read once) forces a
+ * path for tests and benchmarks; a request the CPU cannot run falls back to the best path it can. */
+#ifndef MTPLX_KERNELS_CPU_H
+#define MTPLX_KERNELS_CPU_H
+
+typedef enum {
+    KERN_ISA_PORTABLE = 0, /* plain C */
+    KERN_ISA_AVX2 = 1,     /* AVX2 + FMA + F16C */
+    KERN_ISA_AVX512 = 2,   /* AVX-512 F/BW/VL (+ VNNI / BF16 when present, see cpu_features) */
+} kern_isa;
+
+typedef struct {
+    int avx2, fma, f16c;                 /* the AVX2 path needs all three */
+    int avx512f, avx512bw, avx512vl;     /* the AVX-512 path needs all three */
+    int avx512vnni;                      /* vpdpbusd on zmm (int8 dot products) */
+    int avx512bf16;                      /* vdpbf16ps */
+    int avxvnni;                         /* vpdpbusd on ymm (VEX encoding) */
+    int amx_tile, amx_int8, amx_bf16;    /* reported by CPUID; usable only after OS permission */
+} cpu_features;
+
+/* Features of this CPU (detected once, thread-safe). Never NULL. */
+const cpu_features *cpu_get_features(void);
+
+/* The best path this CPU runs. */
+kern_isa cpu_best_isa(void);
+
+/* The path kernels use now: the MTPLX_KERNEL override if set (clamped to what the CPU runs), else
+ * cpu_best_isa(). */
+kern_isa cpu_isa(void);
+
+/* Force a path (tests, benchmarks). Returns 0, or -1 (and changes nothing) when the CPU cannot run
+ * it. Not meant to be called while other threads run kernels. */
+int cpu_isa_set(kern_isa isa);
+
+/* "portable", "avx2", "avx512". */
+const char *cpu_isa_name(kern_isa isa);
+
+/* Parse a name as above; returns 0 and *out, or -1. */
+int cpu_isa_parse(const char *s, kern_isa *out);
+
+#endif

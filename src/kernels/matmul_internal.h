@@ -1,0 +1,25 @@
+/* matmul_internal.h — the per-ISA pieces behind kern_matmul (not for use outside src/kernels).
+ *
+ * Each `mm_rows_*` computes output rows [r0, r1) for activation rows [0, T) of one call, T <= MM_TMAX.
+ * Contract shared by every variant (row invariance, DESIGN.md §3): the value written for (t, r) is
+ * computed by one fixed sequence of operations over x[t][0..K) and W[r][0..K) that depends neither on
+ * T, nor on the other rows of the call, nor on r0/r1 (the thread split). */
+#ifndef MTPLX_KERNELS_MATMUL_INTERNAL_H
+#define MTPLX_KERNELS_MATMUL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "matmul.h"
+
+#define MM_TMAX 32 /* activation rows per inner call; kern_matmul loops over larger T in blocks */
+
+typedef void (*mm_rows_fn)(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w,
+                           int r0, int r1);
+
+/* Dense f32/f16/bf16 weights. */
+void mm_rows_dense_portable(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);
+void mm_rows_dense_avx2(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);
+void mm_rows_dense_avx512(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);
+
+#endif

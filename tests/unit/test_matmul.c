@@ -1,0 +1,158 @@
+/* test_matmul.c — kern_matmul on dense f32/f16/bf16 weights, every ISA path this CPU runs:
+ *   - row invariance: every row of a T-row call (T = 1..16, and 40 > MM_TMAX) is bit-identical to
+ *     the same activation row computed alone (T = 1);
+ *   - split invariance: a row computed inside a large (thread-split) matrix is bit-identical to the
+ *     same weight row computed as a 1-row matrix;
+ *   - accuracy: |y - ref| <= 1e-5 * Σ|x·w| + 1e-30 against kern_matmul_ref (fp32, sequential sum; the
+ *     bound covers reassociation of an fp32 sum of K terms, K <= 1100). */
+#include <stdint.h>
+
+#include "../../src/kernels/cpu.h"
+#include "../../src/kernels/matmul.h"
+#include "test.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / (1ull << 23))) - 1.0f;
+}
+
+/* A random weight of the given dtype; *store gets the allocation (caller frees). */
+static kern_weight make_weight(mtplx_dtype dt, int rows, int cols, void **store) {
+    size_t n = (size_t)rows * cols;
+    kern_weight w = {.dtype = dt, .rows = rows, .cols = cols};
+    if (dt == DT_F32) {
+        float *p = malloc(n * 4);
+        for (size_t i = 0; i < n; i++) p[i] = frand();
+        *store = p;
+    } else {
+        uint16_t *p = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) p[i] = dt == DT_BF16 ? f32_to_bf16(frand()) : f32_to_f16(frand());
+        *store = p;
+    }
+    w.data = *store;
+    return w;
+}
+
+static const mtplx_dtype k_dtypes[] = {DT_F32, DT_F16, DT_BF16};
+static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}};
+
+/* For each shape/dtype: T = 1..16 and 40 rows vs T = 1, and vs the reference. */
+static void check_row_invariance(kern_isa isa) {
+    REQUIRE(cpu_isa_set(isa) == 0);
+    int ldx_pad = 3, ldy_pad = 5;
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++) {
+            int N = k_shapes[s][0], K = k_shapes[s][1], TM = 40;
+            void *store;
+            kern_weight w = make_weight(k_dtypes[d], N, K, &store);
+            int ldx = K + ldx_pad, ldy = N + ldy_pad;
+            float *x = malloc(sizeof(float) * TM * ldx), *y = malloc(sizeof(float) * TM * ldy);
+            float *y1 = malloc(sizeof(float) * TM * N), *yr = malloc(sizeof(float) * N);
+            float *absw = malloc(sizeof(float) * K);
+            for (int i = 0; i < TM * ldx; i++) x[i] = frand() * 2.0f;
+            for (int t = 0; t < TM; t++) kern_matmul(y1 + (size_t)t * N, N, x + (size_t)t * ldx, ldx, 1, &w);
+            /* accuracy of the T = 1 rows against the reference */
+            double worst = 0;
+            for (int t = 0; t < TM; t++) {
+                kern_matmul_ref(yr, N, x + (size_t)t * ldx, ldx, 1, &w);
+                for (int r = 0; r < N; r++) {
+                    kern_weight_row(&w, r, absw);
+                    double mag = 0;
+                    for (int c = 0; c < K; c++) mag += fabs((double)x[(size_t)t * ldx + c] * absw[c]);
+                    double dlt = fabs((double)y1[(size_t)t * N + r] - yr[r]);
+                    if (dlt > 1e-5 * mag + 1e-30 && dlt > worst) worst = dlt;
+                }
+            }
+            CHECK_MSG(worst == 0, "%s %s %dx%d: |y - ref| up to %g beyond tolerance", cpu_isa_name(isa),
+                      dtype_name(w.dtype), N, K, worst);
+            int Ts[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 40};
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                int T = Ts[ti];
+                /* rows start at varying offsets so each x row meets different neighbours */
+                int off = (int)(ti % 5);
+                if (off + T > TM) off = TM - T;
+                for (int i = 0; i < TM * ldy; i++) y[i] = NAN;
+                kern_matmul(y, ldy, x + (size_t)off * ldx, ldx, T, &w);
+                int mism = 0;
+                for (int t = 0; t < T; t++)
+                    mism += memcmp(y + (size_t)t * ldy, y1 + (size_t)(off + t) * N, sizeof(float) * N) != 0;
+                CHECK_MSG(mism == 0, "%s %s %dx%d T=%d: %d rows differ from the T=1 result", cpu_isa_name(isa),
+                          dtype_name(w.dtype), N, K, T, mism);
+                /* padding between rows untouched */
+                int clobber = 0;
+                for (int t = 0; t < T; t++)
+                    for (int r = N; r < ldy; r++) clobber += !isnan(y[(size_t)t * ldy + r]);
+                CHECK_INT(clobber, 0);
+            }
+            free(x), free(y), free(y1), free(yr), free(absw), free(store);
+        }
+    }
+}
+
+/* A big matrix goes through the thread pool; each of its rows must equal a 1-row matrix of it. */
+static void check_split_invariance(kern_isa isa) {
+    REQUIRE(cpu_isa_set(isa) == 0);
+    int N = test_sanitized() ? 300 : 1500, K = 1024, T = 5;
+    for (size_t d = 0; d < 3; d++) {
+        void *store;
+        kern_weight w = make_weight(k_dtypes[d], N, K, &store);
+        float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N), yr[5];
+        for (int i = 0; i < T * K; i++) x[i] = frand();
+        kern_matmul(y, N, x, K, T, &w);
+        int mism = 0;
+        size_t es = dtype_size(w.dtype);
+        for (int r = 0; r < N; r++) {
+            kern_weight one = w;
+            one.rows = 1;
+            one.data = (const unsigned char *)w.data + (size_t)r * K * es;
+            kern_matmul(yr, 1, x, K, T, &one);
+            for (int t = 0; t < T; t++) mism += memcmp(&yr[t], &y[(size_t)t * N + r], 4) != 0;
+        }
+        CHECK_MSG(mism == 0, "%s %s: %d elements differ between the split and the 1-row call",
+                  cpu_isa_name(isa), dtype_name(w.dtype), mism);
+        free(x), free(y), free(store);
+    }
+}
+
+TEST(test_portable_row_invariant_and_accurate) { check_row_invariance(KERN_ISA_PORTABLE); }
+TEST(test_portable_split_invariant) { check_split_invariance(KERN_ISA_PORTABLE); }
+TEST(test_avx2_row_invariant_and_accurate) {
+    if (cpu_best_isa() < KERN_ISA_AVX2) return;
+    check_row_invariance(KERN_ISA_AVX2);
+}
+TEST(test_avx2_split_invariant) {
+    if (cpu_best_isa() < KERN_ISA_AVX2) return;
+    check_split_invariance(KERN_ISA_AVX2);
+}
+TEST(test_avx512_row_invariant_and_accurate) {
+    if (cpu_best_isa() < KERN_ISA_AVX512) return;
+    check_row_invariance(KERN_ISA_AVX512);
+}
+TEST(test_avx512_split_invariant) {
+    if (cpu_best_isa() < KERN_ISA_AVX512) return;
+    check_split_invariance(KERN_ISA_AVX512);
+}
+
+TEST(test_isa_override_names) {
+    kern_isa i;
+    CHECK(cpu_isa_parse("avx512", &i) == 0 && i == KERN_ISA_AVX512);
+    CHECK(cpu_isa_parse("portable", &i) == 0 && i == KERN_ISA_PORTABLE);
+    CHECK(cpu_isa_parse("sse9", &i) == -1);
+    CHECK_STR(cpu_isa_name(KERN_ISA_AVX2), "avx2");
+    CHECK(cpu_isa_set((kern_isa)7) == -1);
+}
+
+int main(void) {
+    printf("cpu: best path %s\n", cpu_isa_name(cpu_best_isa()));
+    RUN(test_portable_row_invariant_and_accurate);
+    RUN(test_portable_split_invariant);
+    RUN(test_avx2_row_invariant_and_accurate);
+    RUN(test_avx2_split_invariant);
+    RUN(test_avx512_row_invariant_and_accurate);
+    RUN(test_avx512_split_invariant);
+    RUN(test_isa_override_names);
+    return TEST_SUMMARY();
+}
