@@ -1,7 +1,9 @@
-/* cpu.c — run-time CPU feature detection (GCC's __builtin_cpu_supports) and the kernel path choice. */
+/* cpu.c — run-time CPU feature detection (CPUID + XGETBV) and the kernel path choice. */
 #include "cpu.h"
 
+#include <cpuid.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,20 +11,41 @@ static cpu_features g_feat;
 static kern_isa g_best, g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* XCR0: which register states the OS saves (AVX needs YMM; AVX-512 needs opmask + ZMM). */
+static uint64_t read_xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* CPUID directly (GCC's and clang's __builtin_cpu_supports know different feature names). */
 static void cpu_detect(void) {
-    __builtin_cpu_init();
-    g_feat.avx2 = __builtin_cpu_supports("avx2");
-    g_feat.fma = __builtin_cpu_supports("fma");
-    g_feat.f16c = __builtin_cpu_supports("f16c");
-    g_feat.avx512f = __builtin_cpu_supports("avx512f");
-    g_feat.avx512bw = __builtin_cpu_supports("avx512bw");
-    g_feat.avx512vl = __builtin_cpu_supports("avx512vl");
-    g_feat.avx512vnni = __builtin_cpu_supports("avx512vnni");
-    g_feat.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-    g_feat.avxvnni = __builtin_cpu_supports("avxvnni");
-    g_feat.amx_tile = __builtin_cpu_supports("amx-tile");
-    g_feat.amx_int8 = __builtin_cpu_supports("amx-int8");
-    g_feat.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) goto choose;
+    int osxsave = (c >> 27) & 1;
+    uint64_t xcr0 = osxsave ? read_xcr0() : 0;
+    int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
+    int os_amx = (xcr0 & 0x60000) == 0x60000;
+    g_feat.fma = os_avx && ((c >> 12) & 1);
+    g_feat.f16c = os_avx && ((c >> 29) & 1);
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        g_feat.avx2 = os_avx && ((b >> 5) & 1);
+        g_feat.avx512f = os_avx512 && ((b >> 16) & 1);
+        g_feat.avx512bw = os_avx512 && ((b >> 30) & 1);
+        g_feat.avx512vl = os_avx512 && ((b >> 31) & 1);
+        g_feat.avx512vnni = os_avx512 && ((c >> 11) & 1);
+        g_feat.amx_bf16 = os_amx && ((d >> 22) & 1);
+        g_feat.amx_tile = os_amx && ((d >> 24) & 1);
+        g_feat.amx_int8 = os_amx && ((d >> 25) & 1);
+        unsigned max_sub = a;
+        if (max_sub >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            g_feat.avxvnni = os_avx && ((a >> 4) & 1);
+            g_feat.avx512bf16 = os_avx512 && ((a >> 5) & 1);
+        }
+    }
+choose:;
     int avx2 = g_feat.avx2 && g_feat.fma && g_feat.f16c;
     int avx512 = avx2 && g_feat.avx512f && g_feat.avx512bw && g_feat.avx512vl;
     g_best = avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 : KERN_ISA_PORTABLE;

@@ -18,7 +18,7 @@ typedef struct {
     int avx512vnni;                      /* vpdpbusd on zmm (int8 dot products) */
     int avx512bf16;                      /* vdpbf16ps */
     int avxvnni;                         /* vpdpbusd on ymm (VEX encoding) */
-    int amx_tile, amx_int8, amx_bf16;    /* reported by CPUID; usable only after OS permission */
+    int amx_tile, amx_int8, amx_bf16;    /* CPUID + XCR0; Linux also wants an arch_prctl permission request before use */
 } cpu_features;
 
 /* Features of this CPU (detected once, thread-safe). Never NULL. */
