@@ -75,10 +75,10 @@ echo '{"architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2", "hidden_s
     >"$tmp/mamba/config.json"
 expect "$tmp/mamba" 20 unsupported 'unknown model_type "mamba2"'
 
-# refused RoPE scaling
-mkdir -p "$tmp/yarn"; cp tests/data/goldens/llama/model.safetensors "$tmp/yarn/"
-sed 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0/' tests/data/goldens/llama/config.json >"$tmp/yarn/config.json"
-expect "$tmp/yarn" 20 unsupported "yarn"
+# refused RoPE scaling (dynamic NTK)
+mkdir -p "$tmp/dyn"; cp tests/data/goldens/llama/model.safetensors "$tmp/dyn/"
+sed 's/"rope_type": "default"/"rope_type": "dynamic", "factor": 4.0/' tests/data/goldens/llama/config.json >"$tmp/dyn/config.json"
+expect "$tmp/dyn" 20 unsupported "dynamic"
 
 # malformed config: error, exit 1, message names the file
 mkdir -p "$tmp/broken"; cp tests/data/goldens/llama/model.safetensors "$tmp/broken/"

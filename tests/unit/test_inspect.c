@@ -195,10 +195,10 @@ TEST(test_unknown_architecture_is_unsupported) {
 
 TEST(test_refused_features_are_unsupported) {
     char d[512];
-    tiny_checkpoint(d, sizeof d, "yarn", LLAMA_CFG(", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}"));
+    tiny_checkpoint(d, sizeof d, "dynamic", LLAMA_CFG(", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 4}"));
     REQUIRE(inspect(d) == 0);
     CHECK_INT(g_rep.tier, TIER_UNSUPPORTED);
-    CHECK_MSG(strstr(g_rep.reason, "yarn") != NULL, "%s", g_rep.reason);
+    CHECK_MSG(strstr(g_rep.reason, "dynamic") != NULL, "%s", g_rep.reason);
     tiny_checkpoint(d, sizeof d, "fp8", LLAMA_CFG(", \"quantization_config\": {\"quant_method\": \"fp8\"}"));
     REQUIRE(inspect(d) == 0);
     CHECK_INT(g_rep.tier, TIER_UNSUPPORTED);
