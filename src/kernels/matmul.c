@@ -6,13 +6,18 @@
  * (row invariance, DESIGN.md §3). Small matrices run on the caller alone (a dispatch costs a few
  * microseconds). */
 #include <assert.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
-#include "matmul_internal.h"
+#include "matmul_q.h"
+#include "quant.h"
 #include "threadpool.h"
 
 typedef struct {
-    mm_rows_fn fn;
+    mm_rows_fn fn;       /* dense / fp32-activation path, or NULL */
+    mm_qrows_fn qfn;     /* int8-activation path for quantized weights, or NULL */
+    const qact *qa;      /* qfn's quantized activations */
     float *y;
     int ldy;
     const float *x;
@@ -28,21 +33,16 @@ static void mm_task(void *ctx, int i, int n) {
     int r0 = i * j->rows_per_task;
     int r1 = r0 + j->rows_per_task;
     if (r1 > j->w->rows) r1 = j->w->rows;
-    if (r0 < r1) j->fn(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1);
+    if (r0 >= r1) return;
+    if (j->qfn) j->qfn(j->y, j->ldy, j->qa, j->w, r0, r1);
+    else j->fn(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1);
 }
 
-static mm_rows_fn pick_rows_fn(const kern_weight *w) {
+static mm_rows_fn pick_dense_fn(void) {
     kern_isa isa = cpu_isa();
-    switch (w->dtype) {
-    case DT_F32:
-    case DT_F16:
-    case DT_BF16:
-        if (isa == KERN_ISA_AVX512) return mm_rows_dense_avx512;
-        if (isa == KERN_ISA_AVX2) return mm_rows_dense_avx2;
-        return mm_rows_dense_portable;
-    default:
-        return NULL;
-    }
+    if (isa == KERN_ISA_AVX512) return mm_rows_dense_avx512;
+    if (isa == KERN_ISA_AVX2) return mm_rows_dense_avx2;
+    return mm_rows_dense_portable;
 }
 
 /* Rough single-core cost of a call in ns: streaming the weights (~30 GB/s) plus the FMAs
@@ -53,28 +53,113 @@ static double mm_cost_ns(const kern_weight *w, int T) {
     return bytes / 30.0 + 2.0 * elems * T / 100.0;
 }
 
-void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
-    assert(ldx >= w->cols && ldy >= w->rows && T >= 0);
-    mm_rows_fn fn = pick_rows_fn(w);
-    if (!fn) {
+/* Run rows [0, rows) of one T-block, split over the pool when worth it. */
+static void mm_run(mm_job *j) {
+    tpool *pool = tpool_global();
+    int threads = tpool_threads(pool);
+    const kern_weight *w = j->w;
+    if (threads == 1 || w->rows < 32 || mm_cost_ns(w, j->T) < 20000.0) {
+        j->rows_per_task = w->rows;
+        mm_task(j, 0, 1);
+        return;
+    }
+    /* ~4 tasks per thread so a core taken by another process does not stall the call */
+    int n_tasks = threads * 4;
+    int rpt = (w->rows + n_tasks - 1) / n_tasks;
+    rpt = (rpt + 15) & ~15;
+    n_tasks = (w->rows + rpt - 1) / rpt;
+    j->rows_per_task = rpt;
+    tpool_run(pool, n_tasks, mm_task, j);
+}
+
+/* ---- quantized weights ---- */
+
+/* Activation mode for quantized weights: int8 (default) or f32 ($MTPLX_QACT=f32), read once. */
+static int g_qact_f32 = -1;
+static int qact_f32(void) {
+    if (g_qact_f32 < 0) {
+        const char *e = getenv("MTPLX_QACT");
+        g_qact_f32 = e && !strcmp(e, "f32");
+    }
+    return g_qact_f32;
+}
+
+void kern_matmul_set_qact_f32(int on) { g_qact_f32 = on ? 1 : 0; }
+
+/* Grow-only scratch of the calling thread for quantized activations: allocates only when a call
+ * needs more than any earlier call on this thread (the first decode/verify/prefill of a shape). */
+static _Thread_local unsigned char *tl_scratch;
+static _Thread_local size_t tl_scratch_size;
+
+static void *scratch_get(size_t bytes) {
+    if (bytes <= tl_scratch_size) return tl_scratch;
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) return NULL;
+    free(tl_scratch);
+    tl_scratch = p;
+    tl_scratch_size = bytes;
+    return p;
+}
+
+void kern_matmul_release_scratch(void) {
+    free(tl_scratch);
+    tl_scratch = NULL;
+    tl_scratch_size = 0;
+}
+
+static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
+    const int K = w->cols, gs = w->group_size;
+    if (!quant_format_ok(w->bits, gs) || K % gs) {
         kern_matmul_ref(y, ldy, x, ldx, T, w);
         return;
     }
-    tpool *pool = tpool_global();
-    int threads = tpool_threads(pool);
+    kern_isa isa = cpu_isa();
+    int vnni = cpu_get_features()->avx512vnni;
+    mm_qrows_fn qfn = mm_qrows_portable;
+    void (*fill)(const float *, int, qact *) = qact_fill_portable;
+    qa_layout layout = QA_NATURAL;
+    if (isa == KERN_ISA_AVX512 && vnni && K % 64 == 0) {
+        qfn = mm_qrows_avx512, fill = qact_fill_avx512;
+        layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;
+    } else if (isa >= KERN_ISA_AVX2) {
+        qfn = mm_qrows_avx2, fill = qact_fill_avx2;
+        layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;
+    }
+    int tb = T < MM_TMAX ? T : MM_TMAX, G = K / gs;
+    size_t a_bytes = ((size_t)tb * K + 63) & ~(size_t)63, g_bytes = ((size_t)tb * G * 4 + 63) & ~(size_t)63;
+    size_t dv_bytes = (size_t)tb * (K / 64) * 16 * 4;
+    unsigned char *buf = qact_f32() ? NULL : scratch_get(a_bytes + 2 * g_bytes + dv_bytes);
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
-        mm_job j = {fn, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0};
-        if (threads == 1 || w->rows < 32 || mm_cost_ns(w, tt) < 20000.0) {
-            fn(j.y, ldy, j.x, ldx, tt, w, 0, w->rows);
-            continue;
+        mm_job j = {NULL, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0};
+        qact qa;
+        if (!buf) {
+            j.fn = mm_rows_qf32_portable; /* $MTPLX_QACT=f32, or no memory for the scratch */
+        } else {
+            qa = (qact){tt, K, G, gs, layout, (int8_t *)buf, (float *)(buf + a_bytes),
+                        (float *)(buf + a_bytes + g_bytes), (float *)(buf + a_bytes + 2 * g_bytes)};
+            fill(j.x, ldx, &qa);
+            j.qfn = qfn;
+            j.qa = &qa;
         }
-        /* ~4 tasks per thread so a core taken by another process does not stall the call */
-        int n_tasks = threads * 4;
-        int rpt = (w->rows + n_tasks - 1) / n_tasks;
-        rpt = (rpt + 15) & ~15;
-        n_tasks = (w->rows + rpt - 1) / rpt;
-        j.rows_per_task = rpt;
-        tpool_run(pool, n_tasks, mm_task, &j);
+        mm_run(&j);
+    }
+}
+
+void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
+    assert(ldx >= w->cols && ldy >= w->rows && T >= 0);
+    if (w->dtype == DT_U32) {
+        matmul_quant(y, ldy, x, ldx, T, w);
+        return;
+    }
+    if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16) {
+        kern_matmul_ref(y, ldy, x, ldx, T, w);
+        return;
+    }
+    mm_rows_fn fn = pick_dense_fn();
+    for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
+        int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
+        mm_job j = {fn, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0};
+        mm_run(&j);
     }
 }

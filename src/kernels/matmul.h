@@ -27,6 +27,14 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
 /* Dequantize/convert row r of W into out[cols] (embedding lookup, tied heads). */
 void kern_weight_row(const kern_weight *w, int r, float *out);
 
+/* Quantized weights take int8 activations by default (see matmul_q.h for the numerics);
+ * on = 1 switches to fp32 activations (dequantize and FMA; slower, closer to the reference), as does
+ * $MTPLX_QACT=f32 at start-up. Not meant to be flipped while kernels run. */
+void kern_matmul_set_qact_f32(int on);
+
+/* Free the calling thread's grow-only scratch for quantized activations (tests, thread exit). */
+void kern_matmul_release_scratch(void);
+
 /* The portable reference path; kept for tests that compare the SIMD paths against it. */
 void kern_matmul_ref(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w);
 

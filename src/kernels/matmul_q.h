@@ -1,0 +1,52 @@
+/* matmul_q.h — internal: int8-quantized activations for the MLX-quantized (DT_U32) matmul paths.
+ *
+ * Numerics of the int8 path (every ISA): each activation row t is quantized per weight group g
+ * (the same `group_size` as W): d[t,g] = max|x| / 127, a = rint(x / d) in [-127, 127]. Then
+ *   y[t,r] = Σ_g d[t,g] · ( s[r,g] · Σ_{c∈g} q[r,c]·a[t,c]  +  b[r,g] · Σ_{c∈g} a[t,c] )
+ * i.e. the exact dot product of the dequantized weight row and the dequantized activation row, up to
+ * fp32 rounding. The integer sums are exact (vpdpbusd: unsigned q × signed a); the float sums follow
+ * one fixed order per path, so rows are invariant to T and to the thread split. */
+#ifndef MTPLX_KERNELS_MATMUL_Q_H
+#define MTPLX_KERNELS_MATMUL_Q_H
+
+#include "matmul_internal.h"
+
+typedef enum {
+    QA_NATURAL = 0,  /* a in input order (portable path; q8 on every path) */
+    QA_Q4_64 = 1,    /* per 64-element chunk: a[2j] at j, a[2j+1] at 32+j (AVX-512 q4 nibble order) */
+    QA_Q4_32 = 2,    /* per 32-element chunk: a[2j] at j, a[2j+1] at 16+j (AVX2 q4 nibble order) */
+} qa_layout;
+
+typedef struct {
+    int T, K, G, gs;   /* rows, input features, groups per row (K / gs), group size */
+    qa_layout layout;
+    int8_t *a;         /* [T][K] quantized activations in `layout` order */
+    float *d;          /* [T][G] activation scale per group */
+    float *bd;         /* [T][G] d · Σ a over the group (multiplies the weight bias) */
+    float *dv;         /* AVX-512 only: [T][K/64][16] d of the group each int32 lane of a chunk covers */
+} qact;
+
+typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+
+/* Quantize x[T][ldx] into qa (buffers already sized). */
+void qact_fill_portable(const float *x, int ldx, qact *qa);
+void qact_fill_avx2(const float *x, int ldx, qact *qa);
+void qact_fill_avx512(const float *x, int ldx, qact *qa);
+
+void mm_qrows_portable(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+void mm_qrows_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+
+/* fp32-activation path (MTPLX_QACT=f32): dequantizes each group and takes fp32 dot products. */
+void mm_rows_qf32_portable(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);
+
+/* Scale or bias number i of a quantized weight, as f32. */
+static inline float q_scalar(const void *base, mtplx_dtype dt, size_t i) {
+    switch (dt) {
+    case DT_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
+    case DT_F16: return f16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+    }
+}
+
+#endif

@@ -1,0 +1,233 @@
+/* test_quant.c — MLX affine quantizer and the quantized (q4/q8, group 32/64/128, bf16/f16/f32
+ * scales) matmul paths:
+ *   - quantizer: every value within |scale|/2 of its original (+ the far-end clipping MLX's edge
+ *     rescaling allows, + the rounding of scale/bias to the stored dtype), the larger-magnitude edge of each group exact, q inside [0, 2^bits-1], negative
+ *     scales produced when the positive edge is larger;
+ *   - kern_matmul on every path this CPU runs: rows of T = 2..16 and 40 row calls bit-identical to
+ *     T = 1; rows of a thread-split matrix bit-identical to 1-row matrices; and within the int8
+ *     activation error bound of the fp32 reference (kern_matmul_ref on the dequantized weight):
+ *     |y - ref| <= Σ_g (max_g|x| / 254) · Σ_{c in g} |w_c| · 1.01 + 1e-5 · Σ|x·w|;
+ *   - MTPLX_QACT=f32 path within 1e-5 · Σ|x·w| of the reference. */
+#include <stdint.h>
+
+#include "../../src/kernels/cpu.h"
+#include "../../src/kernels/matmul.h"
+#include "../../src/kernels/quant.h"
+#include "test.h"
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static float frand(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / (1ull << 23))) - 1.0f;
+}
+
+typedef struct {
+    kern_weight w;
+    uint32_t *q;
+    void *s, *b;
+    float *deq;   /* [rows][cols] dequantized (the reference weight) */
+} qmat;
+
+static qmat make_qmat(int rows, int cols, int bits, int gs, mtplx_dtype sdt, float offset) {
+    qmat m;
+    float *f = malloc(sizeof(float) * rows * cols);
+    for (int i = 0; i < rows * cols; i++) f[i] = frand() * 0.5f + offset;
+    m.q = malloc(quant_weight_bytes(rows, cols, bits));
+    m.s = malloc(quant_scales_bytes(rows, cols, gs, sdt));
+    m.b = malloc(quant_scales_bytes(rows, cols, gs, sdt));
+    mtplx_err e;
+    int rc = quant_affine(f, rows, cols, bits, gs, sdt, m.q, m.s, m.b, &e);
+    if (rc) fprintf(stderr, "quant_affine: %s\n", e.msg);
+    m.w = (kern_weight){.dtype = DT_U32, .rows = rows, .cols = cols, .data = m.q, .scales = m.s,
+                        .biases = m.b, .scale_dtype = sdt, .bits = bits, .group_size = gs};
+    m.deq = f; /* reuse: overwrite with the dequantized rows */
+    for (int r = 0; r < rows; r++) kern_weight_row(&m.w, r, m.deq + (size_t)r * cols);
+    return m;
+}
+
+static void free_qmat(qmat *m) { free(m->q), free(m->s), free(m->b), free(m->deq); }
+
+TEST(test_quantizer_error_and_edges) {
+    const int bits_l[] = {4, 8}, gs_l[] = {32, 64, 128};
+    const mtplx_dtype sdt_l[] = {DT_F32, DT_BF16};
+    for (int bi = 0; bi < 2; bi++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int si = 0; si < 2; si++) {
+                int rows = 8, cols = 256, bits = bits_l[bi], gs = gs_l[gi];
+                float *w = malloc(sizeof(float) * rows * cols), *d = malloc(sizeof(float) * cols);
+                for (int i = 0; i < rows * cols; i++) w[i] = frand() * (1.0f + (float)(i / cols));
+                for (int c = 0; c < cols; c++) w[c] = fabsf(w[c]); /* row 0: all positive -> negative scales */
+                uint32_t *q = malloc(quant_weight_bytes(rows, cols, bits));
+                float *s = malloc(quant_scales_bytes(rows, cols, gs, DT_F32)), *b = malloc(quant_scales_bytes(rows, cols, gs, DT_F32));
+                mtplx_err e;
+                REQUIRE(quant_affine(w, rows, cols, bits, gs, sdt_l[si], q, s, b, &e) == 0);
+                kern_weight kw = {.dtype = DT_U32, .rows = rows, .cols = cols, .data = q, .scales = s, .biases = b,
+                                  .scale_dtype = sdt_l[si], .bits = bits, .group_size = gs};
+                int bad = 0, neg = 0, edge_bad = 0;
+                for (int r = 0; r < rows; r++) {
+                    kern_weight_row(&kw, r, d);
+                    for (int g = 0; g < cols / gs; g++) {
+                        float mn = INFINITY, mx = -INFINITY, sc = 0;
+                        int gi2 = r * (cols / gs) + g;
+                        sc = sdt_l[si] == DT_F32 ? s[gi2] : bf16_to_f32(((uint16_t *)s)[gi2]);
+                        neg += sc < 0;
+                        for (int i = 0; i < gs; i++) {
+                            float v = w[(size_t)r * cols + g * gs + i];
+                            mn = fminf(mn, v), mx = fmaxf(mx, v);
+                        }
+                        /* rounding: |scale|/2; the far end is clipped at q = 2^bits-1 when the rescaled
+                         * |scale| (edge/q0) came out below range/n; bf16 scale/bias: up to 2^-8 relative */
+                        float n = (float)((1 << bits) - 1);
+                        float clip = fmaxf(0.f, (mx - mn) - n * fabsf(sc));
+                        float tol = fabsf(sc) * 0.5001f + clip * 1.001f +
+                                    (sdt_l[si] == DT_F32 ? 1e-6f : (fabsf(mn) + fabsf(mx)) * 0.0079f);
+                        for (int i = 0; i < gs; i++) {
+                            int c = g * gs + i;
+                            if (fabsf(d[c] - w[(size_t)r * cols + c]) > tol) bad++;
+                        }
+                        if (sdt_l[si] == DT_F32) {
+                            float edge = fabsf(mn) > fabsf(mx) ? mn : mx;
+                            int found = 0;
+                            for (int i = 0; i < gs; i++) found |= d[g * gs + i] == edge;
+                            edge_bad += !found;
+                        }
+                    }
+                }
+                CHECK_MSG(bad == 0, "bits %d gs %d %s: %d values beyond scale/2", bits, gs, dtype_name(sdt_l[si]), bad);
+                CHECK_MSG(edge_bad == 0, "bits %d gs %d: %d groups lost their edge value", bits, gs, edge_bad);
+                CHECK_MSG(neg > 0, "bits %d gs %d: no negative scale produced for an all-positive row", bits, gs);
+                free(w), free(d), free(q), free(s), free(b);
+            }
+}
+
+TEST(test_quantizer_rejects_bad_formats) {
+    float w[96] = {0};
+    uint32_t q[96];
+    float s[8], b[8];
+    mtplx_err e;
+    err_clear(&e);
+    CHECK_INT(quant_affine(w, 1, 96, 3, 32, DT_F32, q, s, b, &e), MTPLX_EINVAL);
+    CHECK_INT(quant_affine(w, 1, 96, 4, 64, DT_F32, q, s, b, &e), MTPLX_EINVAL);
+    CHECK(strstr(e.msg, "multiple of the group size") != NULL);
+    CHECK_INT(quant_affine(w, 1, 96, 4, 32, DT_I32, q, s, b, &e), MTPLX_EINVAL);
+}
+
+/* Row invariance, accuracy bound, split invariance for one format on the current path. */
+static void check_format(int bits, int gs, mtplx_dtype sdt, int N, int K) {
+    const int TM = 40;
+    qmat m = make_qmat(N, K, bits, gs, sdt, 0.1f);
+    float *x = malloc(sizeof(float) * TM * K), *y = malloc(sizeof(float) * TM * N);
+    float *y1 = malloc(sizeof(float) * TM * N), *yr = malloc(sizeof(float) * N);
+    for (int i = 0; i < TM * K; i++) x[i] = frand() * (i % 97 == 0 ? 8.f : 1.f); /* some outliers */
+    for (int t = 0; t < TM; t++) kern_matmul(y1 + (size_t)t * N, N, x + (size_t)t * K, K, 1, &m.w);
+    int over = 0;
+    double worst = 0;
+    for (int t = 0; t < TM; t += 3) {
+        const float *xt = x + (size_t)t * K;
+        kern_matmul_ref(yr, N, xt, K, 1, &m.w);
+        for (int r = 0; r < N; r++) {
+            double bound = 0, mag = 0;
+            for (int g = 0; g < K / gs; g++) {
+                double amax = 0, wabs = 0;
+                for (int i = 0; i < gs; i++) {
+                    int c = g * gs + i;
+                    amax = fmax(amax, fabs(xt[c]));
+                    wabs += fabs(m.deq[(size_t)r * K + c]);
+                    mag += fabs((double)xt[c] * m.deq[(size_t)r * K + c]);
+                }
+                bound += amax / 254.0 * wabs;
+            }
+            double dl = fabs((double)y1[(size_t)t * N + r] - yr[r]);
+            if (dl > bound * 1.01 + 1e-5 * mag) over++, worst = fmax(worst, dl / (bound + 1e-30));
+        }
+    }
+    CHECK_MSG(over == 0, "%s q%d gs%d %s %dx%d: %d outputs beyond the int8 bound (worst %.3f x bound)",
+              cpu_isa_name(cpu_isa()), bits, gs, dtype_name(sdt), N, K, over, worst);
+    int Ts[] = {2, 3, 4, 5, 7, 8, 9, 13, 16, 40};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        int T = Ts[ti], off = (int)(ti % 4);
+        if (off + T > TM) off = TM - T;
+        kern_matmul(y, N, x + (size_t)off * K, K, T, &m.w);
+        int mism = 0;
+        for (int t = 0; t < T; t++) mism += memcmp(y + (size_t)t * N, y1 + (size_t)(off + t) * N, sizeof(float) * N) != 0;
+        CHECK_MSG(mism == 0, "%s q%d gs%d %s: T=%d: %d rows differ from T=1", cpu_isa_name(cpu_isa()), bits, gs,
+                  dtype_name(sdt), T, mism);
+    }
+    free(x), free(y), free(y1), free(yr);
+    free_qmat(&m);
+}
+
+static void check_split(int bits, int gs) {
+    int N = test_sanitized() ? 256 : 1024, K = 1024, T = 3;
+    qmat m = make_qmat(N, K, bits, gs, DT_BF16, 0.f);
+    float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N), yr[3];
+    for (int i = 0; i < T * K; i++) x[i] = frand();
+    kern_matmul(y, N, x, K, T, &m.w);
+    int mism = 0, G = K / gs;
+    for (int r = 0; r < N; r++) {
+        kern_weight one = m.w;
+        one.rows = 1;
+        one.data = (const unsigned char *)m.q + (size_t)r * K * bits / 8;
+        one.scales = (const uint16_t *)m.s + (size_t)r * G;
+        one.biases = (const uint16_t *)m.b + (size_t)r * G;
+        kern_matmul(yr, 1, x, K, T, &one);
+        for (int t = 0; t < T; t++) mism += memcmp(&yr[t], &y[(size_t)t * N + r], 4) != 0;
+    }
+    CHECK_MSG(mism == 0, "%s q%d gs%d: %d elements differ between the split and 1-row calls", cpu_isa_name(cpu_isa()),
+              bits, gs, mism);
+    free(x), free(y);
+    free_qmat(&m);
+}
+
+static void check_path(kern_isa isa) {
+    if (cpu_best_isa() < isa) return;
+    REQUIRE(cpu_isa_set(isa) == 0);
+    const int bits_l[] = {4, 8}, gs_l[] = {32, 64, 128};
+    const mtplx_dtype sdt_l[] = {DT_BF16, DT_F16, DT_F32};
+    for (int bi = 0; bi < 2; bi++)
+        for (int gi = 0; gi < 3; gi++) {
+            check_format(bits_l[bi], gs_l[gi], sdt_l[(bi + gi) % 3], 37, 384);
+            check_split(bits_l[bi], gs_l[gi]);
+        }
+    /* K % 64 == 32 takes the AVX2 / portable route even on AVX-512 */
+    check_format(4, 32, DT_BF16, 19, 96);
+}
+
+TEST(test_portable_int8_path) { check_path(KERN_ISA_PORTABLE); }
+TEST(test_avx2_int8_path) { check_path(KERN_ISA_AVX2); }
+TEST(test_avx512_int8_path) { check_path(KERN_ISA_AVX512); }
+
+TEST(test_f32_activation_path_matches_reference) {
+    kern_matmul_set_qact_f32(1);
+    const int N = 45, K = 256, T = 6;
+    for (int bits = 4; bits <= 8; bits += 4) {
+        qmat m = make_qmat(N, K, bits, 64, DT_BF16, 0.f);
+        float x[T * K], y[T * N], yr[T * N];
+        for (int i = 0; i < T * K; i++) x[i] = frand();
+        kern_matmul(y, N, x, K, T, &m.w);
+        kern_matmul_ref(yr, N, x, K, T, &m.w);
+        int bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < N; r++) {
+                double mag = 0;
+                for (int c = 0; c < K; c++) mag += fabs((double)x[t * K + c] * m.deq[(size_t)r * K + c]);
+                bad += fabs((double)y[t * N + r] - yr[t * N + r]) > 1e-5 * mag;
+            }
+        CHECK_MSG(bad == 0, "q%d: %d outputs of the f32-activation path off the reference", bits, bad);
+        free_qmat(&m);
+    }
+    kern_matmul_set_qact_f32(0);
+}
+
+int main(void) {
+    RUN(test_quantizer_error_and_edges);
+    RUN(test_quantizer_rejects_bad_formats);
+    RUN(test_portable_int8_path);
+    RUN(test_avx2_int8_path);
+    RUN(test_avx512_int8_path);
+    RUN(test_f32_activation_path_matches_reference);
+    kern_matmul_release_scratch();
+    return TEST_SUMMARY();
+}
