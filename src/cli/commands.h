@@ -16,6 +16,11 @@ int cmd_inspect(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
+/* `mtplx bench --membw / --verify-cost / --prefill` (cmd_bench_kernels.c); cmd_bench dispatches to
+ * it when cmd_bench_is_kernel_mode says one of those flags is present. */
+int cmd_bench_kernels(int argc, char **argv);
+int cmd_bench_is_kernel_mode(int argc, char **argv);
+
 /* The embedded default model directory: $MTPLX_MODEL if set, else models/qwen35-tiny-code next to
  * the binary's repository (build/mtplx -> ../models/...), else the same path relative to the cwd. */
 const char *cli_default_model(void);

@@ -1,10 +1,11 @@
-/* threadpool.c — persistent workers; spin-then-futex wake-up; tasks claimed with an atomic counter.
+/* threadpool.c — persistent workers; spin-then-futex wake-up; tasks claimed by CAS on one ticket.
  *
- * One run is a "generation": the caller publishes fn/ctx/n_tasks, resets the task counter, bumps
- * `gen` and wakes sleepers. Every worker (busy or not) acknowledges each generation by decrementing
- * `unacked` after it has stopped claiming tasks, and the caller returns only when all tasks are done
- * and all workers have acknowledged; so no worker can read a later generation's fields with an
- * earlier generation's view. */
+ * The ticket packs (generation, n_tasks, next index) into 64 bits. A run stores fn/ctx, then
+ * publishes a fresh ticket and bumps the futex word. A thread claims task i by CAS'ing the ticket
+ * from (g, n, i) to (g, n, i+1); it read fn/ctx before that CAS, and a successful CAS proves run g
+ * was still unfinished, so fn/ctx could not yet have been overwritten by a later run. Hence a worker
+ * that wakes late (or never, on a loaded machine) costs nothing: the caller runs every task it can
+ * claim itself and waits only for tasks that were claimed and are still running. */
 #include "threadpool.h"
 
 #include <linux/futex.h>
@@ -19,21 +20,23 @@
 #include "../base/mem.h"
 
 #define SPIN_ITERS 20000 /* ~50-100 µs of pause loops before a worker sleeps */
+#define TK_IDX_BITS 20
+#define TK_N_BITS 20
+#define TK_MASK ((1ull << 20) - 1)
+#define TK_MAX_TASKS ((1 << 20) - 1)
 
 struct tpool {
     int n_threads;                /* caller included */
     pthread_t *threads;           /* [n_threads - 1] workers */
     pthread_mutex_t run_lock;     /* serializes tpool_run callers */
-    /* the current generation's job (written by the caller before gen is bumped) */
-    tpool_fn fn;
-    void *ctx;
-    int n_tasks;
-    _Atomic int next_task;        /* next unclaimed task index */
-    _Atomic int pending;          /* tasks not yet finished */
-    _Atomic int unacked;          /* workers that have not finished with this generation */
-    _Atomic uint32_t gen;         /* futex word: bumped once per run */
+    _Atomic(tpool_fn) fn;         /* the current run's job */
+    _Atomic(void *) ctx;
+    _Atomic uint64_t ticket;      /* gen << 40 | n_tasks << 20 | next index */
+    _Atomic int pending;          /* tasks of the current run not yet finished */
+    _Atomic uint32_t wake;        /* futex word: bumped once per run */
     _Atomic int sleepers;         /* workers inside futex_wait (or about to be) */
     _Atomic int stop;
+    uint64_t gen;                 /* caller side: generation of the last run */
 };
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
@@ -50,37 +53,40 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claim and run tasks of the current generation until none are left. */
+/* Claim and run tasks while the ticket has unclaimed ones. */
 static void run_tasks(tpool *p) {
-    int n = p->n_tasks;
     for (;;) {
-        int i = atomic_fetch_add(&p->next_task, 1);
-        if (i >= n) break;
-        p->fn(p->ctx, i, n);
+        uint64_t v = atomic_load_explicit(&p->ticket, memory_order_acquire);
+        int idx = (int)(v & TK_MASK), n = (int)((v >> TK_IDX_BITS) & TK_MASK);
+        if (idx >= n) return;
+        tpool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+        if (!atomic_compare_exchange_weak_explicit(&p->ticket, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        fn(ctx, idx, n);
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
 
 static void *worker_main(void *arg) {
     tpool *p = arg;
-    uint32_t seen = 0; /* gen's value at creation: a run published before this thread started is still seen as new */
+    uint32_t seen = 0; /* wake's value at creation: a run published before this thread started is still new */
     for (;;) {
-        uint32_t g;
+        uint32_t w;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
+        while ((w = atomic_load_explicit(&p->wake, memory_order_acquire)) == seen) {
             if (++spins < SPIN_ITERS) {
                 cpu_relax();
                 continue;
             }
             atomic_fetch_add(&p->sleepers, 1);
-            futex_wait(&p->gen, seen);     /* returns at once if gen already moved */
+            futex_wait(&p->wake, seen); /* returns at once if wake already moved */
             atomic_fetch_sub(&p->sleepers, 1);
             spins = 0;
         }
-        seen = g;
+        seen = w;
         if (atomic_load(&p->stop)) break;
         run_tasks(p);
-        atomic_fetch_sub_explicit(&p->unacked, 1, memory_order_release);
     }
     return NULL;
 }
@@ -113,8 +119,8 @@ int tpool_new(int n_threads, tpool **out, mtplx_err *err) {
 void tpool_free(tpool *p) {
     if (!p) return;
     atomic_store(&p->stop, 1);
-    atomic_fetch_add(&p->gen, 1);
-    futex_wake_all(&p->gen);
+    atomic_fetch_add(&p->wake, 1);
+    futex_wake_all(&p->wake);
     for (int i = 0; i < p->n_threads - 1; i++) pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->run_lock);
     free(p->threads);
@@ -125,23 +131,21 @@ int tpool_threads(const tpool *p) { return p ? p->n_threads : 1; }
 
 void tpool_run(tpool *p, int n_tasks, tpool_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
-    if (!p || p->n_threads == 1 || n_tasks == 1) {
+    if (!p || p->n_threads == 1 || n_tasks == 1 || n_tasks > TK_MAX_TASKS) {
         for (int i = 0; i < n_tasks; i++) fn(ctx, i, n_tasks);
         return;
     }
     pthread_mutex_lock(&p->run_lock);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store(&p->next_task, 0);
-    atomic_store(&p->pending, n_tasks);
-    atomic_store(&p->unacked, p->n_threads - 1);
-    atomic_fetch_add(&p->gen, 1);                 /* seq_cst: pairs with the sleepers check */
-    if (atomic_load(&p->sleepers) > 0) futex_wake_all(&p->gen);
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, n_tasks, memory_order_relaxed);
+    p->gen = (p->gen + 1) & ((1ull << 24) - 1);
+    atomic_store_explicit(&p->ticket, p->gen << 40 | (uint64_t)n_tasks << TK_IDX_BITS, memory_order_release);
+    atomic_fetch_add(&p->wake, 1);                 /* seq_cst: pairs with the sleepers check */
+    if (atomic_load(&p->sleepers) > 0) futex_wake_all(&p->wake);
     run_tasks(p);
-    /* wait for the workers; yield now and then in case one was preempted (a shared machine) */
-    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0 ||
-                        atomic_load_explicit(&p->unacked, memory_order_acquire) > 0;) {
+    /* wait for tasks other threads claimed; yield now and then in case one was preempted */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0;) {
         cpu_relax();
         if (++spins % 4096 == 0) sched_yield();
     }

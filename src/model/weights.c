@@ -62,6 +62,13 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     char full[512];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     int64_t want[2] = {rows, cols};
+    /* MLX affine quantized (u32 weight + .scales/.biases): the family binder validates and describes it */
+    const st_tensor *tq = st_find(b->m->st, full);
+    size_t fl = strlen(full);
+    if (tq && tq->dtype == DT_U32 && fl > 7 && !strcmp(full + fl - 7, ".weight")) {
+        full[fl - 7] = 0;
+        return family_linear_bind(b->m, full, rows, cols, w, b->err);
+    }
     const st_tensor *t = require(b, full, 2, want);
     if (!t) return b->err->code;
     memset(w, 0, sizeof *w);

@@ -1,0 +1,123 @@
+/* cmd_bench_kernels.c — the kernel-speed modes of `mtplx bench`: --membw (machine read bandwidth),
+ * --verify-cost (R-row vs 1-row decode-position forward, AR decode bandwidth use) and --prefill N.
+ * cmd_bench hands over when one of these flags is present. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/bench_kernels.h"
+#include "../kernels/cpu.h"
+#include "../kernels/threadpool.h"
+#include "../model/model.h"
+#include "commands.h"
+
+int cmd_bench_is_kernel_mode(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--membw") || !strcmp(argv[i], "--verify-cost") || !strcmp(argv[i], "--prefill"))
+            return 1;
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtplx bench [--membw] [--verify-cost] [--prefill N] [--model DIR] [--rows R] [--reps N]\n"
+            "                   [--context N] [--membw-mb MB] [--seed S] [--json]\n"
+            "  --membw         streaming read bandwidth over a buffer of --membw-mb MB (default 2048), one\n"
+            "                  thread and all pool threads ($MTPLX_THREADS); with --verify-cost it is measured\n"
+            "                  in the same run and AR decode is reported as a fraction of it\n"
+            "  --verify-cost   median time of an R-row decode-position forward (all rows' logits) / median\n"
+            "                  1-row time, R = 1..--rows (default 8), --reps (default 9) interleaved rounds\n"
+            "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s\n"
+            "  --prefill N     seconds and tokens/s to prefill N random tokens (best of 2)\n"
+            "Timings are wall clock. Kernel path: $MTPLX_KERNEL; quantized activations: $MTPLX_QACT.\n"
+            "exit: 0 ok, 1 runtime error, 2 usage error\n");
+}
+
+int cmd_bench_kernels(int argc, char **argv) {
+    int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0;
+    long membw_mb = 2048;
+    unsigned long long seed = 1;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
+        if (!strcmp(a, "--membw")) membw = 1;
+        else if (!strcmp(a, "--verify-cost")) verify = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!v) return cli_error("bench", "%s needs a value (or is unknown)", a), usage(stderr), 2;
+        else if (!strcmp(a, "--prefill")) prefill = atoi(v), i++;
+        else if (!strcmp(a, "--model")) dir = v, i++;
+        else if (!strcmp(a, "--rows")) rows = atoi(v), i++;
+        else if (!strcmp(a, "--reps")) reps = atoi(v), i++;
+        else if (!strcmp(a, "--context")) context = atoi(v), i++;
+        else if (!strcmp(a, "--membw-mb")) membw_mb = atol(v), i++;
+        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
+        else return cli_error("bench", "unknown option %s", a), usage(stderr), 2;
+    }
+    if (rows < 1 || rows > BENCH_MAX_ROWS || reps < 1 || context < 1 || membw_mb < 1 || prefill < 0)
+        return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
+                         BENCH_MAX_ROWS), 2;
+    if (!dir) dir = cli_default_model();
+    mtplx_err err = {0};
+    bench_membw bw = {0};
+    if (membw && bench_membw_measure((size_t)membw_mb << 20, 3, &bw, &err)) {
+        cli_error("bench", "%s", err.msg);
+        return 1;
+    }
+    mtplx_model *m = NULL;
+    bench_verify vc = {0};
+    double pre_s = 0;
+    uint64_t wbytes = 0, allbytes = 0;
+    if (verify || prefill) {
+        if (model_load(dir, &m, &err)) {
+            cli_error("bench", "%s", err.msg);
+            return 1;
+        }
+        const model_config *c = model_config_of(m);
+        if (bench_weight_bytes(dir, c->tie_word_embeddings, &wbytes, &allbytes, &err) ||
+            (verify && bench_verify_cost(m, rows, context, reps, seed, &vc, &err)) ||
+            (prefill && bench_prefill_seconds(m, prefill, 2, seed, &pre_s, &err))) {
+            cli_error("bench", "%s", err.msg);
+            model_free(m);
+            return 1;
+        }
+    }
+    const char *isa = cpu_isa_name(cpu_isa());
+    const char *qact = getenv("MTPLX_QACT") && !strcmp(getenv("MTPLX_QACT"), "f32") ? "f32" : "int8";
+    int threads = tpool_threads(tpool_global());
+    double dec_gbs = verify ? wbytes / vc.median_s[1] / 1e9 : 0;
+    if (json) {
+        printf("{\"kernel\": \"%s\", \"threads\": %d, \"quant_activations\": \"%s\"", isa, threads, qact);
+        if (membw)
+            printf(", \"membw\": {\"bytes\": %zu, \"gbs_one_thread\": %.2f, \"gbs_all_threads\": %.2f}", bw.bytes,
+                   bw.gbs_one, bw.gbs_all);
+        if (m) printf(", \"model\": \"%s\", \"weight_bytes_per_token\": %llu", dir, (unsigned long long)wbytes);
+        if (verify) {
+            printf(", \"verify_cost\": {");
+            for (int R = 1; R <= rows; R++) printf("%s\"%d\": %.4f", R > 1 ? ", " : "", R, vc.ratio[R]);
+            printf("}, \"forward_ms\": {");
+            for (int R = 1; R <= rows; R++) printf("%s\"%d\": %.3f", R > 1 ? ", " : "", R, vc.median_s[R] * 1e3);
+            printf("}, \"reps\": %d, \"context\": %d, \"ar_decode_tok_s\": %.3f, \"ar_decode_gbs\": %.2f", reps, context,
+                   1.0 / vc.median_s[1], dec_gbs);
+            if (membw) printf(", \"ar_decode_fraction_of_membw\": %.3f", dec_gbs / bw.gbs_all);
+        }
+        if (prefill) printf(", \"prefill\": {\"tokens\": %d, \"seconds\": %.3f, \"tok_s\": %.2f}", prefill, pre_s, prefill / pre_s);
+        printf("}\n");
+    } else {
+        printf("kernel %s, %d threads, quantized activations %s\n", isa, threads, qact);
+        if (membw)
+            printf("memory read bandwidth (%zu MB buffer): %.1f GB/s one thread, %.1f GB/s %d threads\n", bw.bytes >> 20,
+                   bw.gbs_one, bw.gbs_all, bw.threads);
+        if (verify) {
+            printf("%s: %.3f GB of weights read per decoded token\n", dir, wbytes / 1e9);
+            for (int R = 1; R <= rows; R++)
+                printf("  %2d-row forward: %8.2f ms  (%.3fx 1-row)\n", R, vc.median_s[R] * 1e3, vc.ratio[R]);
+            printf("AR decode: %.2f tok/s = %.1f GB/s of weights", 1.0 / vc.median_s[1], dec_gbs);
+            if (membw) printf(" = %.0f%% of the measured bandwidth", 100.0 * dec_gbs / bw.gbs_all);
+            printf("\n");
+        }
+        if (prefill) printf("prefill %d tokens: %.2f s = %.1f tok/s\n", prefill, pre_s, prefill / pre_s);
+    }
+    model_free(m);
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* bench_kernels.h — machine and model-speed measurements behind `mtplx bench --membw` and
+ * `--verify-cost`: memory read bandwidth, the cost of an R-row decode-position forward relative to a
+ * 1-row forward (what an MTP verify of R-1 drafts costs), AR decode bandwidth use and prefill speed. */
+#ifndef MTPLX_ENGINE_BENCH_KERNELS_H
+#define MTPLX_ENGINE_BENCH_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/err.h"
+#include "../model/model.h"
+
+#define BENCH_MAX_ROWS 16
+
+typedef struct {
+    size_t bytes;      /* buffer read (allocated and touched first) */
+    int threads;       /* pool threads used for the all-core figure */
+    double gbs_one;    /* best GB/s (1e9 bytes/s) reading it on one thread */
+    double gbs_all;    /* best GB/s with every pool thread reading a slice */
+} bench_membw;
+
+/* Streaming-read bandwidth over a `bytes` buffer, best of `reps`. Returns 0 or ENOMEM. */
+int bench_membw_measure(size_t bytes, int reps, bench_membw *out, mtplx_err *err);
+
+typedef struct {
+    int max_rows;                        /* R = 1..max_rows measured */
+    int reps;                            /* timed forwards per R (interleaved over R) */
+    int context;                         /* positions in the state before the first timed forward */
+    double median_s[BENCH_MAX_ROWS + 1]; /* median seconds of an R-row forward, logits for every row */
+    double ratio[BENCH_MAX_ROWS + 1];    /* median_s[R] / median_s[1] */
+} bench_verify;
+
+/* Prefill `context` random tokens, then `reps` rounds of: for R = 1..max_rows, one capturing R-row
+ * forward (all rows' logits, like a verify) followed by model_state_commit(1), so the position
+ * advances by one per forward as in decoding. Returns 0 or an error. */
+int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, bench_verify *out,
+                      mtplx_err *err);
+
+/* Seconds to prefill `tokens` random tokens (logits of the last row only) on a fresh state, best of
+ * `reps`. Returns 0 or an error. */
+int bench_prefill_seconds(const mtplx_model *m, int tokens, int reps, uint64_t seed, double *seconds, mtplx_err *err);
+
+/* Bytes of weights one decode step reads: every tensor of the checkpoint in `dir` except the
+ * embedding table (one row is read) and the MTP head (mtp.*); a tied head counts the embedding once.
+ * *all gets the bytes of every tensor. Returns 0 or an error. */
+int bench_weight_bytes(const char *dir, int tied, uint64_t *per_token, uint64_t *all, mtplx_err *err);
+
+#endif
