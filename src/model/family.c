@@ -104,6 +104,20 @@ int family_layer_is_moe(const mtplx_model *m, int i, const char *lp) {
     return i < CFG_MAX_LAYERS && c->layer_moe[i];
 }
 
+int family_check_tensors(const mtplx_model *m, const char *prefix, mtplx_err *err) {
+    size_t pl = strlen(prefix);
+    for (int i = 0; i < st_count(m->st); i++) {
+        const char *n = st_at(m->st, i)->name;
+        int ours = (!strncmp(n, prefix, pl) && !strncmp(n + pl, "layers.", 7)) || !strncmp(n, "mtp.", 4) ||
+                   !strncmp(n, "lm_head.", 8) || strstr(n, ".mtp.") != NULL;
+        size_t len = strlen(n);
+        if (ours && len > 5 && !strcmp(n + len - 5, ".bias"))
+            return err_set(err, MTPLX_EUNSUPPORTED, "%s: tensor %s: linear-layer biases (attention_bias / mlp_bias) "
+                           "are not supported by this engine", m->dir, n);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ binding helpers */
 
 static const char *shape_s(const int64_t *shape, int ndim, char *buf, size_t n) {

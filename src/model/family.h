@@ -16,6 +16,11 @@
 int family_model_init(mtplx_model *m, mtplx_err *err);
 void family_model_free(mtplx_model *m);
 
+/* Refuse checkpoints whose decoder tensors hold what no forward here applies: any `.bias` of a
+ * trunk / MTP / head linear (Llama attention_bias or mlp_bias). prefix is the trunk prefix
+ * ("model."); the vision tower is not looked at. Returns 0 or MTPLX_EUNSUPPORTED naming the tensor. */
+int family_check_tensors(const mtplx_model *m, const char *prefix, mtplx_err *err);
+
 /* Fill m->rope_inv_freq[rotary_dim/2] with the (possibly scaled) inverse frequencies and set the
  * YaRN attention factor / DeepSeek softmax multiplier. */
 void family_rope_init(mtplx_model *m);

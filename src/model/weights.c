@@ -302,6 +302,8 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
         return err_set(err, MTPLX_EBADFILE, "%s: no embedding tensor (looked for model.embed_tokens.weight, "
                        "model.language_model.embed_tokens.weight, language_model.model.embed_tokens.weight)", dir);
 
+    if ((rc = family_check_tensors(m, prefix, err))) return rc; /* biases nothing here applies */
+
     /* Layout: HF [C,1,Kc] vs MLX [C,Kc,1], from the first GDN layer's conv weight. */
     m->hf_layout = 1;
     for (int i = 0; i < c->n_layers; i++) {

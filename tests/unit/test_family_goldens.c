@@ -104,6 +104,8 @@ static const char *k_dirs[] = {
     "tests/data/goldens-extra/deepseek_v3_b",  "tests/data/goldens-extra/deepseek_v3_mtp",
     /* YaRN RoPE (tools/make_family_goldens.py): DeepSeek with mscale / mscale_all_dim, Qwen3 plain */
     "tests/data/goldens-family/deepseek_v3_yarn", "tests/data/goldens-family/qwen3_yarn",
+    /* MLA without q LoRA, NeoX rope (rope_interleave false), 3 groups, tied head */
+    "tests/data/goldens-family/deepseek_v3_noqlora",
 };
 #define N_DIRS (int)(sizeof k_dirs / sizeof k_dirs[0])
 

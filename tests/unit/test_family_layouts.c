@@ -2,7 +2,8 @@
  * the same logits: numbered experts (the golden), fused `experts.gate_up_proj` [E,2I,H] +
  * `experts.down_proj` [E,H,I], MLX `switch_mlp.{gate,up,down}_proj` [E,..] in f32 and 8-bit affine
  * quantized (checked against the numbered layout holding the dequantized values). And checkpoints
- * this engine must not run are refused with a reason: dynamic / longrope RoPE, unknown model_type. */
+ * this engine must not run are refused with a reason: dynamic / longrope RoPE, unknown model_type,
+ * linear-layer biases. */
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -308,6 +309,40 @@ TEST(test_refuses_unknown_architecture) {
     model_free(m);
 }
 
+/* Llama with attention_bias: the bias tensors are there and no forward here applies them. */
+TEST(test_refuses_linear_biases) {
+    make_tmp();
+    REQUIRE(g_tmp[0]);
+    mtplx_err err = {0};
+    st_set *st = NULL;
+    REQUIRE(st_open_file("tests/data/goldens/llama/model.safetensors", &st, &err) == 0);
+    int n = st_count(st);
+    st_write_item *items = calloc((size_t)n + 1, sizeof *items);
+    for (int i = 0; i < n; i++) {
+        const st_tensor *t = st_at(st, i);
+        items[i] = (st_write_item){t->name, t->dtype, t->ndim, {0}, t->data};
+        memcpy(items[i].shape, t->shape, sizeof t->shape);
+    }
+    static float bias[64];
+    items[n] = (st_write_item){"model.layers.1.self_attn.q_proj.bias", DT_F32, 1, {64}, bias};
+    char dir[400], path[500], from[300];
+    snprintf(dir, sizeof dir, "%s/bias", g_tmp);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    REQUIRE(st_write_file(path, items, n + 1, NULL, &err) == 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    snprintf(from, sizeof from, "tests/data/goldens/llama/config.json");
+    REQUIRE(copy_file(from, path) == 0);
+    mtplx_model *m = NULL;
+    int rc = model_load(dir, &m, &err);
+    CHECK_MSG(rc == MTPLX_EUNSUPPORTED, "model_load returned %d (%s)", rc, err.msg);
+    CHECK_MSG(strstr(err.msg, "q_proj.bias") != NULL, "reason \"%s\" does not name the tensor", err.msg);
+    printf("bias refused: %s\n", err.msg);
+    model_free(m);
+    free(items);
+    st_close(st);
+}
+
 static void rm_tmp(void) {
     if (!g_tmp[0]) return;
     char cmd[400];
@@ -321,6 +356,7 @@ int main(void) {
     RUN(test_refuses_longrope);
     RUN(test_refuses_dynamic_rope);
     RUN(test_refuses_unknown_architecture);
+    RUN(test_refuses_linear_biases);
     rm_tmp();
     return TEST_SUMMARY();
 }
