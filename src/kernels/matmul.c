@@ -118,7 +118,9 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     mm_qrows_fn qfn = mm_qrows_portable;
     void (*fill)(const float *, int, qact *) = qact_fill_portable;
     qa_layout layout = QA_NATURAL;
-    if (isa == KERN_ISA_AVX512 && vnni && K % 64 == 0) {
+    if (w->packed && isa == KERN_ISA_AVX512 && vnni) {
+        qfn = mm_qrows_packed, fill = qact_fill_avx512, layout = QA_NATURAL;
+    } else if (isa == KERN_ISA_AVX512 && vnni && K % 64 == 0) {
         qfn = mm_qrows_avx512, fill = qact_fill_avx512;
         layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX2) {

@@ -7,6 +7,10 @@
 #define MTPLX_KERNELS_MATMUL_H
 
 #include "../base/dtype.h"
+#include "../base/err.h"
+
+typedef struct kern_qpack kern_qpack;   /* a repacked quantized weight (matmul_qpack.c) */
+typedef struct kern_pack_set kern_pack_set;
 
 typedef struct {
     mtplx_dtype dtype;        /* DT_F32, DT_F16, DT_BF16, or DT_U32 for MLX affine quantized */
@@ -18,6 +22,8 @@ typedef struct {
     mtplx_dtype scale_dtype;  /* DT_BF16, DT_F16 or DT_F32 */
     int bits;                 /* quantized only: 4 or 8 */
     int group_size;           /* quantized only: 32, 64 or 128 */
+    const kern_qpack *packed; /* optional (quantized): kern_pack_set_add's copy in the layout of the
+                                 AVX-512 VNNI row-block kernel; NULL = use data/scales/biases */
 } kern_weight;
 
 /* y[t*ldy + r] = Σ_c x[t*ldx + c] · W[r][c] for t < T, r < rows. fp32 accumulation.
@@ -34,6 +40,15 @@ void kern_matmul_set_qact_f32(int on);
 
 /* Free the calling thread's grow-only scratch for quantized activations (tests, thread exit). */
 void kern_matmul_release_scratch(void);
+
+/* Repack a quantized weight for the fast AVX-512 VNNI kernel (16 output rows per vector, so one
+ * activation quad broadcast feeds 16 rows) and attach it: w->packed. The copy is owned by *set
+ * (created on first use) and freed with kern_pack_set_free. A no-op returning 0 when it does not
+ * apply (dense weight, CPU without AVX-512 VNNI, K % 64 != 0, $MTPLX_QPACK=0). Returns 0 or ENOMEM. */
+int kern_pack_set_add(kern_pack_set **set, kern_weight *w, mtplx_err *err);
+void kern_pack_set_free(kern_pack_set *set);
+/* Bytes held by the packed copies. */
+size_t kern_pack_set_bytes(const kern_pack_set *set);
 
 /* The portable reference path; kept for tests that compare the SIMD paths against it. */
 void kern_matmul_ref(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w);

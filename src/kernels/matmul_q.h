@@ -10,6 +10,7 @@
 #define MTPLX_KERNELS_MATMUL_Q_H
 
 #include "matmul_internal.h"
+#include "quant.h"
 
 typedef enum {
     QA_NATURAL = 0,  /* a in input order (portable path; q8 on every path) */
@@ -35,6 +36,8 @@ void qact_fill_avx512(const float *x, int ldx, qact *qa);
 
 void mm_qrows_portable(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 void mm_qrows_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+/* AVX-512 VNNI on kern_pack_set_add's repacked weights (w->packed; rows r0 multiple of 16). */
+void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 
 /* fp32-activation path (MTPLX_QACT=f32): dequantizes each group and takes fp32 dot products. */

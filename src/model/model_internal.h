@@ -83,6 +83,7 @@ struct mtplx_model {
     int has_mtp;
     mtp_weights mtp;
     float *rope_inv_freq;     /* [rotary_dim/2] */
+    kern_pack_set *packs;     /* repacked copies of quantized matrices (kern_pack_set_add), or NULL */
     float *arena;             /* fp32 copies of all small vectors (norms, conv, gates) */
     size_t arena_used, arena_cap;  /* floats */
     /* derived sizes */

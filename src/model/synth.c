@@ -14,6 +14,7 @@
 #include "../base/file.h"
 #include "../base/mem.h"
 #include "../kernels/quant.h"
+#include "../kernels/threadpool.h"
 #include "config.h"
 #include "safetensors.h"
 
@@ -152,6 +153,25 @@ typedef struct {
     int n;
 } gen_out;
 
+/* Quantize 64-row slices of a row block in parallel. */
+typedef struct {
+    const float *f;
+    int rows, cols, bits, gs;
+    uint32_t *q;
+    uint16_t *sc, *bi;
+    int rc;
+} qjob;
+
+static void quant_task(void *ctx, int i, int n) {
+    (void)n;
+    qjob *j = ctx;
+    int r0 = i * 64, r1 = r0 + 64 < j->rows ? r0 + 64 : j->rows;
+    size_t words = (size_t)j->cols * j->bits / 32, G = (size_t)j->cols / j->gs;
+    if (quant_affine(j->f + (size_t)r0 * j->cols, r1 - r0, j->cols, j->bits, j->gs, DT_BF16, j->q + r0 * words,
+                     j->sc + r0 * G, j->bi + r0 * G, NULL))
+        j->rc = MTPLX_EINVAL;
+}
+
 static int gen_tensor(const tspec *t, const synth_opts *o, gen_out *g, mtplx_err *err) {
     int64_t rows = t->shape[0], cols = 1;
     for (int i = 1; i < t->ndim; i++) cols *= t->shape[i];
@@ -183,9 +203,10 @@ static int gen_tensor(const tspec *t, const synth_opts *o, gen_out *g, mtplx_err
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
         int64_t r1 = r0 + block < rows ? r0 + block : rows;
         fill_rows(t, &r, cols, r0, r1, tmp);
-        int rc = quant_affine(tmp, (int)(r1 - r0), (int)cols, o->bits, o->group_size, DT_BF16, q + (size_t)r0 * words,
-                              sc + (size_t)r0 * G, bi + (size_t)r0 * G, err);
-        if (rc) return free(tmp), free(q), free(sc), free(bi), rc;
+        qjob j = {tmp, (int)(r1 - r0), (int)cols, o->bits, o->group_size, q + (size_t)r0 * words, sc + (size_t)r0 * G,
+                  bi + (size_t)r0 * G, 0};
+        tpool_run(tpool_global(), (j.rows + 63) / 64, quant_task, &j); /* rows are independent */
+        if (j.rc) return free(tmp), free(q), free(sc), free(bi), err_set(err, j.rc, "synth: quantize %s", t->name);
     }
     free(tmp);
     static _Thread_local char names[3][200];

@@ -67,7 +67,9 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     size_t fl = strlen(full);
     if (tq && tq->dtype == DT_U32 && fl > 7 && !strcmp(full + fl - 7, ".weight")) {
         full[fl - 7] = 0;
-        return family_linear_bind(b->m, full, rows, cols, w, b->err);
+        int rc = family_linear_bind(b->m, full, rows, cols, w, b->err);
+        /* a copy in the layout of the fast VNNI kernel (no-op on CPUs without it) */
+        return rc ? rc : kern_pack_set_add(&b->m->packs, w, b->err);
     }
     const st_tensor *t = require(b, full, 2, want);
     if (!t) return b->err->code;
@@ -380,6 +382,7 @@ int model_load(const char *dir, mtplx_model **out, mtplx_err *err) {
 void model_free(mtplx_model *m) {
     if (!m) return;
     if (m->st) st_close(m->st);
+    kern_pack_set_free(m->packs);
     free(m->arena);
     free(m->layers);
     free(m->rope_inv_freq);

@@ -115,9 +115,17 @@ TEST(test_quantizer_rejects_bad_formats) {
 }
 
 /* Row invariance, accuracy bound, split invariance for one format on the current path. */
+static int g_packed; /* 1: run through kern_pack_set_add's repacked weights */
+
 static void check_format(int bits, int gs, mtplx_dtype sdt, int N, int K) {
     const int TM = 40;
     qmat m = make_qmat(N, K, bits, gs, sdt, 0.1f);
+    kern_pack_set *set = NULL;
+    if (g_packed) {
+        mtplx_err e;
+        REQUIRE(kern_pack_set_add(&set, &m.w, &e) == 0);
+        CHECK_MSG(m.w.packed != NULL || K % 64, "q%d gs%d %dx%d: not packed", bits, gs, N, K);
+    }
     float *x = malloc(sizeof(float) * TM * K), *y = malloc(sizeof(float) * TM * N);
     float *y1 = malloc(sizeof(float) * TM * N), *yr = malloc(sizeof(float) * N);
     for (int i = 0; i < TM * K; i++) x[i] = frand() * (i % 97 == 0 ? 8.f : 1.f); /* some outliers */
@@ -157,11 +165,15 @@ static void check_format(int bits, int gs, mtplx_dtype sdt, int N, int K) {
     }
     free(x), free(y), free(y1), free(yr);
     free_qmat(&m);
+    kern_pack_set_free(set);
 }
 
 static void check_split(int bits, int gs) {
     int N = test_sanitized() ? 256 : 1024, K = 1024, T = 3;
     qmat m = make_qmat(N, K, bits, gs, DT_BF16, 0.f);
+    kern_pack_set *set = NULL;
+    mtplx_err e;
+    if (g_packed) REQUIRE(kern_pack_set_add(&set, &m.w, &e) == 0 && m.w.packed);
     float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N), yr[3];
     for (int i = 0; i < T * K; i++) x[i] = frand();
     kern_matmul(y, N, x, K, T, &m.w);
@@ -172,13 +184,18 @@ static void check_split(int bits, int gs) {
         one.data = (const unsigned char *)m.q + (size_t)r * K * bits / 8;
         one.scales = (const uint16_t *)m.s + (size_t)r * G;
         one.biases = (const uint16_t *)m.b + (size_t)r * G;
+        one.packed = NULL;
+        kern_pack_set *one_set = NULL;
+        if (g_packed) kern_pack_set_add(&one_set, &one, &e);
         kern_matmul(yr, 1, x, K, T, &one);
+        kern_pack_set_free(one_set);
         for (int t = 0; t < T; t++) mism += memcmp(&yr[t], &y[(size_t)t * N + r], 4) != 0;
     }
     CHECK_MSG(mism == 0, "%s q%d gs%d: %d elements differ between the split and 1-row calls", cpu_isa_name(cpu_isa()),
               bits, gs, mism);
     free(x), free(y);
     free_qmat(&m);
+    kern_pack_set_free(set);
 }
 
 static void check_path(kern_isa isa) {
@@ -198,6 +215,13 @@ static void check_path(kern_isa isa) {
 TEST(test_portable_int8_path) { check_path(KERN_ISA_PORTABLE); }
 TEST(test_avx2_int8_path) { check_path(KERN_ISA_AVX2); }
 TEST(test_avx512_int8_path) { check_path(KERN_ISA_AVX512); }
+TEST(test_avx512_packed_int8_path) {
+    if (cpu_best_isa() < KERN_ISA_AVX512 || !cpu_get_features()->avx512vnni) return;
+    g_packed = 1;
+    check_path(KERN_ISA_AVX512);
+    check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block */
+    g_packed = 0;
+}
 
 TEST(test_f32_activation_path_matches_reference) {
     kern_matmul_set_qact_f32(1);
@@ -227,6 +251,7 @@ int main(void) {
     RUN(test_portable_int8_path);
     RUN(test_avx2_int8_path);
     RUN(test_avx512_int8_path);
+    RUN(test_avx512_packed_int8_path);
     RUN(test_f32_activation_path_matches_reference);
     kern_matmul_release_scratch();
     return TEST_SUMMARY();
