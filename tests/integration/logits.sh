@@ -11,7 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-for dir in tests/data/goldens/qwen3_5_dense tests/data/goldens-extra/qwen3_5_dense_b models/qwen35-tiny-code; do
+for dir in tests/data/goldens/qwen3_5_dense tests/data/goldens-extra/qwen3_5_dense_b \
+    tests/data/goldens-extra/qwen3_5_dense_c models/qwen35-tiny-code; do
     ids=$(node "$CMP" ids "$dir/golden.safetensors")
     for mode in prefill step; do
         flag=""

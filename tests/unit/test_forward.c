@@ -10,6 +10,7 @@
 
 static const char *k_dense_dir = "tests/data/goldens/qwen3_5_dense";
 static const char *k_dense_b_dir = "tests/data/goldens-extra/qwen3_5_dense_b";
+static const char *k_dense_c_dir = "tests/data/goldens-extra/qwen3_5_dense_c";
 static const char *k_tiny_dir = "models/qwen35-tiny-code";
 
 /* Compare a model's prefill (one forward over all T tokens) and its MTP rows with a golden. */
@@ -117,6 +118,9 @@ TEST(test_golden_qwen3_5_dense_stepwise) { check_golden_stepwise(k_dense_dir, 0)
 /* other shapes: Dk 8 != Dv 16, Hv/Hk 3, head_dim 16, rotary 0.5, untied head, vocab 300 */
 TEST(test_golden_qwen3_5_dense_b_prefill) { check_golden_prefill(k_dense_b_dir); }
 TEST(test_golden_qwen3_5_dense_b_stepwise) { check_golden_stepwise(k_dense_b_dir, 0); }
+/* Dk 16 > Dv 8, Hv/Hk 3, 5 layers (interval 3), 4/2 heads, untied, vocab 301, T = 40 > prefill chunk */
+TEST(test_golden_qwen3_5_dense_c_prefill) { check_golden_prefill(k_dense_c_dir); }
+TEST(test_golden_qwen3_5_dense_c_stepwise) { check_golden_stepwise(k_dense_c_dir, 0); }
 TEST(test_golden_tiny_code_prefill) { check_golden_prefill(k_tiny_dir); }
 TEST(test_golden_tiny_code_stepwise) { check_golden_stepwise(k_tiny_dir, test_sanitized() ? 12 : 0); }
 
@@ -157,6 +161,8 @@ int main(void) {
     RUN(test_golden_qwen3_5_dense_stepwise);
     RUN(test_golden_qwen3_5_dense_b_prefill);
     RUN(test_golden_qwen3_5_dense_b_stepwise);
+    RUN(test_golden_qwen3_5_dense_c_prefill);
+    RUN(test_golden_qwen3_5_dense_c_stepwise);
     RUN(test_golden_tiny_code_prefill);
     RUN(test_golden_tiny_code_stepwise);
     RUN(test_tiny_code_greedy_continuation);
