@@ -13,6 +13,8 @@ CFLAGS  += -std=c17 -D_GNU_SOURCE -pthread -fno-strict-aliasing $(WARN) $(PKG_CF
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+
 LAYERS  := base kernels model tokenizer chat engine server
 LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 CLI_SRC := $(wildcard src/cli/*.c)
@@ -65,7 +67,7 @@ build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
 # README command 1: build and generate text with the embedded model.
 RUN_ARGS ?= --prompt-tokens 475,3001,198,475,4002,198,198,198,2003,1437,7,2305,1181,198 --max-tokens 48 --temperature 0
 run: deps
-	@$(MAKE) --no-print-directory build/mtplx
+	@$(MAKE) --no-print-directory -j$(JOBS) build/mtplx
 	./build/mtplx run $(RUN_ARGS)
 
 # README command 2: build everything and run the whole suite (unit tests, the same under
@@ -73,7 +75,7 @@ run: deps
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory all build/asan/mtplx $(ASAN_TESTS) fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz
 	@bash tests/run.sh
 
 # libFuzzer harnesses: tests/fuzz/fuzz_<name>.c, built with clang against the library sources.
@@ -81,13 +83,22 @@ test:
 # short random run; `build/fuzz/fuzz_<name> -max_total_time=300 DIR` fuzzes for real.
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
-FUZZ_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS)
+FUZZ_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fsanitize=address,undefined $(PKG_CFLAGS) -MMD -MP
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 fuzz: $(FUZZ_BINS)
-build/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard src/*/*.h)
+# The library is compiled once with coverage instrumentation (fuzzer-no-link), then each harness
+# links against it.
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/fuzz/libmtplx.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fuzz/%: tests/fuzz/%.c build/fuzz/libmtplx.a
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmtplx.a $(LDLIBS)
 
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+-include $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
