@@ -52,7 +52,7 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
     if (max_rows < 1 || max_rows > BENCH_MAX_ROWS || reps < 1 || context < 1)
         return err_set(err, MTPLX_EINVAL, "verify-cost: rows 1..%d, reps >= 1, context >= 1", BENCH_MAX_ROWS);
     const model_config *c = model_config_of(m);
-    int cap = context + reps * max_rows + 8;
+    int cap = context + (reps + 2) * max_rows + 8; /* a warm-up round, reps rounds, the last forward */
     model_state *s = NULL;
     int rc = model_state_new(m, cap, max_rows, &s, err);
     if (rc) return rc;

@@ -14,6 +14,7 @@
 #include "../kernels/act.h"
 #include "../kernels/attention.h"
 #include "../kernels/gdn.h"
+#include "../kernels/threadpool.h"
 #include "../kernels/norm.h"
 #include "../kernels/rope.h"
 #include "family.h"
@@ -103,6 +104,40 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
     kern_matmul(s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
+/* One row's delta-rule step for a range of value heads (a thread-pool task; each head writes only
+ * its own state, output, tape entries). */
+typedef struct {
+    const gdn_weights *w;
+    gdn_layer_state *st;
+    float *row;
+    const float *u, *qn, *kn, *src;
+    float *dst;
+    int t, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, capture;
+    float eps;
+    size_t head_sz;
+} gdn_heads_job;
+
+static void gdn_heads_task(void *ctx, int task, int n_tasks) {
+    const gdn_heads_job *j = ctx;
+    const gdn_weights *w = j->w;
+    int h0 = (int)((long)j->Hv * task / n_tasks), h1 = (int)((long)j->Hv * (task + 1) / n_tasks);
+    for (int hv = h0; hv < h1; hv++) {
+        int hk = hv / j->ratio, Dv = j->Dv;
+        float *row = j->row;
+        float beta = act_sigmoid(row[j->b_off + hv]);
+        float g = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
+        float *y = row + j->y_off + hv * Dv;
+        float *delta = j->capture ? j->st->tape_d + ((size_t)j->t * j->Hv + hv) * Dv : NULL;
+        if (j->capture) j->st->tape_g[(size_t)j->t * j->Hv + hv] = g;
+        kern_gdn_step(j->dst + hv * j->head_sz, j->src + hv * j->head_sz, j->qn + hk * j->Dk, j->kn + hk * j->Dk,
+                      j->u + 2 * j->kd + hv * Dv, g, beta, y, delta, j->Dk, Dv);
+        /* gated RMSNorm: plain weight, then × silu(z) */
+        const float *z = row + hv * Dv;
+        kern_rmsnorm(y, y, w->norm, Dv, j->eps);
+        for (int i = 0; i < Dv; i++) y[i] *= act_silu(z[i]);
+    }
+}
+
 /* Gated DeltaNet: s->a in, s->o out. Advances the layer's conv state and recurrent state by R rows.
  * With capture, the start state rec[cur] is left untouched (the rows are written into rec[cur ^ 1])
  * and the innovation tape of every row is recorded for model_state_commit. */
@@ -139,20 +174,15 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
             kern_l2norm(qn + h * Dk, u + h * Dk, Dk, 1e-6f, qscale);
             kern_l2norm(kn + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
         }
-        for (int hv = 0; hv < Hv; hv++) {
-            int hk = hv / ratio;
-            float beta = act_sigmoid(row[b_off + hv]);
-            float g = expf(w->neg_A[hv] * act_softplus(row[a_off + hv] + w->dt_bias[hv]));
-            float *y = row + y_off + hv * Dv;
-            float *delta = capture ? st->tape_d + ((size_t)t * Hv + hv) * Dv : NULL;
-            if (capture) st->tape_g[(size_t)t * Hv + hv] = g;
-            kern_gdn_step(dst + hv * head_sz, src + hv * head_sz, qn + hk * Dk, kn + hk * Dk, u + 2 * kd + hv * Dv, g,
-                          beta, y, delta, Dk, Dv);
-            /* gated RMSNorm: plain weight, then × silu(z) */
-            const float *z = row + hv * Dv;
-            kern_rmsnorm(y, y, w->norm, Dv, eps);
-            for (int i = 0; i < Dv; i++) y[i] *= act_silu(z[i]);
-        }
+        gdn_heads_job j = {w, st, row, u, qn, kn, src, dst, t, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, capture,
+                           eps, head_sz};
+        /* value heads are independent: split them over the pool when the states are big enough */
+        tpool *pool = tpool_global();
+        int nth = tpool_threads(pool);
+        if (nth > 1 && (size_t)Hv * head_sz >= ((size_t)1 << 16))
+            tpool_run(pool, Hv < 2 * nth ? Hv : 2 * nth, gdn_heads_task, &j);
+        else
+            gdn_heads_task(&j, 0, 1);
         src = dst;
     }
     kern_matmul(s->o, H, s->big + y_off, bw, R, &w->out);

@@ -1,6 +1,8 @@
 /* test_synth.c — `mtplx synth` output: loads with model_load and gives finite logits for bf16, q8 and
  * q4; the same seed writes byte-identical files, another seed different weights; bad options are
- * refused with a reason. Uses a small qwen3_5_text config (the bench-2b preset is GBs). */
+ * refused with a reason; a 4-row prefill equals 4 single-row steps bit for bit (its GDN heads are big
+ * enough, 4 x 128 x 128, to be split over the thread pool). Uses a small qwen3_5_text config (the
+ * bench-2b preset is GBs). */
 #include <math.h>
 #include <unistd.h>
 
@@ -12,7 +14,7 @@ static const char k_cfg[] =
     "{\"architectures\": [\"Qwen3_5ForCausalLM\"], \"model_type\": \"qwen3_5_text\", \"vocab_size\": 300,"
     " \"hidden_size\": 128, \"intermediate_size\": 256, \"num_hidden_layers\": 4, \"full_attention_interval\": 4,"
     " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 64, \"linear_num_key_heads\": 2,"
-    " \"linear_num_value_heads\": 4, \"linear_key_head_dim\": 32, \"linear_value_head_dim\": 32,"
+    " \"linear_num_value_heads\": 4, \"linear_key_head_dim\": 128, \"linear_value_head_dim\": 128,"
     " \"linear_conv_kernel_dim\": 4, \"rms_norm_eps\": 1e-06, \"tie_word_embeddings\": false,"
     " \"max_position_embeddings\": 4096, \"partial_rotary_factor\": 0.25, \"rope_parameters\": {\"rope_type\":"
     " \"default\", \"rope_theta\": 10000000.0, \"partial_rotary_factor\": 0.25}, \"mtp_num_hidden_layers\": 1}";
@@ -57,6 +59,17 @@ TEST(test_synth_loads_and_runs_every_dtype) {
         float mx = 0;
         for (int k = 0; k < 4 * 300; k++) bad += !isfinite(lg[k]), mx = fmaxf(mx, fabsf(lg[k]));
         CHECK_MSG(bad == 0 && mx > 0 && mx < 1e4, "bits %d: %d non-finite logits, max |logit| %g", bits_l[i], bad, mx);
+        model_state_free(s);
+        /* row invariance through the whole forward: the same tokens one at a time */
+        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
+        float l1[300];
+        int mism = 0;
+        for (int t = 0; t < 4; t++) {
+            fwd_request r1 = {.logits = l1, .logits_from = 0};
+            CHECK(model_forward(m, s, ids + t, 1, &r1, &e) == 0);
+            mism += memcmp(l1, lg + t * 300, sizeof l1) != 0;
+        }
+        CHECK_MSG(mism == 0, "bits %d: %d of 4 rows differ between prefill and stepwise decode", bits_l[i], mism);
         model_state_free(s);
         model_free(m);
     }
