@@ -14,71 +14,74 @@
 #define CACHE_MAX_ENTRIES 200000  /* cache is emptied when it reaches this many words ... */
 #define CACHE_MAX_IDS (8u << 20)  /* ... or this many stored ids */
 
+/* Merge candidates are (rank << 32 | pos) in a 4-ary min-heap: the smallest rank first, the
+ * leftmost position among equal ranks, as in tokenizers' Word::merge_all. A popped candidate is
+ * stale when the pair now at pos has another rank (the pair changed); that is the same test as
+ * tokenizers' "same new id" check, because a changed pair always yields a longer token. */
 typedef struct {
-    uint32_t rank, pos;
-    int32_t out;
-} merge_cand;
-
-static inline bool cand_less(merge_cand a, merge_cand b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos;
-}
-
-typedef struct {
-    merge_cand *v;
+    uint64_t *v;
     int n, cap;
 } heap;
 
-static int heap_push(heap *h, merge_cand c) {
+static void sift_down(heap *h, int i) {
+    uint64_t x = h->v[i];
+    for (;;) {
+        int c = 4 * i + 1;
+        if (c >= h->n) break;
+        int best = c;
+        int end = c + 4 < h->n ? c + 4 : h->n;
+        for (int k = c + 1; k < end; k++)
+            if (h->v[k] < h->v[best]) best = k;
+        if (h->v[best] >= x) break;
+        h->v[i] = h->v[best];
+        i = best;
+    }
+    h->v[i] = x;
+}
+
+static int heap_push(heap *h, uint64_t x) {
     if (h->n == h->cap) {
         int cap = h->cap ? h->cap * 2 : 64;
-        merge_cand *v = realloc(h->v, (size_t)cap * sizeof *v);
+        uint64_t *v = realloc(h->v, (size_t)cap * sizeof *v);
         if (!v) return MTPLX_ENOMEM;
         h->v = v;
         h->cap = cap;
     }
     int i = h->n++;
     while (i > 0) {
-        int p = (i - 1) / 2;
-        if (!cand_less(c, h->v[p])) break;
+        int p = (i - 1) / 4;
+        if (h->v[p] <= x) break;
         h->v[i] = h->v[p];
         i = p;
     }
-    h->v[i] = c;
+    h->v[i] = x;
     return 0;
 }
 
-static merge_cand heap_pop(heap *h) {
-    merge_cand top = h->v[0], last = h->v[--h->n];
-    int i = 0;
-    for (;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        merge_cand best = last;
-        if (l < h->n && cand_less(h->v[l], best)) { m = l; best = h->v[l]; }
-        if (r < h->n && cand_less(h->v[r], best)) { m = r; best = h->v[r]; }
-        if (m == i) break;
-        h->v[i] = h->v[m];
-        i = m;
-    }
-    if (h->n) h->v[i] = last;
+static uint64_t heap_pop(heap *h) {
+    uint64_t top = h->v[0];
+    h->v[0] = h->v[--h->n];
+    if (h->n) sift_down(h, 0);
     return top;
 }
+
+#define CAND(rank, pos) (((uint64_t)(uint32_t)(rank) << 32) | (uint32_t)(pos))
+
+/* One symbol of the word: a token id and its neighbours in the linked list (16 bytes, so a
+ * merge touches one cache line per symbol). */
+struct bpe_sym {
+    int32_t id;
+    int32_t prev, next;  /* indices, -1 at the ends */
+    int32_t len;         /* bytes of the word it covers; 0 once merged into its left neighbour */
+};
 
 static int ensure_syms(enc_scratch *s, int n) {
     if (n <= s->sym_cap) return 0;
     int cap = s->sym_cap ? s->sym_cap : 64;
     while (cap < n) cap *= 2;
-    int32_t *a = realloc(s->sym_id, (size_t)cap * sizeof *a);
-    if (!a) return MTPLX_ENOMEM;
-    s->sym_id = a;
-    int32_t *b = realloc(s->sym_prev, (size_t)cap * sizeof *b);
-    if (!b) return MTPLX_ENOMEM;
-    s->sym_prev = b;
-    int32_t *c = realloc(s->sym_next, (size_t)cap * sizeof *c);
-    if (!c) return MTPLX_ENOMEM;
-    s->sym_next = c;
-    int32_t *d = realloc(s->sym_len, (size_t)cap * sizeof *d);
-    if (!d) return MTPLX_ENOMEM;
-    s->sym_len = d;
+    struct bpe_sym *v = realloc(s->sym, (size_t)cap * sizeof *v);
+    if (!v) return MTPLX_ENOMEM;
+    s->sym = v;
     s->sym_cap = cap;
     return 0;
 }
@@ -153,8 +156,8 @@ out:
 
 static int add_sym(enc_scratch *s, int *n, int32_t id, int32_t len) {
     if (ensure_syms(s, *n + 1)) return MTPLX_ENOMEM;
-    s->sym_id[*n] = id;
-    s->sym_len[*n] = len;
+    s->sym[*n].id = id;
+    s->sym[*n].len = len;
     (*n)++;
     return 0;
 }
@@ -235,36 +238,41 @@ static int build_symbols(const tokenizer *t, const char *w, size_t n, bool raw, 
 }
 
 static int merge_all(const tokenizer *t, enc_scratch *s, int n) {
+    struct bpe_sym *y = s->sym;
     for (int i = 0; i < n; i++) {
-        s->sym_prev[i] = i - 1;
-        s->sym_next[i] = i + 1 < n ? i + 1 : -1;
+        y[i].prev = i - 1;
+        y[i].next = i + 1 < n ? i + 1 : -1;
     }
-    heap h = {(merge_cand *)s->heap, 0, s->heap_cap};
+    heap h = {s->heap, 0, s->heap_cap};
+    if (n > h.cap) {
+        uint64_t *v = realloc(h.v, (size_t)n * sizeof *v);
+        if (!v) return MTPLX_ENOMEM;
+        h.v = v;
+        h.cap = n;
+    }
+    int32_t rank, out;
+    for (int i = 0; i + 1 < n; i++)
+        if (pairmap_get(&t->merges, y[i].id, y[i + 1].id, &rank, &out)) h.v[h.n++] = CAND(rank, i);
+    if (h.n > 1)
+        for (int i = (h.n - 2) / 4; i >= 0; i--) sift_down(&h, i); /* heapify */
     int rc = 0;
-    for (int i = 0; i + 1 < n && !rc; i++) {
-        int32_t rank, out;
-        if (pairmap_get(&t->merges, s->sym_id[i], s->sym_id[i + 1], &rank, &out))
-            rc = heap_push(&h, (merge_cand){(uint32_t)rank, (uint32_t)i, out});
-    }
     while (h.n && !rc) {
-        merge_cand top = heap_pop(&h);
-        int p = (int)top.pos;
-        if (!s->sym_len[p]) continue;
-        int nx = s->sym_next[p];
+        uint64_t top = heap_pop(&h);
+        int p = (int)(uint32_t)top;
+        if (!y[p].len) continue;
+        int nx = y[p].next;
         if (nx < 0) continue;
-        int32_t rank, out;
-        if (!pairmap_get(&t->merges, s->sym_id[p], s->sym_id[nx], &rank, &out) || out != top.out) continue;
-        s->sym_id[p] = top.out;
-        s->sym_len[p] += s->sym_len[nx];
-        s->sym_len[nx] = 0;
-        int nn = s->sym_next[nx];
-        s->sym_next[p] = nn;
-        if (nn >= 0) s->sym_prev[nn] = p;
-        int pv = s->sym_prev[p];
-        if (pv >= 0 && pairmap_get(&t->merges, s->sym_id[pv], s->sym_id[p], &rank, &out))
-            rc = heap_push(&h, (merge_cand){(uint32_t)rank, (uint32_t)pv, out});
-        if (!rc && nn >= 0 && pairmap_get(&t->merges, s->sym_id[p], s->sym_id[nn], &rank, &out))
-            rc = heap_push(&h, (merge_cand){(uint32_t)rank, (uint32_t)p, out});
+        if (!pairmap_get(&t->merges, y[p].id, y[nx].id, &rank, &out) || (uint32_t)rank != (uint32_t)(top >> 32))
+            continue;
+        y[p].id = out;
+        y[p].len += y[nx].len;
+        y[nx].len = 0;
+        int nn = y[nx].next;
+        y[p].next = nn;
+        if (nn >= 0) y[nn].prev = p;
+        int pv = y[p].prev;
+        if (pv >= 0 && pairmap_get(&t->merges, y[pv].id, y[p].id, &rank, &out)) rc = heap_push(&h, CAND(rank, pv));
+        if (!rc && nn >= 0 && pairmap_get(&t->merges, y[p].id, y[nn].id, &rank, &out)) rc = heap_push(&h, CAND(rank, p));
     }
     s->heap = h.v;
     s->heap_cap = h.cap;
@@ -297,7 +305,7 @@ int bpe_encode_word(const tokenizer *t, const char *w, size_t n, bool raw, enc_s
     if (rc) return err_set(err, MTPLX_ENOMEM, "bpe: out of memory");
     int first = s->n_ids;
     for (int i = 0; i < nsym; i++)
-        if (s->sym_len[i] && out_push(s, s->sym_id[i])) return err_set(err, MTPLX_ENOMEM, "bpe: out of memory");
+        if (s->sym[i].len && out_push(s, s->sym[i].id)) return err_set(err, MTPLX_ENOMEM, "bpe: out of memory");
     if (cacheable) cache_put(t, w, n, s->ids + first, s->n_ids - first);
     return 0;
 }

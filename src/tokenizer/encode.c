@@ -90,7 +90,7 @@ void scratch_free(enc_scratch *s) {
     tbuf_free(&s->norm);
     tbuf_free(&s->tmp);
     free(s->seg_a); free(s->seg_b); free(s->seg_m);
-    free(s->sym_id); free(s->sym_prev); free(s->sym_next); free(s->sym_len);
+    free(s->sym);
     free(s->heap);
     free(s->ids);
     memset(s, 0, sizeof *s);
@@ -167,6 +167,28 @@ static int split_added(const tokenizer *t, const trie *tr, const char *s, size_t
 static int model_piece(const tokenizer *t, const char *s, size_t n, bool at_origin, enc_scratch *sc, mtplx_err *err) {
     if (!n) return 0;
     if (!t->pre) return bpe_encode_word(t, s, n, false, sc, err);
+    if (t->fast_split) { /* every regex match and every gap between matches is a word */
+        size_t start = 0, prev = 0;
+        for (;;) {
+            size_t ms, me;
+            int r = tregex_next(t->fast_split, s, n, start, sc->md, &ms, &me, err);
+            if (r < 0) return r;
+            if (r == 0) break;
+            if (me == ms) {
+                if (ms >= n) break;
+                uint32_t cp;
+                int l = utf8_decode((const unsigned char *)s + ms, n - ms, &cp);
+                start = ms + (size_t)(l ? l : 1);
+                continue;
+            }
+            int rc = 0;
+            if (ms > prev) rc = bpe_encode_word(t, s + prev, ms - prev, t->bytelevel_last, sc, err);
+            if (!rc) rc = bpe_encode_word(t, s + ms, me - ms, t->bytelevel_last, sc, err);
+            if (rc) return rc;
+            prev = start = me;
+        }
+        return prev < n ? bpe_encode_word(t, s + prev, n - prev, t->bytelevel_last, sc, err) : 0;
+    }
     piece_list in = {0}, out = {0};
     int rc = 0;
     if (tbuf_put(&in.text, s, n) || plist_push(&in, 0, n, at_origin)) rc = err_set(err, MTPLX_ENOMEM, "tokenizer: out of memory");

@@ -12,14 +12,38 @@ static bool all_ascii(const char *s, size_t n) {
     return true;
 }
 
-static int unicode_form(const char *in, size_t n, int opts, tbuf *out, mtplx_err *err) {
-    if (all_ascii(in, n)) return tbuf_put(out, in, n) ? err_set(err, MTPLX_ENOMEM, "normalizer: out of memory") : 0;
+static int map_chunk(const char *in, size_t n, int opts, tbuf *out, mtplx_err *err) {
     utf8proc_uint8_t *dst = NULL;
     utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)in, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)opts);
     if (r < 0) return err_set(err, MTPLX_EINVAL, "normalizer: %s", utf8proc_errmsg(r));
     int rc = tbuf_put(out, dst, (size_t)r);
     free(dst);
     return rc ? err_set(err, MTPLX_ENOMEM, "normalizer: out of memory") : 0;
+}
+
+/* Unicode normalization form, applied only where it can change something. An ASCII character
+ * followed by an ASCII character (or the end) neither composes with its neighbours nor changes, so
+ * the text is cut at such characters and only the chunks between them that hold a "risky" byte go
+ * through utf8proc: for NFC a lead byte >= 0xCC (code points >= U+0300; nothing below U+0340 is
+ * changed by NFC), for the other forms any non-ASCII byte. */
+static int unicode_form(const char *in, size_t n, int opts, tbuf *out, mtplx_err *err) {
+    if (all_ascii(in, n)) return tbuf_put(out, in, n) ? err_set(err, MTPLX_ENOMEM, "normalizer: out of memory") : 0;
+    unsigned char risky = (opts & (UTF8PROC_COMPOSE | UTF8PROC_COMPAT)) == UTF8PROC_COMPOSE ? 0xCC : 0x80;
+    const unsigned char *s = (const unsigned char *)in;
+    size_t i = 0, copied = 0;
+    while (i < n) {
+        if (s[i] < risky) { i++; continue; }
+        /* chunk around the risky byte: back to just after the last safe ASCII, forward to the next */
+        size_t a = i;
+        while (a > copied && !(s[a - 1] < 0x80 && (a == n || s[a] < 0x80))) a--;
+        size_t b = i + 1;
+        while (b < n && !(s[b] < 0x80 && (b + 1 == n || s[b + 1] < 0x80))) b++;
+        if (tbuf_put(out, in + copied, a - copied)) return err_set(err, MTPLX_ENOMEM, "normalizer: out of memory");
+        int rc = map_chunk(in + a, b - a, opts, out, err);
+        if (rc) return rc;
+        copied = i = b;
+    }
+    return tbuf_put(out, in + copied, n - copied) ? err_set(err, MTPLX_ENOMEM, "normalizer: out of memory") : 0;
 }
 
 /* tokenizers' NormalizedString::lowercase: Rust's char::to_lowercase per code point (no

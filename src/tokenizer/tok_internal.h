@@ -47,12 +47,17 @@ int  strmap_put(strmap *m, const char *s, size_t n, int32_t v);   /* insert or o
 int32_t strmap_get(const strmap *m, const char *s, size_t n);       /* -1 when absent */
 void strmap_free(strmap *m);
 
-/* (id, id) -> (rank, new id) for BPE merges. */
+/* (id, id) -> (rank, new id) for BPE merges; one 16-byte slot per entry so a lookup touches one
+ * cache line. */
 typedef struct {
-    uint64_t *key;    /* [cap] (a << 32 | b), UINT64_MAX = empty */
-    int32_t  *rank;   /* [cap] position in the merges list */
-    int32_t  *out;    /* [cap] id of the merged token */
-    size_t    cap, n;
+    uint64_t key;     /* (a << 32 | b), UINT64_MAX = empty */
+    int32_t  rank;    /* position in the merges list */
+    int32_t  out;     /* id of the merged token */
+} pair_slot_t;
+
+typedef struct {
+    pair_slot_t *slot; /* [cap] */
+    size_t       cap, n;
 } pairmap;
 
 int  pairmap_init(pairmap *m, size_t expect);
@@ -211,6 +216,10 @@ struct tokenizer {
     bool     bytelevel_last;
     tregex   gpt2_re;        /* ByteLevel use_regex pattern, compiled when some stage needs it */
     tregex   ws_re;          /* Whitespace pre-tokenizer pattern \w+|[^\w\s]+ */
+    /* Fast path: the pre-tokenizer only cuts with one regex, keeping every match and gap as a word
+     * (Split Isolated, optionally followed by a plain ByteLevel, or ByteLevel with its GPT-2
+     * pattern). NULL when the pipeline is anything else. */
+    const tregex *fast_split;
     int32_t  byte_sym[256];  /* model id of the byte-level character of byte b, -1 if absent */
     char     byte_char[256][3]; /* UTF-8 of the byte-level character for byte b */
     uint8_t  byte_char_len[256];
@@ -258,7 +267,7 @@ typedef struct {
     bool      *seg_m;         /* ... and whether each one is a pattern match */
     int        seg_cap;
     /* BPE */
-    int32_t   *sym_id, *sym_prev, *sym_next, *sym_len;
+    struct bpe_sym *sym;      /* [sym_cap] symbols of the word being merged (bpe.c) */
     int        sym_cap;
     void      *heap;          /* BPE merge candidates (bpe.c's merge_cand) [heap_cap] */
     int        heap_cap;

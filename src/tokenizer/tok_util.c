@@ -139,12 +139,10 @@ int pairmap_init(pairmap *m, size_t expect) {
     memset(m, 0, sizeof *m);
     size_t cap = 16;
     while (cap < expect * 2) cap *= 2;
+    m->slot = malloc(cap * sizeof *m->slot);
+    if (!m->slot) return MTPLX_ENOMEM;
     m->cap = cap;
-    m->key = malloc(cap * sizeof *m->key);
-    m->rank = malloc(cap * sizeof *m->rank);
-    m->out = malloc(cap * sizeof *m->out);
-    if (!m->key || !m->rank || !m->out) { pairmap_free(m); return MTPLX_ENOMEM; }
-    memset(m->key, 0xff, cap * sizeof *m->key);
+    for (size_t i = 0; i < cap; i++) m->slot[i].key = UINT64_MAX;
     return 0;
 }
 
@@ -152,10 +150,10 @@ static int pairmap_grow(pairmap *m) {
     pairmap g;
     if (pairmap_init(&g, m->cap)) return MTPLX_ENOMEM;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->key[i] == UINT64_MAX) continue;
-        size_t j = pair_slot(m->key[i], g.cap);
-        while (g.key[j] != UINT64_MAX) j = (j + 1) & (g.cap - 1);
-        g.key[j] = m->key[i]; g.rank[j] = m->rank[i]; g.out[j] = m->out[i];
+        if (m->slot[i].key == UINT64_MAX) continue;
+        size_t j = pair_slot(m->slot[i].key, g.cap);
+        while (g.slot[j].key != UINT64_MAX) j = (j + 1) & (g.cap - 1);
+        g.slot[j] = m->slot[i];
     }
     g.n = m->n;
     pairmap_free(m);
@@ -167,11 +165,11 @@ void pairmap_put(pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t out) {
     if ((m->n + 1) * 2 > m->cap && pairmap_grow(m)) return;
     uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     size_t j = pair_slot(k, m->cap);
-    while (m->key[j] != UINT64_MAX) {
-        if (m->key[j] == k) { m->rank[j] = rank; m->out[j] = out; return; }
+    while (m->slot[j].key != UINT64_MAX) {
+        if (m->slot[j].key == k) { m->slot[j].rank = rank; m->slot[j].out = out; return; }
         j = (j + 1) & (m->cap - 1);
     }
-    m->key[j] = k; m->rank[j] = rank; m->out[j] = out;
+    m->slot[j] = (pair_slot_t){k, rank, out};
     m->n++;
 }
 
@@ -179,15 +177,15 @@ bool pairmap_get(const pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t 
     if (!m->cap) return false;
     uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     size_t j = pair_slot(k, m->cap);
-    while (m->key[j] != UINT64_MAX) {
-        if (m->key[j] == k) { *rank = m->rank[j]; *out = m->out[j]; return true; }
+    while (m->slot[j].key != UINT64_MAX) {
+        if (m->slot[j].key == k) { *rank = m->slot[j].rank; *out = m->slot[j].out; return true; }
         j = (j + 1) & (m->cap - 1);
     }
     return false;
 }
 
 void pairmap_free(pairmap *m) {
-    free(m->key); free(m->rank); free(m->out);
+    free(m->slot);
     memset(m, 0, sizeof *m);
 }
 

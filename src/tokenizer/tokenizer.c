@@ -701,6 +701,14 @@ static int finish(tokenizer *t, mtplx_err *err) {
     int nbl = count_bytelevel(t->pre, &needs_gpt2);
     t->bytelevel_last = nbl == 1 && last_is_bytelevel(t->pre) && !t->cont_prefix && !t->end_suffix;
     if (needs_gpt2 && tregex_compile(&t->gpt2_re, GPT2_PATTERN, strlen(GPT2_PATTERN), err)) return err->code;
+    const pretok *p = t->pre;
+    bool isolated_regex = p && p->kind == PRE_SPLIT && p->pat.kind == PAT_REGEX && p->behavior == SPLIT_ISOLATED && !p->invert;
+    if (isolated_regex && nbl == 0) t->fast_split = &p->pat.re;
+    if (p && p->kind == PRE_SEQUENCE && p->n_seq == 2 && t->bytelevel_last && !p->seq[1].add_prefix_space && !p->seq[1].use_regex) {
+        const pretok *q = &p->seq[0];
+        if (q->kind == PRE_SPLIT && q->pat.kind == PAT_REGEX && q->behavior == SPLIT_ISOLATED && !q->invert) t->fast_split = &q->pat.re;
+    }
+    if (p && p->kind == PRE_BYTELEVEL && t->bytelevel_last && !p->add_prefix_space && p->use_regex) t->fast_split = &t->gpt2_re;
 
     /* ids */
     t->n_ids = t->n_model;
