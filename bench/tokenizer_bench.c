@@ -1,5 +1,5 @@
 /* tokenizer_bench.c — encode throughput of the tokenizer (MB/s of UTF-8 text), built and run by
- * bench/tokenizer.sh. Usage: tokenizer_bench TOKENIZER_DIR TEXT_FILE MIN_BYTES [REPEATS]
+ * bench/tokenizer.sh. Usage: tokenizer_bench TOKENIZER_DIR TEXT_FILE MIN_BYTES [REPEATS [file-only]]
  * The text file is repeated until it holds at least MIN_BYTES. Reports load time, a cold encode
  * (fresh tokenizer, empty word cache), warm encodes (cache filled) and a decode of the ids, all as
  * MB per second of CPU time. */
@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     while (total < min_bytes) { memcpy(text + total, one, n); total += n; }
     double t0 = now();
     tokenizer *t;
-    if (tok_load(argv[1], &t, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
+    if (tok_load_ex(argv[1], argc > 5 && !strcmp(argv[5], "file-only") ? TOK_LOAD_FILE_ONLY : 0, &t, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
     double t_load = now() - t0;
     int32_t *ids;
     int m;

@@ -293,6 +293,7 @@ int tok_decode(const tokenizer *t, const int32_t *ids, int n, int skip_special, 
 /* ---- streaming ---- */
 
 #define STREAM_MAX_PENDING 16  /* held tokens before a partial emit is attempted */
+#define STREAM_MAX_HELD 256    /* held tokens after which text is emitted even if not provably final */
 
 struct tok_stream {
     const tokenizer *t;
@@ -339,6 +340,38 @@ static bool starts_with(const tbuf *a, const tbuf *p) {
     return a->len >= p->len && !memcmp(a->p, p->p, p->len);
 }
 
+/* 1 when the raw bytes of win[0..upto) (byte-level decoder) end inside a UTF-8 sequence that the
+ * following bytes could still complete: a lead byte followed by fewer continuation bytes than it
+ * needs, all of them acceptable so far. */
+static bool window_ends_incomplete(const tok_stream *s, int upto) {
+    unsigned char b[4];
+    int n = 0;
+    for (int i = upto - 1; i >= 0 && n < 4; i--) {
+        size_t l;
+        if (!token_for_decode(s->t, s->win[i], s->skip_special, &l)) continue;
+        const char *tb = s->t->dec_bytes[s->win[i]];
+        for (int k = (int)s->t->dec_len[s->win[i]] - 1; k >= 0 && n < 4; k--) b[n++] = (unsigned char)tb[k];
+    }
+    /* b holds the last n bytes, newest first */
+    int lead = -1;
+    for (int k = 0; k < n; k++)
+        if ((b[k] & 0xC0) != 0x80) { lead = k; break; }
+    if (lead < 0) return false;
+    unsigned c = b[lead];
+    int need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    int have = lead + 1;
+    if (!need || have >= need) return false;
+    if (have >= 2) {
+        unsigned c1 = b[lead - 1], lo = 0x80, hi = 0xBF;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+        if (c1 < lo || c1 > hi) return false;
+    }
+    return true;
+}
+
 /* Emit full[prefix.len..] and make win[from..upto) the new context. */
 static int stream_emit(tok_stream *s, const tbuf *full, int from, int upto, mtplx_err *err) {
     if (tbuf_put(&s->outb, full->p + s->prefix.len, full->len - s->prefix.len))
@@ -372,11 +405,16 @@ int tok_stream_push(tok_stream *s, int32_t id, const char **text, size_t *len, m
         rc = stream_emit(s, &s->full, s->prefix_n, s->n, err);
     } else if (s->n - s->prefix_n > STREAM_MAX_PENDING) {
         /* A long run that still ends in U+FFFD (invalid bytes): emit all but the last 3 tokens when
-         * that text is already final (a prefix of the window's decode). */
+         * that text is final — it ends in a real character, or (byte-level decoder) its bytes do not
+         * end in an unfinished UTF-8 sequence — and is a prefix of the window's decode. Past
+         * STREAM_MAX_HELD tokens anything decodable is emitted, to bound the work per push. */
         tbuf part = {0};
         int cut = s->n - 3;
         rc = decode_tokens(s->t, s->win, cut, s->skip_special, &part, err);
-        if (!rc && part.len > s->prefix.len && starts_with(&part, &s->prefix) && starts_with(&s->full, &part))
+        bool final = !rc && !ends_with_fffd(&part);
+        if (!rc && !final && s->t->dec_bytelevel_only) final = !window_ends_incomplete(s, cut);
+        if (!rc && !final && s->n - s->prefix_n > STREAM_MAX_HELD) final = true;
+        if (!rc && final && part.len > s->prefix.len && starts_with(&part, &s->prefix) && starts_with(&s->full, &part))
             rc = stream_emit(s, &part, s->prefix_n, cut, err);
         tbuf_free(&part);
     }

@@ -326,6 +326,14 @@ TEST(test_stream_holds_a_character_split_across_tokens) {
     CHECK_STR(piece, "\xEF\xBF\xBD");
     CHECK_INT(tok_stream_push(s, -1, &piece, &pl, &e), MTPLX_ERANGE);
     tok_stream_free(s);
+    /* many skipped special tokens between the bytes of one character (found by the fuzzer) */
+    int32_t seq[64];
+    int k = 0;
+    seq[k++] = ids[0];
+    for (int i = 0; i < 40; i++) seq[k++] = 8184; /* <|im_start|> */
+    for (int i = 1; i < n; i++) seq[k++] = ids[i];
+    stream_check(t, "tiny", seq, k, 1);
+    stream_check(t, "tiny", seq, k, 0);
     free(ids);
 }
 
