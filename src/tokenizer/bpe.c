@@ -195,15 +195,46 @@ static int known_char(const tokenizer *t, int32_t id, int32_t byte_len, enc_scra
     return add_sym(s, n, id, byte_len);
 }
 
+/* Record a cut before the symbol about to be added when the previous symbol is a plain character
+ * that can never merge with this one (tokenizer.joinable). */
+static int note_char(const tokenizer *t, enc_scratch *s, int nsym, uint32_t cp, uint32_t *prev_cp, bool *prev_plain) {
+    int32_t r, o;
+    if (*prev_plain && t->joinable.n && !pairmap_get(&t->joinable, (int32_t)*prev_cp, (int32_t)cp, &r, &o)) {
+        if (s->n_cut == s->cut_cap) {
+            int cap = s->cut_cap ? s->cut_cap * 2 : 256;
+            int32_t *v = realloc(s->cut, (size_t)cap * sizeof *v);
+            if (!v) return MTPLX_ENOMEM;
+            s->cut = v;
+            s->cut_cap = cap;
+        }
+        s->cut[s->n_cut++] = nsym;
+    }
+    *prev_cp = cp;
+    *prev_plain = true;
+    return 0;
+}
+
 static int build_symbols(const tokenizer *t, const char *w, size_t n, bool raw, enc_scratch *s, int *nsym) {
     *nsym = 0;
     int32_t unk_len = 0;
+    uint32_t prev_cp = 0;
+    bool prev_plain = false;
+    s->n_cut = 0;
     if (raw) {
         for (size_t i = 0; i < n; i++) {
             unsigned char b = (unsigned char)w[i];
             int32_t id = t->byte_sym[b];
-            int rc = id >= 0 ? known_char(t, id, 1, s, nsym, &unk_len)
-                             : unknown_char(t, t->byte_char[b], t->byte_char_len[b], 1, s, nsym, &unk_len);
+            int rc;
+            if (id >= 0) {
+                uint32_t cp = 0;
+                utf8_decode((const unsigned char *)t->byte_char[b], t->byte_char_len[b], &cp);
+                rc = unk_len ? 0 : note_char(t, s, *nsym, cp, &prev_cp, &prev_plain);
+                if (!rc) rc = known_char(t, id, 1, s, nsym, &unk_len);
+            } else {
+                int before = *nsym;
+                rc = unknown_char(t, t->byte_char[b], t->byte_char_len[b], 1, s, nsym, &unk_len);
+                if (*nsym != before || unk_len) prev_plain = false;
+            }
             if (rc) return rc;
         }
     } else {
@@ -228,7 +259,15 @@ static int build_symbols(const tokenizer *t, const char *w, size_t n, bool raw, 
                 cl = pl + cl + sl;
             }
             int32_t id = strmap_get(&t->model_map, cs, cl);
-            int rc = id >= 0 ? known_char(t, id, l, s, nsym, &unk_len) : unknown_char(t, cs, cl, l, s, nsym, &unk_len);
+            int rc;
+            if (id >= 0) {
+                rc = (unk_len || pl || sl) ? 0 : note_char(t, s, *nsym, cp, &prev_cp, &prev_plain);
+                if (!rc) rc = known_char(t, id, l, s, nsym, &unk_len);
+            } else {
+                int before = *nsym;
+                rc = unknown_char(t, cs, cl, l, s, nsym, &unk_len);
+                if (*nsym != before || unk_len) prev_plain = false;
+            }
             if (rc) return rc;
             i += (size_t)l;
         }
@@ -237,8 +276,8 @@ static int build_symbols(const tokenizer *t, const char *w, size_t n, bool raw, 
     return 0;
 }
 
-static int merge_all(const tokenizer *t, enc_scratch *s, int n) {
-    struct bpe_sym *y = s->sym;
+/* Merge the n symbols at y (a whole word or one segment between cuts). */
+static int merge_all(const tokenizer *t, enc_scratch *s, struct bpe_sym *y, int n) {
     for (int i = 0; i < n; i++) {
         y[i].prev = i - 1;
         y[i].next = i + 1 < n ? i + 1 : -1;
@@ -301,7 +340,16 @@ int bpe_encode_word(const tokenizer *t, const char *w, size_t n, bool raw, enc_s
     int nsym;
     rc = build_symbols(t, w, n, raw, s, &nsym);
     if (rc == MTPLX_EINVAL) return err_set(err, MTPLX_EINVAL, "bpe: subword prefix/suffix too long");
-    if (!rc) rc = merge_all(t, s, nsym);
+    if (!rc) {
+        if (s->n_cut && nsym > 64) { /* independent segments: same merges, far better locality */
+            int start = 0;
+            for (int k = 0; k <= s->n_cut && !rc; k++) {
+                int end = k < s->n_cut ? s->cut[k] : nsym;
+                if (end > start) rc = merge_all(t, s, s->sym + start, end - start);
+                start = end;
+            }
+        } else rc = merge_all(t, s, s->sym, nsym);
+    }
     if (rc) return err_set(err, MTPLX_ENOMEM, "bpe: out of memory");
     int first = s->n_ids;
     for (int i = 0; i < nsym; i++)

@@ -91,6 +91,7 @@ void scratch_free(enc_scratch *s) {
     tbuf_free(&s->tmp);
     free(s->seg_a); free(s->seg_b); free(s->seg_m);
     free(s->sym);
+    free(s->cut);
     free(s->heap);
     free(s->ids);
     memset(s, 0, sizeof *s);

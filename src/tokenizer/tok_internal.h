@@ -189,6 +189,10 @@ struct tokenizer {
     uint32_t *model_len;     /* [n_model] */
     strmap   model_map;
     pairmap  merges;
+    /* (last code point of a, first code point of b) for every merge (a, b): two neighbouring
+     * characters not in this set can never end up in one token, so a long word is merged as
+     * independent segments (same result, cache-friendly). Empty when a subword prefix/suffix is set. */
+    pairmap  joinable;
     bool     ignore_merges;
     bool     byte_fallback;
     bool     fuse_unk;
@@ -269,6 +273,8 @@ typedef struct {
     /* BPE */
     struct bpe_sym *sym;      /* [sym_cap] symbols of the word being merged (bpe.c) */
     int        sym_cap;
+    int32_t   *cut;           /* [cut_cap] symbol indices where no merge can cross */
+    int        n_cut, cut_cap;
     void      *heap;          /* BPE merge candidates (bpe.c's merge_cand) [heap_cap] */
     int        heap_cap;
     /* output */

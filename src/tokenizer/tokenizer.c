@@ -89,6 +89,7 @@ void tok_free(tokenizer *t) {
     free(t->model_len);
     strmap_free(&t->model_map);
     pairmap_free(&t->merges);
+    pairmap_free(&t->joinable);
     free(t->cont_prefix);
     free(t->end_suffix);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].content);
@@ -427,9 +428,10 @@ static int parse_merges(tokenizer *t, json_t *merges, mtplx_err *err) {
     if (!merges || json_is_null(merges)) return pairmap_init(&t->merges, 16) ? err_set(err, MTPLX_ENOMEM, "merges: out of memory") : 0;
     if (!json_is_array(merges)) return err_set(err, MTPLX_EBADFILE, "model.merges must be an array");
     size_t n = json_array_size(merges);
-    if (pairmap_init(&t->merges, n)) return err_set(err, MTPLX_ENOMEM, "merges: out of memory");
+    if (pairmap_init(&t->merges, n) || pairmap_init(&t->joinable, 4096)) return err_set(err, MTPLX_ENOMEM, "merges: out of memory");
     size_t pl = t->cont_prefix ? strlen(t->cont_prefix) : 0;
     tbuf cat = {0};
+    bool join_all = true; /* every merge is in t->joinable; else the table is dropped */
     for (size_t r = 0; r < n; r++) {
         json_t *m = json_array_get(merges, r);
         const char *a, *b;
@@ -460,6 +462,13 @@ static int parse_merges(tokenizer *t, json_t *merges, mtplx_err *err) {
         a = unmap_nul(t, a, al, &fa, &al);
         b = unmap_nul(t, b, bl, &fb, &bl);
         if (!a || !b) { tbuf_free(&fa); tbuf_free(&fb); free(split_copy); tbuf_free(&cat); return err_set(err, MTPLX_ENOMEM, "merges: out of memory"); }
+        uint32_t ca = 0, cb = 0; /* last character of a, first of b */
+        bool join_ok = !t->cont_prefix && !t->end_suffix && al && bl;
+        if (join_ok) {
+            size_t k = al - 1;
+            while (k > 0 && ((unsigned char)a[k] & 0xC0) == 0x80) k--;
+            join_ok = utf8_decode((const unsigned char *)a + k, al - k, &ca) && utf8_decode((const unsigned char *)b, bl, &cb);
+        }
         int32_t ia, ib, io;
         cat.len = 0;
         size_t skip = (pl && bl >= pl && !memcmp(b, t->cont_prefix, pl)) ? pl : 0;
@@ -472,9 +481,15 @@ static int parse_merges(tokenizer *t, json_t *merges, mtplx_err *err) {
         tbuf_free(&fb);
         if (rc) { tbuf_free(&cat); return rc; }
         pairmap_put(&t->merges, ia, ib, (int32_t)r, io);
+        if (join_ok) pairmap_put(&t->joinable, (int32_t)ca, (int32_t)cb, 0, 0);
+        else join_all = false;
     }
     tbuf_free(&cat);
     if (t->merges.n == 0 && n) return err_set(err, MTPLX_ENOMEM, "merges: out of memory");
+    if (!join_all) {
+        pairmap_free(&t->joinable); /* n == 0: no cuts */
+        if (pairmap_init(&t->joinable, 16)) return err_set(err, MTPLX_ENOMEM, "merges: out of memory");
+    }
     return 0;
 }
 
