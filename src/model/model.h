@@ -93,7 +93,8 @@ int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err);
 /* T MTP rows at MTP positions len..len+T-1: row t = MTP layer(fc(concat[norm(embed(next_tokens[t])),
  * norm(hidden[t])])), causal inside the call, appended to the MTP KV cache. hidden_out [T][H] gets
  * the post-`mtp.norm` output (feed it to model_lm_head for logits, and back in as the next depth's
- * hidden). Returns 0 or an error (EUNSUPPORTED when the model has no MTP head). */
+ * hidden). hidden_out may be the same buffer as hidden. Returns 0 or an error (EUNSUPPORTED when the
+ * model has no MTP head). */
 int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens,
                       int T, float *hidden_out, mtplx_err *err);
 

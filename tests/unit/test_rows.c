@@ -143,6 +143,13 @@ TEST(test_mtp_rows_match_single_rows) {
     REQUIRE(model_mtp_forward(g_model, mb, hid + 3 * (size_t)H, g_gold.ids + 4, 1, ob, &err) == 0);
     CHECK(!memcmp(oa + 3 * (size_t)H, ob, sizeof(float) * H));
     CHECK_INT(mtp_state_trim(mb, 9, &err), MTPLX_EINVAL);
+    /* hidden_out may alias hidden */
+    mtp_state *mc = NULL;
+    REQUIRE(mtp_state_new(g_model, 16, &mc, &err) == 0);
+    memcpy(ob, hid, sizeof(float) * (size_t)T * H);
+    REQUIRE(model_mtp_forward(g_model, mc, ob, g_gold.ids + 1, T - 1, ob, &err) == 0);
+    CHECK(!memcmp(oa, ob, sizeof(float) * (size_t)(T - 1) * H));
+    mtp_state_free(mc);
     free(hid), free(oa), free(ob);
     mtp_state_free(ma);
     mtp_state_free(mb);
