@@ -84,8 +84,9 @@ struct mtplx_model {
     mtp_weights mtp;
     float *rope_inv_freq;     /* [rotary_dim/2] */
     kern_pack_set *packs;     /* repacked copies of quantized matrices (kern_pack_set_add), or NULL */
-    float *arena;             /* fp32 copies of all small vectors (norms, conv, gates) */
-    size_t arena_used, arena_cap;  /* floats */
+    float **vecs;             /* fp32 copies of the small vectors (norms, conv, gates), one allocation
+                                 each, sized by the tensor found (never by config.json alone) */
+    int n_vecs, cap_vecs;
     /* derived sizes */
     int key_dim, value_dim, conv_dim;   /* Hk·Dk, Hv·Dv, 2·key_dim + value_dim */
     int q_width;                        /* q_proj outputs: nH·Dh·(gate ? 2 : 1) */

@@ -1,6 +1,6 @@
 /* weights.c — model_load: read config.json, map the safetensors, and bind every tensor the config
  * implies to a kern_weight (pointing into the mapping, never converted) or, for small vectors
- * (norms, conv kernels, gate parameters), to an fp32 copy in the model's arena.
+ * (norms, conv kernels, gate parameters), to an fp32 copy owned by the model.
  *
  * Naming: trunk tensors live under `model.` or `model.language_model.` (multimodal wrappers; the
  * `model.visual.*` tower is ignored) or `language_model.model.` (MLX conversions); the head is
@@ -89,8 +89,10 @@ static float elem_f32(const st_tensor *t, size_t i) {
     }
 }
 
-/* Copy the tensor prefix+name of shape want[ndim] (n elements in all) into the arena as fp32, adding
- * `add` to each element (1 for zero-centred norms of HF checkpoints). *out gets the copy. */
+/* Copy the tensor prefix+name of shape want[ndim] (n elements in all) to a new fp32 array owned by
+ * the model, adding `add` to each element (1 for zero-centred norms of HF checkpoints). *out gets
+ * the copy. The allocation happens only after the tensor was found with that shape, so its size is
+ * bounded by the checkpoint itself, whatever config.json claims. */
 static int bind_vec(binder *b, const char *prefix, const char *name, int ndim, const int64_t *want, float add,
                     const float **out) {
     char full[512];
@@ -100,10 +102,16 @@ static int bind_vec(binder *b, const char *prefix, const char *name, int ndim, c
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)want[i];
     mtplx_model *m = b->m;
-    if (m->arena_used + n > m->arena_cap)
-        return err_set(b->err, MTPLX_EINTERNAL, "weight arena too small for %s", full);
-    float *dst = m->arena + m->arena_used;
-    m->arena_used += n;
+    if (m->n_vecs == m->cap_vecs) {
+        int cap = m->cap_vecs ? 2 * m->cap_vecs : 64;
+        float **g = realloc(m->vecs, sizeof *g * (size_t)cap);
+        if (!g) return err_set(b->err, MTPLX_ENOMEM, "model vectors: out of memory");
+        m->vecs = g;
+        m->cap_vecs = cap;
+    }
+    float *dst = mem_alloc(n, sizeof(float), full, b->err);
+    if (!dst) return b->err->code;
+    m->vecs[m->n_vecs++] = dst;
     for (size_t i = 0; i < n; i++) dst[i] = elem_f32(t, i) + add;
     *out = dst;
     return 0;
@@ -156,7 +164,7 @@ static int bind_gdn(binder *b, const char *lp, gdn_weights *w) {
     int64_t hv[1] = {Hv};
     const float *A_log;
     if ((rc = bind_vec(b, p, "A_log", 1, hv, 0.f, &A_log))) return rc;
-    /* A_log's arena copy becomes −exp(A_log) in place: the only use is g = exp(−exp(A_log)·softplus(·)). */
+    /* A_log's fp32 copy becomes −exp(A_log) in place: the only use is g = exp(−exp(A_log)·softplus(·)). */
     float *negA = (float *)A_log;
     for (int i = 0; i < Hv; i++) negA[i] = -expf(negA[i]);
     w->neg_A = negA;
@@ -194,13 +202,6 @@ static int bind_layer(binder *b, const char *lp, int index, mixer_kind mixer, la
         return family_bind_moe(b->m, lp, &L->moe, b->err);
     }
     return bind_mlp(b, lp, &L->mlp);
-}
-
-/* Floats needed for every fp32 vector copy (an upper bound is fine). */
-static size_t arena_floats(const model_config *c, int conv_dim) {
-    size_t H = (size_t)c->hidden_size, per_layer = 2 * H + 2 * (size_t)c->head_dim;
-    per_layer += (size_t)conv_dim * c->conv_kernel + 2 * (size_t)c->lin_v_heads + c->lin_v_dim;
-    return per_layer * (size_t)(c->n_layers + 1) + 4 * H + 64;
 }
 
 /* Checks that the config describes a forward this file can run without out-of-range shapes. */
@@ -317,9 +318,6 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
         break;
     }
 
-    m->arena_cap = arena_floats(c, m->conv_dim) * (size_t)(c->mtp_layers > 0 ? 2 : 1);
-    m->arena = mem_alloc(m->arena_cap, sizeof(float), "model vectors", err);
-    if (!m->arena) return err->code;
     m->layers = mem_zalloc((size_t)c->n_layers, sizeof *m->layers, "model layers", err);
     if (!m->layers) return err->code;
     int half = c->rotary_dim / 2;
@@ -383,7 +381,8 @@ void model_free(mtplx_model *m) {
     if (!m) return;
     if (m->st) st_close(m->st);
     kern_pack_set_free(m->packs);
-    free(m->arena);
+    for (int i = 0; i < m->n_vecs; i++) free(m->vecs[i]);
+    free(m->vecs);
     free(m->layers);
     free(m->rope_inv_freq);
     family_model_free(m);
