@@ -105,8 +105,11 @@ void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w
         sum += w[j];
     }
     if (r->norm_topk) {
+        /* HF DeepSeek adds 1e-20; Qwen's softmax top-k sum is always > 0 (the best expert has p >= 1/E),
+         * but a bias or group mask may pick experts whose softmax underflowed to 0: leave those at 0 */
         if (r->score == MOE_SCORE_SIGMOID) sum += 1e-20f;
-        for (int j = 0; j < K; j++) w[j] /= sum;
+        if (sum > 0)
+            for (int j = 0; j < K; j++) w[j] /= sum;
     }
     if (r->scaling != 1.0f)
         for (int j = 0; j < K; j++) w[j] *= r->scaling;
