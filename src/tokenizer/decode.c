@@ -391,6 +391,8 @@ int tok_stream_push(tok_stream *s, int32_t id, const char **text, size_t *len, m
                        (int)s->t->n_ids);
     s->outb.len = 0;
     s->outb.p[0] = 0;
+    size_t tl;
+    if (!token_for_decode(s->t, id, s->skip_special, &tl)) return 0; /* skipped: decodes to nothing */
     if (s->n == s->cap) {
         int32_t *w = realloc(s->win, (size_t)s->cap * 2 * sizeof *w);
         if (!w) return err_set(err, MTPLX_ENOMEM, "tok_stream: out of memory");
@@ -407,13 +409,14 @@ int tok_stream_push(tok_stream *s, int32_t id, const char **text, size_t *len, m
         /* A long run that still ends in U+FFFD (invalid bytes): emit all but the last 3 tokens when
          * that text is final — it ends in a real character, or (byte-level decoder) its bytes do not
          * end in an unfinished UTF-8 sequence — and is a prefix of the window's decode. Past
-         * STREAM_MAX_HELD tokens anything decodable is emitted, to bound the work per push. */
+         * STREAM_MAX_HELD tokens anything decodable is emitted (other decoders), to bound the work per
+         * push; a byte-level decoder never needs that (at most 3 bytes can be unfinished). */
         tbuf part = {0};
         int cut = s->n - 3;
         rc = decode_tokens(s->t, s->win, cut, s->skip_special, &part, err);
         bool final = !rc && !ends_with_fffd(&part);
         if (!rc && !final && s->t->dec_bytelevel_only) final = !window_ends_incomplete(s, cut);
-        if (!rc && !final && s->n - s->prefix_n > STREAM_MAX_HELD) final = true;
+        if (!rc && !final && !s->t->dec_bytelevel_only && s->n - s->prefix_n > STREAM_MAX_HELD) final = true;
         if (!rc && final && part.len > s->prefix.len && starts_with(&part, &s->prefix) && starts_with(&s->full, &part))
             rc = stream_emit(s, &part, s->prefix_n, cut, err);
         tbuf_free(&part);
