@@ -495,7 +495,11 @@ int chat_render_json(const chat_template *t, const char *body, size_t body_len, 
     json_t *req = json_loadb(body, body_len, JSON_ALLOW_NUL, &je);
     if (!req && strstr(je.text, "too big integer")) /* Python has big ints; keep them as floats */
         req = json_loadb(body, body_len, JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
-    if (!req) return err_set(err, MTPLX_EINVAL, "request JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    if (!req) {
+        int utf8 = strstr(je.text, "decode byte") || strstr(je.text, "UTF-8") || strstr(je.text, "Unicode");
+        return err_set(err, MTPLX_EINVAL, "request JSON%s: %s (line %d, column %d)", utf8 ? " is not valid UTF-8" : "",
+                       je.text, je.line, je.column);
+    }
     int rc = chat_render(t, req, limits, prompt, len, err);
     json_decref(req);
     return rc;

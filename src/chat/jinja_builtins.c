@@ -1669,11 +1669,11 @@ static jv call_method(jctx *c, jfunc *fn, jargs *a, int line) {
 enum { GF_RANGE, GF_NAMESPACE, GF_DICT, GF_RAISE, GF_STRFTIME, GF_JOINER, GF_COUNT };
 static const char *k_globals[] = {"range", "namespace", "dict", "raise_exception", "strftime_now", "joiner"};
 
-void jx_install_globals(jctx *c, jdict *g) {
+void jx_install_globals(jctx *c, scope *g) {
     for (int i = 0; i < GF_COUNT; i++) {
         jv f = jv_func(c, FN_BUILTIN, k_globals[i]);
         f.u.fn->id = i;
-        jd_set(c, g, jv_cstr(c, k_globals[i]), f);
+        jx_scope_set(c, g, k_globals[i], f);
     }
 }
 

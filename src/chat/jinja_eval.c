@@ -31,24 +31,42 @@ _Noreturn void jx_fail(jctx *c, int line, const char *fmt, ...) {
 
 static scope *scope_new(jctx *c, scope *parent) {
     scope *s = jx_alloc(c, sizeof(scope));
+    memset(s, 0, sizeof *s);
     s->parent = parent;
-    s->vars = jv_dict(c, 4).u.d;
     return s;
 }
 
 static jv *scope_find(jctx *c, scope *s, const char *name) {
-    for (; s; s = s->parent) {
-        jv *v = jd_get_str(c, s->vars, name);
-        if (v) return v;
-    }
+    (void)c;
+    for (; s; s = s->parent)
+        for (int i = s->n - 1; i >= 0; i--)
+            if (s->names[i] == name || !strcmp(s->names[i], name)) return &s->vals[i];
     return NULL;
 }
 
-static void scope_set(jctx *c, scope *s, const char *name, jv v) {
-    jv *slot = jd_get_str(c, s->vars, name);
-    if (slot) *slot = v;
-    else jd_set(c, s->vars, jv_cstr(c, name), v);
+void jx_scope_set(jctx *c, scope *s, const char *name, jv v) {
+    for (int i = 0; i < s->n; i++)
+        if (s->names[i] == name || !strcmp(s->names[i], name)) {
+            s->vals[i] = v;
+            return;
+        }
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 4;
+        const char **nn = jx_alloc(c, (size_t)cap * sizeof(char *));
+        jv *nv = jx_alloc(c, (size_t)cap * sizeof(jv));
+        if (s->n) {
+            memcpy(nn, s->names, (size_t)s->n * sizeof(char *));
+            memcpy(nv, s->vals, (size_t)s->n * sizeof(jv));
+        }
+        s->names = nn;
+        s->vals = nv;
+        s->cap = cap;
+    }
+    s->names[s->n] = name;
+    s->vals[s->n] = v;
+    s->n++;
 }
+#define scope_set jx_scope_set
 
 static void out_write(jctx *c, const char *p, size_t n) {
     c->out_total += n;
@@ -623,10 +641,13 @@ static jv apply_filter_chain(jctx *c, scope *s, const node *f, jv body) {
 static void exec_for(jctx *c, scope *s, const node *n) {
     jv it = eval(c, s, n->b);
     jlist *items = jv_iterate(c, it, n->line);
+    int reuse = !(n->flag & 2); /* no macro or call block in the body captures the iteration scope */
     if (n->c) {
         jv kept = jv_list(c, items->n, 0);
+        scope *fs = NULL;
         for (size_t i = 0; i < items->n; i++) {
-            scope *fs = scope_new(c, s);
+            if (!fs || !reuse) fs = scope_new(c, s);
+            fs->n = 0;
             assign(c, fs, n->a, items->v[i], n->line);
             jv t = eval(c, fs, n->c);
             if (jv_truthy(&t)) jl_push(c, kept, items->v[i]);
@@ -644,9 +665,11 @@ static void exec_for(jctx *c, scope *s, const node *n) {
     L->depth = 1;
     jv lv = {.k = JV_LOOP};
     lv.u.loop = L;
+    scope *is = NULL;
     for (size_t i = 0; i < items->n; i++) {
         L->i = i;
-        scope *is = scope_new(c, s);
+        if (!is || !reuse) is = scope_new(c, s);
+        is->n = 0;
         assign(c, is, n->a, items->v[i], n->line);
         scope_set(c, is, "loop", lv);
         exec_list(c, is, n->kids, n->nkids);
@@ -903,12 +926,12 @@ int jinja_render(const jinja_template *t, json_t *vars, const jinja_limits *limi
         return code ? code : MTPLX_ETEMPLATE;
     }
     scope *g = scope_new(c, NULL);
-    jx_install_globals(c, g->vars);
+    jx_install_globals(c, g);
     scope *top = scope_new(c, g);
     if (vars) {
         const char *k;
         json_t *v;
-        json_object_foreach(vars, k, v) scope_set(c, top, k, jv_from_json(c, v));
+        json_object_foreach(vars, k, v) scope_set(c, top, jv_cstr(c, k).u.s->p, jv_from_json(c, v));
     }
     c->globals = g;
     jbuf buf = {0};

@@ -88,7 +88,7 @@ typedef struct node node;
 struct node {
     uint8_t type;          /* node_type */
     uint8_t op;            /* OP_* for N_BINOP; per operand for N_COMPARE (stored in kids[i]->op) */
-    uint8_t flag;          /* N_FOR: recursive; N_MACRO/N_CALLBLOCK: 1 reads varargs, 2 reads kwargs */
+    uint8_t flag;          /* N_FOR: 1 recursive, 2 body defines macros; N_MACRO/N_CALLBLOCK: 1 varargs, 2 kwargs */
     int line;              /* 1-based template line */
     int fid;               /* N_FILTER / N_TEST: builtin index */
     node *a, *b, *c, *d;   /* children, meaning per type (see jinja_parse.c) */
@@ -102,7 +102,9 @@ struct node {
 
 typedef struct scope {
     struct scope *parent;
-    jdict *vars;
+    const char **names;    /* variable names (AST, static or arena strings: outlive the render) */
+    jv *vals;
+    int n, cap;
 } scope;
 
 typedef struct {
@@ -189,7 +191,8 @@ int jx_apply_test(jctx *c, int tid, jv v, jargs *a, int line);
 jv jx_getattr(jctx *c, jv obj, const char *name, int line);
 jv jx_getitem(jctx *c, jv obj, jv key, int line);
 jv jx_call(jctx *c, jv fn, jargs *a, int line);
-void jx_install_globals(jctx *c, jdict *g);
+void jx_install_globals(jctx *c, scope *g);
+void jx_scope_set(jctx *c, scope *s, const char *name, jv v);
 
 /* evaluator entry points used by builtins (jinja_eval.c) */
 jv jx_call_macro(jctx *c, struct jfunc *fn, jargs *a, int line);

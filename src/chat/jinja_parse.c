@@ -708,6 +708,20 @@ static node *parse_if(P *p, int line) {
     return result;
 }
 
+/* 1 when a macro or call block is defined anywhere below n (it would capture a loop's scope) */
+static int defines_macro(const node *n, int depth) {
+    if (!n || depth > 400) return 0;
+    if (n->type == N_MACRO || n->type == N_CALLBLOCK) return 1;
+    if (defines_macro(n->a, depth + 1) || defines_macro(n->b, depth + 1) || defines_macro(n->c, depth + 1) ||
+        defines_macro(n->d, depth + 1))
+        return 1;
+    for (int i = 0; i < n->nkids; i++)
+        if (defines_macro(n->kids[i], depth + 1)) return 1;
+    for (int i = 0; i < n->nkids2; i++)
+        if (defines_macro(n->kids2[i], depth + 1)) return 1;
+    return 0;
+}
+
 static node *parse_for(P *p, int line) {
     node *n = mk(p, N_FOR, line);
     n->a = parse_assign_target(p, 0, "in");
@@ -737,6 +751,8 @@ static node *parse_for(P *p, int line) {
         n->kids2 = eb.v;
         n->nkids2 = eb.n;
     }
+    for (int i = 0; i < n->nkids; i++)
+        if (defines_macro(n->kids[i], 0)) n->flag |= 2;
     return n;
 }
 
@@ -916,8 +932,13 @@ static void subparse(P *p, const char **end_names, nvec *body, int open_line, co
         tok *t = cur(p);
         if (t->type == T_EOF) {
             if (end_names)
+            {
+                const char *want = end_names[0];
+                for (int k = 0; end_names[k]; k++)
+                    if (!strncmp(end_names[k], "end", 3)) want = end_names[k];
                 jx_fail(p->c, open_line, "unexpected end of template: the '%s' tag opened on line %d was never closed (expected '%s')",
-                        open_tag, open_line, end_names[0][0] == 'e' && end_names[1] ? end_names[1] : end_names[0]);
+                        open_tag, open_line, want);
+            }
             return;
         }
         if (t->type == T_DATA) {
@@ -939,9 +960,13 @@ static void subparse(P *p, const char **end_names, nvec *body, int open_line, co
             tok *nt = cur(p);
             if (nt->type == T_NAME && nt->n >= 3 && !memcmp(nt->s, "end", 3)) {
                 char *nm = tok_str(p, nt);
-                if (end_names)
+                if (end_names) {
+                    const char *want = end_names[0];
+                    for (int k = 0; end_names[k]; k++)
+                        if (!strncmp(end_names[k], "end", 3)) want = end_names[k];
                     jx_fail(p->c, nt->line, "encountered unknown tag '%s'; expected '%s' to close the '%s' opened on line %d",
-                            nm, end_names[0], open_tag, open_line);
+                            nm, want, open_tag, open_line);
+                }
                 jx_fail(p->c, nt->line, "encountered unknown tag '%s' (nothing to close)", nm);
             }
             nv_push(p, body, parse_statement(p));

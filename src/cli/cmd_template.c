@@ -11,6 +11,7 @@
 
 #include "../base/file.h"
 #include "../chat/chat.h"
+#include "../tokenizer/tokenizer.h"
 #include "commands.h"
 
 static void usage(FILE *f) {
@@ -49,13 +50,15 @@ static char *read_stdin(size_t *len) {
     return b;
 }
 
-/* The prompt's ids as HF encodes it (add_special_tokens=False). Placeholder until src/tokenizer
- * lands in main: refuses clearly. */
+/* The prompt's ids as HF encodes the rendered chat (add_special_tokens=False: special tokens
+ * written in the prompt are matched, none are added). *ids is malloc'd. */
 static int encode_prompt(const char *model, const char *prompt, size_t len, int32_t **ids, int *n, mtplx_err *err) {
-    (void)model; (void)prompt; (void)len;
-    *ids = NULL;
-    *n = 0;
-    return err_set(err, MTPLX_EUNSUPPORTED, "the tokenizer is not built yet (issue 3), so --json cannot give ids");
+    tokenizer *tok = NULL;
+    int rc = tok_load(model, &tok, err);
+    if (rc) return rc;
+    rc = tok_encode(tok, prompt, len, ids, n, err);
+    tok_free(tok);
+    return rc;
 }
 
 int cmd_template(int argc, char **argv) {
