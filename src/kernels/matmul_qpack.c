@@ -20,6 +20,7 @@
 
 #include "cpu.h"
 #include "matmul_q.h"
+#include "threadpool.h"
 
 struct kern_qpack {
     int n_blocks, G, gs, bits;
@@ -39,21 +40,19 @@ static int q_at(const kern_weight *w, int r, int c) {
     return w->bits == 4 ? (int)((qr[c >> 3] >> (4 * (c & 7))) & 15u) : (int)((qr[c >> 2] >> (8 * (c & 3))) & 255u);
 }
 
-static kern_qpack *pack_build(const kern_weight *w) {
-    const int N = w->rows, K = w->cols, gs = w->group_size, G = K / gs, nb = (N + 15) / 16;
-    kern_qpack *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->n_blocks = nb, p->G = G, p->gs = gs, p->bits = w->bits;
-    p->gbytes = (size_t)gs * 16 * w->bits / 8;
-    p->q = aligned_alloc(64, (size_t)nb * G * p->gbytes);
-    p->s = aligned_alloc(64, sizeof(float) * (size_t)nb * G * 16);
-    p->b = aligned_alloc(64, sizeof(float) * (size_t)nb * G * 16);
-    if (!p->q || !p->s || !p->b) {
-        free(p->q), free(p->s), free(p->b), free(p);
-        return NULL;
-    }
-    memset(p->q, 0, (size_t)nb * G * p->gbytes);
-    for (int bi = 0; bi < nb; bi++)
+typedef struct {
+    const kern_weight *w;
+    kern_qpack *p;
+} pack_job;
+
+/* Pack 16-row blocks [task·nb/n_tasks, (task+1)·nb/n_tasks) of j->w into j->p. */
+static void pack_task(void *ctx, int task, int n_tasks) {
+    const pack_job *j = ctx;
+    const kern_weight *w = j->w;
+    kern_qpack *p = j->p;
+    const int N = w->rows, gs = p->gs, G = p->G, nb = p->n_blocks;
+    int b0 = (int)((long)nb * task / n_tasks), b1 = (int)((long)nb * (task + 1) / n_tasks);
+    for (int bi = b0; bi < b1; bi++)
         for (int g = 0; g < G; g++) {
             uint8_t *dst = p->q + ((size_t)bi * G + g) * p->gbytes;
             float *ds = p->s + ((size_t)bi * G + g) * 16, *db = p->b + ((size_t)bi * G + g) * 16;
@@ -71,13 +70,33 @@ static kern_qpack *pack_build(const kern_weight *w) {
                         for (int e = 0; e < 4; e++) dst[kq * 64 + i * 4 + e] = (uint8_t)q_at(w, r, c0 + 4 * kq + e);
                 } else {
                     int half = gs / 8;
-                    for (int j = 0; j < half; j++)
+                    for (int jq = 0; jq < half; jq++)
                         for (int e = 0; e < 4; e++)
-                            dst[j * 64 + i * 4 + e] = (uint8_t)(q_at(w, r, c0 + 4 * j + e) |
-                                                                (q_at(w, r, c0 + 4 * (j + half) + e) << 4));
+                            dst[jq * 64 + i * 4 + e] = (uint8_t)(q_at(w, r, c0 + 4 * jq + e) |
+                                                                 (q_at(w, r, c0 + 4 * (jq + half) + e) << 4));
                 }
             }
         }
+}
+
+static kern_qpack *pack_build(const kern_weight *w) {
+    const int N = w->rows, K = w->cols, gs = w->group_size, G = K / gs, nb = (N + 15) / 16;
+    kern_qpack *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n_blocks = nb, p->G = G, p->gs = gs, p->bits = w->bits;
+    p->gbytes = (size_t)gs * 16 * w->bits / 8;
+    p->q = aligned_alloc(64, (size_t)nb * G * p->gbytes);
+    p->s = aligned_alloc(64, sizeof(float) * (size_t)nb * G * 16);
+    p->b = aligned_alloc(64, sizeof(float) * (size_t)nb * G * 16);
+    if (!p->q || !p->s || !p->b) {
+        free(p->q), free(p->s), free(p->b), free(p);
+        return NULL;
+    }
+    memset(p->q, 0, (size_t)nb * G * p->gbytes);
+    pack_job j = {w, p};
+    tpool *pool = tpool_global();
+    int tasks = 4 * tpool_threads(pool);
+    tpool_run(pool, nb < tasks ? nb : tasks, pack_task, &j); /* blocks are independent */
     return p;
 }
 
