@@ -142,6 +142,7 @@ CASES = [
     ("dictsort", "{{ d | dictsort }} {{ {'b': 1, 'a': 2} | dictsort(by='value') }} {{ {'b': 1, 'A': 2} | dictsort(reverse=true) }}", {}),
     ("escape_safe", "{{ '<a href=\"x\">&\\'</a>' | e }} {{ '<b>' | safe }}", {}),
     ("truncate", "{{ 'hello world this is long' | truncate(12) }}|{{ 'hello world this is long' | truncate(12, true) }}|{{ 'short' | truncate(10) }}", {}),
+    ("percent_format", "[{{ '%5s|%-5s|%.2s|%5.1s' % ('ab', 'cd', 'xyz', 'qrs') }}] [{{ '%+d %05d %x %o %.3f %10.2e' % (5, -42, 255, 8, 3.14159, 12345.678) }}] [{{ '%r' % 'it' }}]", {}),
     ("format_filter", "{{ '%s-%d' | format('a', 3) }} {{ '%05.1f|%x|%%' % (3.14159, 255) }} {{ 'v=%s' % 'x' }}", {}),
     # string methods
     ("str_methods", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxhixx'.strip('x') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'a b c'.split(' ', 1) }}|{{ 'a b c'.rsplit(' ', 1) }}|{{ 'a\\nb\\r\\nc'.splitlines() }}", {}),

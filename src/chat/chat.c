@@ -444,8 +444,8 @@ static int continue_final(json_t *vars, char *prompt, size_t *len, mtplx_err *er
     if (!fm) return err_set(err, MTPLX_EINVAL, "continue_final_message: the final message has no text content");
     /* strip() / lstrip() of ASCII whitespace (enough for the cut; content is user text) */
     size_t a = 0, b = fl;
-    while (a < b && strchr(" \t\n\r\f\v", fm[a])) a++;
-    while (b > a && strchr(" \t\n\r\f\v", fm[b - 1])) b--;
+    while (a < b && fm[a] && strchr(" \t\n\r\f\v", fm[a])) a++;
+    while (b > a && fm[b - 1] && strchr(" \t\n\r\f\v", fm[b - 1])) b--;
     const char *found = NULL;
     if (b > a) {
         for (size_t k = *len; k >= b - a; k--) {

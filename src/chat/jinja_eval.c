@@ -135,7 +135,22 @@ jv jx_percent_format(jctx *c, jv fmt, jv args, int line) {
         char spec[32];
         size_t k = 0;
         spec[k++] = '%';
-        while (i < n && strchr("-+ #0123456789.", p[i]) && k < 20) spec[k++] = p[i++];
+        /* flags, width (<= 3 digits), precision (<= 2 digits): rebuilt, never copied blindly */
+        while (i < n && p[i] && strchr("-+ #0", p[i])) {
+            if (k < 8 && !memchr(spec + 1, p[i], k - 1)) spec[k++] = p[i];
+            i++;
+        }
+        for (int d = 0; i < n && p[i] >= '0' && p[i] <= '9'; i++, d++)
+            if (d < 3) spec[k++] = p[i];
+            else jx_fail(c, line, "format width too large");
+        if (i < n && p[i] == '.') {
+            spec[k++] = p[i++];
+            int d = 0;
+            for (; i < n && p[i] >= '0' && p[i] <= '9'; i++, d++)
+                if (d < 2) spec[k++] = p[i];
+                else jx_fail(c, line, "format precision too large");
+            if (d == 0) spec[k++] = '0';
+        }
         if (i >= n) jx_fail(c, line, "incomplete format");
         char conv = p[i];
         jv a;
@@ -146,19 +161,26 @@ jv jx_percent_format(jctx *c, jv fmt, jv args, int line) {
             if (ai++ > 0) jx_fail(c, line, "not enough arguments for format string");
             a = single;
         }
-        char tmp[512];
+        char tmp[1200];
         if (conv == 's' || conv == 'r') {
+            /* padding and truncation by code points, done here (the text may be long) */
             jbuf sb = {0};
             if (conv == 's') jv_write_str(c, &sb, a);
             else jv_write_repr(c, &sb, a);
-            spec[k++] = 's';
             spec[k] = 0;
-            if (k == 2) jb_put(c, &b, sb.p ? sb.p : "", sb.n);
-            else {
-                snprintf(tmp, sizeof tmp, spec, sb.p ? sb.p : "");
-                jb_puts(c, &b, tmp);
-            }
-        } else if (strchr("diouxX", conv)) {
+            int left = strchr(spec, '-') != NULL;
+            const char *dot = strchr(spec, '.');
+            size_t width = 0, prec = (size_t)-1;
+            for (const char *q = spec + 1; *q && q != dot; q++)
+                if (*q >= '1' && *q <= '9') { width = (size_t)strtoul(q, NULL, 10); break; }
+            if (dot) prec = (size_t)strtoul(dot + 1, NULL, 10);
+            const char *sp = sb.p ? sb.p : "";
+            size_t slen = sb.n, cps = u8_len(sp, slen);
+            if (prec < cps) { slen = u8_offset(sp, slen, prec); cps = prec; }
+            if (!left) for (size_t w = cps; w < width; w++) jb_puts(c, &b, " ");
+            jb_put(c, &b, sp, slen);
+            if (left) for (size_t w = cps; w < width; w++) jb_puts(c, &b, " ");
+        } else if (conv && strchr("diouxX", conv)) {
             if (!is_num(&a)) jx_fail(c, line, "%%%c format: a real number is required, not %s", conv, jv_type_name(&a));
             spec[k++] = 'l';
             spec[k++] = 'l';
@@ -166,14 +188,14 @@ jv jx_percent_format(jctx *c, jv fmt, jv args, int line) {
             spec[k] = 0;
             snprintf(tmp, sizeof tmp, spec, (long long)(a.k == JV_FLOAT ? (int64_t)a.u.f : iv(&a)));
             jb_puts(c, &b, tmp);
-        } else if (strchr("feEgG", conv)) {
+        } else if (conv && strchr("feEgG", conv)) {
             if (!is_num(&a)) jx_fail(c, line, "must be real number, not %s", jv_type_name(&a));
             spec[k++] = conv;
             spec[k] = 0;
             snprintf(tmp, sizeof tmp, spec, fv(&a));
             jb_puts(c, &b, tmp);
         } else {
-            jx_fail(c, line, "unsupported format character '%c'", conv);
+            jx_fail(c, line, "unsupported format character '%c'", conv >= 0x20 && conv < 0x7f ? conv : '?');
         }
     }
     if (al ? ai < al->n : ai == 0) jx_fail(c, line, "not all arguments converted during string formatting");
