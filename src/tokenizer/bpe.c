@@ -354,6 +354,7 @@ int bpe_encode_word(const tokenizer *t, const char *w, size_t n, bool raw, enc_s
     int first = s->n_ids;
     for (int i = 0; i < nsym; i++)
         if (s->sym[i].len && out_push(s, s->sym[i].id)) return err_set(err, MTPLX_ENOMEM, "bpe: out of memory");
-    if (cacheable) cache_put(t, w, n, s->ids + first, s->n_ids - first);
+    /* a word may merge to no ids at all (every symbol empty): then s->ids can still be NULL */
+    if (cacheable) cache_put(t, w, n, s->n_ids > first ? s->ids + first : NULL, s->n_ids - first);
     return 0;
 }
