@@ -1,9 +1,217 @@
-/* cmd_bench.c — `mtplx bench`. Placeholder until issue 4 lands: refuses clearly instead of pretending. */
+/* cmd_bench.c — `mtplx bench`: benchmark modes. Each mode is one function (the decode comparison
+ * of AR vs MTP depths is the default); a mode is picked by its flag in k_modes, so new modes
+ * (memory bandwidth, verify cost) are added as one more entry without touching the others. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/bench.h"
+#include "../engine/gen_config.h"
+#include "../engine/tune.h"
+#include "../tokenizer/tokenizer.h"
 #include "commands.h"
+#include "gen_cli.h"
+
+static void usage_decode(FILE *f) {
+    fprintf(f,
+            "usage: mtplx bench [--model DIR] [--depths 0,1,2,3] [--prompts N] [--prompt-len N]\n"
+            "                   [--max-tokens N] [--repeats R] [--seed S] [--json] [sampler flags]\n"
+            "\n"
+            "Decode speed of plain AR (depth 0) and each MTP depth on the same prompts and seeds.\n"
+            "Prompts are cut from the model directory's val_code.txt. Runs are interleaved (for each\n"
+            "pass and prompt: AR, D1, D2, ...) and the whole set is repeated; the median pass is\n"
+            "reported with the ratio to AR, acceptance per draft position, tokens per verify, and the\n"
+            "draft / verify milliseconds per cycle.\n"
+            "\n"
+            "  --depths LIST     depths to compare (default 0,1,2,3; 0 = AR)\n"
+            "  --prompts N       prompts (default 8)\n"
+            "  --prompt-len N    prompt tokens each (default 64)\n"
+            "  --repeats R       passes (default 3)\n"
+            "  --seed S          prompt i uses seed S+i at every depth (default 1)\n"
+            "  --json            machine-readable result\n" CLI_SAMPLER_HELP
+            "Sampler defaults: the model's generation_config.json; --max-tokens defaults to 128.\n"
+            "Other modes: --membw, --verify-cost, --prefill (see mtplx bench --membw --help).\n");
+}
+
+static int mode_decode(int argc, char **argv) {
+    const char *model = NULL;
+    bench_decode_opts o;
+    memset(&o, 0, sizeof o);
+    int depths_given = 0, json = 0;
+    long n_prompts = 8, plen = 64, repeats = 3, l;
+    uint64_t seed = 1;
+    gen_params flags, untouched;
+    gen_params_default(&flags);
+    untouched = flags;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = cli_sampler_flag("bench", argc, argv, &i, &flags);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_decode(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) json = 1;
+        else if (v && !strcmp(a, "--model")) model = argv[++i];
+        else if (!strcmp(a, "--depths")) {
+            int32_t *d;
+            int n;
+            if (cli_parse_ids("bench", a, v, &d, &n)) return 2;
+            if (n > BENCH_MAX_DEPTHS) {
+                free(d);
+                cli_error("bench", "--depths: at most %d entries", BENCH_MAX_DEPTHS);
+                return 2;
+            }
+            for (int k = 0; k < n; k++) {
+                if (d[k] > GEN_MAX_DEPTH) {
+                    cli_error("bench", "--depths: %d is above the maximum depth %d", d[k], GEN_MAX_DEPTH);
+                    free(d);
+                    return 2;
+                }
+                o.depths[k] = d[k];
+            }
+            o.n_depths = n;
+            depths_given = 1;
+            free(d);
+            i++;
+        } else if (!strcmp(a, "--prompts")) {
+            if (cli_parse_long("bench", a, v, 1, 10000, &n_prompts)) return 2;
+            i++;
+        } else if (!strcmp(a, "--prompt-len")) {
+            if (cli_parse_long("bench", a, v, 1, 100000, &plen)) return 2;
+            i++;
+        } else if (!strcmp(a, "--repeats")) {
+            if (cli_parse_long("bench", a, v, 1, BENCH_MAX_REPEATS, &repeats)) return 2;
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            if (cli_parse_u64("bench", a, v, &seed)) return 2;
+            i++;
+        } else {
+            cli_error("bench", "unknown or incomplete option '%s' (see mtplx bench --help)", a);
+            return 2;
+        }
+    }
+    (void)l;
+    if (!depths_given) {
+        for (int k = 0; k < 4; k++) o.depths[k] = k;
+        o.n_depths = 4;
+    }
+    if (!model) model = cli_default_model();
+    mtplx_err err;
+    err_clear(&err);
+    mtplx_model *m = NULL;
+    tokenizer *tok = NULL;
+    int32_t **prompts = NULL;
+    int *lens = NULL, rc = 1;
+    bench_depth_result res[BENCH_MAX_DEPTHS];
+    if (model_load(model, &m, &err) || tok_load(model, &tok, &err)) {
+        cli_error("bench", "%s", err.msg);
+        goto out;
+    }
+    if (cli_bench_prompts("bench", model, tok, (int)n_prompts, (int)plen, &prompts, &lens)) goto out;
+    if (gen_params_from_model(m, &o.base, &err)) {
+        cli_error("bench", "%s", err.msg);
+        goto out;
+    }
+    o.base.max_tokens = 128;
+#define TAKE(f) \
+    if (flags.f != untouched.f) o.base.f = flags.f
+    TAKE(temperature);
+    TAKE(top_p);
+    TAKE(top_k);
+    TAKE(min_p);
+    TAKE(presence_penalty);
+    TAKE(frequency_penalty);
+    TAKE(repetition_penalty);
+    TAKE(max_tokens);
+#undef TAKE
+    o.repeats = (int)repeats;
+    o.seed = seed;
+    o.verbose = !json;
+    if (bench_decode(m, (const int32_t *const *)prompts, lens, (int)n_prompts, &o, res, &err)) {
+        cli_error("bench", "%s", err.msg);
+        rc = err.code == MTPLX_EINVAL ? 2 : 1;
+        goto out;
+    }
+    machine_facts mf;
+    machine_facts_get(&mf);
+    char commit[64];
+    cli_git_commit(commit, sizeof commit);
+    if (json) {
+        json_t *rs = json_array();
+        for (int k = 0; k < o.n_depths; k++) {
+            bench_depth_result *b = &res[k];
+            json_t *acc = json_array(), *runs = json_array();
+            for (int d = 0; d < b->depth; d++) json_array_append_new(acc, json_real(b->acceptance_per_position[d]));
+            for (int r = 0; r < o.repeats; r++) json_array_append_new(runs, json_real(b->tok_s[r]));
+            json_array_append_new(
+                rs, json_pack("{s:i, s:f, s:o, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "depth",
+                              b->depth, "median_decode_tok_s", b->median_tok_s, "decode_tok_s_per_pass", runs,
+                              "ratio_to_ar", b->ratio_to_ar, "prefill_tok_s", b->prefill_tok_s,
+                              "acceptance_per_position", acc, "acceptance_rate", b->acceptance_rate,
+                              "tokens_per_verify", b->tokens_per_verify, "draft_ms_per_cycle", b->draft_ms_per_cycle,
+                              "verify_ms_per_cycle", b->verify_ms_per_cycle, "history_ms_per_cycle",
+                              b->history_ms_per_cycle, "other_ms_per_cycle", b->other_ms_per_cycle, "cycles_per_pass",
+                              b->cycles, "completion_tokens_per_pass", b->completion_tokens));
+        }
+        json_t *out = json_pack(
+            "{s:s, s:s, s:{s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f}, s:o}", "mode", "decode",
+            "model", model, "machine", "cpu", mf.cpu, "threads", mf.threads, "commit", commit, "settings", "prompts",
+            (int)n_prompts, "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
+            (json_int_t)seed, "temperature", o.base.temperature, "top_p", o.base.top_p, "top_k", o.base.top_k,
+            "min_p", o.base.min_p, "results", rs);
+        char *s = json_dumps(out, JSON_INDENT(2));
+        if (s) puts(s);
+        free(s);
+        json_decref(out);
+    } else {
+        printf("mtplx bench (decode): %s\n", model);
+        printf("machine: %s, %d threads, commit %s\n", mf.cpu, mf.threads, commit);
+        printf("%ld prompts x %ld tokens from val_code.txt, max_tokens %d, temperature %g, top_p %g, top_k %d, "
+               "min_p %g, seeds %llu.., %d interleaved passes (median)\n",
+               n_prompts, plen, o.base.max_tokens, o.base.temperature, o.base.top_p, o.base.top_k, o.base.min_p,
+               (unsigned long long)seed, o.repeats);
+        printf("%-6s %10s %7s %10s %9s %9s %9s  %s\n", "depth", "decode/s", "xAR", "tok/verify", "draft ms", "verify ms",
+               "other ms", "acceptance per position");
+        for (int k = 0; k < o.n_depths; k++) {
+            bench_depth_result *b = &res[k];
+            char name[16];
+            snprintf(name, sizeof name, b->depth ? "D%d" : "AR", b->depth);
+            printf("%-6s %10.1f %7.2f %10.2f %9.3f %9.3f %9.3f ", name, b->median_tok_s, b->ratio_to_ar,
+                   b->tokens_per_verify, b->draft_ms_per_cycle, b->verify_ms_per_cycle,
+                   b->history_ms_per_cycle + b->other_ms_per_cycle);
+            for (int d = 0; d < b->depth; d++) printf(" %.3f", b->acceptance_per_position[d]);
+            printf("\n");
+        }
+        printf("(ms are per cycle = per verify forward; other = MTP history appends + acceptance + sampling)\n");
+    }
+    rc = 0;
+out:
+    cli_free_prompts(prompts, lens, (int)n_prompts);
+    if (tok) tok_free(tok);
+    if (m) model_free(m);
+    return rc;
+}
+
+typedef struct {
+    const char *flag;           /* selects the mode; NULL = the default mode */
+    int (*fn)(int argc, char **argv);
+} bench_mode;
+
+static const bench_mode k_modes[] = {
+    {NULL, mode_decode},
+};
 
 int cmd_bench(int argc, char **argv) {
     /* kernel-speed modes (--membw, --verify-cost, --prefill) live in cmd_bench_kernels.c */
     if (cmd_bench_is_kernel_mode(argc, argv)) return cmd_bench_kernels(argc, argv);
-    cli_error("bench", "not implemented yet (tracked in issue 4)");
-    return 1;
+    for (size_t k = 0; k < sizeof k_modes / sizeof k_modes[0]; k++) {
+        if (!k_modes[k].flag) continue;
+        for (int i = 1; i < argc; i++)
+            if (!strcmp(argv[i], k_modes[k].flag)) return k_modes[k].fn(argc, argv);
+    }
+    for (size_t k = 0; k < sizeof k_modes / sizeof k_modes[0]; k++)
+        if (!k_modes[k].flag) return k_modes[k].fn(argc, argv);
+    return 2;
 }

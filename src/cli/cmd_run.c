@@ -1,9 +1,294 @@
-/* cmd_run.c — `mtplx run`. Placeholder until issue 2 lands: refuses clearly instead of pretending. */
+/* cmd_run.c — `mtplx run`: generate from a prompt, plain AR (--depth 0) or MTP speculative.
+ *
+ * One process loads the model once and can run many generations (--samples N with seeds
+ * S..S+N-1, one JSON line each with --json), reusing one generation session. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/file.h"
+#include "../engine/gen_config.h"
+#include "../engine/generate.h"
+#include "../engine/rng.h"
+#include "../engine/tune.h"
+#include "../tokenizer/tokenizer.h"
 #include "commands.h"
+#include "gen_cli.h"
+
+#define RUN_DEFAULT_DEPTH 3 /* used when `mtplx tune` saved nothing for this model and machine */
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtplx run [--model DIR] (--prompt TEXT | --prompt-file F | --prompt-tokens 1,2,3)\n"
+            "                 [--chat] [--samples N] [--seed S] [--depth N] [--json] [sampler flags]\n"
+            "\n"
+            "Generate a completion. Sampler defaults come from the model's generation_config.json and\n"
+            "its EOS ids stop the generation.\n"
+            "\n"
+            "  --model DIR               checkpoint directory (default: the embedded model)\n"
+            "  --prompt TEXT             prompt text (encoded with the model's tokenizer)\n"
+            "  --prompt-file F           prompt text read from a file\n"
+            "  --prompt-tokens 1,2,3     prompt as token ids\n"
+            "  --chat                    render the prompt as a user message with the chat template\n"
+            "  --samples N               N generations with seeds S, S+1, ... (default 1)\n"
+            "  --seed S                  RNG seed (xoshiro256** seeded by splitmix64; default: random,\n"
+            "                            reported)\n"
+            "  --depth N                 MTP drafts per cycle, 0 = plain AR (default: what `mtplx tune`\n"
+            "                            saved for this model and machine, else %d)\n"
+            "  --json                    one JSON object per generation: text, tokens, seed,\n"
+            "                            finish_reason, stats\n" CLI_SAMPLER_HELP
+            "\n"
+            "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
+            RUN_DEFAULT_DEPTH);
+}
+
+typedef struct {
+    tok_stream *ts;  /* NULL: print ids */
+    int json;
+    int first;
+} stream_ctx;
+
+/* Without --json: print each committed token as soon as it is final. */
+static int on_tokens(void *user, const int32_t *toks, int n) {
+    stream_ctx *c = user;
+    if (c->json) return 0;
+    for (int i = 0; i < n; i++) {
+        if (c->ts) {
+            const char *t;
+            size_t len;
+            mtplx_err e;
+            if (tok_stream_push(c->ts, toks[i], &t, &len, &e) == 0 && len) fwrite(t, 1, len, stdout);
+        } else {
+            printf(c->first ? "%d" : " %d", toks[i]);
+        }
+        c->first = 0;
+    }
+    fflush(stdout);
+    return 0;
+}
+
+static json_t *stats_json(const gen_stats *st) {
+    json_t *acc = json_array();
+    for (int d = 0; d < st->depth && d < GEN_MAX_DEPTH; d++)
+        json_array_append_new(acc, json_real(st->cycles ? (double)st->accepted_per_position[d] / st->cycles : 0));
+    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:s}", "prompt_tokens",
+                     st->prompt_tokens, "completion_tokens", st->completion_tokens, "prefill_tok_s", st->prefill_tok_s,
+                     "decode_tok_s", st->decode_tok_s, "depth", st->depth, "cycles", st->cycles, "drafted", st->drafted,
+                     "accepted", st->accepted, "accepted_per_position", acc, "acceptance_rate", st->acceptance_rate,
+                     "tokens_per_verify", st->tokens_per_verify, "draft_ms", st->draft_s * 1e3, "verify_ms",
+                     st->verify_s * 1e3, "rng", st->rng);
+}
+
+static void stats_line(const gen_stats *st) {
+    fprintf(stderr, "[prompt %d tok, %.1f tok/s prefill | completion %d tok, %.1f tok/s decode | depth %d",
+            st->prompt_tokens, st->prefill_tok_s, st->completion_tokens, st->decode_tok_s, st->depth);
+    if (st->depth > 0) {
+        fprintf(stderr, ", acceptance %.3f [", st->acceptance_rate);
+        for (int d = 0; d < st->depth; d++)
+            fprintf(stderr, d ? " %.2f" : "%.2f", st->cycles ? (double)st->accepted_per_position[d] / st->cycles : 0);
+        fprintf(stderr, "], %.2f tok/verify", st->tokens_per_verify);
+    }
+    fprintf(stderr, " | %s | seed %llu (%s)]\n", st->finish_reason, (unsigned long long)st->seed, st->rng);
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("run", "not implemented yet (tracked in issue 2)");
-    return 1;
+    const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL;
+    int json = 0, chat = 0, depth = -1;
+    long samples = 1, l;
+    uint64_t seed = 0;
+    int seed_set = 0;
+    /* sampler flags are parsed into `flags`; `set` records which ones were given */
+    gen_params flags;
+    gen_params_default(&flags);
+    gen_params untouched = flags;
+    int draft_target_head = 0, broken = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = cli_sampler_flag("run", argc, argv, &i, &flags);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--chat")) chat = 1;
+        else if (!strcmp(a, "--draft-target-head")) draft_target_head = 1; /* diagnostics */
+        else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
+        else if (v && !strcmp(a, "--model")) model = argv[++i];
+        else if (v && !strcmp(a, "--prompt")) prompt_text = argv[++i];
+        else if (v && !strcmp(a, "--prompt-file")) prompt_file = argv[++i];
+        else if (v && !strcmp(a, "--prompt-tokens")) prompt_tokens = argv[++i];
+        else if (!strcmp(a, "--samples")) {
+            if (cli_parse_long("run", a, v, 1, 100000000, &samples)) return 2;
+            i++;
+        } else if (!strcmp(a, "--depth")) {
+            if (cli_parse_long("run", a, v, 0, GEN_MAX_DEPTH, &l)) return 2;
+            depth = (int)l;
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            if (cli_parse_u64("run", a, v, &seed)) return 2;
+            if (seed > (1ull << 63) - 1) {
+                cli_error("run", "--seed must be < 2^63");
+                return 2;
+            }
+            seed_set = 1;
+            i++;
+        } else {
+            cli_error("run", "unknown or incomplete option '%s' (see mtplx run --help)", a);
+            return 2;
+        }
+    }
+    if (!!prompt_text + !!prompt_file + !!prompt_tokens != 1) {
+        cli_error("run", "give exactly one of --prompt, --prompt-file, --prompt-tokens");
+        return 2;
+    }
+    if (chat && prompt_tokens) {
+        cli_error("run", "--chat renders text; it cannot be combined with --prompt-tokens");
+        return 2;
+    }
+    if (!model) model = cli_default_model();
+
+    mtplx_err err;
+    err_clear(&err);
+    int rc = 1;
+    mtplx_model *m = NULL;
+    tokenizer *tok = NULL;
+    gen_session *s = NULL;
+    int32_t *prompt = NULL;
+    char *file_text = NULL;
+    int n_prompt = 0;
+    tok_stream *ts = NULL;
+
+    if (model_load(model, &m, &err)) {
+        cli_error("run", "%s", err.msg);
+        return 1;
+    }
+    /* the tokenizer is optional with --prompt-tokens (ids are printed when it is missing) */
+    char tpath[4096];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
+    if (file_exists(tpath) && tok_load(model, &tok, &err)) {
+        cli_error("run", "%s", err.msg);
+        goto out;
+    }
+    if (prompt_tokens) {
+        if (cli_parse_ids("run", "--prompt-tokens", prompt_tokens, &prompt, &n_prompt)) {
+            rc = 2;
+            goto out;
+        }
+    } else {
+        if (!tok) {
+            cli_error("run", "--prompt/--prompt-file need the tokenizer (%s is missing); use --prompt-tokens", tpath);
+            goto out;
+        }
+        const char *text = prompt_text;
+        size_t len = prompt_text ? strlen(prompt_text) : 0;
+        if (prompt_file) {
+            file_text = file_read_all(prompt_file, &len, &err);
+            if (!file_text) {
+                cli_error("run", "%s", err.msg);
+                goto out;
+            }
+            text = file_text;
+        }
+        if (chat) {
+            cli_error("run", "--chat needs the chat template renderer (src/chat), which this build does not have yet");
+            goto out;
+        }
+        if (tok_encode(tok, text, len, &prompt, &n_prompt, &err)) {
+            cli_error("run", "encoding the prompt: %s", err.msg);
+            goto out;
+        }
+        if (n_prompt == 0) {
+            cli_error("run", "the prompt is empty");
+            rc = 2;
+            goto out;
+        }
+    }
+
+    /* parameters: model defaults, then the flags that were given */
+    gen_params p;
+    if (gen_params_from_model(m, &p, &err)) {
+        cli_error("run", "%s", err.msg);
+        goto out;
+    }
+#define TAKE(f) \
+    if (flags.f != untouched.f) p.f = flags.f
+    TAKE(temperature);
+    TAKE(top_p);
+    TAKE(top_k);
+    TAKE(min_p);
+    TAKE(presence_penalty);
+    TAKE(frequency_penalty);
+    TAKE(repetition_penalty);
+    TAKE(max_tokens);
+#undef TAKE
+    if (depth < 0 && !(model_has_mtp(m) && tune_lookup(model, &depth))) depth = model_has_mtp(m) ? RUN_DEFAULT_DEPTH : 0;
+    p.depth = depth;
+    p.draft_target_head = draft_target_head;
+    p.debug_broken_residual = broken;
+    if (gen_params_validate(&p, model_config_of(m)->vocab_size, &err)) {
+        cli_error("run", "%s", err.msg);
+        rc = 2;
+        goto out;
+    }
+    if (!seed_set) seed = rng_fresh_seed();
+    if (gen_session_new(m, &s, &err)) {
+        cli_error("run", "%s", err.msg);
+        goto out;
+    }
+    if (tok && !json && tok_stream_new(tok, 1, &ts, &err)) {
+        cli_error("run", "%s", err.msg);
+        goto out;
+    }
+    for (long k = 0; k < samples; k++) {
+        p.seed = seed + (uint64_t)k;
+        p.seed_set = 1;
+        stream_ctx sc = {ts, json, 1};
+        gen_stats st;
+        int32_t *out_toks = NULL;
+        int n_out = 0;
+        if (gen_session_run(s, prompt, n_prompt, &p, on_tokens, &sc, &out_toks, &n_out, &st, &err)) {
+            cli_error("run", "%s", err.msg);
+            rc = err.code == MTPLX_EINVAL ? 2 : 1;
+            goto out;
+        }
+        if (json) {
+            char *text = NULL;
+            if (tok && tok_decode(tok, out_toks, n_out, 1, &text, NULL, &err)) {
+                free(out_toks);
+                cli_error("run", "%s", err.msg);
+                goto out;
+            }
+            json_t *ids = json_array();
+            for (int i = 0; i < n_out; i++) json_array_append_new(ids, json_integer(out_toks[i]));
+            json_t *o = json_pack("{s:s?, s:o, s:I, s:s, s:o}", "text", text, "tokens", ids, "seed",
+                                  (json_int_t)st.seed, "finish_reason", st.finish_reason, "stats", stats_json(&st));
+            if (!text) json_object_set_new(o, "text", json_null());
+            char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+            if (line) puts(line);
+            free(line);
+            json_decref(o);
+            free(text);
+        } else {
+            if (ts) {
+                const char *t;
+                size_t len;
+                if (tok_stream_flush(ts, &t, &len, &err) == 0 && len) fwrite(t, 1, len, stdout);
+            }
+            putchar('\n');
+            fflush(stdout);
+            stats_line(&st);
+        }
+        free(out_toks);
+    }
+    rc = 0;
+out:
+    if (ts) tok_stream_free(ts);
+    gen_session_free(s);
+    free(prompt);
+    free(file_text);
+    if (tok) tok_free(tok);
+    if (m) model_free(m);
+    return rc;
 }

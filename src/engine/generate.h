@@ -28,6 +28,9 @@ typedef struct {
     int depth;                /* 0 = plain AR; 1..GEN_MAX_DEPTH MTP drafts per cycle */
     int32_t stop_ids[GEN_MAX_STOP_IDS]; /* token ids that end the turn (emitted, then stop) */
     int n_stop_ids;
+    int draft_target_head;    /* 1: draft with the target LM head instead of HEAD_DRAFT (diagnostics) */
+    int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
+                                 drafted id); exists so the distribution test can show it catches it */
 } gen_params;
 
 /* Neutral defaults: temperature 1, top_p 1, top_k 0, min_p 0, penalties 0,
@@ -48,11 +51,33 @@ typedef struct {
     double acceptance_rate;   /* accepted / drafted (0 when nothing drafted) */
     double tokens_per_verify; /* committed tokens per verify forward */
     const char *finish_reason;/* "stop" (stop id hit), "length" (max_tokens), "cancel" */
+    const char *rng;          /* RNG algorithm name (rng.h RNG_ALGORITHM) */
+    double draft_s;           /* seconds in MTP draft steps (MTP layer + draft head + draft sampler) */
+    double verify_s;          /* seconds in trunk verify / decode forwards */
+    double mtp_history_s;     /* decode seconds appending committed pairs to the MTP history
+                                 (prefill's part counts in prefill_s) */
 } gen_stats;
 
 /* Called with newly committed completion tokens, in order, as soon as they are final. Returning
  * non-zero cancels the generation at the next cycle (finish_reason "cancel"). */
 typedef int (*gen_token_fn)(void *user, const int32_t *tokens, int n);
+
+/* Validate p against a vocabulary of `vocab` ids; EINVAL naming the field. */
+int gen_params_validate(const gen_params *p, int vocab, mtplx_err *err);
+
+/* A reusable generation context: trunk + MTP state, sampler and buffers for one sequence at a time.
+ * Many generations (e.g. `mtplx run --samples N`) reuse it without reallocating; buffers grow only
+ * when a longer request comes. Not thread-safe: one generation at a time per session. */
+typedef struct gen_session gen_session;
+
+/* A session for model m. Returns 0 or ENOMEM; free with gen_session_free (the model outlives it). */
+int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err);
+void gen_session_free(gen_session *s);
+
+/* Same contract as gen_run, on the session's state (reset first). */
+int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
+                    gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
+                    mtplx_err *err);
 
 /* Generate from prompt[n_prompt] with fresh per-request state. Completion tokens go to on_tokens
  * (may be NULL) and, when out_tokens is non-NULL, into a heap array the caller frees.

@@ -37,7 +37,7 @@ uint64_t rng_next(rng_state *r) {
 
 double rng_uniform(rng_state *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
 
-uint64_t rng_fresh_seed(void) {
+static uint64_t fresh64(void) {
     uint64_t v = 0;
     if (getrandom(&v, sizeof v, 0) == (ssize_t)sizeof v) return v;
     FILE *f = fopen("/dev/urandom", "rb");
@@ -51,3 +51,5 @@ uint64_t rng_fresh_seed(void) {
     uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
     return splitmix64_next(&x);
 }
+
+uint64_t rng_fresh_seed(void) { return fresh64() >> 11; }

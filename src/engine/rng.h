@@ -23,7 +23,8 @@ uint64_t rng_next(rng_state *r);
 /* Uniform double in [0, 1): the top 53 bits of rng_next scaled by 2^-53 (0 is possible, 1 is not). */
 double rng_uniform(rng_state *r);
 
-/* A seed from a good source (getrandom(2), falling back to /dev/urandom, then time ^ pid). */
+/* A seed from a good source (getrandom(2), falling back to /dev/urandom, then time ^ pid), in
+ * [0, 2^53) so that it survives a round trip through a JSON number (double) exactly. */
 uint64_t rng_fresh_seed(void);
 
 #endif

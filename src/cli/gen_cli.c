@@ -1,0 +1,182 @@
+/* gen_cli.c — see gen_cli.h. */
+#include "gen_cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/file.h"
+#include "commands.h"
+
+int cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        cli_error(cmd, "%s needs an integer in [%ld, %ld], got '%s'", flag, lo, hi, s ? s : "(nothing)");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = s && *s != '-' ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *s == '-' || *end || errno) {
+        cli_error(cmd, "%s needs a non-negative integer, got '%s'", flag, s ? s : "(nothing)");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *cmd, const char *flag, const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !isfinite(v)) {
+        cli_error(cmd, "%s needs a number, got '%s'", flag, s ? s : "(nothing)");
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!s || !*s) {
+        cli_error(cmd, "%s needs a comma-separated list of token ids", flag);
+        return -1;
+    }
+    size_t cap = 1;
+    for (const char *c = s; *c; c++) cap += *c == ',';
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return -1;
+    int k = 0;
+    const char *c = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long x = strtol(c, &end, 10);
+        if (end == c || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            cli_error(cmd, "%s: '%s' is not a list of non-negative token ids", flag, s);
+            free(v);
+            return -1;
+        }
+        v[k++] = (int32_t)x;
+        if (!*end) break;
+        c = end + 1;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p) {
+    const char *f = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long l;
+    int rc = 0;
+    if (!strcmp(f, "--temperature")) rc = cli_parse_float(cmd, f, v, &p->temperature);
+    else if (!strcmp(f, "--top-p")) rc = cli_parse_float(cmd, f, v, &p->top_p);
+    else if (!strcmp(f, "--min-p")) rc = cli_parse_float(cmd, f, v, &p->min_p);
+    else if (!strcmp(f, "--presence-penalty")) rc = cli_parse_float(cmd, f, v, &p->presence_penalty);
+    else if (!strcmp(f, "--frequency-penalty")) rc = cli_parse_float(cmd, f, v, &p->frequency_penalty);
+    else if (!strcmp(f, "--repetition-penalty")) rc = cli_parse_float(cmd, f, v, &p->repetition_penalty);
+    else if (!strcmp(f, "--top-k")) {
+        rc = cli_parse_long(cmd, f, v, 0, INT_MAX, &l);
+        if (!rc) p->top_k = (int)l;
+    } else if (!strcmp(f, "--max-tokens")) {
+        rc = cli_parse_long(cmd, f, v, 1, 1 << 24, &l);
+        if (!rc) p->max_tokens = (int)l;
+    } else
+        return 0;
+    if (rc) return -1;
+    (*i)++;
+    return 1;
+}
+
+int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *tok, int n, int target_tokens,
+                      int32_t ***prompts, int **lens) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/val_code.txt", model_dir);
+    mtplx_err err;
+    err_clear(&err);
+    size_t len;
+    char *text = file_read_all(path, &len, &err);
+    if (!text) {
+        cli_error(cmd, "%s (bench prompts are cut from the model directory's val_code.txt)", err.msg);
+        return -1;
+    }
+    int32_t **P = calloc((size_t)n, sizeof *P);
+    int *L = calloc((size_t)n, sizeof *L);
+    int rc = P && L ? 0 : -1;
+    /* Each prompt: starting at the first line start after offset i*len/n, about 5 bytes per target
+     * token of text, then the token ids truncated to target_tokens. */
+    for (int i = 0; i < n && !rc; i++) {
+        size_t off = (size_t)((double)i * len / n);
+        while (off > 0 && off < len && text[off - 1] != '\n') off++;
+        size_t want = (size_t)target_tokens * 6 + 64;
+        if (off + want > len) want = len - off;
+        int32_t *ids;
+        int m;
+        if (tok_encode(tok, text + off, want, &ids, &m, &err)) {
+            cli_error(cmd, "%s: encoding prompt %d: %s", path, i, err.msg);
+            rc = -1;
+            break;
+        }
+        if (m > target_tokens) m = target_tokens;
+        if (m < 1) {
+            free(ids);
+            cli_error(cmd, "%s: prompt %d is empty", path, i);
+            rc = -1;
+            break;
+        }
+        P[i] = ids;
+        L[i] = m;
+    }
+    free(text);
+    if (rc) {
+        cli_free_prompts(P, L, n);
+        return -1;
+    }
+    *prompts = P;
+    *lens = L;
+    return 0;
+}
+
+void cli_free_prompts(int32_t **prompts, int *lens, int n) {
+    if (prompts)
+        for (int i = 0; i < n; i++) free(prompts[i]);
+    free(prompts);
+    free(lens);
+}
+
+void cli_git_commit(char *out, size_t n) {
+    snprintf(out, n, "unknown");
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return;
+    *slash = 0;
+    char cmdline[PATH_MAX + 96];
+    snprintf(cmdline, sizeof cmdline, "git -C '%s/..' rev-parse --short HEAD 2>/dev/null", exe);
+    if (strchr(exe, '\'')) return;
+    FILE *p = popen(cmdline, "r");
+    if (!p) return;
+    char buf[64];
+    if (fgets(buf, sizeof buf, p)) {
+        buf[strcspn(buf, "\n")] = 0;
+        if (*buf) snprintf(out, n, "%s", buf);
+    }
+    pclose(p);
+}

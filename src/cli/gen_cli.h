@@ -1,0 +1,44 @@
+/* gen_cli.h — argument parsing and prompt helpers shared by `mtplx run`, `bench` and `tune`. */
+#ifndef MTPLX_CLI_GEN_CLI_H
+#define MTPLX_CLI_GEN_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/generate.h"
+#include "../tokenizer/tokenizer.h"
+
+/* Strict number parsing of flag values; on failure print "mtplx <cmd>: <flag> ..." and return -1. */
+int cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
+int cli_parse_float(const char *cmd, const char *flag, const char *s, float *out);
+int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+
+/* "1,2,3" -> heap ids (caller frees). Returns 0 or -1 with a message. */
+int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, int *n);
+
+/* Sampler/length flags common to run, bench and tune (--temperature, --top-p, --top-k, --min-p,
+ * --presence-penalty, --frequency-penalty, --repetition-penalty, --max-tokens). If argv[*i] is one
+ * of them, parse its value into p (advancing *i) and return 1; return 0 when it is not one; -1 on a
+ * bad value (message printed). */
+int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p);
+#define CLI_SAMPLER_HELP                                                                              \
+    "  --max-tokens N            completion tokens at most\n"                                        \
+    "  --temperature T           0 = greedy (default: generation_config.json, else 1)\n"            \
+    "  --top-p P                 nucleus, in (0, 1]\n"                                              \
+    "  --top-k K                 0 = off\n"                                                         \
+    "  --min-p P                 in [0, 1), 0 = off\n"                                              \
+    "  --presence-penalty X      in [-2, 2] (OpenAI formula over completion tokens)\n"              \
+    "  --frequency-penalty X     in [-2, 2]\n"                                                      \
+    "  --repetition-penalty X    > 0, 1 = off (prompt and completion tokens)\n"
+
+/* n prompts of about `target_tokens` tokens cut at line starts spread evenly through
+ * <model_dir>/val_code.txt. *prompts[i] heap arrays (free with cli_free_prompts). Returns 0 or -1
+ * with a message. */
+int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *tok, int n, int target_tokens,
+                      int32_t ***prompts, int **lens);
+void cli_free_prompts(int32_t **prompts, int *lens, int n);
+
+/* Short git commit of the source tree the binary was built from ("unknown" when not found). */
+void cli_git_commit(char *out, size_t n);
+
+#endif

@@ -1,0 +1,381 @@
+/* generate.c — one generation: prefill, then plain AR (depth 0) or the MTP speculative cycle.
+ *
+ * The cycle is the capture-commit variant with deferred correction (docs/speculative.md):
+ *   x0 = the pending token (bonus or correction of the previous cycle, already emitted; the first
+ *        cycle samples it from the prefill logits). Its trunk KV is not written yet.
+ *   draft  y_d ~ q_d, d = 1..K, chaining the MTP head from (target hidden at the last committed
+ *          position, x0); q_d is recorded exactly (the draft sampler's final distribution).
+ *   verify one capturing trunk forward over [x0, y_1..y_K] (K+1 rows).
+ *   accept y_i iff u < min(1, p_i(y_i)/q_i(y_i)); p_i carries the penalties, q_i never does.
+ *   reject at i: emit c ~ normalize(max(p_i − q_i, 0)), keep rows [x0, y_1..y_{i-1}] with
+ *          model_state_commit (no re-forward); c becomes the next pending x0.
+ *   all accepted: bonus b ~ p from the last row becomes the next pending x0.
+ * The MTP head's KV history holds only committed (target hidden, next token) pairs: draft step 1
+ * writes the real pair (hidden, x0) at row O; the speculative rows O+1.. are trimmed after verify
+ * and replaced by the target pairs (verify hidden[r], y_{r+1}) of the accepted drafts.
+ * Depth 0 is the same loop with K = 0: a one-row forward and the bonus is the AR sample. */
+#include "generate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/clock.h"
+#include "../base/mem.h"
+#include "rng.h"
+#include "sampler.h"
+#include "spec.h"
+
+#define MTP_PREFILL_CHUNK 64
+
+struct gen_session {
+    const mtplx_model *m;
+    int V, H;                      /* vocabulary, hidden size */
+    int has_mtp;
+    int capacity;                  /* positions the states were made for (0 = not made yet) */
+    model_state *st;               /* trunk state, max_rows = GEN_MAX_DEPTH + 1 */
+    mtp_state *mst;                /* MTP KV history; NULL without an MTP head */
+    sampler *smp;
+    sampler_dist p;                /* target distribution of the current row */
+    sampler_dist q[GEN_MAX_DEPTH]; /* q_d: what draft d was drawn from */
+    sampler_dist resid;            /* residual on rejection */
+    float *logits;                 /* [GEN_MAX_DEPTH + 1][V] verify (or prefill last-row) logits */
+    float *hidden;                 /* [GEN_MAX_DEPTH + 1][H] verify post-norm hiddens */
+    float *cur_hidden;             /* [H] target hidden at the last committed position */
+    float *dlogits;                /* [V] draft logits */
+    float *dh;                     /* [GEN_MAX_DEPTH + 1][H] chained MTP post-norm hiddens */
+    float *mtp_out;                /* [MTP_PREFILL_CHUNK][H] discarded MTP outputs of history appends */
+    float *pre_hidden;             /* [pre_cap][H] prefill hiddens (for the MTP history) */
+    int pre_cap;
+    int32_t *toks;                 /* [tok_cap] completion so far */
+    int tok_cap;
+};
+
+void gen_params_default(gen_params *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->top_k = 0;
+    p->min_p = 0.0f;
+    p->repetition_penalty = 1.0f;
+    p->max_tokens = 256;
+    p->depth = 0;
+}
+
+static sampler_params target_params(const gen_params *p) {
+    sampler_params sp = {p->temperature, p->top_p, p->top_k, p->min_p,
+                         p->presence_penalty, p->frequency_penalty, p->repetition_penalty};
+    return sp;
+}
+
+int gen_params_validate(const gen_params *p, int vocab, mtplx_err *err) {
+    sampler_params sp = target_params(p);
+    int rc = sampler_params_validate(&sp, err);
+    if (rc) return rc;
+    if (p->max_tokens <= 0) return err_set(err, MTPLX_EINVAL, "max_tokens must be > 0, got %d", p->max_tokens);
+    if (p->depth < 0 || p->depth > GEN_MAX_DEPTH)
+        return err_set(err, MTPLX_EINVAL, "depth must be in [0, %d], got %d", GEN_MAX_DEPTH, p->depth);
+    if (p->n_stop_ids < 0 || p->n_stop_ids > GEN_MAX_STOP_IDS)
+        return err_set(err, MTPLX_EINVAL, "stop ids: at most %d, got %d", GEN_MAX_STOP_IDS, p->n_stop_ids);
+    for (int i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] < 0 || p->stop_ids[i] >= vocab)
+            return err_set(err, MTPLX_EINVAL, "stop id %d is outside the vocabulary [0, %d)", p->stop_ids[i], vocab);
+    return 0;
+}
+
+int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
+    *out = NULL;
+    const model_config *cfg = model_config_of(m);
+    gen_session *s = mem_zalloc(1, sizeof *s, "generation session", err);
+    if (!s) return MTPLX_ENOMEM;
+    s->m = m;
+    s->V = cfg->vocab_size;
+    s->H = cfg->hidden_size;
+    s->has_mtp = model_has_mtp(m);
+    const size_t V = (size_t)s->V, H = (size_t)s->H, R = GEN_MAX_DEPTH + 1;
+    int rc = sampler_new(s->V, &s->smp, err);
+    if (!rc) rc = sampler_dist_init(&s->p, s->V, err);
+    if (!rc) rc = sampler_dist_init(&s->resid, s->V, err);
+    for (int d = 0; !rc && d < GEN_MAX_DEPTH; d++) rc = sampler_dist_init(&s->q[d], s->V, err);
+    if (!rc) {
+        s->logits = mem_aligned(R * V * sizeof(float), "verify logits", err);
+        s->hidden = mem_aligned(R * H * sizeof(float), "verify hidden", err);
+        s->cur_hidden = mem_aligned(H * sizeof(float), "hidden", err);
+        s->dlogits = mem_aligned(V * sizeof(float), "draft logits", err);
+        s->dh = mem_aligned(R * H * sizeof(float), "draft hidden", err);
+        s->mtp_out = mem_aligned(MTP_PREFILL_CHUNK * H * sizeof(float), "mtp history scratch", err);
+        if (!s->logits || !s->hidden || !s->cur_hidden || !s->dlogits || !s->dh || !s->mtp_out) rc = MTPLX_ENOMEM;
+    }
+    if (rc) {
+        gen_session_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void gen_session_free(gen_session *s) {
+    if (!s) return;
+    model_state_free(s->st);
+    if (s->mst) mtp_state_free(s->mst);
+    sampler_free(s->smp);
+    sampler_dist_free(&s->p);
+    sampler_dist_free(&s->resid);
+    for (int d = 0; d < GEN_MAX_DEPTH; d++) sampler_dist_free(&s->q[d]);
+    free(s->logits);
+    free(s->hidden);
+    free(s->cur_hidden);
+    free(s->dlogits);
+    free(s->dh);
+    free(s->mtp_out);
+    free(s->pre_hidden);
+    free(s->toks);
+    free(s);
+}
+
+/* Make sure states hold `need` positions and buffers hold n_prompt hiddens / max_tokens ids.
+ * Allocation happens here, before the timed decode loop. */
+static int session_reserve(gen_session *s, int need, int n_prompt, int max_tokens, mtplx_err *err) {
+    if (need > s->capacity) {
+        int cap = need < 256 ? 256 : need;
+        if (s->capacity && cap < 2 * s->capacity) cap = 2 * s->capacity;
+        model_state_free(s->st);
+        s->st = NULL;
+        if (s->mst) mtp_state_free(s->mst);
+        s->mst = NULL;
+        s->capacity = 0;
+        int rc = model_state_new(s->m, cap, GEN_MAX_DEPTH + 1, &s->st, err);
+        if (rc) return rc;
+        if (s->has_mtp) {
+            rc = mtp_state_new(s->m, cap, &s->mst, err);
+            if (rc) return rc;
+        }
+        s->capacity = cap;
+    }
+    if (n_prompt > s->pre_cap) {
+        free(s->pre_hidden);
+        s->pre_hidden = mem_aligned((size_t)n_prompt * s->H * sizeof(float), "prefill hidden", err);
+        s->pre_cap = s->pre_hidden ? n_prompt : 0;
+        if (!s->pre_hidden) return MTPLX_ENOMEM;
+    }
+    if (max_tokens > s->tok_cap) {
+        free(s->toks);
+        s->toks = mem_alloc((size_t)max_tokens, sizeof *s->toks, "completion tokens", err);
+        s->tok_cap = s->toks ? max_tokens : 0;
+        if (!s->toks) return MTPLX_ENOMEM;
+    }
+    return 0;
+}
+
+/* Emission bookkeeping of one generation. */
+typedef struct {
+    gen_session *s;
+    const gen_params *p;
+    gen_token_fn fn;
+    void *user;
+    int n;               /* completion tokens emitted */
+    const char *finish;  /* set when the generation is over */
+} emitter;
+
+/* Append tok to the completion (penalty counts too) and report it. Returns 1 when the generation
+ * is over after it (stop id, max_tokens or cancel), else 0. */
+static int emit(emitter *e, int32_t tok) {
+    e->s->toks[e->n++] = tok;
+    sampler_note_token(e->s->smp, tok);
+    if (e->fn && e->fn(e->user, &tok, 1)) {
+        e->finish = "cancel";
+        return 1;
+    }
+    for (int i = 0; i < e->p->n_stop_ids; i++)
+        if (tok == e->p->stop_ids[i]) {
+            e->finish = "stop";
+            return 1;
+        }
+    if (e->n >= e->p->max_tokens) {
+        e->finish = "length";
+        return 1;
+    }
+    return 0;
+}
+
+/* Append the committed pairs (hidden[r], next[r]), r < n, to the MTP history. */
+static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, int n, mtplx_err *err) {
+    for (int r = 0; r < n; r += MTP_PREFILL_CHUNK) {
+        int c = n - r < MTP_PREFILL_CHUNK ? n - r : MTP_PREFILL_CHUNK;
+        int rc = model_mtp_forward(s->m, s->mst, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
+                    gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
+                    mtplx_err *err) {
+    if (out_tokens) *out_tokens = NULL;
+    if (n_out) *n_out = 0;
+    gen_stats st;
+    memset(&st, 0, sizeof st);
+    st.rng = RNG_ALGORITHM;
+    const int V = s->V, H = s->H;
+    int rc = gen_params_validate(p, V, err);
+    if (rc) return rc;
+    if (n_prompt <= 0 || !prompt) return err_set(err, MTPLX_EINVAL, "prompt is empty (at least one token is needed)");
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            return err_set(err, MTPLX_EINVAL, "prompt token %d (at index %d) is outside the vocabulary [0, %d)",
+                           prompt[i], i, V);
+    const int depth = p->depth;
+    if (depth > 0 && !s->has_mtp)
+        return err_set(err, MTPLX_EUNSUPPORTED, "depth %d needs an MTP head, and this model has none (use depth 0)", depth);
+    const int max_ctx = model_config_of(s->m)->max_position_embeddings;
+    long need = (long)n_prompt + p->max_tokens + depth + 1;
+    if (max_ctx > 0 && (long)n_prompt + p->max_tokens > max_ctx)
+        return err_set(err, MTPLX_ERANGE, "prompt (%d tokens) + max_tokens (%d) exceeds the model's context of %d",
+                       n_prompt, p->max_tokens, max_ctx);
+    if (need > (1L << 30)) return err_set(err, MTPLX_ERANGE, "prompt + max_tokens is too long");
+    rc = session_reserve(s, (int)need, n_prompt, p->max_tokens, err);
+    if (rc) return rc;
+
+    st.seed = p->seed_set ? p->seed : rng_fresh_seed();
+    st.depth = depth;
+    st.prompt_tokens = n_prompt;
+    rng_state rng;
+    rng_seed(&rng, st.seed);
+    const sampler_params sp_p = target_params(p);
+    sampler_params sp_q = sp_p; /* the draft sampler: same shaping, no penalties */
+    sp_q.presence_penalty = sp_q.frequency_penalty = 0;
+    sp_q.repetition_penalty = 1;
+    const int pen = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1;
+    const head_kind dhead = p->draft_target_head ? HEAD_TARGET : HEAD_DRAFT;
+    const spec_residual_kind rkind = p->debug_broken_residual ? SPEC_RESIDUAL_BROKEN_DEBUG : SPEC_RESIDUAL_EXACT;
+
+    model_state_reset(s->st);
+    if (s->mst) mtp_state_reset(s->mst);
+    sampler_reset(s->smp);
+    sampler_note_prompt(s->smp, prompt, n_prompt);
+    emitter e = {s, p, on_tokens, user, 0, NULL};
+
+    /* ---- prefill: trunk over the prompt, then the MTP history pairs (h_j, x_{j+1}), j < n-1 ---- */
+    double t0 = clock_now();
+    fwd_request req = {s->logits, n_prompt - 1, depth > 0 ? s->pre_hidden : NULL, 0};
+    rc = model_forward(s->m, s->st, prompt, n_prompt, &req, err);
+    if (rc) return err_prefix(err, "prefill");
+    if (depth > 0) {
+        memcpy(s->cur_hidden, s->pre_hidden + (size_t)(n_prompt - 1) * H, (size_t)H * sizeof(float));
+        rc = mtp_append(s, s->pre_hidden, prompt + 1, n_prompt - 1, err);
+        if (rc) return err_prefix(err, "MTP history prefill");
+    }
+    double t1 = clock_now();
+    st.prefill_s = t1 - t0;
+
+    /* ---- first token from the prefill logits ---- */
+    int32_t x0;
+    rc = sampler_build(s->smp, s->logits, &sp_p, pen, &s->p, err);
+    if (rc) return rc;
+    x0 = sampler_dist_sample(&s->p, rng_uniform(&rng));
+    int done = emit(&e, x0);
+    int32_t seq[GEN_MAX_DEPTH + 1];
+
+    while (!done) {
+        int K = p->max_tokens - e.n;
+        if (K > depth) K = depth;
+        /* draft */
+        int O = 0;
+        seq[0] = x0;
+        if (K > 0) {
+            double td = clock_now();
+            O = mtp_state_len(s->mst);
+            const float *h = s->cur_hidden;
+            int32_t t = x0;
+            for (int d = 1; d <= K; d++) {
+                float *hout = s->dh + (size_t)d * H;
+                rc = model_mtp_forward(s->m, s->mst, h, &t, 1, hout, err);
+                if (!rc) rc = model_lm_head(s->m, dhead, hout, 1, s->dlogits, err);
+                if (!rc) rc = sampler_build(s->smp, s->dlogits, &sp_q, 0, &s->q[d - 1], err);
+                if (rc) return err_prefix(err, "draft %d", d);
+                t = sampler_dist_sample(&s->q[d - 1], rng_uniform(&rng));
+                seq[d] = t;
+                h = hout;
+            }
+            st.drafted += K;
+            st.draft_s += clock_now() - td;
+        }
+        /* verify (AR: decode) */
+        double tv = clock_now();
+        fwd_request vr = {s->logits, 0, depth > 0 ? s->hidden : NULL, K > 0};
+        rc = model_forward(s->m, s->st, seq, K + 1, &vr, err);
+        if (rc) return err_prefix(err, K > 0 ? "verify" : "decode");
+        st.verify_s += clock_now() - tv;
+        st.cycles++;
+        /* accept loop */
+        int a = 0, rejected = 0;
+        int32_t next = -1;
+        for (int i = 1; i <= K && !done; i++) {
+            rc = sampler_build(s->smp, s->logits + (size_t)(i - 1) * V, &sp_p, pen, &s->p, err);
+            if (rc) return rc;
+            int32_t y = seq[i];
+            double u = rng_uniform(&rng);
+            if (spec_accept(u, sampler_dist_prob(&s->p, y), sampler_dist_prob(&s->q[i - 1], y))) {
+                a++;
+                st.accepted++;
+                st.accepted_per_position[i - 1]++;
+                done = emit(&e, y);
+            } else {
+                spec_residual(&s->p, &s->q[i - 1], y, rkind, s->smp->dense, &s->resid);
+                next = sampler_dist_sample(&s->resid, rng_uniform(&rng));
+                rejected = 1;
+                break;
+            }
+        }
+        if (done) break;
+        int keep = rejected ? a + 1 : K + 1;
+        if (rejected) {
+            rc = model_state_commit(s->st, keep, err);
+            if (rc) return err_prefix(err, "commit");
+        }
+        if (depth > 0) {
+            double th = clock_now();
+            memcpy(s->cur_hidden, s->hidden + (size_t)(keep - 1) * H, (size_t)H * sizeof(float));
+            rc = mtp_state_trim(s->mst, O + 1, err);
+            if (!rc && keep > 1) rc = mtp_append(s, s->hidden, seq + 1, keep - 1, err);
+            if (rc) return err_prefix(err, "MTP history");
+            st.mtp_history_s += clock_now() - th;
+        }
+        if (!rejected) { /* bonus (AR: the next token) from the last row */
+            rc = sampler_build(s->smp, s->logits + (size_t)K * V, &sp_p, pen, &s->p, err);
+            if (rc) return rc;
+            next = sampler_dist_sample(&s->p, rng_uniform(&rng));
+        }
+        x0 = next;
+        done = emit(&e, x0);
+    }
+    double t2 = clock_now();
+
+    st.completion_tokens = e.n;
+    st.decode_s = t2 - t1;
+    st.prefill_tok_s = st.prefill_s > 0 ? n_prompt / st.prefill_s : 0;
+    st.decode_tok_s = st.decode_s > 0 ? e.n / st.decode_s : 0;
+    st.acceptance_rate = st.drafted ? (double)st.accepted / st.drafted : 0;
+    st.tokens_per_verify = st.cycles ? (double)(e.n - 1) / st.cycles : 0;
+    st.finish_reason = e.finish ? e.finish : "length";
+    if (stats) *stats = st;
+    if (out_tokens) {
+        int32_t *o = mem_alloc((size_t)(e.n ? e.n : 1), sizeof *o, "completion", err);
+        if (!o) return MTPLX_ENOMEM;
+        memcpy(o, s->toks, (size_t)e.n * sizeof *o);
+        *out_tokens = o;
+    }
+    if (n_out) *n_out = e.n;
+    return 0;
+}
+
+int gen_run(const mtplx_model *m, const int32_t *prompt, int n_prompt, const gen_params *p,
+            gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
+            mtplx_err *err) {
+    gen_session *s;
+    int rc = gen_session_new(m, &s, err);
+    if (rc) return rc;
+    rc = gen_session_run(s, prompt, n_prompt, p, on_tokens, user, out_tokens, n_out, stats, err);
+    gen_session_free(s);
+    return rc;
+}
