@@ -102,7 +102,7 @@ int cmd_run(int argc, char **argv) {
     gen_params flags;
     gen_params_default(&flags);
     gen_params untouched = flags;
-    int draft_target_head = 0, broken = 0;
+    int draft_full_head = 0, broken = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = cli_sampler_flag("run", argc, argv, &i, &flags);
@@ -113,7 +113,7 @@ int cmd_run(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--chat")) chat = 1;
-        else if (!strcmp(a, "--draft-target-head")) draft_target_head = 1; /* diagnostics */
+        else if (!strcmp(a, "--draft-full-head")) draft_full_head = 1; /* diagnostics */
         else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--prompt")) prompt_text = argv[++i];
@@ -225,7 +225,7 @@ int cmd_run(int argc, char **argv) {
 #undef TAKE
     if (depth < 0 && !(model_has_mtp(m) && tune_lookup(model, &depth))) depth = model_has_mtp(m) ? RUN_DEFAULT_DEPTH : 0;
     p.depth = depth;
-    p.draft_target_head = draft_target_head;
+    p.draft_full_head = draft_full_head;
     p.debug_broken_residual = broken;
     if (gen_params_validate(&p, model_config_of(m)->vocab_size, &err)) {
         cli_error("run", "%s", err.msg);

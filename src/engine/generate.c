@@ -49,7 +49,31 @@ struct gen_session {
     int pre_cap;
     int32_t *toks;                 /* [tok_cap] completion so far */
     int tok_cap;
+    /* prompt cache (opt-in): the states right after the last prefill, to skip repeated prefills */
+    int cache_on;
+    model_state *snap;             /* trunk state after prefill of cache_ids */
+    mtp_state *msnap;              /* MTP history after that prefill (when cache_mtp) */
+    int32_t *cache_ids;            /* [cache_n] the cached prompt; NULL = nothing cached */
+    int cache_n;
+    int cache_mtp;                 /* 1: the MTP history and cache_hidden are valid too */
+    float *cache_logits;           /* [V] last prompt row's logits */
+    float *cache_hidden;           /* [H] last prompt row's post-norm hidden */
 };
+
+static void cache_drop(gen_session *s) {
+    model_state_free(s->snap);
+    if (s->msnap) mtp_state_free(s->msnap);
+    free(s->cache_ids);
+    s->snap = NULL;
+    s->msnap = NULL;
+    s->cache_ids = NULL;
+    s->cache_n = 0;
+}
+
+void gen_session_set_prompt_cache(gen_session *s, int on) {
+    if (!on) cache_drop(s);
+    s->cache_on = on;
+}
 
 void gen_params_default(gen_params *p) {
     memset(p, 0, sizeof *p);
@@ -104,7 +128,11 @@ int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
         s->dlogits = mem_aligned(V * sizeof(float), "draft logits", err);
         s->dh = mem_aligned(R * H * sizeof(float), "draft hidden", err);
         s->mtp_out = mem_aligned(MTP_PREFILL_CHUNK * H * sizeof(float), "mtp history scratch", err);
-        if (!s->logits || !s->hidden || !s->cur_hidden || !s->dlogits || !s->dh || !s->mtp_out) rc = MTPLX_ENOMEM;
+        s->cache_logits = mem_aligned(V * sizeof(float), "prompt cache logits", err);
+        s->cache_hidden = mem_aligned(H * sizeof(float), "prompt cache hidden", err);
+        if (!s->logits || !s->hidden || !s->cur_hidden || !s->dlogits || !s->dh || !s->mtp_out || !s->cache_logits ||
+            !s->cache_hidden)
+            rc = MTPLX_ENOMEM;
     }
     if (rc) {
         gen_session_free(s);
@@ -116,6 +144,9 @@ int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
 
 void gen_session_free(gen_session *s) {
     if (!s) return;
+    cache_drop(s);
+    free(s->cache_logits);
+    free(s->cache_hidden);
     model_state_free(s->st);
     if (s->mst) mtp_state_free(s->mst);
     sampler_free(s->smp);
@@ -137,6 +168,7 @@ void gen_session_free(gen_session *s) {
  * Allocation happens here, before the timed decode loop. */
 static int session_reserve(gen_session *s, int need, int n_prompt, int max_tokens, mtplx_err *err) {
     if (need > s->capacity) {
+        cache_drop(s);
         int cap = need < 256 ? 256 : need;
         if (s->capacity && cap < 2 * s->capacity) cap = 2 * s->capacity;
         model_state_free(s->st);
@@ -198,6 +230,29 @@ static int emit(emitter *e, int32_t tok) {
     return 0;
 }
 
+/* Remember the states after prefilling prompt (with the MTP history when with_mtp). */
+static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mtp, mtplx_err *err) {
+    cache_drop(s);
+    int rc = model_state_new(s->m, s->capacity, 1, &s->snap, err);
+    if (!rc && with_mtp) rc = mtp_state_new(s->m, s->capacity, &s->msnap, err);
+    if (!rc) rc = model_state_copy(s->snap, s->st, err);
+    if (!rc && with_mtp) rc = mtp_state_copy(s->msnap, s->mst, err);
+    if (!rc) {
+        s->cache_ids = mem_alloc((size_t)n, sizeof *prompt, "prompt cache ids", err);
+        if (!s->cache_ids) rc = MTPLX_ENOMEM;
+    }
+    if (rc) {
+        cache_drop(s);
+        return rc;
+    }
+    memcpy(s->cache_ids, prompt, (size_t)n * sizeof *prompt);
+    s->cache_n = n;
+    s->cache_mtp = with_mtp;
+    memcpy(s->cache_logits, s->logits, (size_t)s->V * sizeof(float));
+    if (with_mtp) memcpy(s->cache_hidden, s->cur_hidden, (size_t)s->H * sizeof(float));
+    return 0;
+}
+
 /* Append the committed pairs (hidden[r], next[r]), r < n, to the MTP history. */
 static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, int n, mtplx_err *err) {
     for (int r = 0; r < n; r += MTP_PREFILL_CHUNK) {
@@ -246,7 +301,7 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     sp_q.presence_penalty = sp_q.frequency_penalty = 0;
     sp_q.repetition_penalty = 1;
     const int pen = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1;
-    const head_kind dhead = p->draft_target_head ? HEAD_TARGET : HEAD_DRAFT;
+    const head_kind dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT;
     const spec_residual_kind rkind = p->debug_broken_residual ? SPEC_RESIDUAL_BROKEN_DEBUG : SPEC_RESIDUAL_EXACT;
 
     model_state_reset(s->st);
@@ -257,13 +312,28 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
 
     /* ---- prefill: trunk over the prompt, then the MTP history pairs (h_j, x_{j+1}), j < n-1 ---- */
     double t0 = clock_now();
-    fwd_request req = {s->logits, n_prompt - 1, depth > 0 ? s->pre_hidden : NULL, 0};
-    rc = model_forward(s->m, s->st, prompt, n_prompt, &req, err);
-    if (rc) return err_prefix(err, "prefill");
-    if (depth > 0) {
-        memcpy(s->cur_hidden, s->pre_hidden + (size_t)(n_prompt - 1) * H, (size_t)H * sizeof(float));
-        rc = mtp_append(s, s->pre_hidden, prompt + 1, n_prompt - 1, err);
-        if (rc) return err_prefix(err, "MTP history prefill");
+    int hit = s->cache_on && s->cache_ids && s->cache_n == n_prompt && (depth == 0 || s->cache_mtp) &&
+              !memcmp(s->cache_ids, prompt, (size_t)n_prompt * sizeof *prompt);
+    if (hit) {
+        rc = model_state_copy(s->st, s->snap, err);
+        if (!rc && depth > 0) rc = mtp_state_copy(s->mst, s->msnap, err);
+        if (rc) return err_prefix(err, "prompt cache");
+        memcpy(s->logits, s->cache_logits, (size_t)V * sizeof(float));
+        memcpy(s->cur_hidden, s->cache_hidden, (size_t)H * sizeof(float));
+        st.prompt_cached = 1;
+    } else {
+        fwd_request req = {s->logits, n_prompt - 1, depth > 0 ? s->pre_hidden : NULL, 0};
+        rc = model_forward(s->m, s->st, prompt, n_prompt, &req, err);
+        if (rc) return err_prefix(err, "prefill");
+        if (depth > 0) {
+            memcpy(s->cur_hidden, s->pre_hidden + (size_t)(n_prompt - 1) * H, (size_t)H * sizeof(float));
+            rc = mtp_append(s, s->pre_hidden, prompt + 1, n_prompt - 1, err);
+            if (rc) return err_prefix(err, "MTP history prefill");
+        }
+        if (s->cache_on) {
+            rc = cache_store(s, prompt, n_prompt, depth > 0, err);
+            if (rc) return err_prefix(err, "prompt cache");
+        }
     }
     double t1 = clock_now();
     st.prefill_s = t1 - t0;

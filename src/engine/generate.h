@@ -28,7 +28,7 @@ typedef struct {
     int depth;                /* 0 = plain AR; 1..GEN_MAX_DEPTH MTP drafts per cycle */
     int32_t stop_ids[GEN_MAX_STOP_IDS]; /* token ids that end the turn (emitted, then stop) */
     int n_stop_ids;
-    int draft_target_head;    /* 1: draft with the target LM head instead of HEAD_DRAFT (diagnostics) */
+    int draft_full_head;      /* 1: draft with HEAD_MTP (full precision) instead of HEAD_DRAFT (diagnostics) */
     int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
                                  drafted id); exists so the distribution test can show it catches it */
 } gen_params;
@@ -54,6 +54,7 @@ typedef struct {
     const char *rng;          /* RNG algorithm name (rng.h RNG_ALGORITHM) */
     double draft_s;           /* seconds in MTP draft steps (MTP layer + draft head + draft sampler) */
     double verify_s;          /* seconds in trunk verify / decode forwards */
+    int prompt_cached;        /* 1: the prefill was restored from the session's prompt cache */
     double mtp_history_s;     /* decode seconds appending committed pairs to the MTP history
                                  (prefill's part counts in prefill_s) */
 } gen_stats;
@@ -73,6 +74,11 @@ typedef struct gen_session gen_session;
 /* A session for model m. Returns 0 or ENOMEM; free with gen_session_free (the model outlives it). */
 int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err);
 void gen_session_free(gen_session *s);
+
+/* Prompt cache (off by default): when on, the session keeps a copy of the states after its last
+ * prefill, and a request with the same prompt ids restores them instead of prefilling again (the
+ * results are identical; prefill_s then measures the copy). For many samples of one prompt. */
+void gen_session_set_prompt_cache(gen_session *s, int on);
 
 /* Same contract as gen_run, on the session's state (reset first). */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
