@@ -1,6 +1,7 @@
 /* test_generate_dist.c — at temperature > 0 the MTP speculative output has the same distribution as
  * plain AR decoding. Thousands of seeded short generations (max_tokens 3) under AR and under MTP
- * depths 1..3, at temperature 1.0 (no truncation) and 0.6 with top_p 0.95 / top_k 20, are compared
+ * (depths 1, 2, 3 at temperature 1.0 without truncation; depths 1 and 3 at 0.6 with top_p 0.95 /
+ * top_k 20; 1500 samples per arm) are compared
  * with a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h) on the joint law of
  * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (10
  * comparisons: family-wise error ≈ 1%; the seeds are fixed, so the outcome is deterministic).
