@@ -65,7 +65,7 @@ build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
 	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -o $@ $< build/asan/libmtplx.a $(LDLIBS)
 
 # README command 1: build and generate text with the embedded model.
-RUN_ARGS ?= --prompt-tokens 475,3001,198,475,4002,198,198,198,2003,1437,7,2305,1181,198 --max-tokens 48 --temperature 0
+RUN_ARGS ?= --prompt 'def fibonacci(n):' --max-tokens 64 --seed 1
 run: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) build/mtplx
 	./build/mtplx run $(RUN_ARGS)

@@ -237,6 +237,7 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "%s", err.msg);
         goto out;
     }
+    gen_session_set_prompt_cache(s, samples > 1); /* N samples of one prompt: prefill once */
     if (tok && !json && tok_stream_new(tok, 1, &ts, &err)) {
         cli_error("run", "%s", err.msg);
         goto out;

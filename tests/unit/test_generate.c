@@ -44,7 +44,8 @@ TEST(test_greedy_matches_hf_golden_at_every_depth) {
     REQUIRE(gen_session_new(M, &s, &e) == 0);
     int want = G_len - G_prompt;
     for (int depth = 0; depth <= 5; depth++) {
-        gen_params p = greedy(depth, want);
+        if (test_sanitized() && depth != 0 && depth != 3) continue; /* the sanitizer run checks the paths, */
+        gen_params p = greedy(depth, want);                            /* the plain run every depth */
         int32_t *out;
         int n;
         gen_stats st;
@@ -79,7 +80,7 @@ TEST(test_greedy_mtp_identical_to_ar_on_many_prompts) {
     gen_session *s;
     mtplx_err e;
     REQUIRE(gen_session_new(M, &s, &e) == 0);
-    const int n_prompts = test_sanitized() ? 6 : 32;
+    const int n_prompts = test_sanitized() ? 4 : 32;
     int stops_hit = 0, lengths_hit = 0;
     for (int i = 0; i < n_prompts; i++) {
         int len = 1 + (i * 13) % G_len;
@@ -101,7 +102,7 @@ TEST(test_greedy_mtp_identical_to_ar_on_many_prompts) {
             lengths_hit++;
         const char *ref_finish = st.finish_reason;
         for (int depth = 1; depth <= 5; depth++) {
-            if (test_sanitized() && depth % 2 == 0) continue;
+            if (test_sanitized() && depth != 2 && depth != 5) continue;
             gen_params p = ar;
             p.depth = depth;
             int32_t *out;
@@ -204,6 +205,7 @@ TEST(test_bad_params_are_einval_naming_the_field) {
 }
 
 int main(void) {
+    setenv("MTPLX_THREADS", "1", 0); /* many tiny forwards: one thread wastes no CPU on handoffs */
     mtplx_err e;
     st_set *g = NULL;
     if (model_load(MODEL_DIR, &M, &e) || st_open_file(MODEL_DIR "/golden.safetensors", &g, &e)) {

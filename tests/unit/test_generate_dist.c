@@ -1,10 +1,10 @@
 /* test_generate_dist.c — at temperature > 0 the MTP speculative output has the same distribution as
  * plain AR decoding. Thousands of seeded short generations (max_tokens 3) under AR and under MTP
- * (depths 1, 2, 3 at temperature 1.0 without truncation; depths 1 and 3 at 0.6 with top_p 0.95 /
- * top_k 20; 1500 samples per arm) are compared
+ * (depths 1 and 3 at temperature 1.0 without truncation; depth 2 at 0.6 with top_p 0.95 / top_k 20;
+ * 1000 samples per arm) are compared
  * with a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h) on the joint law of
- * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (10
- * comparisons: family-wise error ≈ 1%; the seeds are fixed, so the outcome is deterministic).
+ * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (6
+ * comparisons: family-wise error ≈ 0.6%; the seeds are fixed, so the outcome is deterministic).
  * The same test run against the deliberately broken residual (debug switch: subtract q only at the
  * drafted id) must reject at α = 0.001 — the test has the power to see a wrong residual. */
 #include <stdint.h>
@@ -86,14 +86,14 @@ typedef struct {
 } setting;
 
 static const setting k_settings[] = {
-    {"T=1.0", 1.0f, 1.0f, 0, {1, 2, 3, 0}},
-    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {1, 3, 0, 0}},
+    {"T=1.0", 1.0f, 1.0f, 0, {1, 3, 0, 0}},
+    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {2, 0, 0, 0}},
 };
 
 static int N;            /* samples per arm */
 /* golden prefix of 9 tokens: diverse first tokens, and a draft that differs from the target often
  * enough that the broken residual moves the joint law of tokens 1-2 by a chi-square distance of
- * ≈ 0.095 (computed exactly at T = 1: N = 1500 per arm gives a noncentrality ≈ 70) */
+ * ≈ 0.095 (computed exactly at T = 1: N = 1000 per arm gives a noncentrality ≈ 48) */
 static int n_prompt = 9;
 static int32_t *AR1; /* the AR arm at T = 1.0, shared with the broken-residual test */
 
@@ -142,6 +142,7 @@ TEST(test_broken_residual_is_caught) {
 }
 
 int main(void) {
+    setenv("MTPLX_THREADS", "1", 0); /* thousands of tiny forwards: one thread wastes no CPU on handoffs */
     mtplx_err e;
     st_set *g = NULL;
     if (model_load(MODEL_DIR, &M, &e) || st_open_file(MODEL_DIR "/golden.safetensors", &g, &e) ||
@@ -154,7 +155,7 @@ int main(void) {
     G = ids->data;
     gen_session_set_prompt_cache(S, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
-    N = env ? atoi(env) : test_sanitized() ? 200 : 1500;
+    N = env ? atoi(env) : test_sanitized() ? 150 : 1000;
     AR1 = calloc(3 * (size_t)N, sizeof *AR1);
     if (!AR1) return 1;
     RUN(test_mtp_distribution_equals_ar);

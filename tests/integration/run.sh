@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# run.sh — `mtplx run`, `tune` and `bench` end to end on the embedded model: greedy output equals the
+# HF golden continuation at depths 0, 1 and 3; --samples seeds S..S+N-1 reproduce single runs; text
+# prompts; JSON shape; tune saves a depth that run then uses; bench --json; error exits and messages
+# (on the sanitizer build).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+M=build/mtplx
+MA=build/asan/mtplx
+[ -x "$MA" ] || MA=$M
+G=models/qwen35-tiny-code/golden.safetensors
+CMP=tests/integration/logits_compare.js
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export MTPLX_HOME=$tmp/home
+js() { node -e "const L=require('fs').readFileSync(process.argv[1],'utf8').trim().split('\n').map(JSON.parse);$1" "$2"; }
+
+# 1. greedy == the HF golden continuation (40 tokens), AR and MTP
+ids=$(node "$CMP" ids "$G")
+plen=$(node "$CMP" prompt_len "$G")
+prompt=$(echo "$ids" | cut -d, -f1-"$plen")
+want=$(echo "$ids" | cut -d, -f$((plen + 1))-)
+for d in 0 1 3; do
+    "$M" run --prompt-tokens "$prompt" --max-tokens 40 --temperature 0 --depth "$d" --json >"$tmp/g$d"
+    got=$(js 'console.log(L[0].tokens.join(","))' "$tmp/g$d")
+    [ "$got" = "$want" ] || fail "depth $d greedy: $got != golden $want"
+    js 'const s=L[0].stats; if (s.depth!=='"$d"'||s.completion_tokens!==40||L[0].finish_reason!=="length"
+        ||s.accepted_per_position.length!=='"$d"'||typeof L[0].text!=="string") process.exit(1)' "$tmp/g$d" \
+        || fail "depth $d: JSON fields"
+done
+echo "greedy depths 0,1,3 == golden"
+
+# 2. --samples N: seeds S..S+N-1, each identical to a single run with that seed
+"$M" run --prompt-tokens "$prompt" --max-tokens 6 --temperature 0.8 --top-k 30 --depth 2 --samples 3 --seed 41 \
+    --json >"$tmp/s"
+js 'if (L.length!==3||L.map(x=>x.seed).join()!=="41,42,43") process.exit(1)' "$tmp/s" || fail "--samples seeds"
+"$M" run --prompt-tokens "$prompt" --max-tokens 6 --temperature 0.8 --top-k 30 --depth 2 --seed 42 --json >"$tmp/s1"
+a=$(js 'console.log(L[1].tokens.join(","))' "$tmp/s")
+b=$(js 'console.log(L[0].tokens.join(","))' "$tmp/s1")
+[ "$a" = "$b" ] || fail "sample 2 of --samples ($a) differs from --seed 42 ($b)"
+echo "--samples reproduces single runs"
+
+# 3. text prompt, plain output: text on stdout, a stats line on stderr
+"$M" run --prompt $'def add(a, b):\n' --max-tokens 12 --temperature 0 --depth 2 >"$tmp/o" 2>"$tmp/e"
+[ -s "$tmp/o" ] || fail "no text on stdout"
+grep -q "decode" "$tmp/e" && grep -q "seed" "$tmp/e" || fail "no stats line on stderr"
+"$M" run --help | grep -q -- "--prompt-tokens" || fail "--help"
+
+# 4. tune saves a depth for this model and machine; run uses it as the default
+"$M" tune --max-depth 2 --prompts 1 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/t"
+saved=$(node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(j.depth)' "$tmp/t")
+[ -f "$MTPLX_HOME/tuning.json" ] || fail "tune wrote no $MTPLX_HOME/tuning.json"
+"$M" run --prompt-tokens "$prompt" --max-tokens 4 --temperature 0 --json >"$tmp/r"
+used=$(js 'console.log(L[0].stats.depth)' "$tmp/r")
+[ "$used" = "$saved" ] || fail "run used depth $used, tune saved $saved"
+echo "tune saved depth $saved; run uses it"
+
+# 5. bench --json: every depth reported with the ratio to AR, acceptance per position, machine facts
+"$M" bench --depths 0,1,2 --prompts 2 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/b"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (j.results.length!==3||j.results[0].ratio_to_ar!==1||j.results[2].acceptance_per_position.length!==2
+      ||!j.machine.cpu||!(j.machine.threads>0)||!j.machine.commit||!(j.results[1].median_decode_tok_s>0)) process.exit(1)' \
+    "$tmp/b" || fail "bench --json"
+echo "bench --json ok"
+
+# 6. errors: exit 2 with a message naming the problem (sanitizer build), exit 1 for a bad model
+expect() { # code pattern args...
+    local code=$1 pat=$2 rc=0
+    shift 2
+    "$MA" run "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [ "$rc" = "$code" ] || fail "run $*: exit $rc, expected $code ($(cat "$tmp/err"))"
+    grep -q -- "$pat" "$tmp/err" || fail "run $*: message '$(cat "$tmp/err")' lacks '$pat'"
+}
+expect 2 temperature --prompt-tokens 1,2 --temperature -1
+expect 2 top_p --prompt-tokens 1,2 --top-p 1.5
+expect 2 min_p --prompt-tokens 1,2 --min-p 1
+expect 2 repetition_penalty --prompt-tokens 1,2 --repetition-penalty 0
+expect 2 presence_penalty --prompt-tokens 1,2 --presence-penalty 3
+expect 2 --depth --prompt-tokens 1,2 --depth 99
+expect 2 --max-tokens --prompt-tokens 1,2 --max-tokens 0
+expect 2 "exactly one" --max-tokens 3
+expect 2 "--prompt-tokens" --prompt-tokens 1,x,3
+expect 2 "vocabulary" --prompt-tokens 1,99999 --max-tokens 2
+expect 2 "unknown" --prompt-tokens 1 --bogus
+expect 1 "nowhere" --model "$tmp/nowhere" --prompt-tokens 1,2
+mkdir -p "$tmp/notok" && cp models/qwen35-tiny-code/*.json models/qwen35-tiny-code/*.safetensors "$tmp/notok/" \
+    && rm "$tmp/notok/tokenizer.json" "$tmp/notok/tokenizer_config.json"
+expect 1 "need the tokenizer" --model "$tmp/notok" --prompt "hello"
+echo "error cases ok"
