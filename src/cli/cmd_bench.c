@@ -29,13 +29,13 @@ static void usage_decode(FILE *f) {
             "  --prompt-len N    prompt tokens each (default 64)\n"
             "  --repeats R       passes (default 3)\n"
             "  --seed S          prompt i uses seed S+i at every depth (default 1)\n"
-            "  --json            machine-readable result\n" CLI_SAMPLER_HELP
+            "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "Sampler defaults: the model's generation_config.json; --max-tokens defaults to 128.\n"
             "Other modes: --membw, --verify-cost, --prefill (see mtplx bench --membw --help).\n");
 }
 
 static int mode_decode(int argc, char **argv) {
-    const char *model = NULL;
+    const char *model = NULL, *dq = NULL;
     bench_decode_opts o;
     memset(&o, 0, sizeof o);
     int depths_given = 0, json = 0;
@@ -54,6 +54,7 @@ static int mode_decode(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--json")) json = 1;
         else if (v && !strcmp(a, "--model")) model = argv[++i];
+        else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
         else if (!strcmp(a, "--depths")) {
             int32_t *d;
             int n;
@@ -109,6 +110,7 @@ static int mode_decode(int argc, char **argv) {
         cli_error("bench", "%s", err.msg);
         goto out;
     }
+    if (cli_draft_quant("bench", m, dq, &rc)) goto out;
     if (cli_bench_prompts("bench", model, tok, (int)n_prompts, (int)plen, &prompts, &lens)) goto out;
     if (gen_params_from_model(m, &o.base, &err)) {
         cli_error("bench", "%s", err.msg);

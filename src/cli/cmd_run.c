@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  --depth N                 MTP drafts per cycle, 0 = plain AR (default: what `mtplx tune`\n"
             "                            saved for this model and machine, else %d)\n"
             "  --json                    one JSON object per generation: text, tokens, seed,\n"
-            "                            finish_reason, stats\n" CLI_SAMPLER_HELP
+            "                            finish_reason, stats\n" CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
             RUN_DEFAULT_DEPTH);
@@ -93,7 +93,7 @@ static void stats_line(const gen_stats *st) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL;
+    const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL;
     int json = 0, chat = 0, depth = -1;
     long samples = 1, l;
     uint64_t seed = 0;
@@ -116,6 +116,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--draft-full-head")) draft_full_head = 1; /* diagnostics */
         else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
         else if (v && !strcmp(a, "--model")) model = argv[++i];
+        else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
         else if (v && !strcmp(a, "--prompt")) prompt_text = argv[++i];
         else if (v && !strcmp(a, "--prompt-file")) prompt_file = argv[++i];
         else if (v && !strcmp(a, "--prompt-tokens")) prompt_tokens = argv[++i];
@@ -164,6 +165,7 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "%s", err.msg);
         return 1;
     }
+    if (cli_draft_quant("run", m, dq, &rc)) goto out;
     /* the tokenizer is optional with --prompt-tokens (ids are printed when it is missing) */
     char tpath[4096];
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);

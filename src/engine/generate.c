@@ -44,7 +44,9 @@ struct gen_session {
     float *cur_hidden;             /* [H] target hidden at the last committed position */
     float *dlogits;                /* [V] draft logits */
     float *dh;                     /* [GEN_MAX_DEPTH + 1][H] chained MTP post-norm hiddens */
-    float *mtp_out;                /* [MTP_PREFILL_CHUNK][H] discarded MTP outputs of history appends */
+    float *mtp_out;                /* [MTP_PREFILL_CHUNK][H] MTP outputs of history appends */
+    float *hist_h;                 /* [GEN_MAX_DEPTH + 1][H] committed pairs not yet in the MTP history: */
+    int32_t hist_t[GEN_MAX_DEPTH + 1]; /* target hiddens and next tokens, fused into the next draft step */
     float *pre_hidden;             /* [pre_cap][H] prefill hiddens (for the MTP history) */
     int pre_cap;
     int32_t *toks;                 /* [tok_cap] completion so far */
@@ -128,10 +130,11 @@ int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
         s->dlogits = mem_aligned(V * sizeof(float), "draft logits", err);
         s->dh = mem_aligned(R * H * sizeof(float), "draft hidden", err);
         s->mtp_out = mem_aligned(MTP_PREFILL_CHUNK * H * sizeof(float), "mtp history scratch", err);
+        s->hist_h = mem_aligned(R * H * sizeof(float), "mtp pending pairs", err);
         s->cache_logits = mem_aligned(V * sizeof(float), "prompt cache logits", err);
         s->cache_hidden = mem_aligned(H * sizeof(float), "prompt cache hidden", err);
         if (!s->logits || !s->hidden || !s->cur_hidden || !s->dlogits || !s->dh || !s->mtp_out || !s->cache_logits ||
-            !s->cache_hidden)
+            !s->cache_hidden || !s->hist_h)
             rc = MTPLX_ENOMEM;
     }
     if (rc) {
@@ -159,6 +162,7 @@ void gen_session_free(gen_session *s) {
     free(s->dlogits);
     free(s->dh);
     free(s->mtp_out);
+    free(s->hist_h);
     free(s->pre_hidden);
     free(s->toks);
     free(s);
@@ -345,6 +349,7 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     x0 = sampler_dist_sample(&s->p, rng_uniform(&rng));
     int done = emit(&e, x0);
     int32_t seq[GEN_MAX_DEPTH + 1];
+    int n_hist = 0; /* committed pairs in s->hist_h/hist_t waiting for the next draft step 1 */
 
     while (!done) {
         int K = p->max_tokens - e.n;
@@ -354,12 +359,21 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
         seq[0] = x0;
         if (K > 0) {
             double td = clock_now();
-            O = mtp_state_len(s->mst);
+            /* step 1 also appends the committed pairs of the last cycle: one MTP call of n_hist + 1
+             * rows (row-invariant, so identical to separate calls; the MTP weights are read once) */
+            memcpy(s->hist_h + (size_t)n_hist * H, s->cur_hidden, (size_t)H * sizeof(float));
+            s->hist_t[n_hist] = x0;
+            O = mtp_state_len(s->mst) + n_hist; /* the row of the real pair (hidden, x0) */
             const float *h = s->cur_hidden;
             int32_t t = x0;
             for (int d = 1; d <= K; d++) {
                 float *hout = s->dh + (size_t)d * H;
-                rc = model_mtp_forward(s->m, s->mst, h, &t, 1, hout, err);
+                if (d == 1) {
+                    rc = model_mtp_forward(s->m, s->mst, s->hist_h, s->hist_t, n_hist + 1, s->mtp_out, err);
+                    memcpy(hout, s->mtp_out + (size_t)n_hist * H, (size_t)H * sizeof(float));
+                    n_hist = 0;
+                } else
+                    rc = model_mtp_forward(s->m, s->mst, h, &t, 1, hout, err);
                 if (!rc) rc = model_lm_head(s->m, dhead, hout, 1, s->dlogits, err);
                 if (!rc) rc = sampler_build(s->smp, s->dlogits, &sp_q, 0, &s->q[d - 1], err);
                 if (rc) return err_prefix(err, "draft %d", d);
@@ -406,9 +420,11 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
         if (depth > 0) {
             double th = clock_now();
             memcpy(s->cur_hidden, s->hidden + (size_t)(keep - 1) * H, (size_t)H * sizeof(float));
-            rc = mtp_state_trim(s->mst, O + 1, err);
-            if (!rc && keep > 1) rc = mtp_append(s, s->hidden, seq + 1, keep - 1, err);
+            rc = mtp_state_trim(s->mst, O + 1, err); /* drop the speculative rows */
             if (rc) return err_prefix(err, "MTP history");
+            n_hist = keep - 1; /* target pairs (verify hidden[r], y_{r+1}), appended by the next draft */
+            memcpy(s->hist_h, s->hidden, (size_t)n_hist * H * sizeof(float));
+            memcpy(s->hist_t, seq + 1, (size_t)n_hist * sizeof(int32_t));
             st.mtp_history_s += clock_now() - th;
         }
         if (!rejected) { /* bonus (AR: the next token) from the last row */

@@ -75,6 +75,15 @@ typedef enum {
                              else the target head (the reference for `logits --mtp`) */
 } head_kind;
 
+/* Make the draft cheap: replace HEAD_DRAFT by an MLX-affine quantized copy (bits 4 or 8, group 32,
+ * 64 or 128) of the head it used, and with mtp_layer also quantize the MTP layer's matrices (fc,
+ * attention, MLP; dense Qwen3.5 MTP layers only). Made once, after load and before any generation
+ * (not thread-safe with running forwards). The target head is untouched, so p is unchanged; the
+ * drafts' q changes, which exact speculative sampling allows. Note: model_mtp_forward (and
+ * `logits --mtp`) then use the quantized MTP layer. Returns 0, EINVAL (format), EUNSUPPORTED
+ * (no MTP head / MTP layer kind) or ENOMEM. Buffers are freed by model_free. */
+int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer, mtplx_err *err);
+
 /* logits[T][V] = head(hidden[T][H]). */
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits,
                   mtplx_err *err);

@@ -91,6 +91,9 @@ struct mtplx_model {
     int key_dim, value_dim, conv_dim;   /* Hk·Dk, Hv·Dv, 2·key_dim + value_dim */
     int q_width;                        /* q_proj outputs: nH·Dh·(gate ? 2 : 1) */
     family_model fam;                   /* MoE experts, MLA / DeepSeek MTP extras (family.c) */
+    void **draft_bufs;                  /* [n_draft_bufs] quantized draft copies (draft.c), owned */
+    int n_draft_bufs;
+    int mtp_quantized;                  /* 1: the MTP layer's matrices are draft-quantized copies */
 };
 
 /* Scratch for a forward over up to `rows` rows; sized at state creation, so forward never

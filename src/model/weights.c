@@ -386,6 +386,8 @@ void model_free(mtplx_model *m) {
     free(m->layers);
     free(m->rope_inv_freq);
     family_model_free(m);
+    for (int i = 0; i < m->n_draft_bufs; i++) free(m->draft_bufs[i]);
+    free(m->draft_bufs);
     free(m);
 }
 

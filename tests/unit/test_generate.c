@@ -125,6 +125,42 @@ TEST(test_greedy_mtp_identical_to_ar_on_many_prompts) {
     gen_session_free(s);
 }
 
+/* The draft-only q4 copies (LM head + MTP layer) change q, never the output: greedy stays identical
+ * to AR, and the drafts still agree with the target most of the time. */
+TEST(test_quantized_draft_keeps_greedy_identical) {
+    mtplx_model *mq;
+    mtplx_err e;
+    REQUIRE(model_load(MODEL_DIR, &mq, &e) == 0);
+    REQUIRE(model_quantize_draft(mq, 4, 64, 1, &e) == 0);
+    gen_session *s, *sq;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    REQUIRE(gen_session_new(mq, &sq, &e) == 0);
+    int drafted = 0, accepted = 0;
+    for (int i = 0; i < (test_sanitized() ? 2 : 6); i++) {
+        int len = 3 + i * 8;
+        gen_params p = greedy(0, 20);
+        int32_t *ref, *out;
+        int n_ref, n;
+        gen_stats st;
+        if (run(s, G, len, &p, &ref, &n_ref, &st)) break;
+        p.depth = 2 + (i % 3);
+        if (run(sq, G, len, &p, &out, &n, &st)) break;
+        int same = n == n_ref;
+        for (int k = 0; same && k < n; k++) same = out[k] == ref[k];
+        CHECK_MSG(same, "prompt len %d, depth %d: q4 draft output differs from AR", len, p.depth);
+        drafted += st.drafted;
+        accepted += st.accepted;
+        free(ref);
+        free(out);
+    }
+    CHECK_MSG(accepted > drafted / 3, "q4 draft acceptance %d/%d", accepted, drafted);
+    mtplx_err e2;
+    CHECK_INT(model_quantize_draft(mq, 3, 64, 0, &e2), MTPLX_EINVAL); /* unsupported format named */
+    gen_session_free(s);
+    gen_session_free(sq);
+    model_free(mq);
+}
+
 static int cancel_after_three(void *user, const int32_t *t, int n) {
     int *count = user;
     (void)t;
@@ -222,6 +258,7 @@ int main(void) {
     G_prompt = *(const int32_t *)pl->data;
     RUN(test_greedy_matches_hf_golden_at_every_depth);
     RUN(test_greedy_mtp_identical_to_ar_on_many_prompts);
+    RUN(test_quantized_draft_keeps_greedy_identical);
     RUN(test_callback_sees_every_token_and_can_cancel);
     RUN(test_seeded_sampling_is_reproducible_and_reports_seed);
     RUN(test_bad_params_are_einval_naming_the_field);

@@ -1,7 +1,7 @@
 /* test_generate_dist.c — at temperature > 0 the MTP speculative output has the same distribution as
  * plain AR decoding. Thousands of seeded short generations (max_tokens 3) under AR and under MTP
  * (depths 1 and 3 at temperature 1.0 without truncation; depth 2 at 0.6 with top_p 0.95 / top_k 20;
- * 1000 samples per arm) are compared
+ * the depth-3 and depth-2 arms draft with the default q4 draft copies; 1000 samples per arm) are compared
  * with a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h) on the joint law of
  * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (6
  * comparisons: family-wise error ≈ 0.6%; the seeds are fixed, so the outcome is deterministic).
@@ -18,13 +18,13 @@
 #define MODEL_DIR "models/qwen35-tiny-code"
 #define ALPHA 0.001
 
-static mtplx_model *M;
-static gen_session *S;
+static mtplx_model *M, *MQ; /* MQ: same checkpoint with the default q4 draft copies (head + MTP layer) */
+static gen_session *S, *SQ;
 static const int32_t *G; /* golden ids: the prompts are prefixes */
 
 /* n generations of 3 tokens with seeds seed0.. ; out[i*3 + k] = token k of sample i. */
-static int sample(const gen_params *base, int depth, int broken, uint64_t seed0, int n, const int32_t *prompt,
-                  int n_prompt, int32_t *out) {
+static int sample(gen_session *sess, const gen_params *base, int depth, int broken, uint64_t seed0, int n,
+                  const int32_t *prompt, int n_prompt, int32_t *out) {
     for (int i = 0; i < n; i++) {
         gen_params p = *base;
         p.depth = depth;
@@ -34,7 +34,7 @@ static int sample(const gen_params *base, int depth, int broken, uint64_t seed0,
         int32_t *t;
         int nt;
         mtplx_err e;
-        if (gen_session_run(S, prompt, n_prompt, &p, NULL, NULL, &t, &nt, NULL, &e)) {
+        if (gen_session_run(sess, prompt, n_prompt, &p, NULL, NULL, &t, &nt, NULL, &e)) {
             T_FAIL("depth %d: %s", depth, e.msg);
             return -1;
         }
@@ -83,11 +83,15 @@ typedef struct {
     float temperature, top_p;
     int top_k;
     int depths[4];  /* MTP depths compared with AR, 0-terminated */
+    int q4[4];      /* 1: that arm drafts with the q4 draft copies */
+    int n_prompt;   /* golden prefix length */
 } setting;
 
+/* T = 0.6 uses a 13-token prefix: at 9 tokens its first token is nearly certain after top_p/top_k
+ * (one bin); at 13 the first token has 17 candidates (2.0 nats). */
 static const setting k_settings[] = {
-    {"T=1.0", 1.0f, 1.0f, 0, {1, 3, 0, 0}},
-    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {2, 0, 0, 0}},
+    {"T=1.0", 1.0f, 1.0f, 0, {1, 3, 0, 0}, {0, 1, 0, 0}, 9},
+    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {2, 0, 0, 0}, {1, 0, 0, 0}, 13},
 };
 
 static int N;            /* samples per arm */
@@ -107,15 +111,17 @@ TEST(test_mtp_distribution_equals_ar) {
         p.top_p = k_settings[s].top_p;
         p.top_k = k_settings[s].top_k;
         p.max_tokens = 3;
-        if (sample(&p, 0, 0, 1000000, N, G, n_prompt, ar)) break;
+        const int np = k_settings[s].n_prompt;
+        if (sample(S, &p, 0, 0, 1000000, N, G, np, ar)) break;
         if (s == 0) memcpy(AR1, ar, sizeof(int32_t) * 3 * N);
         for (int k = 0; k < 4 && k_settings[s].depths[k]; k++) {
             int depth = k_settings[s].depths[k];
-            if (sample(&p, depth, 0, 2000000 + 100000 * depth, N, G, n_prompt, mtp)) break;
+            int q4 = k_settings[s].q4[k];
+            if (sample(q4 ? SQ : S, &p, depth, 0, 2000000 + 100000 * depth, N, G, np, mtp)) break;
             for (int which = 0; which < 2; which++) {
                 chi2_result r = compare(ar, mtp, N, which);
-                fprintf(stderr, "  %s depth %d %s: chi2 %.1f df %d p %.4f\n", k_settings[s].name, depth,
-                        which ? "token 3" : "tokens 1-2 joint", r.stat, r.df, r.p);
+                fprintf(stderr, "  %s depth %d%s %s: chi2 %.1f df %d p %.4f\n", k_settings[s].name, depth,
+                        q4 ? " (q4 draft)" : "", which ? "token 3" : "tokens 1-2 joint", r.stat, r.df, r.p);
                 CHECK(r.df >= 3); /* the comparison has real bins */
                 CHECK_MSG(r.p >= ALPHA, "%s depth %d %s: p = %g < %g — MTP distribution differs from AR",
                           k_settings[s].name, depth, which ? "token 3" : "tokens 1-2", r.p, ALPHA);
@@ -133,7 +139,7 @@ TEST(test_broken_residual_is_caught) {
     gen_params_default(&p);
     p.temperature = 1.0f;
     p.max_tokens = 3;
-    if (!sample(&p, 2, 1, 3000000, N, G, n_prompt, bad)) { /* same settings as the T = 1.0 AR arm */
+    if (!sample(S, &p, 2, 1, 3000000, N, G, n_prompt, bad)) { /* same settings as the T = 1.0 AR arm */
         chi2_result r = compare(AR1, bad, N, 0);
         fprintf(stderr, "  broken residual, depth 2, tokens 1-2 joint: chi2 %.1f df %d p %.3g\n", r.stat, r.df, r.p);
         CHECK_MSG(r.p < ALPHA, "the broken residual was not detected (p = %g)", r.p);
@@ -146,7 +152,8 @@ int main(void) {
     mtplx_err e;
     st_set *g = NULL;
     if (model_load(MODEL_DIR, &M, &e) || st_open_file(MODEL_DIR "/golden.safetensors", &g, &e) ||
-        gen_session_new(M, &S, &e)) {
+        gen_session_new(M, &S, &e) || model_load(MODEL_DIR, &MQ, &e) || model_quantize_draft(MQ, 4, 64, 1, &e) ||
+        gen_session_new(MQ, &SQ, &e)) {
         fprintf(stderr, "setup: %s\n", e.msg);
         return 1;
     }
@@ -154,6 +161,7 @@ int main(void) {
     if (!ids || ids->dtype != DT_I32) return 1;
     G = ids->data;
     gen_session_set_prompt_cache(S, 1);
+    gen_session_set_prompt_cache(SQ, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
     N = env ? atoi(env) : test_sanitized() ? 150 : 1000;
     AR1 = calloc(3 * (size_t)N, sizeof *AR1);
@@ -162,7 +170,9 @@ int main(void) {
     if (!test_sanitized()) RUN(test_broken_residual_is_caught); /* needs the full sample size for power */
     free(AR1);
     gen_session_free(S);
+    gen_session_free(SQ);
     st_close(g);
     model_free(M);
+    model_free(MQ);
     return TEST_SUMMARY();
 }
