@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../base/file.h"
+#include "../chat/chat.h"
 #include "../engine/gen_config.h"
 #include "../engine/generate.h"
 #include "../engine/rng.h"
@@ -193,11 +194,23 @@ int cmd_run(int argc, char **argv) {
             }
             text = file_text;
         }
-        if (chat) {
-            cli_error("run", "--chat needs the chat template renderer (src/chat), which this build does not have yet");
-            goto out;
+        char *rendered = NULL;
+        if (chat) { /* the text becomes one user message rendered with the model's chat template */
+            chat_template *ct = NULL;
+            json_t *req = json_pack("{s:[{s:s, s:s%}]}", "messages", "role", "user", "content", text, len);
+            int crc = req ? chat_template_load(model, &ct, &err) : err_set(&err, MTPLX_EINVAL, "prompt is not UTF-8");
+            if (!crc) crc = chat_render(ct, req, NULL, &rendered, &len, &err);
+            if (ct) chat_template_free(ct);
+            json_decref(req);
+            if (crc) {
+                cli_error("run", "--chat: %s", err.msg);
+                goto out;
+            }
+            text = rendered;
         }
-        if (tok_encode(tok, text, len, &prompt, &n_prompt, &err)) {
+        int erc = tok_encode(tok, text, len, &prompt, &n_prompt, &err);
+        free(rendered);
+        if (erc) {
             cli_error("run", "encoding the prompt: %s", err.msg);
             goto out;
         }

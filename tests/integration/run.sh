@@ -46,6 +46,9 @@ echo "--samples reproduces single runs"
 [ -s "$tmp/o" ] || fail "no text on stdout"
 grep -q "decode" "$tmp/e" && grep -q "seed" "$tmp/e" || fail "no stats line on stderr"
 "$M" run --help | grep -q -- "--prompt-tokens" || fail "--help"
+# --chat renders the prompt as a user message with the model's chat template (more tokens than the text)
+"$M" run --chat --prompt "hi" --max-tokens 4 --temperature 0 --depth 1 --json >"$tmp/c"
+js 'if (!(L[0].stats.prompt_tokens>5)) process.exit(1)' "$tmp/c" || fail "--chat did not render a template"
 
 # 4. tune saves a depth for this model and machine; run uses it as the default
 "$M" tune --max-depth 2 --prompts 1 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/t"
