@@ -1,9 +1,172 @@
-/* cmd_serve.c — `mtplx serve`. Placeholder until issue 7 lands: refuses clearly instead of pretending. */
+/* cmd_serve.c — `mtplx serve`: load a model and serve the OpenAI and Anthropic APIs until SIGINT or
+ * SIGTERM. Prints one line "mtplx serve: listening on http://HOST:PORT ..." to stdout once ready.
+ * Exit codes: 0 after a clean shutdown, 1 runtime error (model, bind), 2 usage error. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/file.h"
+#include "../server/backend_model.h"
+#include "../server/server.h"
 #include "commands.h"
 
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mtplx serve [--model DIR] [--host 127.0.0.1] [--port 8000]\n"
+            "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
+            "                   [--depth N] [--ctx N] [--quiet]\n"
+            "\n"
+            "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
+            "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
+            "\n"
+            "  --model DIR         checkpoint directory (default: %s)\n"
+            "  --host H            bind address (default 127.0.0.1); a non-loopback address needs an API key\n"
+            "  --port P            TCP port (default 8000; 0 = any free port, printed when ready)\n"
+            "  --api-key K         require K as `Authorization: Bearer K` or `x-api-key: K`\n"
+            "  --api-key-file F    read the key from F (surrounding whitespace trimmed)\n"
+            "                      (also $MTPLX_API_KEY when neither flag is given)\n"
+            "  --max-queue N       requests waiting for the model at most (default 128); more get 429\n"
+            "  --max-body BYTES    request body limit (default 8388608); more get 413\n"
+            "  --depth N           default MTP depth (0 = AR; default: `mtplx tune`'s choice, else 3)\n"
+            "  --ctx N             context tokens (prompt + completion; default min(model max, 8192))\n"
+            "  --quiet             no per-request log lines on stderr\n"
+            "\n"
+            "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
+            cli_default_model());
+}
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        cli_error("serve", "%s needs an integer in [%ld, %ld]; got '%s'", flag, lo, hi, v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Read an API key file, trimmed; NULL with a message on failure or when empty. */
+static char *read_key_file(const char *path) {
+    mtplx_err err = {0};
+    char *s = file_read_all(path, NULL, &err);
+    if (!s) {
+        cli_error("serve", "--api-key-file: %s", err.msg);
+        return NULL;
+    }
+    char *b = s;
+    while (*b == ' ' || *b == '\n' || *b == '\r' || *b == '\t') b++;
+    size_t n = strlen(b);
+    while (n && (b[n - 1] == ' ' || b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == '\t')) n--;
+    if (!n) {
+        cli_error("serve", "--api-key-file: %s is empty", path);
+        free(s);
+        return NULL;
+    }
+    char *k = strndup(b, n);
+    free(s);
+    return k;
+}
+
 int cmd_serve(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    cli_error("serve", "not implemented yet (tracked in issue 7)");
-    return 1;
+    srv_config cfg;
+    server_config_default(&cfg);
+    const char *model = NULL, *key_file = NULL;
+    char *key = NULL;
+    long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            free(key);
+            return 0;
+        } else if (!strcmp(a, "--model") && val) {
+            model = val, i++;
+        } else if (!strcmp(a, "--host") && val) {
+            cfg.host = val, i++;
+        } else if (!strcmp(a, "--port")) {
+            if (parse_long(a, val, 0, 65535, &v)) goto usage_err;
+            cfg.port = (int)v, i++;
+        } else if (!strcmp(a, "--api-key") && val) {
+            free(key);
+            key = strdup(val), i++;
+        } else if (!strcmp(a, "--api-key-file") && val) {
+            key_file = val, i++;
+        } else if (!strcmp(a, "--max-queue")) {
+            if (parse_long(a, val, 1, 100000, &v)) goto usage_err;
+            cfg.max_queue = (int)v, i++;
+        } else if (!strcmp(a, "--max-body")) {
+            if (parse_long(a, val, 1024, 1L << 30, &v)) goto usage_err;
+            cfg.max_body = (size_t)v, i++;
+        } else if (!strcmp(a, "--depth")) {
+            if (parse_long(a, val, 0, GEN_MAX_DEPTH, &v)) goto usage_err;
+            cfg.depth = (int)v, i++;
+        } else if (!strcmp(a, "--ctx")) {
+            if (parse_long(a, val, 2, 1L << 24, &v)) goto usage_err;
+            cfg.ctx = (int)v, i++;
+        } else if (!strcmp(a, "--quiet")) {
+            cfg.quiet = 1;
+        } else {
+            cli_error("serve", "unknown or incomplete option '%s' (see mtplx serve --help)", a);
+            goto usage_err;
+        }
+    }
+    if (key && key_file) {
+        cli_error("serve", "give --api-key or --api-key-file, not both");
+        goto usage_err;
+    }
+    if (key_file && !(key = read_key_file(key_file))) goto usage_err;
+    if (!key && getenv("MTPLX_API_KEY") && *getenv("MTPLX_API_KEY")) key = strdup(getenv("MTPLX_API_KEY"));
+    cfg.api_key = key;
+    if (!key && !server_host_is_loopback(cfg.host)) {
+        cli_error("serve", "refusing to listen on %s without an API key: pass --api-key or --api-key-file "
+                           "(or bind a loopback address such as 127.0.0.1)", cfg.host);
+        goto usage_err;
+    }
+    if (!model) model = cli_default_model();
+
+    /* SIGINT/SIGTERM are taken by sigwait below; every thread created from here inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    mtplx_err err = {0};
+    srv_backend be;
+    if (backend_model_open(model, cfg.ctx, &be, &err)) {
+        cli_error("serve", "%s", err.msg);
+        free(key);
+        return 1;
+    }
+    srv_server *s = NULL;
+    if (server_start(&cfg, &be, &s, &err)) {
+        cli_error("serve", "%s", err.msg);
+        backend_model_close(&be);
+        free(key);
+        return err.code == MTPLX_EINVAL ? 2 : 1;
+    }
+    const char *h = cfg.host;
+    int v6 = strchr(h, ':') && h[0] != '[';
+    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d%s)\n", v6 ? "[" : "", h,
+           v6 ? "]" : "", server_port(s), be.model_id, be.tier, cfg.depth >= 0 ? cfg.depth : be.default_depth,
+           cfg.ctx > 0 && cfg.ctx < be.ctx ? cfg.ctx : be.ctx, key ? ", API key required" : "");
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "mtplx serve: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server_stop(s);
+    backend_model_close(&be);
+    free(key);
+    return 0;
+
+usage_err:
+    free(key);
+    return 2;
 }

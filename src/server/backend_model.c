@@ -1,0 +1,148 @@
+/* backend_model.c — the server backend on a real checkpoint: tokenizer, chat template, model and
+ * one reusable generation session (used only by the worker thread). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../chat/chat.h"
+#include "../engine/gen_config.h"
+#include "../engine/generate.h"
+#include "../engine/tune.h"
+#include "../model/model.h"
+#include "../tokenizer/tokenizer.h"
+#include "backend_model.h"
+
+#define DEFAULT_CTX 8192       /* context when the checkpoint allows more and --ctx is not given */
+#define DEFAULT_MTP_DEPTH 3    /* when `mtplx tune` saved nothing for this model (same as `mtplx run`) */
+
+typedef struct {
+    mtplx_model   *model;
+    tokenizer     *tok;
+    chat_template *tmpl;
+    gen_session   *sess;
+    gen_params     defaults;    /* generation_config.json + end-of-turn ids */
+    char           model_id[256];
+} model_backend;
+
+static int mb_render(void *impl, const json_t *request, int enable_thinking, char **prompt, mtplx_err *err) {
+    model_backend *b = impl;
+    json_t *req = json_deep_copy(request);
+    if (!req) return err_set(err, MTPLX_ENOMEM, "out of memory copying the request");
+    if (enable_thinking >= 0) {
+        json_t *kw = json_object_get(req, "chat_template_kwargs");
+        if (!json_is_object(kw)) {
+            kw = json_object();
+            json_object_set_new(req, "chat_template_kwargs", kw);
+        }
+        json_object_set_new(kw, "enable_thinking", json_boolean(enable_thinking));
+    }
+    size_t len;
+    int rc = chat_render(b->tmpl, req, NULL, prompt, &len, err);
+    json_decref(req);
+    return rc;
+}
+
+static int mb_encode(void *impl, const char *text, size_t len, int32_t **ids, int *n, mtplx_err *err) {
+    model_backend *b = impl;
+    return tok_encode(b->tok, text, len, ids, n, err);
+}
+
+static void *mb_dec_new(void *impl, mtplx_err *err) {
+    model_backend *b = impl;
+    tok_stream *s = NULL;
+    if (tok_stream_new(b->tok, 1, &s, err)) return NULL;
+    return s;
+}
+
+static int mb_dec_push(void *dec, int32_t id, const char **text, size_t *len, mtplx_err *err) {
+    return tok_stream_push(dec, id, text, len, err);
+}
+
+static int mb_dec_flush(void *dec, const char **text, size_t *len, mtplx_err *err) {
+    return tok_stream_flush(dec, text, len, err);
+}
+
+static void mb_dec_free(void *dec) { tok_stream_free(dec); }
+
+static void mb_defaults(void *impl, gen_params *p) {
+    model_backend *b = impl;
+    *p = b->defaults;
+}
+
+static int mb_validate(void *impl, const gen_params *p, mtplx_err *err) {
+    model_backend *b = impl;
+    return gen_params_validate(p, model_config_of(b->model)->vocab_size, err);
+}
+
+static int mb_generate(void *impl, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn fn, void *user,
+                       gen_stats *stats, mtplx_err *err) {
+    model_backend *b = impl;
+    return gen_session_run(b->sess, prompt, n_prompt, p, fn, user, NULL, NULL, stats, err);
+}
+
+static void add_stop_id(gen_params *p, int32_t id) {
+    if (id < 0) return;
+    for (int i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] == id) return;
+    if (p->n_stop_ids < GEN_MAX_STOP_IDS) p->stop_ids[p->n_stop_ids++] = id;
+}
+
+int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *err) {
+    memset(out, 0, sizeof *out);
+    model_backend *b = calloc(1, sizeof *b);
+    if (!b) return err_set(err, MTPLX_ENOMEM, "out of memory");
+    int rc;
+    if ((rc = model_load(dir, &b->model, err)) || (rc = tok_load(dir, &b->tok, err)) ||
+        (rc = chat_template_load(dir, &b->tmpl, err)) || (rc = gen_params_from_model(b->model, &b->defaults, err)) ||
+        (rc = gen_session_new(b->model, &b->sess, err))) {
+        out->impl = b;
+        backend_model_close(out);
+        return rc;
+    }
+    /* end of turn: the EOS ids of the model, plus the chat format's end-of-message token */
+    const tok_config *tc = tok_get_config(b->tok);
+    add_stop_id(&b->defaults, tc->eos_id);
+    add_stop_id(&b->defaults, tok_token_to_id(b->tok, "<|im_end|>", 10));
+    add_stop_id(&b->defaults, tok_token_to_id(b->tok, "<|endoftext|>", 13));
+
+    /* model id: the directory's last path component */
+    char path[256];
+    snprintf(path, sizeof path, "%s", dir);
+    size_t l = strlen(path);
+    while (l > 1 && path[l - 1] == '/') path[--l] = 0;
+    const char *base = strrchr(path, '/');
+    snprintf(b->model_id, sizeof b->model_id, "%s", base ? base + 1 : path);
+
+    const model_config *cfg = model_config_of(b->model);
+    int max_ctx = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : DEFAULT_CTX;
+    int depth = 0;
+    if (model_has_mtp(b->model) && !tune_lookup(dir, &depth)) depth = DEFAULT_MTP_DEPTH;
+
+    out->impl = b;
+    out->model_id = b->model_id;
+    out->tier = model_has_mtp(b->model) ? "mtp" : "ar";
+    out->ctx = ctx > 0 ? (ctx < max_ctx ? ctx : max_ctx) : (max_ctx < DEFAULT_CTX ? max_ctx : DEFAULT_CTX);
+    out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
+    out->default_depth = depth;
+    out->render_chat = mb_render;
+    out->encode = mb_encode;
+    out->decoder_new = mb_dec_new;
+    out->decoder_push = mb_dec_push;
+    out->decoder_flush = mb_dec_flush;
+    out->decoder_free = mb_dec_free;
+    out->default_params = mb_defaults;
+    out->validate = mb_validate;
+    out->generate = mb_generate;
+    return 0;
+}
+
+void backend_model_close(srv_backend *be) {
+    model_backend *b = be->impl;
+    if (!b) return;
+    gen_session_free(b->sess);
+    chat_template_free(b->tmpl);
+    tok_free(b->tok);
+    model_free(b->model);
+    free(b);
+    memset(be, 0, sizeof *be);
+}
