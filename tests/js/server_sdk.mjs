@@ -80,6 +80,26 @@ await step('chat: streamed text == non-streamed text (temperature 0, same seed),
   assert.deepEqual(s.usage, full.usage);
 });
 
+await step('responses API: non-streamed and streamed output agree', async () => {
+  const req = { model: 'm', input: 'Continue this Python code:\n```python\nimport os\n```', max_output_tokens: 12,
+                temperature: 0, reasoning: { effort: 'none' } };
+  const r = await openai.responses.create(req);
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'incomplete');
+  assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  assert.ok(r.output_text.length > 0);
+  assert.equal(r.usage.output_tokens, 12);
+  let text = '';
+  const types = [];
+  for await (const ev of await openai.responses.create({ ...req, stream: true })) {
+    types.push(ev.type);
+    if (ev.type === 'response.output_text.delta') text += ev.delta;
+  }
+  assert.equal(text, r.output_text);
+  assert.equal(types[0], 'response.created');
+  assert.equal(types.at(-1), 'response.incomplete');
+});
+
 let firstCall = null, firstReasoning = null;
 await step('tool call produced by the model, parsed into tool_calls with JSON arguments; reasoning split', async () => {
   const r = await openai.chat.completions.create({
