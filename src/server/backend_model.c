@@ -99,6 +99,9 @@ int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *er
         backend_model_close(out);
         return rc;
     }
+    /* identical prompts (retries, a streamed and a non-streamed copy of one request) restore the
+     * last prefill instead of recomputing it; the results are the same either way */
+    gen_session_set_prompt_cache(b->sess, 1);
     /* end of turn: the EOS ids of the model, plus the chat format's end-of-message token */
     const tok_config *tc = tok_get_config(b->tok);
     add_stop_id(&b->defaults, tc->eos_id);
