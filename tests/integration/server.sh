@@ -6,6 +6,7 @@
 # Loopback only, free ports chosen by the server (--port 0), every wait bounded.
 set -u
 cd "$(dirname "$0")/../.."
+unset MTPLX_API_KEY
 [ -x build/mtplx ] && [ -x build/asan/mtplx ] || { echo "build/mtplx and build/asan/mtplx are needed (make test builds them)"; exit 1; }
 [ -d tests/js/node_modules/openai ] || bash scripts/npm-deps.sh
 tmp=$(mktemp -d)
