@@ -1,6 +1,5 @@
 /* main.c — `mtplx` entry point: finds the subcommand and hands over argv. The only place (with the
  * subcommands it calls) that turns errors into exit codes. */
-#define _GNU_SOURCE
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,7 +18,7 @@ typedef struct {
 
 static const command k_commands[] = {
     {"run", cmd_run, "generate text from a prompt (AR or MTP speculative)"},
-    {"chat", cmd_chat, "interactive chat with the model's chat template"},
+    {"chat", cmd_chat, "(not built yet) interactive chat; use `run --chat` or `serve`"},
     {"logits", cmd_logits, "compute logits/hidden (and MTP logits) for a token sequence"},
     {"tokenize", cmd_tokenize, "text -> token ids"},
     {"detokenize", cmd_detokenize, "token ids -> text"},
@@ -49,7 +48,7 @@ void cli_error(const char *cmd, const char *fmt, ...) {
 }
 
 const char *cli_default_model(void) {
-    static char path[PATH_MAX];
+    static char path[PATH_MAX + 64];
     const char *env = getenv("MTPLX_MODEL");
     if (env && *env) return env;
     char exe[PATH_MAX];
