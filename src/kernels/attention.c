@@ -3,13 +3,13 @@
 
 #include <math.h>
 
-void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,
-                         int dh, float scale, float *scores) {
+void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                            int ldv, int dv, int n, float scale, float *scores) {
     float mx = -INFINITY;
     for (int j = 0; j < n; j++) {
-        const float *kj = k + (long)j * ld;
+        const float *kj = k + (long)j * ldk;
         float s = 0.f;
-        for (int d = 0; d < dh; d++) s += q[d] * kj[d];
+        for (int d = 0; d < dk; d++) s += q[d] * kj[d];
         s *= scale;
         scores[j] = s;
         if (s > mx) mx = s;
@@ -20,10 +20,15 @@ void kern_attention_head(float *out, const float *q, const float *k, const float
         sum += scores[j];
     }
     float inv = 1.0f / sum;
-    for (int d = 0; d < dh; d++) out[d] = 0.f;
+    for (int d = 0; d < dv; d++) out[d] = 0.f;
     for (int j = 0; j < n; j++) {
-        const float *vj = v + (long)j * ld;
+        const float *vj = v + (long)j * ldv;
         float p = scores[j] * inv;
-        for (int d = 0; d < dh; d++) out[d] += p * vj[d];
+        for (int d = 0; d < dv; d++) out[d] += p * vj[d];
     }
+}
+
+void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,
+                         int dh, float scale, float *scores) {
+    kern_attention_head_kv(out, q, k, ld, dh, v, ld, dh, n, scale, scores);
 }

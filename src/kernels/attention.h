@@ -12,4 +12,10 @@
 void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,
                          int dh, float scale, float *scores);
 
+/* The general form: key rows dk wide spaced ldk floats apart, value rows dv wide spaced ldv apart
+ * (MLA has dk != dv); out[dv]. Same key order and arithmetic as kern_attention_head, which is the
+ * case dk == dv, ldk == ldv. */
+void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                            int ldv, int dv, int n, float scale, float *scores);
+
 #endif
