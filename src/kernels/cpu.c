@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static cpu_features g_feat;
 static kern_isa g_best, g_isa;
@@ -16,6 +18,19 @@ static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* Linux hands out the AMX tile-data state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+ * XFEATURE_XTILEDATA, process-wide, kernel >= 5.16). Returns 1 when granted. $MTPLX_NO_AMX=1 skips it
+ * (tools such as valgrind that do not emulate AMX). */
+static int amx_request_permission(void) {
+    const char *off = getenv("MTPLX_NO_AMX");
+    if (off && *off && strcmp(off, "0")) return 0;
+#ifdef SYS_arch_prctl
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
 }
 
 /* CPUID directly (GCC's and clang's __builtin_cpu_supports know different feature names). */
@@ -46,9 +61,10 @@ static void cpu_detect(void) {
         }
     }
 choose:;
+    int amx = g_feat.amx_tile && g_feat.amx_bf16 && g_feat.amx_int8 && amx_request_permission();
     int avx2 = g_feat.avx2 && g_feat.fma && g_feat.f16c;
     int avx512 = avx2 && g_feat.avx512f && g_feat.avx512bw && g_feat.avx512vl;
-    g_best = avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 : KERN_ISA_PORTABLE;
+    g_best = avx512 && amx ? KERN_ISA_AMX : avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 : KERN_ISA_PORTABLE;
     g_isa = g_best;
     kern_isa want;
     const char *env = getenv("MTPLX_KERNEL");
@@ -82,6 +98,7 @@ const char *cpu_isa_name(kern_isa isa) {
     case KERN_ISA_PORTABLE: return "portable";
     case KERN_ISA_AVX2: return "avx2";
     case KERN_ISA_AVX512: return "avx512";
+    case KERN_ISA_AMX: return "amx";
     }
     return "?";
 }
@@ -90,6 +107,7 @@ int cpu_isa_parse(const char *s, kern_isa *out) {
     if (!strcmp(s, "portable")) *out = KERN_ISA_PORTABLE;
     else if (!strcmp(s, "avx2")) *out = KERN_ISA_AVX2;
     else if (!strcmp(s, "avx512")) *out = KERN_ISA_AVX512;
+    else if (!strcmp(s, "amx")) *out = KERN_ISA_AMX;
     else return -1;
     return 0;
 }

@@ -2,7 +2,7 @@
  *
  * Kernels are compiled for baseline x86-64; SIMD variants carry function-level target attributes and
  * are chosen here at run time. `MTPLX_KERNEL=portable|avx2|avx512` (environment, read once) forces a
- * path for tests and benchmarks; a request the CPU cannot run falls back to the best path it can. */
+ * path (`amx` too) for tests and benchmarks; a request the CPU cannot run falls back to the best path it can. */
 #ifndef MTPLX_KERNELS_CPU_H
 #define MTPLX_KERNELS_CPU_H
 
@@ -10,6 +10,8 @@ typedef enum {
     KERN_ISA_PORTABLE = 0, /* plain C */
     KERN_ISA_AVX2 = 1,     /* AVX2 + FMA + F16C */
     KERN_ISA_AVX512 = 2,   /* AVX-512 F/BW/VL (+ VNNI / BF16 when present, see cpu_features) */
+    KERN_ISA_AMX = 3,      /* AVX-512 path plus AMX tiles (BF16 + INT8) for the matmuls; needs the
+                              kernel's permission (arch_prctl), requested once at detection */
 } kern_isa;
 
 typedef struct {
@@ -35,7 +37,7 @@ kern_isa cpu_isa(void);
  * it. Not meant to be called while other threads run kernels. */
 int cpu_isa_set(kern_isa isa);
 
-/* "portable", "avx2", "avx512". */
+/* "portable", "avx2", "avx512", "amx". */
 const char *cpu_isa_name(kern_isa isa);
 
 /* Parse a name as above; returns 0 and *out, or -1. */

@@ -58,7 +58,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void gdn_step_avx512(float *S
 
 void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
                    float g, float beta, float *y, float *delta_out, int dk, int dv) {
-    if (dk % 16 == 0 && cpu_isa() == KERN_ISA_AVX512) {
+    if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_step_avx512(S_dst, S_src, q, k, v, g, beta, y, delta_out, dk, dv);
         return;
     }

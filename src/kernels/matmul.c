@@ -40,7 +40,7 @@ static void mm_task(void *ctx, int i, int n) {
 
 static mm_rows_fn pick_dense_fn(void) {
     kern_isa isa = cpu_isa();
-    if (isa == KERN_ISA_AVX512) return mm_rows_dense_avx512;
+    if (isa >= KERN_ISA_AVX512) return mm_rows_dense_avx512;
     if (isa == KERN_ISA_AVX2) return mm_rows_dense_avx2;
     return mm_rows_dense_portable;
 }
@@ -118,9 +118,9 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     mm_qrows_fn qfn = mm_qrows_portable;
     void (*fill)(const float *, int, qact *) = qact_fill_portable;
     qa_layout layout = QA_NATURAL;
-    if (w->packed && isa == KERN_ISA_AVX512 && vnni) {
+    if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
         qfn = mm_qrows_packed, fill = qact_fill_avx512, layout = QA_NATURAL;
-    } else if (isa == KERN_ISA_AVX512 && vnni && K % 64 == 0) {
+    } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {
         qfn = mm_qrows_avx512, fill = qact_fill_avx512;
         layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX2) {

@@ -39,7 +39,7 @@ __attribute__((target("avx2"))) static float read_avx2(const float *p, size_t n)
 
 float kern_stream_read(const float *p, size_t n) {
     kern_isa isa = cpu_isa();
-    if (isa == KERN_ISA_AVX512) return read_avx512(p, n);
+    if (isa >= KERN_ISA_AVX512) return read_avx512(p, n);
     if (isa == KERN_ISA_AVX2) return read_avx2(p, n);
     float s[4] = {0};
     size_t i = 0;
