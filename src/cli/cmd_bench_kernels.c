@@ -1,5 +1,6 @@
 /* cmd_bench_kernels.c — the kernel-speed modes of `mtplx bench`: --membw (machine read bandwidth),
- * --verify-cost (R-row vs 1-row decode-position forward, AR decode bandwidth use) and --prefill N.
+ * --verify-cost (R-row vs 1-row decode-position forward, AR decode bandwidth use), --prefill N and
+ * --draft-cost (one MTP draft step split into layer / head / sampling, per draft format).
  * cmd_bench hands over when one of these flags is present. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,18 +11,21 @@
 #include "../kernels/threadpool.h"
 #include "../model/model.h"
 #include "commands.h"
+#include "gen_cli.h"
 
 int cmd_bench_is_kernel_mode(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--membw") || !strcmp(argv[i], "--verify-cost") || !strcmp(argv[i], "--prefill"))
+        if (!strcmp(argv[i], "--membw") || !strcmp(argv[i], "--verify-cost") || !strcmp(argv[i], "--prefill") ||
+            !strcmp(argv[i], "--draft-cost"))
             return 1;
     return 0;
 }
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mtplx bench [--membw] [--verify-cost] [--prefill N] [--model DIR] [--rows R] [--reps N]\n"
-            "                   [--context N] [--membw-mb MB] [--seed S] [--json]\n"
+            "usage: mtplx bench [--membw] [--verify-cost] [--prefill N] [--draft-cost] [--model DIR] [--rows R]\n"
+            "                   [--reps N] [--context N] [--membw-mb MB] [--steps N] [--chain N]\n"
+            "                   [--draft-quants LIST] [--seed S] [--json]\n"
             "  --membw         streaming read bandwidth over a buffer of --membw-mb MB (default 2048), one\n"
             "                  thread and all pool threads ($MTPLX_THREADS); with --verify-cost it is measured\n"
             "                  in the same run and AR decode is reported as a fraction of it\n"
@@ -29,19 +33,99 @@ static void usage(FILE *f) {
             "                  1-row time, R = 1..--rows (default 8), --reps (default 9) interleaved rounds\n"
             "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s\n"
             "  --prefill N     seconds and tokens/s to prefill N random tokens (best of 2)\n"
+            "  --draft-cost    one MTP draft step (layer, draft LM head, sampling q) per draft format, median\n"
+            "                  ms over --steps (default 600) steps chained --chain (default 3) deep after\n"
+            "                  --context prefilled tokens; formats --draft-quants LIST (default none,q8,q4,\n"
+            "                  see --draft-quant; SPEC/nopack = without the VNNI repacking), measured\n"
+            "                  interleaved; sampling --temperature (0.6),\n"
+            "                  --top-p (0.95), --top-k (20), --min-p (0)\n"
             "Timings are wall clock. Kernel path: $MTPLX_KERNEL; quantized activations: $MTPLX_QACT.\n"
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
 
+/* --draft-cost: load one model per draft format in `list` (comma-separated --draft-quant specs), measure
+ * them interleaved and print one line each. Returns the exit code. */
+static int draft_cost(const char *dir, const char *list, int context, int steps, int chain, uint64_t seed,
+                      const gen_params *gp, int json) {
+    mtplx_model *ms[BENCH_MAX_DRAFT_MODELS] = {0};
+    char specs[BENCH_MAX_DRAFT_MODELS][32];
+    int n = 0, code = 1;
+    mtplx_err err = {0};
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (n == BENCH_MAX_DRAFT_MODELS || len == 0 || len >= sizeof specs[0])
+            return cli_error("bench", "--draft-quants: 1..%d comma-separated formats", BENCH_MAX_DRAFT_MODELS), 2;
+        memcpy(specs[n], p, len);
+        specs[n++][len] = 0;
+        p += len + (p[len] == ',');
+    }
+    sampler_params sp = {gp->temperature, gp->top_p, gp->top_k, gp->min_p, 0, 0, 1};
+    if (sampler_params_validate(&sp, &err)) return cli_error("bench", "%s", err.msg), 2;
+    bench_draft res[BENCH_MAX_DRAFT_MODELS];
+    for (int k = 0; k < n; k++) {
+        if (model_load(dir, &ms[k], &err)) {
+            cli_error("bench", "%s", err.msg);
+            goto out;
+        }
+        /* "<spec>/nopack": the same copy without the VNNI repacking (for comparison) */
+        char spec[32];
+        snprintf(spec, sizeof spec, "%.31s", specs[k]);
+        char *slash = strchr(spec, '/');
+        int nopack = slash && !strcmp(slash, "/nopack");
+        if (slash) *slash = 0;
+        const char *prev = getenv("MTPLX_QPACK");
+        char saved[16];
+        snprintf(saved, sizeof saved, "%s", prev ? prev : "");
+        if (nopack) setenv("MTPLX_QPACK", "0", 1);
+        int bad = cli_draft_quant("bench", ms[k], spec, &code);
+        if (nopack) prev ? setenv("MTPLX_QPACK", saved, 1) : unsetenv("MTPLX_QPACK");
+        if (bad) goto out;
+    }
+    if (bench_draft_cost((const mtplx_model *const *)ms, n, context, steps, chain, seed, &sp, res, &err)) {
+        cli_error("bench", "%s", err.msg);
+        code = 1;
+        goto out;
+    }
+    code = 0;
+    int threads = tpool_threads(tpool_global());
+    if (json) {
+        printf("{\"kernel\": \"%s\", \"threads\": %d, \"model\": \"%s\", \"context\": %d, \"steps\": %d, "
+               "\"draft_cost_ms\": {", cpu_isa_name(cpu_isa()), threads, dir, context, steps);
+        for (int k = 0; k < n; k++)
+            printf("%s\"%s\": {\"layer\": %.4f, \"head\": %.4f, \"sample\": %.4f, \"step\": %.4f}", k ? ", " : "",
+                   specs[k], res[k].layer_s * 1e3, res[k].head_s * 1e3, res[k].sample_s * 1e3, res[k].step_s * 1e3);
+        printf("}}\n");
+    } else {
+        printf("kernel %s, %d threads; %s: one draft step, median ms over %d steps (T %g, top_p %g, top_k %d)\n",
+               cpu_isa_name(cpu_isa()), threads, dir, steps, sp.temperature, sp.top_p, sp.top_k);
+        printf("%-8s %8s %8s %8s %8s\n", "draft", "layer", "head", "sample", "step");
+        for (int k = 0; k < n; k++)
+            printf("%-8s %8.4f %8.4f %8.4f %8.4f\n", specs[k], res[k].layer_s * 1e3, res[k].head_s * 1e3,
+                   res[k].sample_s * 1e3, res[k].step_s * 1e3);
+    }
+out:
+    for (int k = 0; k < n; k++) model_free(ms[k]);
+    return code;
+}
+
 int cmd_bench_kernels(int argc, char **argv) {
     int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0;
+    int dcost = 0, steps = 600, chain = 3;
+    const char *dquants = "none,q8,q4";
+    gen_params gp;
+    gen_params_default(&gp);
+    gp.temperature = 0.6f, gp.top_p = 0.95f, gp.top_k = 20;
     long membw_mb = 2048;
     unsigned long long seed = 1;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
+        int r = cli_sampler_flag("bench", argc, argv, &i, &gp);
+        if (r < 0) return 2;
+        if (r > 0) continue;
         if (!strcmp(a, "--membw")) membw = 1;
+        else if (!strcmp(a, "--draft-cost")) dcost = 1;
         else if (!strcmp(a, "--verify-cost")) verify = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (!v) return cli_error("bench", "%s needs a value (or is unknown)", a), usage(stderr), 2;
@@ -50,6 +134,9 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--rows")) rows = atoi(v), i++;
         else if (!strcmp(a, "--reps")) reps = atoi(v), i++;
         else if (!strcmp(a, "--context")) context = atoi(v), i++;
+        else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
+        else if (!strcmp(a, "--chain")) chain = atoi(v), i++;
+        else if (!strcmp(a, "--draft-quants")) dquants = v, i++;
         else if (!strcmp(a, "--membw-mb")) membw_mb = atol(v), i++;
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
         else return cli_error("bench", "unknown option %s", a), usage(stderr), 2;
@@ -58,6 +145,11 @@ int cmd_bench_kernels(int argc, char **argv) {
         return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
                          BENCH_MAX_ROWS), 2;
     if (!dir) dir = cli_default_model();
+    if (dcost) {
+        if (steps < 1 || chain < 1 || context < 2)
+            return cli_error("bench", "--steps >= 1, --chain >= 1, --context >= 2 with --draft-cost"), 2;
+        return draft_cost(dir, dquants, context, steps, chain, seed, &gp, json);
+    }
     mtplx_err err = {0};
     bench_membw bw = {0};
     if (membw && bench_membw_measure((size_t)membw_mb << 20, 3, &bw, &err)) {

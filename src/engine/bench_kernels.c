@@ -10,6 +10,7 @@
 #include "../kernels/membw.h"
 #include "../kernels/threadpool.h"
 #include "../model/safetensors.h"
+#include "rng.h"
 
 static volatile float g_sink;
 
@@ -143,4 +144,113 @@ int bench_weight_bytes(const char *dir, int tied, uint64_t *per_token, uint64_t 
     *per_token = tok;
     if (all) *all = tot;
     return 0;
+}
+
+/* Per-model buffers of bench_draft_cost. */
+typedef struct {
+    model_state *st;
+    mtp_state *mst;
+    sampler *smp;
+    sampler_dist q;
+    float *logits;  /* [context][V] prefill logits, then [V] draft logits */
+    float *hidden;  /* [context][H] prefill hiddens */
+    float *h;       /* [3][H] two chained draft hiddens, then the trunk hidden of the last position */
+    double *t;      /* [4][steps] layer, head, sample, step seconds */
+} draft_run;
+
+static double median_of(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int bench_draft_cost(const mtplx_model *const *models, int n, int context, int steps, int chain, uint64_t seed,
+                     const sampler_params *sp, bench_draft *out, mtplx_err *err) {
+    if (n < 1 || n > BENCH_MAX_DRAFT_MODELS || context < 2 || steps < 1 || chain < 1)
+        return err_set(err, MTPLX_EINVAL, "draft-cost: 1..%d models, context >= 2, steps >= 1, chain >= 1",
+                       BENCH_MAX_DRAFT_MODELS);
+    draft_run *r = calloc((size_t)n, sizeof *r);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)context);
+    if (!r || !tok) {
+        free(r), free(tok);
+        return err_set(err, MTPLX_ENOMEM, "draft-cost: out of memory");
+    }
+    const model_config *c = model_config_of(models[0]);
+    const int V = c->vocab_size, H = c->hidden_size;
+    for (int i = 0; i < context; i++) tok[i] = (int32_t)(next_rand(&seed) % (uint64_t)V);
+    rng_state rng;
+    rng_seed(&rng, seed);
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        const mtplx_model *m = models[k];
+        if (model_config_of(m)->vocab_size != V || model_config_of(m)->hidden_size != H || !model_has_mtp(m)) {
+            rc = err_set(err, MTPLX_EINVAL, "draft-cost: the models must share one shape and have an MTP head");
+            break;
+        }
+        draft_run *d = &r[k];
+        d->logits = malloc(sizeof(float) * (size_t)context * V);
+        d->hidden = malloc(sizeof(float) * (size_t)context * H);
+        d->h = malloc(sizeof(float) * 3 * (size_t)H);
+        d->t = malloc(sizeof(double) * 4 * (size_t)steps);
+        if (!d->logits || !d->hidden || !d->h || !d->t) {
+            rc = err_set(err, MTPLX_ENOMEM, "draft-cost: out of memory");
+            break;
+        }
+        if ((rc = model_state_new(m, context + 1, 1, &d->st, err)) ||
+            (rc = mtp_state_new(m, context + chain + 1, &d->mst, err)) || (rc = sampler_new(V, &d->smp, err)) ||
+            (rc = sampler_dist_init(&d->q, V, err)))
+            break;
+        fwd_request req = {.logits = d->logits, .logits_from = context - 1, .hidden = d->hidden};
+        if ((rc = model_forward(m, d->st, tok, context, &req, err))) break;
+        memcpy(d->h + 2 * (size_t)H, d->hidden + (size_t)(context - 1) * H, sizeof(float) * (size_t)H);
+        /* MTP history: pairs (h_j, x_{j+1}), j < context - 1 (outputs unused, written in place) */
+        rc = model_mtp_forward(m, d->mst, d->hidden, tok + 1, context - 1, d->hidden, err);
+    }
+    const int base = context - 1;
+    int32_t cur[BENCH_MAX_DRAFT_MODELS];
+    const float *hin[BENCH_MAX_DRAFT_MODELS];
+    for (int i = -chain; i < steps && !rc; i++) { /* one untimed chain warms caches and buffers */
+        for (int k = 0; k < n && !rc; k++) {
+            draft_run *d = &r[k];
+            const mtplx_model *m = models[k];
+            int j = (i + chain) % chain;
+            if (j == 0) {
+                if ((rc = mtp_state_trim(d->mst, base, err))) break;
+                hin[k] = d->h + 2 * (size_t)H;
+                cur[k] = tok[context - 1];
+            }
+            float *hout = d->h + (size_t)(j & 1) * H;
+            double t0 = clock_now();
+            rc = model_mtp_forward(m, d->mst, hin[k], &cur[k], 1, hout, err);
+            double t1 = clock_now();
+            if (!rc) rc = model_lm_head(m, HEAD_DRAFT, hout, 1, d->logits, err);
+            double t2 = clock_now();
+            if (!rc) rc = sampler_build(d->smp, d->logits, sp, 0, &d->q, err);
+            if (!rc) cur[k] = sampler_dist_sample(&d->q, rng_uniform(&rng));
+            double t3 = clock_now();
+            hin[k] = hout;
+            if (i >= 0) {
+                d->t[i] = t1 - t0;
+                d->t[steps + i] = t2 - t1;
+                d->t[2 * steps + i] = t3 - t2;
+                d->t[3 * steps + i] = t3 - t0;
+            }
+        }
+    }
+    for (int k = 0; k < n && !rc; k++) {
+        draft_run *d = &r[k];
+        out[k].layer_s = median_of(d->t, steps);
+        out[k].head_s = median_of(d->t + steps, steps);
+        out[k].sample_s = median_of(d->t + 2 * (size_t)steps, steps);
+        out[k].step_s = median_of(d->t + 3 * (size_t)steps, steps);
+    }
+    for (int k = 0; k < n; k++) {
+        draft_run *d = &r[k];
+        model_state_free(d->st);
+        if (d->mst) mtp_state_free(d->mst);
+        sampler_free(d->smp);
+        sampler_dist_free(&d->q);
+        free(d->logits), free(d->hidden), free(d->h), free(d->t);
+    }
+    free(r), free(tok);
+    return rc;
 }

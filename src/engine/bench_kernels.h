@@ -9,8 +9,10 @@
 
 #include "../base/err.h"
 #include "../model/model.h"
+#include "sampler.h"
 
 #define BENCH_MAX_ROWS 16
+#define BENCH_MAX_DRAFT_MODELS 8
 
 typedef struct {
     size_t bytes;      /* buffer read (allocated and touched first) */
@@ -44,5 +46,22 @@ int bench_prefill_seconds(const mtplx_model *m, int tokens, int reps, uint64_t s
  * embedding table (one row is read) and the MTP head (mtp.*); a tied head counts the embedding once.
  * *all gets the bytes of every tensor. Returns 0 or an error. */
 int bench_weight_bytes(const char *dir, int tied, uint64_t *per_token, uint64_t *all, mtplx_err *err);
+
+/* One draft step's parts, median seconds over the timed steps. */
+typedef struct {
+    double layer_s;    /* model_mtp_forward of one row (fc + the MTP decoder layer + norm) */
+    double head_s;     /* model_lm_head(HEAD_DRAFT) of that row */
+    double sample_s;   /* sampler_build of q under the draft's sampler params + the draw */
+    double step_s;     /* the three together, timed as one */
+} bench_draft;
+
+/* Cost of one MTP draft step on model m (with whatever draft copies it carries): prefill `context`
+ * random tokens through the trunk and the MTP history, then `steps` draft steps of one row each,
+ * chained as in a depth-`steps` draft (the MTP state is trimmed back every `chain` steps so the
+ * position stays near `context`). sp: the draft sampler (no penalties). models[n] are measured
+ * interleaved step by step so that load on the machine hits them alike; out[n]. Returns 0 or an
+ * error. */
+int bench_draft_cost(const mtplx_model *const *models, int n, int context, int steps, int chain, uint64_t seed,
+                     const sampler_params *sp, bench_draft *out, mtplx_err *err);
 
 #endif

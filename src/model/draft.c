@@ -12,7 +12,8 @@
 #define DRAFT_CHUNK_ROWS 256
 
 /* One quantized copy: *dst becomes a DT_U32 kern_weight over freshly allocated buffers, which are
- * appended to m->draft_bufs (freed by model_free). */
+ * appended to m->draft_bufs (freed by model_free), repacked for the VNNI kernel where the CPU has it
+ * (the repacked copy is owned by m->packs, also freed by model_free). */
 static int quantize_copy(mtplx_model *m, const kern_weight *src, int bits, int gs, kern_weight *dst, mtplx_err *err) {
     int rows = src->rows, cols = src->cols;
     if (cols % gs) return err_set(err, MTPLX_EINVAL, "draft quantization: %d columns are not a multiple of group size %d", cols, gs);
@@ -52,7 +53,8 @@ static int quantize_copy(mtplx_model *m, const kern_weight *src, int bits, int g
     dst->scale_dtype = DT_BF16;
     dst->bits = bits;
     dst->group_size = gs;
-    return 0;
+    /* a copy in the layout of the fast VNNI kernel (no-op on CPUs without it; owned by m->packs) */
+    return kern_pack_set_add(&m->packs, dst, err);
 }
 
 int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer, mtplx_err *err) {
