@@ -66,6 +66,12 @@ node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
       ||!j.machine.cpu||!(j.machine.threads>0)||!j.machine.commit||!(j.results[1].median_decode_tok_s>0)) process.exit(1)' \
     "$tmp/b" || fail "bench --json"
 echo "bench --json ok"
+# bench --draft-cost (sanitizer build): one line per draft format, every part timed
+"$MA" bench --draft-cost --draft-quants none,q4/nopack,q4 --steps 5 --chain 2 --context 8 --json >"$tmp/dc"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])).draft_cost_ms;
+  for (const f of ["none","q4/nopack","q4"]) if (!j[f]||!(j[f].layer>0)||!(j[f].head>0)||!(j[f].step>0)) process.exit(1)' \
+    "$tmp/dc" || fail "bench --draft-cost --json"
+echo "bench --draft-cost ok"
 
 # 6. errors: exit 2 with a message naming the problem (sanitizer build), exit 1 for a bad model
 expect() { # code pattern args...
