@@ -24,7 +24,8 @@ typedef struct {
     int ldx;
     int T;
     const kern_weight *w;
-    int rows_per_task;   /* a multiple of 16 */
+    int rows_per_task;   /* a multiple of 16 (of 64 on the AMX path) */
+    const void *xpack;   /* AMX path: activations packed by mm_amx_pack_x, else NULL */
 } mm_job;
 
 static void mm_task(void *ctx, int i, int n) {
@@ -35,6 +36,7 @@ static void mm_task(void *ctx, int i, int n) {
     if (r1 > j->w->rows) r1 = j->w->rows;
     if (r0 >= r1) return;
     if (j->qfn) j->qfn(j->y, j->ldy, j->qa, j->w, r0, r1);
+    else if (j->xpack) mm_rows_bf16_amx(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1, j->xpack);
     else j->fn(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1);
 }
 
@@ -66,7 +68,7 @@ static void mm_run(mm_job *j) {
     /* ~4 tasks per thread so a core taken by another process does not stall the call */
     int n_tasks = threads * 4;
     int rpt = (w->rows + n_tasks - 1) / n_tasks;
-    rpt = (rpt + 15) & ~15;
+    rpt = j->xpack ? (rpt + 63) & ~63 : (rpt + 15) & ~15; /* AMX: whole 64-row groups */
     n_tasks = (w->rows + rpt - 1) / rpt;
     j->rows_per_task = rpt;
     tpool_run(pool, n_tasks, mm_task, j);
@@ -133,7 +135,7 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     unsigned char *buf = qact_f32() ? NULL : scratch_get(a_bytes + 2 * g_bytes + dv_bytes);
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
-        mm_job j = {NULL, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0};
+        mm_job j = {NULL, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, NULL};
         qact qa;
         if (!buf) {
             j.fn = mm_rows_qf32_portable; /* $MTPLX_QACT=f32, or no memory for the scratch */
@@ -159,9 +161,13 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
         return;
     }
     mm_rows_fn fn = pick_dense_fn();
+    void *xpack = NULL;
+    if (w->amx && cpu_isa() >= KERN_ISA_AMX)
+        xpack = scratch_get(mm_amx_pack_bytes(T < MM_TMAX ? T : MM_TMAX, w->cols));
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
-        mm_job j = {fn, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0};
+        mm_job j = {fn, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, xpack};
+        if (xpack) mm_amx_pack_x(xpack, j.x, ldx, tt, w->cols);
         mm_run(&j);
     }
 }

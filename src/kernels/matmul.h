@@ -24,6 +24,8 @@ typedef struct {
     int group_size;           /* quantized only: 32, 64 or 128 */
     const kern_qpack *packed; /* optional (quantized): kern_pack_set_add's copy in the layout of the
                                  AVX-512 VNNI row-block kernel; NULL = use data/scales/biases */
+    const uint16_t *amx;      /* optional (bf16, K % 32 == 0): kern_pack_set_add's copy of the full
+                                 16-row blocks in AMX tile order (matmul_amx.c); NULL = no AMX path */
 } kern_weight;
 
 /* y[t*ldy + r] = Σ_c x[t*ldx + c] · W[r][c] for t < T, r < rows. fp32 accumulation.
@@ -41,10 +43,13 @@ void kern_matmul_set_qact_f32(int on);
 /* Free the calling thread's grow-only scratch for quantized activations (tests, thread exit). */
 void kern_matmul_release_scratch(void);
 
-/* Repack a quantized weight for the fast AVX-512 VNNI kernel (16 output rows per vector, so one
- * activation quad broadcast feeds 16 rows) and attach it: w->packed. The copy is owned by *set
- * (created on first use) and freed with kern_pack_set_free. A no-op returning 0 when it does not
- * apply (dense weight, CPU without AVX-512 VNNI, K % 64 != 0, $MTPLX_QPACK=0). Returns 0 or ENOMEM. */
+/* Repack a weight for a faster kernel and attach the copy: a quantized weight for the AVX-512 VNNI
+ * kernel (w->packed: 16 output rows per vector, so one activation quad broadcast feeds 16 rows); a
+ * bf16 weight for the AMX-BF16 kernel (w->amx: 1 KiB tiles in the order the kernel streams them).
+ * The copy is owned by *set (created on first use) and freed with kern_pack_set_free. A no-op
+ * returning 0 when nothing applies (CPU without VNNI / AMX or the path switched off by
+ * $MTPLX_KERNEL, K % 64 != 0 resp. K % 32 != 0, fewer than 16 rows, f32/f16 weights,
+ * $MTPLX_QPACK=0). Returns 0 or ENOMEM. */
 int kern_pack_set_add(kern_pack_set **set, kern_weight *w, mtplx_err *err);
 void kern_pack_set_free(kern_pack_set *set);
 /* Bytes held by the packed copies. */

@@ -22,4 +22,15 @@ void mm_rows_dense_portable(float *y, int ldy, const float *x, int ldx, int T, c
 void mm_rows_dense_avx2(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);
 void mm_rows_dense_avx512(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);
 
+/* AMX-BF16 for bf16 weights carrying w->amx (matmul_amx.c): the caller packs the T <= MM_TMAX
+ * activation rows once per call (mm_amx_pack_x into mm_amx_pack_bytes(T, K) bytes, 64-aligned) and
+ * every task (rows r0 % 64 == 0) reads that copy; x is still needed for rows past the last full
+ * 16-row block. mm_amx_pack_weight writes the w->amx copy (mm_amx_weight_elems elements). */
+size_t mm_amx_weight_elems(int rows, int cols);
+void mm_amx_pack_weight(uint16_t *dst, const uint16_t *W, int rows, int cols);
+size_t mm_amx_pack_bytes(int T, int K);
+void mm_amx_pack_x(void *buf, const float *x, int ldx, int T, int K);
+void mm_rows_bf16_amx(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
+                      const void *xpack);
+
 #endif

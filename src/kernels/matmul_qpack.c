@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "matmul_internal.h"
 #include "matmul_q.h"
 #include "threadpool.h"
 
@@ -30,8 +31,10 @@ struct kern_qpack {
 };
 
 struct kern_pack_set {
-    kern_qpack **p;
+    kern_qpack **p;     /* quantized copies [n] */
     int n, cap;
+    uint16_t **amx;     /* bf16 AMX copies [n_amx] */
+    int n_amx, cap_amx;
     size_t bytes;
 };
 
@@ -100,8 +103,32 @@ static kern_qpack *pack_build(const kern_weight *w) {
     return p;
 }
 
+/* The AMX-BF16 copy of a bf16 weight (see kern_pack_set_add). */
+static int pack_add_amx(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
+    if (w->amx || w->cols % 32 || w->rows < 16 || cpu_isa() < KERN_ISA_AMX) return 0;
+    kern_pack_set *set = *setp;
+    if (!set && !(set = *setp = calloc(1, sizeof *set)))
+        return err_set(err, MTPLX_ENOMEM, "packing bf16 weights: out of memory");
+    if (set->n_amx == set->cap_amx) {
+        int cap = set->cap_amx ? set->cap_amx * 2 : 64;
+        uint16_t **np = realloc(set->amx, sizeof *np * (size_t)cap);
+        if (!np) return err_set(err, MTPLX_ENOMEM, "packing bf16 weights: out of memory");
+        set->amx = np, set->cap_amx = cap;
+    }
+    size_t bytes = mm_amx_weight_elems(w->rows, w->cols) * 2;
+    uint16_t *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) return err_set(err, MTPLX_ENOMEM, "packing a %dx%d bf16 weight: out of memory", w->rows, w->cols);
+    mm_amx_pack_weight(p, w->data, w->rows, w->cols);
+    set->amx[set->n_amx++] = p;
+    set->bytes += bytes;
+    w->amx = p;
+    return 0;
+}
+
 int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
     const char *env = getenv("MTPLX_QPACK");
+    if (env && !strcmp(env, "0")) return 0;
+    if (w->dtype == DT_BF16) return pack_add_amx(setp, w, err);
     if (w->dtype != DT_U32 || w->packed || (env && !strcmp(env, "0"))) return 0;
     if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
     if (cpu_best_isa() < KERN_ISA_AVX512 || !cpu_get_features()->avx512vnni) return 0;
@@ -129,6 +156,8 @@ void kern_pack_set_free(kern_pack_set *set) {
         free(set->p[i]);
     }
     free(set->p);
+    for (int i = 0; i < set->n_amx; i++) free(set->amx[i]);
+    free(set->amx);
     free(set);
 }
 

@@ -78,7 +78,8 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     w->rows = rows;
     w->cols = cols;
     w->data = t->data;
-    return 0;
+    /* bf16: a copy in AMX tile order (no-op on CPUs without AMX) */
+    return kern_pack_set_add(&b->m->packs, w, b->err);
 }
 
 static float elem_f32(const st_tensor *t, size_t i) {

@@ -37,7 +37,7 @@ static kern_weight make_weight(mtplx_dtype dt, int rows, int cols, void **store)
 }
 
 static const mtplx_dtype k_dtypes[] = {DT_F32, DT_F16, DT_BF16};
-static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}};
+static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}};
 
 /* For each shape/dtype: T = 1..16 and 40 rows vs T = 1, and vs the reference. */
 static void check_row_invariance(kern_isa isa) {
@@ -48,6 +48,9 @@ static void check_row_invariance(kern_isa isa) {
             int N = k_shapes[s][0], K = k_shapes[s][1], TM = 40;
             void *store;
             kern_weight w = make_weight(k_dtypes[d], N, K, &store);
+            kern_pack_set *packs = NULL; /* the AMX copy, when this path uses one */
+            mtplx_err err = {0};
+            REQUIRE(kern_pack_set_add(&packs, &w, &err) == 0);
             int ldx = K + ldx_pad, ldy = N + ldy_pad;
             float *x = malloc(sizeof(float) * TM * ldx), *y = malloc(sizeof(float) * TM * ldy);
             float *y1 = malloc(sizeof(float) * TM * N), *yr = malloc(sizeof(float) * N);
@@ -88,32 +91,43 @@ static void check_row_invariance(kern_isa isa) {
                 CHECK_INT(clobber, 0);
             }
             free(x), free(y), free(y1), free(yr), free(absw), free(store);
+            kern_pack_set_free(packs);
         }
     }
 }
 
-/* A big matrix goes through the thread pool; each of its rows must equal a 1-row matrix of it. */
+/* A big matrix goes through the thread pool; each of its rows must equal the same row computed in a
+ * small matrix: a 1-row matrix, or for AMX (which works on aligned 16-row blocks and leaves a short
+ * tail to AVX-512) the row's own 16-row block as a matrix. */
 static void check_split_invariance(kern_isa isa) {
     REQUIRE(cpu_isa_set(isa) == 0);
     int N = test_sanitized() ? 300 : 1500, K = 1024, T = 5;
     for (size_t d = 0; d < 3; d++) {
         void *store;
         kern_weight w = make_weight(k_dtypes[d], N, K, &store);
-        float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N), yr[5];
+        kern_pack_set *packs = NULL;
+        mtplx_err err = {0};
+        REQUIRE(kern_pack_set_add(&packs, &w, &err) == 0);
+        float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N), yr[5 * 16];
         for (int i = 0; i < T * K; i++) x[i] = frand();
         kern_matmul(y, N, x, K, T, &w);
         int mism = 0;
         size_t es = dtype_size(w.dtype);
         for (int r = 0; r < N; r++) {
+            int blk = isa >= KERN_ISA_AMX ? 16 : 1, rb = r / blk * blk;
             kern_weight one = w;
-            one.rows = 1;
-            one.data = (const unsigned char *)w.data + (size_t)r * K * es;
-            kern_matmul(yr, 1, x, K, T, &one);
-            for (int t = 0; t < T; t++) mism += memcmp(&yr[t], &y[(size_t)t * N + r], 4) != 0;
+            one.rows = N - rb < blk ? N - rb : blk;
+            one.data = (const unsigned char *)w.data + (size_t)rb * K * es;
+            one.amx = NULL;
+            REQUIRE(kern_pack_set_add(&packs, &one, &err) == 0);
+            kern_matmul(yr, 16, x, K, T, &one);
+            for (int t = 0; t < T; t++) mism += memcmp(&yr[t * 16 + r - rb], &y[(size_t)t * N + r], 4) != 0;
         }
         CHECK_MSG(mism == 0, "%s %s: %d elements differ between the split and the 1-row call",
                   cpu_isa_name(isa), dtype_name(w.dtype), mism);
+        if (isa >= KERN_ISA_AMX && w.dtype == DT_BF16) CHECK(w.amx != NULL); /* the AMX path really ran */
         free(x), free(y), free(store);
+        kern_pack_set_free(packs);
     }
 }
 
@@ -136,12 +150,22 @@ TEST(test_avx512_split_invariant) {
     check_split_invariance(KERN_ISA_AVX512);
 }
 
+TEST(test_amx_row_invariant_and_accurate) {
+    if (cpu_best_isa() < KERN_ISA_AMX) return;
+    check_row_invariance(KERN_ISA_AMX);
+}
+TEST(test_amx_split_invariant) {
+    if (cpu_best_isa() < KERN_ISA_AMX) return;
+    check_split_invariance(KERN_ISA_AMX);
+}
+
 TEST(test_isa_override_names) {
     kern_isa i;
     CHECK(cpu_isa_parse("avx512", &i) == 0 && i == KERN_ISA_AVX512);
     CHECK(cpu_isa_parse("portable", &i) == 0 && i == KERN_ISA_PORTABLE);
     CHECK(cpu_isa_parse("sse9", &i) == -1);
     CHECK_STR(cpu_isa_name(KERN_ISA_AVX2), "avx2");
+    CHECK(cpu_isa_parse("amx", &i) == 0 && i == KERN_ISA_AMX);
     CHECK(cpu_isa_set((kern_isa)7) == -1);
 }
 
@@ -153,6 +177,8 @@ int main(void) {
     RUN(test_avx2_split_invariant);
     RUN(test_avx512_row_invariant_and_accurate);
     RUN(test_avx512_split_invariant);
+    RUN(test_amx_row_invariant_and_accurate);
+    RUN(test_amx_split_invariant);
     RUN(test_isa_override_names);
     return TEST_SUMMARY();
 }
