@@ -6,6 +6,7 @@
  * (row invariance, DESIGN.md §3). Small matrices run on the caller alone (a dispatch costs a few
  * microseconds). */
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,14 +93,22 @@ void kern_matmul_set_qact_f32(int on) { g_qact_f32 = on ? 1 : 0; }
  * needs more than any earlier call on this thread (the first decode/verify/prefill of a shape). */
 static _Thread_local unsigned char *tl_scratch;
 static _Thread_local size_t tl_scratch_size;
+/* A thread-specific key whose destructor frees the scratch when a thread that used it exits
+ * (server workers come and go). */
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static int g_scratch_key_ok;
+static void scratch_key_make(void) { g_scratch_key_ok = pthread_key_create(&g_scratch_key, free) == 0; }
 
 static void *scratch_get(size_t bytes) {
     if (bytes <= tl_scratch_size) return tl_scratch;
+    pthread_once(&g_scratch_once, scratch_key_make);
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!p) return NULL;
     free(tl_scratch);
     tl_scratch = p;
     tl_scratch_size = bytes;
+    if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, p);
     return p;
 }
 
@@ -107,6 +116,7 @@ void kern_matmul_release_scratch(void) {
     free(tl_scratch);
     tl_scratch = NULL;
     tl_scratch_size = 0;
+    if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, NULL);
 }
 
 static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
