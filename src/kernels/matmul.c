@@ -119,6 +119,18 @@ void kern_matmul_release_scratch(void) {
     if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, NULL);
 }
 
+/* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 3;
+ * below it the VNNI kernel is as fast). Read once. */
+static int g_qamx_min = -1;
+static int qamx_min_rows(void) {
+    if (g_qamx_min < 0) {
+        const char *e = getenv("MTPLX_QAMX_MIN");
+        int v = e ? atoi(e) : 3;
+        g_qamx_min = v < 1 ? 1 : v;
+    }
+    return g_qamx_min;
+}
+
 static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
     const int K = w->cols, gs = w->group_size;
     if (!quant_format_ok(w->bits, gs) || K % gs) {
@@ -131,7 +143,9 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     void (*fill)(const float *, int, qact *) = qact_fill_portable;
     qa_layout layout = QA_NATURAL;
     if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
-        qfn = mm_qrows_packed, fill = qact_fill_avx512, layout = QA_NATURAL;
+        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, flat cost in T up to 16 */
+        qfn = isa >= KERN_ISA_AMX && T >= qamx_min_rows() ? mm_qrows_amx : mm_qrows_packed;
+        fill = qact_fill_avx512, layout = QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {
         qfn = mm_qrows_avx512, fill = qact_fill_avx512;
         layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;

@@ -27,6 +27,19 @@ typedef struct {
     float *dv;         /* AVX-512 only: [T][K/64][16] d of the group each int32 lane of a chunk covers */
 } qact;
 
+/* A repacked quantized weight (kern_pack_set_add; matmul_qpack.c). Per block of 16 output rows (rows
+ * past N are zero) and group g, one contiguous record of `gstride` bytes: the weights (q8: gs/4
+ * vectors, vector kq = [row i][4 inputs 4kq..4kq+3]; q4: gs/8 vectors whose low nibbles hold quad j
+ * and high nibbles quad j + gs/8), then the 16 scales and the 16 biases in `sdt` (bf16/f16 kept as
+ * stored, f32 as f32: 32 or 64 bytes each), so a thread streams one sequential range. */
+struct kern_qpack {
+    int n_blocks, G, gs, bits;
+    mtplx_dtype sdt;    /* DT_BF16, DT_F16 or DT_F32: how scales/biases are stored (as in the checkpoint) */
+    size_t gbytes;      /* weight bytes of one (block, group): gs·16·bits/8 */
+    size_t gstride;     /* bytes of one (block, group) record: gbytes + 64 (16-bit) or + 128 (f32) */
+    uint8_t *q;         /* [n_blocks][G][gstride], 64-byte aligned */
+};
+
 typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 
 /* Quantize x[T][ldx] into qa (buffers already sized). */
@@ -38,6 +51,9 @@ void mm_qrows_portable(float *y, int ldy, const qact *qa, const kern_weight *w, 
 void mm_qrows_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 /* AVX-512 VNNI on kern_pack_set_add's repacked weights (w->packed; rows r0 multiple of 16). */
 void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+/* AMX-INT8 (TDPBSUD) on the same repacked weights: bit-identical to mm_qrows_packed (the integer group
+ * sums are exact either way and the float epilogue is the same code); for calls with T >= 3. */
+void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 
 /* fp32-activation path (MTPLX_QACT=f32): dequantizes each group and takes fp32 dot products. */

@@ -23,13 +23,6 @@
 #include "matmul_q.h"
 #include "threadpool.h"
 
-struct kern_qpack {
-    int n_blocks, G, gs, bits;
-    size_t gbytes;      /* bytes of one (block, group) of packed q */
-    uint8_t *q;         /* [n_blocks][G][gbytes] */
-    float *s, *b;       /* [n_blocks][G][16] */
-};
-
 struct kern_pack_set {
     kern_qpack **p;     /* quantized copies [n] */
     int n, cap;
@@ -48,6 +41,9 @@ typedef struct {
     kern_qpack *p;
 } pack_job;
 
+/* Raw 16-bit scale/bias number i (bf16 or f16 storage). */
+static uint16_t raw16(const void *base, size_t i) { return ((const uint16_t *)base)[i]; }
+
 /* Pack 16-row blocks [task·nb/n_tasks, (task+1)·nb/n_tasks) of j->w into j->p. */
 static void pack_task(void *ctx, int task, int n_tasks) {
     const pack_job *j = ctx;
@@ -57,16 +53,20 @@ static void pack_task(void *ctx, int task, int n_tasks) {
     int b0 = (int)((long)nb * task / n_tasks), b1 = (int)((long)nb * (task + 1) / n_tasks);
     for (int bi = b0; bi < b1; bi++)
         for (int g = 0; g < G; g++) {
-            uint8_t *dst = p->q + ((size_t)bi * G + g) * p->gbytes;
-            float *ds = p->s + ((size_t)bi * G + g) * 16, *db = p->b + ((size_t)bi * G + g) * 16;
+            uint8_t *dst = p->q + ((size_t)bi * G + g) * p->gstride;
+            uint8_t *sb = dst + p->gbytes; /* 16 scales then 16 biases */
             for (int i = 0; i < 16; i++) {
                 int r = bi * 16 + i;
-                if (r >= N) {
-                    ds[i] = db[i] = 0.f;
-                    continue;
+                size_t gi = (size_t)r * G + g;
+                if (p->sdt == DT_F32) {
+                    float sv = r < N ? q_scalar(w->scales, DT_F32, gi) : 0.f;
+                    float bv = r < N ? q_scalar(w->biases, DT_F32, gi) : 0.f;
+                    memcpy(sb + 4 * i, &sv, 4), memcpy(sb + 64 + 4 * i, &bv, 4);
+                } else {
+                    uint16_t sv = r < N ? raw16(w->scales, gi) : 0, bv = r < N ? raw16(w->biases, gi) : 0;
+                    memcpy(sb + 2 * i, &sv, 2), memcpy(sb + 32 + 2 * i, &bv, 2);
                 }
-                ds[i] = q_scalar(w->scales, w->scale_dtype, (size_t)r * G + g);
-                db[i] = q_scalar(w->biases, w->scale_dtype, (size_t)r * G + g);
+                if (r >= N) continue;
                 int c0 = g * gs;
                 if (w->bits == 8) {
                     for (int kq = 0; kq < gs / 4; kq++)
@@ -87,15 +87,15 @@ static kern_qpack *pack_build(const kern_weight *w) {
     kern_qpack *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_blocks = nb, p->G = G, p->gs = gs, p->bits = w->bits;
+    p->sdt = w->scale_dtype == DT_F32 ? DT_F32 : w->scale_dtype == DT_F16 ? DT_F16 : DT_BF16;
     p->gbytes = (size_t)gs * 16 * w->bits / 8;
-    p->q = aligned_alloc(64, (size_t)nb * G * p->gbytes);
-    p->s = aligned_alloc(64, sizeof(float) * (size_t)nb * G * 16);
-    p->b = aligned_alloc(64, sizeof(float) * (size_t)nb * G * 16);
-    if (!p->q || !p->s || !p->b) {
-        free(p->q), free(p->s), free(p->b), free(p);
+    p->gstride = p->gbytes + (p->sdt == DT_F32 ? 128 : 64);
+    p->q = aligned_alloc(64, (size_t)nb * G * p->gstride);
+    if (!p->q) {
+        free(p);
         return NULL;
     }
-    memset(p->q, 0, (size_t)nb * G * p->gbytes);
+    memset(p->q, 0, (size_t)nb * G * p->gstride);
     pack_job j = {w, p};
     tpool *pool = tpool_global();
     int tasks = 4 * tpool_threads(pool);
@@ -144,7 +144,7 @@ int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
     kern_qpack *p = pack_build(w);
     if (!p) return err_set(err, MTPLX_ENOMEM, "packing a %dx%d quantized weight: out of memory", w->rows, w->cols);
     set->p[set->n++] = p;
-    set->bytes += (size_t)p->n_blocks * p->G * (p->gbytes + 2 * 16 * sizeof(float));
+    set->bytes += (size_t)p->n_blocks * p->G * p->gstride;
     w->packed = p;
     return 0;
 }
@@ -152,7 +152,7 @@ int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
 void kern_pack_set_free(kern_pack_set *set) {
     if (!set) return;
     for (int i = 0; i < set->n; i++) {
-        free(set->p[i]->q), free(set->p[i]->s), free(set->p[i]->b);
+        free(set->p[i]->q);
         free(set->p[i]);
     }
     free(set->p);
@@ -172,44 +172,84 @@ INL __m512i bcast_quad(const int8_t *a) {
     return _mm512_set1_epi32(v);
 }
 
-/* One 16-row block × TT activation rows starting at t0. */
+/* 16 scales (or biases) of a (block, group) as f32; bf16/f16 widen exactly. */
+INL __m512 ld_sb16(const uint8_t *p, mtplx_dtype sdt) {
+    if (sdt == DT_F32) return _mm512_load_ps(p);
+    __m256i h = _mm256_load_si256((const __m256i *)p);
+    if (sdt == DT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* The float part for one (block, group): acc[t] += (cvt(is[t])·s)·d[t,g] + b·bd[t,g], in this order.
+ * Shared by the VNNI and AMX kernels so both give the same bits. */
+INL void qp_epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int t0, int g, const int TT,
+                     const __m512i *is, __m512 *acc) {
+    const uint8_t *sb = qg + p->gbytes;
+    __m512 s = ld_sb16(sb, p->sdt), b = ld_sb16(sb + (p->sdt == DT_F32 ? 64 : 32), p->sdt);
+    _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) {
+        size_t dg = (size_t)(t0 + t) * p->G + g;
+        __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is[t]), s);
+        acc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(qa->d[dg]), acc[t]);
+        acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(qa->bd[dg]), acc[t]);
+    }
+}
+
+/* One 16-row block × TT activation rows starting at t0 (VNNI). The integer group sums run in NC
+ * independent chains per activation row (vpdpbusd has a 4-5 cycle latency; one chain per row made
+ * the 1-row call latency-bound) and are added at the end of the group — integer sums are exact, so
+ * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
+ * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. */
 INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
     const int G = p->G, gs = p->gs, K = qa->K;
+    enum { NC = 4 };
+    const int nc = TT <= 2 ? 4 : 2; /* chains per row (compile-time after inlining) */
     __m512 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
-    const uint8_t *qb = p->q + (size_t)bi * G * p->gbytes;
-    const __m512i lo = _mm512_set1_epi8(0x0f);
+    const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
+    const __m512i lo = _mm512_set1_epi8(0x0f), hi = _mm512_set1_epi8((char)0xf0);
     for (int g = 0; g < G; g++) {
-        __m512i is[8];
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) is[t] = _mm512_setzero_si512();
-        const uint8_t *qg = qb + (size_t)g * p->gbytes;
+        __m512i is[8][NC];
+        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+            _Pragma("GCC unroll 4") for (int c = 0; c < nc; c++) is[t][c] = _mm512_setzero_si512();
+        const uint8_t *qg = qb + (size_t)g * p->gstride;
         const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)g * gs;
         if (p->bits == 4) {
-            const int half = gs / 8;
-            for (int j = 0; j < half; j++) {
-                __m512i v = _mm512_load_si512(qg + (size_t)j * 64);
-                __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo);
-                _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
-                    const int8_t *at = ag + (size_t)t * K;
-                    is[t] = _mm512_dpbusd_epi32(is[t], w0, bcast_quad(at + 4 * j));
-                    is[t] = _mm512_dpbusd_epi32(is[t], w1, bcast_quad(at + 4 * (j + half)));
+            const int half = gs / 8; /* even */
+            for (int j = 0; j < half; j += 2) {
+                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++) {
+                    const int c = nc == 4 ? 2 * u : 0;
+                    __m512i v = _mm512_load_si512(qg + (size_t)(j + u) * 64);
+                    __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
+                    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+                        const int8_t *at = ag + (size_t)t * K;
+                        is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(at + 4 * (j + u)));
+                        is[t][c + 1] = _mm512_dpbusd_epi32(is[t][c + 1], w1, bcast_quad(at + 4 * (j + u + half)));
+                    }
                 }
             }
+            _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+                __m512i l = is[t][0], h = is[t][1];
+                if (nc == 4) l = _mm512_add_epi32(l, is[t][2]), h = _mm512_add_epi32(h, is[t][3]);
+                is[t][0] = _mm512_add_epi32(l, _mm512_srai_epi32(h, 4));
+            }
         } else {
-            for (int kq = 0; kq < gs / 4; kq++) {
-                __m512i w0 = _mm512_load_si512(qg + (size_t)kq * 64);
-                _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
-                    is[t] = _mm512_dpbusd_epi32(is[t], w0, bcast_quad(ag + (size_t)t * K + 4 * kq));
+            for (int kq = 0; kq < gs / 4; kq += 4) {
+                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
+                    const int c = u % nc;
+                    __m512i w0 = _mm512_load_si512(qg + (size_t)(kq + u) * 64);
+                    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+                        is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(ag + (size_t)t * K + 4 * (kq + u)));
+                }
+            }
+            _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+                __m512i a = _mm512_add_epi32(is[t][0], is[t][1]);
+                if (nc == 4) a = _mm512_add_epi32(a, _mm512_add_epi32(is[t][2], is[t][3]));
+                is[t][0] = a;
             }
         }
-        __m512 s = _mm512_load_ps(p->s + ((size_t)bi * G + g) * 16);
-        __m512 b = _mm512_load_ps(p->b + ((size_t)bi * G + g) * 16);
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
-            size_t dg = (size_t)(t0 + t) * G + g;
-            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is[t]), s);
-            acc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(qa->d[dg]), acc[t]);
-            acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(qa->bd[dg]), acc[t]);
-        }
+        __m512i sum[8];
+        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) sum[t] = is[t][0];
+        qp_epilogue(p, qg, qa, t0, g, TT, sum, acc);
     }
     __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
     _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
@@ -233,4 +273,102 @@ TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w
         default: break;
         }
     }
+}
+
+/* ---- AMX-INT8 ---- */
+
+#define TGT_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define INL_AMX static inline __attribute__((always_inline)) TGT_AMX
+
+/* The 64-byte tile configuration (palette 1). */
+typedef struct {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* One 16-row block × TT (<= 16) activation rows from t0, on tiles A = 0, C = 1 (first 16 rows of the
+ * call) or A = 2, C = 3 (rows 16..31); B = 4. Per group: C = 0, then per chunk of kc inputs
+ * C += A[TT][kc] (signed activations) · B[kc/4][16·4] (unsigned weights, the packed VNNI layout: one
+ * 64-byte row = 4 inputs of the 16 output rows), so C[t][i] is the exact integer group sum of output
+ * row i — the same number the VNNI kernel sums — then the shared float epilogue. q4 is unpacked into
+ * ub (one group, quads in input order) first; q8 is read in place. */
+INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, int second, float *y,
+                      int ldy, int nr, uint8_t *ub, int32_t *cb) {
+    const int G = p->G, gs = p->gs, K = qa->K, kc = gs < 64 ? gs : 64, nch = gs / kc, half = gs / 8;
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
+    const __m512i lo = _mm512_set1_epi8(0x0f);
+    for (int g = 0; g < G; g++) {
+        const uint8_t *qg = qb + (size_t)g * p->gstride;
+        const uint8_t *bsrc = qg;
+        if (p->bits == 4) {
+            for (int j = 0; j < half; j++) {
+                __m512i v = _mm512_load_si512(qg + (size_t)j * 64);
+                _mm512_store_si512(ub + (size_t)j * 64, _mm512_and_si512(v, lo));
+                _mm512_store_si512(ub + (size_t)(j + half) * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo));
+            }
+            bsrc = ub;
+        }
+        const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)g * gs;
+        if (second) {
+            _tile_zero(3);
+            for (int ch = 0; ch < nch; ch++) {
+                _tile_loadd(4, bsrc + (size_t)ch * kc * 16, 64);
+                _tile_loadd(2, ag + (size_t)ch * kc, K);
+                _tile_dpbsud(3, 2, 4);
+            }
+            _tile_stored(3, cb, 64);
+        } else {
+            _tile_zero(1);
+            for (int ch = 0; ch < nch; ch++) {
+                _tile_loadd(4, bsrc + (size_t)ch * kc * 16, 64);
+                _tile_loadd(0, ag + (size_t)ch * kc, K);
+                _tile_dpbsud(1, 0, 4);
+            }
+            _tile_stored(1, cb, 64);
+        }
+        __m512i is[16];
+        _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) is[t] = _mm512_load_si512(cb + 16 * t);
+        qp_epilogue(p, qg, qa, t0, g, TT, is, acc);
+    }
+    __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+}
+
+#define QA_CASE(n) \
+    case n: qa_block(p, qa, bi, t0, n, second, y, ldy, nr, ub, cb); break
+
+TGT_AMX void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
+    const kern_qpack *p = w->packed;
+    const int T = qa->T, kc = p->gs < 64 ? p->gs : 64;
+    _Alignas(64) uint8_t ub[32 * 64]; /* one unpacked q4 group (gs/4 <= 32 rows of 64 bytes) */
+    _Alignas(64) int32_t cb[16 * 16];  /* one C tile */
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    int T0 = T < 16 ? T : 16, T1 = T - T0; /* T <= MM_TMAX = 32 */
+    cfg.rows[0] = (uint8_t)T0, cfg.colsb[0] = (uint16_t)kc;
+    cfg.rows[1] = (uint8_t)T0, cfg.colsb[1] = 64;
+    if (T1 > 0) {
+        cfg.rows[2] = (uint8_t)T1, cfg.colsb[2] = (uint16_t)kc;
+        cfg.rows[3] = (uint8_t)T1, cfg.colsb[3] = 64;
+    }
+    cfg.rows[4] = (uint8_t)(kc / 4), cfg.colsb[4] = 64;
+    _tile_loadconfig(&cfg);
+    for (int bi = r0 / 16; bi * 16 < r1; bi++) {
+        int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
+        for (int t0 = 0, second = 0; t0 < T; t0 += 16, second = 1) {
+            switch (T - t0 < 16 ? T - t0 : 16) {
+                QA_CASE(16); QA_CASE(15); QA_CASE(14); QA_CASE(13); QA_CASE(12); QA_CASE(11); QA_CASE(10);
+                QA_CASE(9); QA_CASE(8); QA_CASE(7); QA_CASE(6); QA_CASE(5); QA_CASE(4); QA_CASE(3);
+                QA_CASE(2); QA_CASE(1);
+            default: break;
+            }
+        }
+    }
+    _tile_release();
 }

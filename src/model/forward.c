@@ -38,7 +38,7 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     if (!(s->big = mem_alloc((size_t)rows * s->big_w, sizeof(float), "forward scratch", err))) goto fail;
     if (!(s->win = mem_alloc((size_t)(kc1 + rows) * imax(m->conv_dim, 1), sizeof(float), "conv window", err)))
         goto fail;
-    if (!(s->qk = mem_alloc((size_t)imax(2 * m->key_dim, 1), sizeof(float), "gdn q/k", err))) goto fail;
+    if (!(s->qk = mem_alloc((size_t)imax(2 * rows * m->key_dim, 1), sizeof(float), "gdn q/k", err))) goto fail;
     if (!(s->scores = mem_alloc((size_t)imax(capacity, 1), sizeof(float), "attention scores", err))) goto fail;
     if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
     if (family_scratch_init(s, m, rows, err)) goto fail;
@@ -104,15 +104,18 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
     kern_matmul(s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
-/* One row's delta-rule step for a range of value heads (a thread-pool task; each head writes only
- * its own state, output, tape entries). */
+/* The delta-rule steps of all R rows for a range of value heads (a thread-pool task; each head
+ * writes only its own state, outputs and tape entries). Heads outer, rows inner: a head's state
+ * (Dv·Dk floats) stays in this core's cache across the R rows, so a verify call reads and writes
+ * each state once instead of once per row. Row t's arithmetic is the same as a one-row call's. */
 typedef struct {
     const gdn_weights *w;
     gdn_layer_state *st;
-    float *row;
-    const float *u, *qn, *kn, *src;
+    float *big;                 /* s->big: row t at big + t·bw */
+    const float *qn, *kn;       /* [R][kd] normalised queries / keys; row stride kd */
+    const float *src;
     float *dst;
-    int t, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, capture;
+    int R, bw, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, u_off, capture;
     float eps;
     size_t head_sz;
 } gdn_heads_job;
@@ -123,18 +126,23 @@ static void gdn_heads_task(void *ctx, int task, int n_tasks) {
     int h0 = (int)((long)j->Hv * task / n_tasks), h1 = (int)((long)j->Hv * (task + 1) / n_tasks);
     for (int hv = h0; hv < h1; hv++) {
         int hk = hv / j->ratio, Dv = j->Dv;
-        float *row = j->row;
-        float beta = act_sigmoid(row[j->b_off + hv]);
-        float g = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
-        float *y = row + j->y_off + hv * Dv;
-        float *delta = j->capture ? j->st->tape_d + ((size_t)j->t * j->Hv + hv) * Dv : NULL;
-        if (j->capture) j->st->tape_g[(size_t)j->t * j->Hv + hv] = g;
-        kern_gdn_step(j->dst + hv * j->head_sz, j->src + hv * j->head_sz, j->qn + hk * j->Dk, j->kn + hk * j->Dk,
-                      j->u + 2 * j->kd + hv * Dv, g, beta, y, delta, j->Dk, Dv);
-        /* gated RMSNorm: plain weight, then × silu(z) */
-        const float *z = row + hv * Dv;
-        kern_rmsnorm(y, y, w->norm, Dv, j->eps);
-        for (int i = 0; i < Dv; i++) y[i] *= act_silu(z[i]);
+        float *dst = j->dst + hv * j->head_sz;
+        for (int t = 0; t < j->R; t++) {
+            float *row = j->big + (size_t)t * j->bw;
+            const float *src = t == 0 ? j->src + hv * j->head_sz : dst;
+            const float *qn = j->qn + (size_t)t * j->kd, *kn = j->kn + (size_t)t * j->kd;
+            float beta = act_sigmoid(row[j->b_off + hv]);
+            float g = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
+            float *y = row + j->y_off + hv * Dv;
+            float *delta = j->capture ? j->st->tape_d + ((size_t)t * j->Hv + hv) * Dv : NULL;
+            if (j->capture) j->st->tape_g[(size_t)t * j->Hv + hv] = g;
+            kern_gdn_step(dst, src, qn + hk * j->Dk, kn + hk * j->Dk, row + j->u_off + 2 * j->kd + hv * Dv, g, beta,
+                          y, delta, j->Dk, Dv);
+            /* gated RMSNorm: plain weight, then × silu(z) */
+            const float *z = row + hv * Dv;
+            kern_rmsnorm(y, y, w->norm, Dv, j->eps);
+            for (int i = 0; i < Dv; i++) y[i] *= act_silu(z[i]);
+        }
     }
 }
 
@@ -165,26 +173,23 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
 
     const float *src = st->rec[cur];
     float *dst = capture ? st->rec[cur ^ 1] : st->rec[cur];
+    float *qn = s->qk, *kn = capture ? st->tape_k : s->qk + (size_t)R * kd;
     for (int t = 0; t < R; t++) {
-        float *row = s->big + (size_t)t * bw;
-        const float *u = row + u_off;
-        float *qn = s->qk;
-        float *kn = capture ? st->tape_k + (size_t)t * kd : s->qk + kd;
+        const float *u = s->big + (size_t)t * bw + u_off;
         for (int h = 0; h < Hk; h++) {
-            kern_l2norm(qn + h * Dk, u + h * Dk, Dk, 1e-6f, qscale);
-            kern_l2norm(kn + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
+            kern_l2norm(qn + (size_t)t * kd + h * Dk, u + h * Dk, Dk, 1e-6f, qscale);
+            kern_l2norm(kn + (size_t)t * kd + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
         }
-        gdn_heads_job j = {w, st, row, u, qn, kn, src, dst, t, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, capture,
-                           eps, head_sz};
-        /* value heads are independent: split them over the pool when the states are big enough */
-        tpool *pool = tpool_global();
-        int nth = tpool_threads(pool);
-        if (nth > 1 && (size_t)Hv * head_sz >= ((size_t)1 << 16))
-            tpool_run(pool, Hv < 2 * nth ? Hv : 2 * nth, gdn_heads_task, &j);
-        else
-            gdn_heads_task(&j, 0, 1);
-        src = dst;
     }
+    gdn_heads_job j = {w, st, s->big, qn, kn, src, dst, R, bw, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, u_off,
+                       capture, eps, head_sz};
+    /* value heads are independent: split them over the pool when the states are big enough */
+    tpool *pool = tpool_global();
+    int nth = tpool_threads(pool);
+    if (nth > 1 && (size_t)Hv * head_sz >= ((size_t)1 << 16))
+        tpool_run(pool, Hv < 2 * nth ? Hv : 2 * nth, gdn_heads_task, &j);
+    else
+        gdn_heads_task(&j, 0, 1);
     kern_matmul(s->o, H, s->big + y_off, bw, R, &w->out);
 }
 

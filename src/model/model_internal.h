@@ -106,7 +106,7 @@ typedef struct {
     float *o;        /* [R][H] block output */
     float *big;      /* [R][big_w] projections of the current block */
     float *win;      /* [(Kc-1) + R][conv_dim] GDN conv window when not capturing */
-    float *qk;       /* [2][Hk][Dk] one row's normalised q and k */
+    float *qk;       /* [2][rows][Hk][Dk] normalised q of every row, then k (k goes to the tape when capturing) */
     float *scores;   /* [capacity] attention scores of one query head */
     float *cos_sin;  /* [rotary_dim] */
     struct family_scratch *fam; /* MoE / fused GDN / MLA buffers (family.c) */

@@ -11,6 +11,7 @@
 
 #include "../base/mem.h"
 #include "../kernels/gdn.h"
+#include "../kernels/threadpool.h"
 #include "family.h"
 
 /* Rows of scratch for prefill chunks when the caller asks for fewer capture rows. */
@@ -112,6 +113,30 @@ void model_state_reset(model_state *s) {
     s->cap_rows = 0;
 }
 
+/* Replays the first `keep` taped rows of one GDN layer for a range of value heads (a thread-pool
+ * task). Heads outer, rows inner, so a head's state stays in cache across the rows; each row's
+ * arithmetic is kern_gdn_replay's, in row order, as in the forward. */
+typedef struct {
+    const gdn_layer_state *g;
+    float *live;        /* rec[cur]: the state after all captured rows, overwritten */
+    const float *start; /* rec[cur ^ 1]: the state before the call */
+    int keep, Hv, Dk, Dv, ratio, kd;
+    size_t head_sz;
+} replay_job;
+
+static void replay_task(void *ctx, int task, int n_tasks) {
+    const replay_job *j = ctx;
+    int h0 = (int)((long)j->Hv * task / n_tasks), h1 = (int)((long)j->Hv * (task + 1) / n_tasks);
+    for (int hv = h0; hv < h1; hv++)
+        for (int t = 0; t < j->keep; t++) {
+            float *dst = j->live + hv * j->head_sz;
+            const float *src = t == 0 ? j->start + hv * j->head_sz : dst;
+            kern_gdn_replay(dst, src, j->g->tape_k + (size_t)t * j->kd + (size_t)(hv / j->ratio) * j->Dk,
+                            j->g->tape_d + ((size_t)t * j->Hv + hv) * j->Dv, j->g->tape_g[(size_t)t * j->Hv + hv],
+                            j->Dk, j->Dv);
+        }
+}
+
 int model_state_commit(model_state *s, int keep, mtplx_err *err) {
     if (s->cap_rows <= 0)
         return err_set(err, MTPLX_EINVAL, "model_state_commit: the last forward did not capture");
@@ -125,15 +150,13 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
         for (int i = 0; i < m->n_gdn; i++) {
             gdn_layer_state *g = &s->gdn[i];
             memcpy(g->conv, g->tape_win + (size_t)keep * C, sizeof(float) * kc1 * C);
-            float *live = g->rec[s->cur];
-            const float *start = g->rec[s->cur ^ 1];
-            for (int t = 0; t < keep; t++) {
-                const float *src = t == 0 ? start : live;
-                for (int hv = 0; hv < Hv; hv++)
-                    kern_gdn_replay(live + hv * head_sz, src + hv * head_sz,
-                                    g->tape_k + (size_t)t * m->key_dim + (size_t)(hv / ratio) * Dk,
-                                    g->tape_d + ((size_t)t * Hv + hv) * Dv, g->tape_g[(size_t)t * Hv + hv], Dk, Dv);
-            }
+            replay_job j = {g, g->rec[s->cur], g->rec[s->cur ^ 1], keep, Hv, Dk, Dv, ratio, m->key_dim, head_sz};
+            tpool *pool = tpool_global();
+            int nth = tpool_threads(pool);
+            if (nth > 1 && (size_t)Hv * head_sz * keep >= ((size_t)1 << 16))
+                tpool_run(pool, Hv < 2 * nth ? Hv : 2 * nth, replay_task, &j);
+            else
+                replay_task(&j, 0, 1);
         }
     }
     s->len = s->cap_base + keep;

@@ -7,6 +7,7 @@
  *     T = 1; rows of a thread-split matrix bit-identical to 1-row matrices; and within the int8
  *     activation error bound of the fp32 reference (kern_matmul_ref on the dequantized weight):
  *     |y - ref| <= Σ_g (max_g|x| / 254) · Σ_{c in g} |w_c| · 1.01 + 1e-5 · Σ|x·w|;
+ *   - the AMX-INT8 kernel (T >= 3 on repacked weights) bit-identical to the VNNI kernel;
  *   - MTPLX_QACT=f32 path within 1e-5 · Σ|x·w| of the reference. */
 #include <stdint.h>
 
@@ -223,6 +224,18 @@ TEST(test_avx512_packed_int8_path) {
     g_packed = 0;
 }
 
+/* AMX-INT8 on the repacked weights (T >= 3): the T = 1 rows come from the VNNI kernel, so the row
+ * invariance checks also prove both kernels give the same bits, for every format and 3..40 rows. */
+TEST(test_amx_packed_int8_path) {
+    if (cpu_best_isa() < KERN_ISA_AMX || !cpu_get_features()->avx512vnni) return;
+    g_packed = 1;
+    check_path(KERN_ISA_AMX);
+    check_format(4, 64, DT_BF16, 100, 2048);
+    check_format(8, 128, DT_F32, 100, 2048);
+    g_packed = 0;
+    REQUIRE(cpu_isa_set(cpu_best_isa()) == 0);
+}
+
 TEST(test_f32_activation_path_matches_reference) {
     kern_matmul_set_qact_f32(1);
     const int N = 45, K = 256, T = 6;
@@ -252,6 +265,7 @@ int main(void) {
     RUN(test_avx2_int8_path);
     RUN(test_avx512_int8_path);
     RUN(test_avx512_packed_int8_path);
+    RUN(test_amx_packed_int8_path);
     RUN(test_f32_activation_path_matches_reference);
     kern_matmul_release_scratch();
     return TEST_SUMMARY();
