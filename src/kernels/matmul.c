@@ -119,13 +119,13 @@ void kern_matmul_release_scratch(void) {
     if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, NULL);
 }
 
-/* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 3;
+/* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 6;
  * below it the VNNI kernel is as fast). Read once. */
 static int g_qamx_min = -1;
 static int qamx_min_rows(void) {
     if (g_qamx_min < 0) {
         const char *e = getenv("MTPLX_QAMX_MIN");
-        int v = e ? atoi(e) : 3;
+        int v = e ? atoi(e) : 6;
         g_qamx_min = v < 1 ? 1 : v;
     }
     return g_qamx_min;

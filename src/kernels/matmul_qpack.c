@@ -288,51 +288,62 @@ typedef struct {
     uint8_t rows[16];
 } amx_cfg;
 
-/* One 16-row block × TT (<= 16) activation rows from t0, on tiles A = 0, C = 1 (first 16 rows of the
- * call) or A = 2, C = 3 (rows 16..31); B = 4. Per group: C = 0, then per chunk of kc inputs
- * C += A[TT][kc] (signed activations) · B[kc/4][16·4] (unsigned weights, the packed VNNI layout: one
- * 64-byte row = 4 inputs of the 16 output rows), so C[t][i] is the exact integer group sum of output
- * row i — the same number the VNNI kernel sums — then the shared float epilogue. q4 is unpacked into
- * ub (one group, quads in input order) first; q8 is read in place. */
-INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, int second, float *y,
-                      int ldy, int nr, uint8_t *ub, int32_t *cb) {
+/* AMX tile numbers: two sets (A, B, C) used alternately by consecutive groups, so one group's
+ * TDPBSUD does not wait for the previous group's tile store. */
+#define QA_GROUP_TILES(TA, TB, TC)                                                   \
+    do {                                                                             \
+        _tile_zero(TC);                                                              \
+        for (int ch = 0; ch < nch; ch++) {                                           \
+            _tile_loadd(TB, bsrc + (size_t)ch * kc * 16, 64);                        \
+            _tile_loadd(TA, ag + (size_t)ch * kc, K);                                \
+            _tile_dpbsud(TC, TA, TB);                                                \
+        }                                                                            \
+        _tile_stored(TC, cg, 64);                                                    \
+    } while (0)
+
+enum { QA_RING = 4, QA_LAG = 2 }; /* buffer ring depth; distance between the pipeline stages */
+
+/* One 16-row block × TT (<= 16) activation rows from t0 (tiles configured for TT rows). Per group g:
+ * C = Σ_chunks A[TT][kc] (signed activations) · B[kc/4][16·4] (unsigned weights in the packed VNNI
+ * layout: one 64-byte row = 4 inputs of the 16 output rows), so C[t][i] is the exact integer group
+ * sum of output row i — the number the VNNI kernel sums — then the shared float epilogue.
+ * Software-pipelined over groups: iteration i unpacks group i (q4 → ub ring), runs the tiles of group
+ * i − QA_LAG (→ cb ring) and the epilogue of group i − 2·QA_LAG, so no stage waits on a store it
+ * has just issued (tile loads/stores do not forward to/from vector registers) and the weight loads
+ * stay spread over the whole loop. q8 is read by the tile loads in place. */
+INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr,
+                      uint8_t *ub, int32_t *cb) {
     const int G = p->G, gs = p->gs, K = qa->K, kc = gs < 64 ? gs : 64, nch = gs / kc, half = gs / 8;
+    const size_t ubg = (size_t)gs * 16; /* unpacked bytes per group */
     __m512 acc[16];
     _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
     const __m512i lo = _mm512_set1_epi8(0x0f);
-    for (int g = 0; g < G; g++) {
-        const uint8_t *qg = qb + (size_t)g * p->gstride;
-        const uint8_t *bsrc = qg;
-        if (p->bits == 4) {
+    for (int i = 0; i < G + 2 * QA_LAG; i++) {
+        if (p->bits == 4 && i < G) {
+            const uint8_t *qg = qb + (size_t)i * p->gstride;
+            uint8_t *u = ub + (size_t)(i % QA_RING) * ubg;
             for (int j = 0; j < half; j++) {
                 __m512i v = _mm512_load_si512(qg + (size_t)j * 64);
-                _mm512_store_si512(ub + (size_t)j * 64, _mm512_and_si512(v, lo));
-                _mm512_store_si512(ub + (size_t)(j + half) * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo));
+                _mm512_store_si512(u + (size_t)j * 64, _mm512_and_si512(v, lo));
+                _mm512_store_si512(u + (size_t)(j + half) * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo));
             }
-            bsrc = ub;
         }
-        const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)g * gs;
-        if (second) {
-            _tile_zero(3);
-            for (int ch = 0; ch < nch; ch++) {
-                _tile_loadd(4, bsrc + (size_t)ch * kc * 16, 64);
-                _tile_loadd(2, ag + (size_t)ch * kc, K);
-                _tile_dpbsud(3, 2, 4);
-            }
-            _tile_stored(3, cb, 64);
-        } else {
-            _tile_zero(1);
-            for (int ch = 0; ch < nch; ch++) {
-                _tile_loadd(4, bsrc + (size_t)ch * kc * 16, 64);
-                _tile_loadd(0, ag + (size_t)ch * kc, K);
-                _tile_dpbsud(1, 0, 4);
-            }
-            _tile_stored(1, cb, 64);
+        const int gt = i - QA_LAG;
+        if (gt >= 0 && gt < G) {
+            const uint8_t *bsrc = p->bits == 4 ? ub + (size_t)(gt % QA_RING) * ubg : qb + (size_t)gt * p->gstride;
+            const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)gt * gs;
+            int32_t *cg = cb + (size_t)(gt % QA_RING) * 256;
+            if (gt & 1) QA_GROUP_TILES(3, 4, 5);
+            else QA_GROUP_TILES(0, 1, 2);
         }
-        __m512i is[16];
-        _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) is[t] = _mm512_load_si512(cb + 16 * t);
-        qp_epilogue(p, qg, qa, t0, g, TT, is, acc);
+        const int ge = i - 2 * QA_LAG;
+        if (ge >= 0) {
+            __m512i is[16];
+            const int32_t *cg = cb + (size_t)(ge % QA_RING) * 256;
+            _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) is[t] = _mm512_load_si512(cg + 16 * t);
+            qp_epilogue(p, qb + (size_t)ge * p->gstride, qa, t0, ge, TT, is, acc);
+        }
     }
     __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
     _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++)
@@ -340,29 +351,27 @@ INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const
 }
 
 #define QA_CASE(n) \
-    case n: qa_block(p, qa, bi, t0, n, second, y, ldy, nr, ub, cb); break
+    case n: qa_block(p, qa, bi, t0, n, y, ldy, nr, ub, cb); break
 
 TGT_AMX void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
     const int T = qa->T, kc = p->gs < 64 ? p->gs : 64;
-    _Alignas(64) uint8_t ub[32 * 64]; /* one unpacked q4 group (gs/4 <= 32 rows of 64 bytes) */
-    _Alignas(64) int32_t cb[16 * 16];  /* one C tile */
-    amx_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    int T0 = T < 16 ? T : 16, T1 = T - T0; /* T <= MM_TMAX = 32 */
-    cfg.rows[0] = (uint8_t)T0, cfg.colsb[0] = (uint16_t)kc;
-    cfg.rows[1] = (uint8_t)T0, cfg.colsb[1] = 64;
-    if (T1 > 0) {
-        cfg.rows[2] = (uint8_t)T1, cfg.colsb[2] = (uint16_t)kc;
-        cfg.rows[3] = (uint8_t)T1, cfg.colsb[3] = 64;
-    }
-    cfg.rows[4] = (uint8_t)(kc / 4), cfg.colsb[4] = 64;
-    _tile_loadconfig(&cfg);
-    for (int bi = r0 / 16; bi * 16 < r1; bi++) {
-        int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
-        for (int t0 = 0, second = 0; t0 < T; t0 += 16, second = 1) {
-            switch (T - t0 < 16 ? T - t0 : 16) {
+    _Alignas(64) uint8_t ub[QA_RING * 128 * 16]; /* ring of unpacked q4 groups (gs <= 128) */
+    _Alignas(64) int32_t cb[QA_RING * 256];      /* ring of C tiles [16][16] */
+    for (int t0 = 0; t0 < T; t0 += 16) {
+        const int TT = T - t0 < 16 ? T - t0 : 16;
+        amx_cfg cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int s2 = 0; s2 < 2; s2++) { /* tiles A, B, C = 0, 1, 2 and 3, 4, 5 */
+            cfg.rows[3 * s2] = (uint8_t)TT, cfg.colsb[3 * s2] = (uint16_t)kc;
+            cfg.rows[3 * s2 + 1] = (uint8_t)(kc / 4), cfg.colsb[3 * s2 + 1] = 64;
+            cfg.rows[3 * s2 + 2] = (uint8_t)TT, cfg.colsb[3 * s2 + 2] = 64;
+        }
+        _tile_loadconfig(&cfg);
+        for (int bi = r0 / 16; bi * 16 < r1; bi++) {
+            int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
+            switch (TT) {
                 QA_CASE(16); QA_CASE(15); QA_CASE(14); QA_CASE(13); QA_CASE(12); QA_CASE(11); QA_CASE(10);
                 QA_CASE(9); QA_CASE(8); QA_CASE(7); QA_CASE(6); QA_CASE(5); QA_CASE(4); QA_CASE(3);
                 QA_CASE(2); QA_CASE(1);

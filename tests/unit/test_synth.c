@@ -1,7 +1,8 @@
 /* test_synth.c — `mtplx synth` output: loads with model_load and gives finite logits for bf16, q8 and
  * q4; the same seed writes byte-identical files, another seed different weights; bad options are
  * refused with a reason; a 4-row prefill equals 4 single-row steps bit for bit (its GDN heads are big
- * enough, 4 x 128 x 128, to be split over the thread pool). Uses a small qwen3_5_text config (the
+ * enough, 4 x 128 x 128, to be split over the thread pool), and so does a capture/commit(keep 2 of 4)
+ * rollback against a state that saw only the kept rows. Uses a small qwen3_5_text config (the
  * bench-2b preset is GBs). */
 #include <math.h>
 #include <unistd.h>
@@ -71,6 +72,20 @@ TEST(test_synth_loads_and_runs_every_dtype) {
         }
         CHECK_MSG(mism == 0, "bits %d: %d of 4 rows differ between prefill and stepwise decode", bits_l[i], mism);
         model_state_free(s);
+        /* rollback through the (threaded) replay: capture 4 rows, keep 2, step once more == a state
+         * that only ever saw those 2 rows */
+        model_state *a = NULL, *b = NULL;
+        REQUIRE(model_state_new(m, 16, 4, &a, &e) == 0 && model_state_new(m, 16, 4, &b, &e) == 0);
+        fwd_request cap = {.capture = 1}, plain = {0};
+        CHECK(model_forward(m, a, ids, 4, &cap, &e) == 0 && model_state_commit(a, 2, &e) == 0);
+        CHECK(model_forward(m, b, ids, 2, &plain, &e) == 0);
+        float la[300], lb[300];
+        fwd_request ra = {.logits = la, .logits_from = 0}, rb = {.logits = lb, .logits_from = 0};
+        CHECK(model_forward(m, a, ids + 3, 1, &ra, &e) == 0 && model_forward(m, b, ids + 3, 1, &rb, &e) == 0);
+        CHECK_MSG(!memcmp(la, lb, sizeof la), "bits %d: commit(2 of 4) differs from a state that saw 2 rows",
+                  bits_l[i]);
+        model_state_free(a);
+        model_state_free(b);
         model_free(m);
     }
 }
