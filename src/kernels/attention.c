@@ -1,10 +1,20 @@
-/* attention.c — one query head against cached keys (see attention.h). */
+/* attention.c — one query head against cached keys (see attention.h).
+ *
+ * Three passes over the n keys: scores (one dot product per key), softmax (max, exp, sum), and the
+ * weighted value sum. The AVX-512 and AVX2 paths give every key's dot product its own vector
+ * accumulator chain over the head dims (4 keys are interleaved only for instruction-level
+ * parallelism), reduce it in a fixed order, and sum exps and values in vector lanes whose layout
+ * depends on n and the widths alone — so a query's result depends only on its own keys, never on how
+ * many rows or heads the caller processes (row invariance). The path is chosen by cpu_isa(). */
 #include "attention.h"
 
 #include <math.h>
 
-void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
-                            int ldv, int dv, int n, float scale, float *scores) {
+#include "cpu.h"
+#include "simd_math.h"
+
+static void attention_portable(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                               int ldv, int dv, int n, float scale, float *scores) {
     float mx = -INFINITY;
     for (int j = 0; j < n; j++) {
         const float *kj = k + (long)j * ldk;
@@ -26,6 +36,144 @@ void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk,
         float p = scores[j] * inv;
         for (int d = 0; d < dv; d++) out[d] += p * vj[d];
     }
+}
+
+/* ---- AVX-512 ---- */
+
+SM_INL512 __mmask16 mask16(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
+
+/* scores[j] = scale · q·k_j for j in [j0, j0 + NK), NK <= 4, each key its own accumulator. */
+SM_INL512 void dots512(float *scores, const float *q, const float *k, int ldk, int dk, int j0, const int NK,
+                       float scale) {
+    __m512 acc[4];
+    for (int i = 0; i < NK; i++) acc[i] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= dk; d += 16) {
+        __m512 qv = _mm512_loadu_ps(q + d);
+        for (int i = 0; i < NK; i++)
+            acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + (long)(j0 + i) * ldk + d), acc[i]);
+    }
+    if (d < dk) {
+        __mmask16 m = mask16(dk - d);
+        __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+        for (int i = 0; i < NK; i++)
+            acc[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k + (long)(j0 + i) * ldk + d), acc[i]);
+    }
+    for (int i = 0; i < NK; i++) scores[j0 + i] = _mm512_reduce_add_ps(acc[i]) * scale;
+}
+
+/* out[d0 .. d0 + 128) ∩ [0, dv) = Σ_j p_j · v_j over all n keys (8 accumulators, masked tail). */
+SM_INL512 void wsum512(float *out, const float *v, int ldv, int dv, int d0, int n, const float *p) {
+    __m512 acc[8];
+    __mmask16 m[8];
+    for (int u = 0; u < 8; u++) {
+        acc[u] = _mm512_setzero_ps();
+        int left = dv - d0 - 16 * u;
+        m[u] = left <= 0 ? 0 : mask16(left);
+    }
+    for (int j = 0; j < n; j++) {
+        __m512 pj = _mm512_set1_ps(p[j]);
+        const float *vj = v + (long)j * ldv + d0;
+        for (int u = 0; u < 8; u++) acc[u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + 16 * u), acc[u]);
+    }
+    for (int u = 0; u < 8; u++) _mm512_mask_storeu_ps(out + d0 + 16 * u, m[u], acc[u]);
+}
+
+SM_TGT512 static void attention_avx512(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                                       int ldv, int dv, int n, float scale, float *scores) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) dots512(scores, q, k, ldk, dk, j, 4, scale);
+    for (; j < n; j++) dots512(scores, q, k, ldk, dk, j, 1, scale);
+    /* max (exact in any order), then exp and sum in 16 lanes, reduced once */
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    for (j = 0; j < n; j += 16) vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(vmx, mask16(n - j), scores + j));
+    __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
+    __m512 vs = _mm512_setzero_ps();
+    for (j = 0; j < n; j += 16) {
+        __mmask16 m = mask16(n - j);
+        __m512 e = sm_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), mx));
+        e = _mm512_maskz_mov_ps(m, e);
+        _mm512_mask_storeu_ps(scores + j, m, e);
+        vs = _mm512_add_ps(vs, e);
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    for (j = 0; j < n; j += 16) {
+        __mmask16 m = mask16(n - j);
+        _mm512_mask_storeu_ps(scores + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + j), inv));
+    }
+    for (int d0 = 0; d0 < dv; d0 += 128) wsum512(out, v, ldv, dv, d0, n, scores);
+}
+
+/* ---- AVX2 ---- */
+
+SM_INL256 void dots256(float *scores, const float *q, const float *k, int ldk, int dk, int j0, const int NK,
+                       float scale) {
+    __m256 acc[4];
+    for (int i = 0; i < NK; i++) acc[i] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= dk; d += 8) {
+        __m256 qv = _mm256_loadu_ps(q + d);
+        for (int i = 0; i < NK; i++)
+            acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (long)(j0 + i) * ldk + d), acc[i]);
+    }
+    if (d < dk) {
+        __m256i m = sm_mask256(dk - d);
+        __m256 qv = _mm256_maskload_ps(q + d, m);
+        for (int i = 0; i < NK; i++)
+            acc[i] = _mm256_fmadd_ps(qv, _mm256_maskload_ps(k + (long)(j0 + i) * ldk + d, m), acc[i]);
+    }
+    for (int i = 0; i < NK; i++) scores[j0 + i] = sm_hsum256(acc[i]) * scale;
+}
+
+/* out[d0 .. d0 + 64) ∩ [0, dv) = Σ_j p_j · v_j (8 accumulators of 8 lanes, masked tail). */
+SM_INL256 void wsum256(float *out, const float *v, int ldv, int dv, int d0, int n, const float *p) {
+    __m256 acc[8];
+    __m256i m[8];
+    for (int u = 0; u < 8; u++) {
+        acc[u] = _mm256_setzero_ps();
+        int left = dv - d0 - 8 * u;
+        m[u] = sm_mask256(left < 0 ? 0 : left > 8 ? 8 : left);
+    }
+    for (int j = 0; j < n; j++) {
+        __m256 pj = _mm256_set1_ps(p[j]);
+        const float *vj = v + (long)j * ldv + d0;
+        for (int u = 0; u < 8; u++) acc[u] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(vj + 8 * u, m[u]), acc[u]);
+    }
+    for (int u = 0; u < 8; u++) _mm256_maskstore_ps(out + d0 + 8 * u, m[u], acc[u]);
+}
+
+SM_TGT256 static void attention_avx2(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                                     int ldv, int dv, int n, float scale, float *scores) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) dots256(scores, q, k, ldk, dk, j, 4, scale);
+    for (; j < n; j++) dots256(scores, q, k, ldk, dk, j, 1, scale);
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    for (j = 0; j + 8 <= n; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(scores + j));
+    float mxs = sm_hmax256(vmx);
+    for (; j < n; j++) mxs = scores[j] > mxs ? scores[j] : mxs;
+    __m256 mx = _mm256_set1_ps(mxs);
+    __m256 vs = _mm256_setzero_ps();
+    for (j = 0; j < n; j += 8) {
+        __m256i m = sm_mask256(n - j < 8 ? n - j : 8);
+        __m256 e = sm_exp256(_mm256_sub_ps(_mm256_maskload_ps(scores + j, m), mx));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
+        _mm256_maskstore_ps(scores + j, m, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    __m256 inv = _mm256_set1_ps(1.0f / sm_hsum256(vs));
+    for (j = 0; j < n; j += 8) {
+        __m256i m = sm_mask256(n - j < 8 ? n - j : 8);
+        _mm256_maskstore_ps(scores + j, m, _mm256_mul_ps(_mm256_maskload_ps(scores + j, m), inv));
+    }
+    for (int d0 = 0; d0 < dv; d0 += 64) wsum256(out, v, ldv, dv, d0, n, scores);
+}
+
+void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                            int ldv, int dv, int n, float scale, float *scores) {
+    kern_isa isa = cpu_isa();
+    if (isa >= KERN_ISA_AVX512) attention_avx512(out, q, k, ldk, dk, v, ldv, dv, n, scale, scores);
+    else if (isa == KERN_ISA_AVX2) attention_avx2(out, q, k, ldk, dk, v, ldv, dv, n, scale, scores);
+    else attention_portable(out, q, k, ldk, dk, v, ldv, dv, n, scale, scores);
 }
 
 void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,
