@@ -1,6 +1,54 @@
-/* act.c — vector activations (see act.h). */
+/* act.c — vector activations (see act.h). Portable, AVX2 and AVX-512 paths chosen by cpu_isa();
+ * every element is computed by itself, so results do not depend on n or on a row's neighbours. */
 #include "act.h"
 
+#include "cpu.h"
+#include "simd_math.h"
+
+SM_TGT512 static void swiglu_avx512(float *y, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 g = sm_silu512(_mm512_maskz_loadu_ps(m, gate + i));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+SM_TGT256 static void swiglu_avx2(float *y, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i += 8) {
+        __m256i m = sm_mask256(n - i < 8 ? n - i : 8);
+        __m256 g = sm_silu256(_mm256_maskload_ps(gate + i, m));
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(g, _mm256_maskload_ps(up + i, m)));
+    }
+}
+
 void kern_swiglu(float *y, const float *gate, const float *up, int n) {
-    for (int i = 0; i < n; i++) y[i] = act_silu(gate[i]) * up[i];
+    kern_isa isa = cpu_isa();
+    if (isa >= KERN_ISA_AVX512) swiglu_avx512(y, gate, up, n);
+    else if (isa == KERN_ISA_AVX2) swiglu_avx2(y, gate, up, n);
+    else
+        for (int i = 0; i < n; i++) y[i] = act_silu(gate[i]) * up[i];
+}
+
+SM_TGT512 static void mul_sigmoid_avx512(float *y, const float *gate, int n) {
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 g = sm_sigmoid512(_mm512_maskz_loadu_ps(m, gate + i));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), g));
+    }
+}
+
+SM_TGT256 static void mul_sigmoid_avx2(float *y, const float *gate, int n) {
+    for (int i = 0; i < n; i += 8) {
+        __m256i m = sm_mask256(n - i < 8 ? n - i : 8);
+        __m256 g = sm_sigmoid256(_mm256_maskload_ps(gate + i, m));
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(_mm256_maskload_ps(y + i, m), g));
+    }
+}
+
+void kern_mul_sigmoid(float *y, const float *gate, int n) {
+    kern_isa isa = cpu_isa();
+    if (isa >= KERN_ISA_AVX512) mul_sigmoid_avx512(y, gate, n);
+    else if (isa == KERN_ISA_AVX2) mul_sigmoid_avx2(y, gate, n);
+    else
+        for (int i = 0; i < n; i++) y[i] *= act_sigmoid(gate[i]);
 }

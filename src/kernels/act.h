@@ -16,7 +16,11 @@ static inline float act_silu(float x) { return x / (1.0f + expf(-x)); }
 /* log(1 + e^x), linear above 20 like torch.nn.functional.softplus (beta 1, threshold 20). */
 static inline float act_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-/* y[i] = silu(gate[i]) · up[i] for i < n (SwiGLU). y may alias gate or up. */
+/* y[i] = silu(gate[i]) · up[i] for i < n (SwiGLU). y may alias gate or up. SIMD paths use the
+ * vector exp of simd_math.h (about an ulp from expf). */
 void kern_swiglu(float *y, const float *gate, const float *up, int n);
+
+/* y[i] *= sigmoid(gate[i]) for i < n (attention output gate). */
+void kern_mul_sigmoid(float *y, const float *gate, int n);
 
 #endif

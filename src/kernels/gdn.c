@@ -1,14 +1,15 @@
-/* gdn.c — Gated DeltaNet conv and recurrence (see gdn.h). Plain C; SIMD paths go next to these and
- * are tested against them. */
+/* gdn.c — Gated DeltaNet conv and recurrence (see gdn.h). Plain C paths, and AVX-512 (conv, step,
+ * replay) / AVX2 (conv) paths chosen by cpu_isa(); tests compare them against the plain ones. */
 #include "gdn.h"
 
 #include <immintrin.h>
 
 #include "act.h"
 #include "cpu.h"
+#include "simd_math.h"
 
-void kern_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w, int channels, int kc,
-                      int rows) {
+static void conv1d_silu_portable(float *y, int ldy, const float *x, int ldx, const float *w, int channels, int kc,
+                                 int rows) {
     for (int t = 0; t < rows; t++) {
         float *yt = y + (long)t * ldy;
         for (int c = 0; c < channels; c++) {
@@ -18,6 +19,53 @@ void kern_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w
             yt[c] = act_silu(acc);
         }
     }
+}
+
+#define CONV_KMAX 8 /* taps held in registers by the SIMD paths; wider kernels take the portable path */
+
+/* 16 channels at a time: their kc taps are gathered once (w is [channel][tap]) and reused for every
+ * row; each output is Σ_j w·x by FMA in tap order, then the vector SiLU. */
+SM_TGT512 static void conv1d_silu_avx512(float *y, int ldy, const float *x, int ldx, const float *w, int channels,
+                                        int kc, int rows) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(kc));
+    for (int c = 0; c < channels; c += 16) {
+        __mmask16 m = channels - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (channels - c)) - 1);
+        __m512 wv[CONV_KMAX];
+        for (int j = 0; j < kc; j++)
+            wv[j] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w + (long)c * kc + j, 4);
+        for (int t = 0; t < rows; t++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int j = 0; j < kc; j++)
+                acc = _mm512_fmadd_ps(wv[j], _mm512_maskz_loadu_ps(m, x + (long)(t + j) * ldx + c), acc);
+            _mm512_mask_storeu_ps(y + (long)t * ldy + c, m, sm_silu512(acc));
+        }
+    }
+}
+
+SM_TGT256 static void conv1d_silu_avx2(float *y, int ldy, const float *x, int ldx, const float *w, int channels,
+                                      int kc, int rows) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(kc));
+    for (int c = 0; c < channels; c += 8) {
+        __m256i m = sm_mask256(channels - c < 8 ? channels - c : 8);
+        __m256 wv[CONV_KMAX];
+        for (int j = 0; j < kc; j++)
+            wv[j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), w + (long)c * kc + j, idx, _mm256_castsi256_ps(m), 4);
+        for (int t = 0; t < rows; t++) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int j = 0; j < kc; j++)
+                acc = _mm256_fmadd_ps(wv[j], _mm256_maskload_ps(x + (long)(t + j) * ldx + c, m), acc);
+            _mm256_maskstore_ps(y + (long)t * ldy + c, m, sm_silu256(acc));
+        }
+    }
+}
+
+void kern_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w, int channels, int kc,
+                      int rows) {
+    kern_isa isa = cpu_isa();
+    if (kc <= CONV_KMAX && isa >= KERN_ISA_AVX512) conv1d_silu_avx512(y, ldy, x, ldx, w, channels, kc, rows);
+    else if (kc <= CONV_KMAX && isa == KERN_ISA_AVX2) conv1d_silu_avx2(y, ldy, x, ldx, w, channels, kc, rows);
+    else conv1d_silu_portable(y, ldy, x, ldx, w, channels, kc, rows);
 }
 
 /* The state update shared by the forward step and the replay, so both round identically. Kept out
@@ -76,8 +124,27 @@ void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float
     }
 }
 
+/* The AVX-512 replay: the very update of gdn_step_avx512 (mul, mul, add per element), so a replayed
+ * state is bit-identical to the forward's. */
+SM_TGT512 static void gdn_replay_avx512(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
+                                       int dk, int dv) {
+    const __m512 vg = _mm512_set1_ps(g);
+    for (int i = 0; i < dv; i++) {
+        const float *src = S_src + (long)i * dk;
+        float *dst = S_dst + (long)i * dk;
+        const __m512 vd = _mm512_set1_ps(delta[i]);
+        for (int j = 0; j < dk; j += 16)
+            _mm512_storeu_ps(dst + j, _mm512_add_ps(_mm512_mul_ps(vg, _mm512_loadu_ps(src + j)),
+                                                    _mm512_mul_ps(vd, _mm512_loadu_ps(k + j))));
+    }
+}
+
 void kern_gdn_replay(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
                      int dk, int dv) {
+    if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
+        gdn_replay_avx512(S_dst, S_src, k, delta, g, dk, dv);
+        return;
+    }
     for (int i = 0; i < dv; i++)
         gdn_update_row(S_dst + (long)i * dk, S_src + (long)i * dk, k, delta[i], g, dk);
 }

@@ -4,12 +4,19 @@
  *     that are not multiples of the vector length, strided rows, n = 1..70, large score spreads);
  *   - a path's result for a query never depends on what else is in the buffers (the same query
  *     against a prefix of a longer cache gives the same bits as against a cache of exactly n keys).
- * Tolerance: relative 5e-6 of Σ|p·v| (measured <= 6e-7: fp32 sums of a few hundred terms plus the vector exp's
- * ~1 ulp). */
+ *   - RMSNorm (plain, gated, rows), L2 norm, SwiGLU, the sigmoid gate, the causal conv + SiLU: each
+ *     element within a few ulps of the double-precision value (relative 2e-6; the vector exp is about
+ *     an ulp from libm's);
+ *   - the delta-rule replay reproduces the step's state bit for bit on every path.
+ * Attention tolerance: relative 5e-6 of Σ|p·v| (measured <= 6e-7: fp32 sums of a few hundred terms
+ * plus the vector exp's ~1 ulp). */
 #include <stdint.h>
 
+#include "../../src/kernels/act.h"
 #include "../../src/kernels/attention.h"
 #include "../../src/kernels/cpu.h"
+#include "../../src/kernels/gdn.h"
+#include "../../src/kernels/norm.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
@@ -104,8 +111,126 @@ TEST(test_attention_depends_only_on_its_keys) {
     free(k), free(v), free(k2), free(v2);
 }
 
+static double silu_d(double x) { return x / (1 + exp(-x)); }
+
+/* |got - want| <= tol · (|want| + floor) for every element; reports the worst. */
+static void check_close(const char *what, kern_isa isa, const float *got, const double *want, int n, double tol,
+                        double floor) {
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]) / (fabs(want[i]) + floor);
+        if (!(e <= worst)) worst = e;
+    }
+    CHECK_MSG(worst <= tol, "%s on %s, n=%d: relative error %.3g > %g", what, cpu_isa_name(isa), n, worst, tol);
+}
+
+TEST(test_norms_and_activations_every_path) {
+    static const int sizes[] = {1, 7, 16, 33, 64, 128, 512, 1000};
+    enum { NMAX = 1000 };
+    float x[NMAX], w[NMAX], z[NMAX], y[NMAX + 16];
+    double want[NMAX];
+    kern_isa saved = cpu_isa();
+    for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+        kern_isa isa = k_isas[ii];
+        if (cpu_isa_set(isa) != 0) continue;
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            int n = sizes[si];
+            for (int i = 0; i < n; i++) x[i] = 4.f * frand(), w[i] = 1.f + frand(), z[i] = 12.f * frand();
+            double ss = 0;
+            for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+            double inv = 1 / sqrt(ss / n + 1e-6);
+            for (int i = 0; i < n; i++) want[i] = x[i] * inv * w[i];
+            y[n] = 777.f;
+            kern_rmsnorm(y, x, w, n, 1e-6f);
+            check_close("rmsnorm", isa, y, want, n, 2e-6, 1e-3);
+            CHECK(y[n] == 777.f);
+            kern_rmsnorm_rows(y, n, x, n, w, n, 1, 1e-6f);
+            check_close("rmsnorm_rows", isa, y, want, n, 2e-6, 1e-3);
+            for (int i = 0; i < n; i++) want[i] *= silu_d(z[i]);
+            kern_rmsnorm_gated(y, x, w, z, n, 1e-6f);
+            check_close("rmsnorm_gated", isa, y, want, n, 2e-6, 1e-3);
+            double inv2 = 1 / sqrt(ss + 1e-6);
+            for (int i = 0; i < n; i++) want[i] = x[i] * inv2 * 0.125;
+            kern_l2norm(y, x, n, 1e-6f, 0.125f);
+            check_close("l2norm", isa, y, want, n, 2e-6, 1e-3);
+            for (int i = 0; i < n; i++) want[i] = silu_d(z[i]) * w[i];
+            kern_swiglu(y, z, w, n);
+            check_close("swiglu", isa, y, want, n, 2e-6, 1e-6);
+            for (int i = 0; i < n; i++) y[i] = x[i], want[i] = x[i] / (1 + exp(-(double)z[i]));
+            kern_mul_sigmoid(y, z, n);
+            check_close("mul_sigmoid", isa, y, want, n, 2e-6, 1e-6);
+            CHECK(y[n] == 777.f);
+        }
+        /* silu at the clamp edges stays finite and signed right */
+        float big[4] = {-200.f, -90.f, 90.f, 200.f}, one[4] = {1, 1, 1, 1}, out[4];
+        kern_swiglu(out, big, one, 4);
+        CHECK_MSG(out[0] <= 0 && out[0] > -1e-30f && out[3] == 200.f && out[2] == 90.f, "%s: silu(+-200) = %g %g",
+                  cpu_isa_name(isa), out[0], out[3]);
+    }
+    cpu_isa_set(saved);
+}
+
+TEST(test_conv1d_silu_every_path) {
+    enum { KC = 4, RMAX = 5 };
+    static const int chans[] = {1, 13, 16, 100, 1024};
+    kern_isa saved = cpu_isa();
+    for (size_t ci = 0; ci < sizeof chans / sizeof *chans; ci++) {
+        int C = chans[ci], ld = C + 3;
+        float *x = malloc(sizeof(float) * (KC - 1 + RMAX) * ld), *w = malloc(sizeof(float) * C * KC);
+        float *y = malloc(sizeof(float) * RMAX * ld), *y1 = malloc(sizeof(float) * ld);
+        double *want = malloc(sizeof(double) * RMAX * C);
+        for (int i = 0; i < (KC - 1 + RMAX) * ld; i++) x[i] = 2.f * frand();
+        for (int i = 0; i < C * KC; i++) w[i] = frand();
+        for (int t = 0; t < RMAX; t++)
+            for (int c = 0; c < C; c++) {
+                double acc = 0;
+                for (int j = 0; j < KC; j++) acc += (double)w[c * KC + j] * x[(t + j) * ld + c];
+                want[t * C + c] = silu_d(acc);
+            }
+        for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+            kern_isa isa = k_isas[ii];
+            if (cpu_isa_set(isa) != 0) continue;
+            kern_conv1d_silu(y, ld, x, ld, w, C, KC, RMAX);
+            for (int t = 0; t < RMAX; t++) check_close("conv1d_silu", isa, y + t * ld, want + t * C, C, 2e-6, 1.0); /* sums of |w·x| <= 8 */
+            for (int t = 0; t < RMAX; t++) { /* each row alone: same bits */
+                kern_conv1d_silu(y1, ld, x + t * ld, ld, w, C, KC, 1);
+                CHECK_MSG(!memcmp(y1, y + t * ld, sizeof(float) * C), "%s C=%d row %d differs alone",
+                          cpu_isa_name(isa), C, t);
+            }
+        }
+        free(x), free(w), free(y), free(y1), free(want);
+    }
+    cpu_isa_set(saved);
+}
+
+TEST(test_gdn_replay_matches_step_every_path) {
+    static const int dks[] = {16, 64, 24};
+    kern_isa saved = cpu_isa();
+    for (size_t di = 0; di < sizeof dks / sizeof *dks; di++) {
+        int dk = dks[di], dv = 32;
+        float *S = malloc(sizeof(float) * dv * dk), *A = malloc(sizeof(float) * dv * dk),
+              *B = malloc(sizeof(float) * dv * dk);
+        float q[64], k[64], v[32], y[32], delta[32];
+        for (int i = 0; i < dv * dk; i++) S[i] = frand();
+        for (int i = 0; i < dk; i++) q[i] = frand(), k[i] = frand();
+        for (int i = 0; i < dv; i++) v[i] = frand();
+        for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+            if (cpu_isa_set(k_isas[ii]) != 0) continue;
+            kern_gdn_step(A, S, q, k, v, 0.9f, 0.3f, y, delta, dk, dv);
+            kern_gdn_replay(B, S, k, delta, 0.9f, dk, dv);
+            CHECK_MSG(!memcmp(A, B, sizeof(float) * dv * dk), "%s dk=%d: replayed state differs from the step's",
+                      cpu_isa_name(k_isas[ii]), dk);
+        }
+        free(S), free(A), free(B);
+    }
+    cpu_isa_set(saved);
+}
+
 int main(void) {
     RUN(test_attention_matches_reference_every_path);
     RUN(test_attention_depends_only_on_its_keys);
+    RUN(test_norms_and_activations_every_path);
+    RUN(test_conv1d_silu_every_path);
+    RUN(test_gdn_replay_matches_step_every_path);
     return TEST_SUMMARY();
 }
