@@ -21,6 +21,11 @@
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
+/* Work (multiply-adds) below which per-head attention or delta-rule steps stay on the calling thread:
+ * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
+#define FWD_SPLIT_WORK 16384.0
+#define FWD_SCORE_SLOTS_MAX 64
+
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err) {
     const model_config *c = &m->cfg;
     memset(s, 0, sizeof *s);
@@ -39,7 +44,11 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     if (!(s->win = mem_alloc((size_t)(kc1 + rows) * imax(m->conv_dim, 1), sizeof(float), "conv window", err)))
         goto fail;
     if (!(s->qk = mem_alloc((size_t)imax(2 * rows * m->key_dim, 1), sizeof(float), "gdn q/k", err))) goto fail;
-    if (!(s->scores = mem_alloc((size_t)imax(capacity, 1), sizeof(float), "attention scores", err))) goto fail;
+    s->score_slots = 2 * tpool_threads(tpool_global());
+    if (s->score_slots > FWD_SCORE_SLOTS_MAX) s->score_slots = FWD_SCORE_SLOTS_MAX;
+    s->capacity = imax(capacity, 1);
+    if (!(s->scores = mem_alloc((size_t)s->score_slots * s->capacity, sizeof(float), "attention scores", err)))
+        goto fail;
     if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
     if (family_scratch_init(s, m, rows, err)) goto fail;
     return 0;
@@ -61,14 +70,54 @@ void fwd_scratch_free(fwd_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Gated attention: s->a [R][H] in, s->o [R][H] out. Row t is at position pos0 + t; its K/V are
- * written into the cache there before it attends to positions 0..pos0+t. */
+/* The query heads of all rows of one attention call, as thread-pool tasks: item i is row i / nH,
+ * head i % nH; task `task` takes a contiguous range of items and its own scores slot. The K/V of
+ * every row are already in the cache, so items are independent. */
+typedef struct {
+    float *big;           /* [R][bw] projections: q (roped, normed) per head, then the outputs */
+    const kv_layer *kv;
+    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity;
+    float scale;
+    float *scores;        /* [n_tasks][capacity] */
+} attn_job;
+
+static void attn_task(void *ctx, int task, int n_tasks) {
+    const attn_job *j = ctx;
+    int items = j->R * j->nH, Dh = j->Dh;
+    int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
+    float *scores = j->scores + (size_t)task * j->capacity;
+    for (int i = i0; i < i1; i++) {
+        int t = i / j->nH, h = i % j->nH, kvh = h / j->group;
+        float *row = j->big + (size_t)t * j->bw;
+        float *qh = row + h * j->q_stride, *out = row + j->att_off + h * Dh;
+        size_t base = (size_t)kvh * j->capacity * Dh;
+        kern_attention_head(out, qh, j->kv->k + base, j->kv->v + base, Dh, j->pos0 + t + 1, Dh, j->scale, scores);
+        if (j->gated) kern_mul_sigmoid(out, qh + Dh, Dh);
+    }
+}
+
+/* How many pool tasks to split `items` independent pieces of work into, `work` multiply-adds in all:
+ * 1 (run on the caller) when there is one thread or too little work, else up to 2 per thread, at
+ * most max_tasks. */
+static int fwd_tasks(double work, int items, int max_tasks) {
+    tpool *pool = tpool_global();
+    int nth = tpool_threads(pool);
+    if (nth < 2 || work < FWD_SPLIT_WORK || items < 2) return 1;
+    int n = 2 * nth;
+    if (n > items) n = items;
+    if (n > max_tasks) n = max_tasks;
+    return n < 1 ? 1 : n;
+}
+
+/* Gated attention: s->a [R][H] in, s->o [R][H] out. Row t is at position pos0 + t; the K/V of all R
+ * rows are written into the cache first, then every (row, head) attends to positions 0..pos0+t —
+ * all of them in one thread-pool dispatch. */
 void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, int capacity, int pos0,
                      int R, fwd_scratch *s) {
     const model_config *c = &m->cfg;
     int H = c->hidden_size, Dh = c->head_dim, nH = c->n_heads, nKV = c->n_kv_heads, rd = c->rotary_dim;
     int kvw = nKV * Dh, qw = m->q_width, bw = s->big_w, group = nH / nKV, gated = c->attn_output_gate;
-    int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw;
+    int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw, q_stride = Dh * (gated ? 2 : 1);
     float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dh);
     kern_matmul(s->big, bw, s->a, H, R, &w->q);
     kern_matmul(s->big + k_off, bw, s->a, H, R, &w->k);
@@ -88,36 +137,32 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
             memcpy(kv->v + ((size_t)j * capacity + pos) * Dh, row + v_off + j * Dh, sizeof(float) * Dh);
         }
         for (int h = 0; h < nH; h++) {
-            float *qh = row + h * Dh * (gated ? 2 : 1);
-            float *out = row + att_off + h * Dh;
-            int j = h / group;
+            float *qh = row + h * q_stride;
             if (w->q_norm) kern_rmsnorm(qh, qh, w->q_norm, Dh, eps);
             if (rd > 0) kern_rope_apply(qh, s->cos_sin, rd);
-            kern_attention_head(out, qh, kv->k + (size_t)j * capacity * Dh, kv->v + (size_t)j * capacity * Dh, Dh,
-                                pos + 1, Dh, scale, s->scores);
-            if (gated) {
-                const float *gate = qh + Dh;
-                for (int d = 0; d < Dh; d++) out[d] *= act_sigmoid(gate[d]);
-            }
         }
     }
+    attn_job j = {s->big, kv, bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, scale, s->scores};
+    double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
+    int n_tasks = fwd_tasks(work, R * nH, s->score_slots);
+    if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, attn_task, &j);
+    else attn_task(&j, 0, 1);
     kern_matmul(s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
-/* The delta-rule steps of all R rows for a range of value heads (a thread-pool task; each head
- * writes only its own state, outputs and tape entries). Heads outer, rows inner: a head's state
- * (Dv·Dk floats) stays in this core's cache across the R rows, so a verify call reads and writes
- * each state once instead of once per row. Row t's arithmetic is the same as a one-row call's. */
+/* The delta-rule steps of all R rows for a range of value heads (a thread-pool task). A head's rows
+ * run in order (row t reads the state row t - 1 wrote); heads are independent and each writes only
+ * its own state, outputs and tape entries. */
 typedef struct {
     const gdn_weights *w;
     gdn_layer_state *st;
-    float *big;                 /* s->big: row t at big + t·bw */
-    const float *qn, *kn;       /* [R][kd] normalised queries / keys; row stride kd */
-    const float *src;
-    float *dst;
+    float *big;                  /* [R][bw] projections; y is written at y_off */
+    const float *qn, *kn;        /* [R][Hk·Dk] normalised queries / keys */
+    const float *src;            /* the start state [Hv][Dv][Dk] */
+    float *dst;                  /* where the rows' states go (may equal src) */
     int R, bw, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, u_off, capture;
     float eps;
-    size_t head_sz;
+    size_t head_sz;              /* Dv·Dk */
 } gdn_heads_job;
 
 static void gdn_heads_task(void *ctx, int task, int n_tasks) {
@@ -126,22 +171,20 @@ static void gdn_heads_task(void *ctx, int task, int n_tasks) {
     int h0 = (int)((long)j->Hv * task / n_tasks), h1 = (int)((long)j->Hv * (task + 1) / n_tasks);
     for (int hv = h0; hv < h1; hv++) {
         int hk = hv / j->ratio, Dv = j->Dv;
-        float *dst = j->dst + hv * j->head_sz;
+        float *S = j->dst + hv * j->head_sz;
+        const float *S0 = j->src + hv * j->head_sz;
         for (int t = 0; t < j->R; t++) {
             float *row = j->big + (size_t)t * j->bw;
-            const float *src = t == 0 ? j->src + hv * j->head_sz : dst;
-            const float *qn = j->qn + (size_t)t * j->kd, *kn = j->kn + (size_t)t * j->kd;
             float beta = act_sigmoid(row[j->b_off + hv]);
             float g = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
             float *y = row + j->y_off + hv * Dv;
             float *delta = j->capture ? j->st->tape_d + ((size_t)t * j->Hv + hv) * Dv : NULL;
             if (j->capture) j->st->tape_g[(size_t)t * j->Hv + hv] = g;
-            kern_gdn_step(dst, src, qn + hk * j->Dk, kn + hk * j->Dk, row + j->u_off + 2 * j->kd + hv * Dv, g, beta,
-                          y, delta, j->Dk, Dv);
+            kern_gdn_step(S, t == 0 ? S0 : S, j->qn + (size_t)t * j->kd + hk * j->Dk,
+                          j->kn + (size_t)t * j->kd + hk * j->Dk, row + j->u_off + 2 * j->kd + hv * Dv, g, beta, y,
+                          delta, j->Dk, Dv);
             /* gated RMSNorm: plain weight, then × silu(z) */
-            const float *z = row + hv * Dv;
-            kern_rmsnorm(y, y, w->norm, Dv, j->eps);
-            for (int i = 0; i < Dv; i++) y[i] *= act_silu(z[i]);
+            kern_rmsnorm_gated(y, y, w->norm, row + hv * Dv, Dv, j->eps);
         }
     }
 }
@@ -171,9 +214,8 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
     kern_conv1d_silu(s->big + u_off, bw, win, C, w->conv_w, C, c->conv_kernel, R);
     memcpy(st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
 
-    const float *src = st->rec[cur];
-    float *dst = capture ? st->rec[cur ^ 1] : st->rec[cur];
-    float *qn = s->qk, *kn = capture ? st->tape_k : s->qk + (size_t)R * kd;
+    /* normalised q and k of every row (value heads of one key head share them) */
+    float *qn = s->qk, *kn = capture ? st->tape_k : s->qk + (size_t)s->rows * kd;
     for (int t = 0; t < R; t++) {
         const float *u = s->big + (size_t)t * bw + u_off;
         for (int h = 0; h < Hk; h++) {
@@ -181,15 +223,13 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
             kern_l2norm(kn + (size_t)t * kd + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
         }
     }
-    gdn_heads_job j = {w, st, s->big, qn, kn, src, dst, R, bw, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, u_off,
-                       capture, eps, head_sz};
-    /* value heads are independent: split them over the pool when the states are big enough */
-    tpool *pool = tpool_global();
-    int nth = tpool_threads(pool);
-    if (nth > 1 && (size_t)Hv * head_sz >= ((size_t)1 << 16))
-        tpool_run(pool, Hv < 2 * nth ? Hv : 2 * nth, gdn_heads_task, &j);
-    else
-        gdn_heads_task(&j, 0, 1);
+    float *dst = capture ? st->rec[cur ^ 1] : st->rec[cur];
+    gdn_heads_job j = {w,     st,    s->big, qn,    kn,    st->rec[cur], dst,     R,   bw,  Hv, Dv,
+                       Dk,    kd,    ratio,  b_off, a_off, y_off,        u_off,   capture, eps, head_sz};
+    /* value heads are independent: split them over the pool, all rows in one dispatch */
+    int n_tasks = fwd_tasks(3.0 * R * Hv * head_sz, Hv, Hv);
+    if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, gdn_heads_task, &j);
+    else gdn_heads_task(&j, 0, 1);
     kern_matmul(s->o, H, s->big + y_off, bw, R, &w->out);
 }
 
@@ -205,7 +245,7 @@ void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s
 }
 
 static void rows_rmsnorm(float *y, const float *x, const float *w, int R, int H, float eps) {
-    for (int t = 0; t < R; t++) kern_rmsnorm(y + (size_t)t * H, x + (size_t)t * H, w, H, eps);
+    kern_rmsnorm_rows(y, H, x, H, w, H, R, eps);
 }
 
 static void rows_add(float *x, const float *o, int R, int H) {

@@ -106,8 +106,11 @@ typedef struct {
     float *o;        /* [R][H] block output */
     float *big;      /* [R][big_w] projections of the current block */
     float *win;      /* [(Kc-1) + R][conv_dim] GDN conv window when not capturing */
-    float *qk;       /* [2][rows][Hk][Dk] normalised q of every row, then k (k goes to the tape when capturing) */
-    float *scores;   /* [capacity] attention scores of one query head */
+    float *qk;       /* [2][R][Hk·Dk] normalised q, then k, of every row (GDN) */
+    int capacity;    /* positions per scores slot */
+    int score_slots; /* attention tasks that can run at once (2 × pool threads, at most 64) */
+    float *scores;   /* [score_slots][capacity] attention scores, one slot per task (slot 0 for
+                        single-threaded callers) */
     float *cos_sin;  /* [rotary_dim] */
     struct family_scratch *fam; /* MoE / fused GDN / MLA buffers (family.c) */
 } fwd_scratch;
