@@ -29,6 +29,13 @@ typedef struct {
     const void *xpack;   /* AMX path: activations packed by mm_amx_pack_x, else NULL */
 } mm_job;
 
+/* Output rows [r0, r1) of one job, by its path's row function. */
+static void mm_job_rows(const mm_job *j, int r0, int r1) {
+    if (j->qfn) j->qfn(j->y, j->ldy, j->qa, j->w, r0, r1);
+    else if (j->xpack) mm_rows_bf16_amx(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1, j->xpack);
+    else j->fn(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1);
+}
+
 static void mm_task(void *ctx, int i, int n) {
     (void)n;
     const mm_job *j = ctx;
@@ -36,9 +43,7 @@ static void mm_task(void *ctx, int i, int n) {
     int r1 = r0 + j->rows_per_task;
     if (r1 > j->w->rows) r1 = j->w->rows;
     if (r0 >= r1) return;
-    if (j->qfn) j->qfn(j->y, j->ldy, j->qa, j->w, r0, r1);
-    else if (j->xpack) mm_rows_bf16_amx(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1, j->xpack);
-    else j->fn(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1);
+    mm_job_rows(j, r0, r1);
 }
 
 static mm_rows_fn pick_dense_fn(void) {
@@ -55,6 +60,11 @@ static double mm_cost_ns(const kern_weight *w, int T) {
     double bytes = w->dtype == DT_U32 ? elems * w->bits / 8 : elems * dtype_size(w->dtype);
     return bytes / 30.0 + 2.0 * elems * T / 100.0;
 }
+
+/* Whole-call estimate above which kern_matmul_n splits its weights over the pool: a dispatch
+ * costs about 0.5 µs while the workers spin, and the estimate runs several times over the time a
+ * cache-resident matrix really takes. */
+#define MM_N_SPLIT_NS 8000.0
 
 /* Run rows [0, rows) of one T-block, split over the pool when worth it. */
 static void mm_run(mm_job *j) {
@@ -131,31 +141,48 @@ static int qamx_min_rows(void) {
     return g_qamx_min;
 }
 
+typedef void (*qact_fill_fn)(const float *x, int ldx, qact *qa);
+
+/* The int8-activation path for quantized weight w in a call of T rows on this CPU: row function,
+ * activation fill and the activation layout that function reads. */
+static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_fn *fill, qa_layout *layout) {
+    kern_isa isa = cpu_isa();
+    int vnni = cpu_get_features()->avx512vnni, K = w->cols;
+    *qfn = mm_qrows_portable, *fill = qact_fill_portable, *layout = QA_NATURAL;
+    if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
+        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, flat cost in T up to 16 */
+        *qfn = isa >= KERN_ISA_AMX && T >= qamx_min_rows() ? mm_qrows_amx : mm_qrows_packed;
+        *fill = qact_fill_avx512, *layout = QA_NATURAL;
+    } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {
+        *qfn = mm_qrows_avx512, *fill = qact_fill_avx512;
+        *layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;
+    } else if (isa >= KERN_ISA_AVX2) {
+        *qfn = mm_qrows_avx2, *fill = qact_fill_avx2;
+        *layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;
+    }
+}
+
+/* Bytes of quantized activations for tb rows of K inputs in groups of gs: a, d + bd, dv. */
+static void quant_sizes(int tb, int K, int gs, size_t *a_bytes, size_t *g_bytes, size_t *dv_bytes) {
+    int G = K / gs;
+    *a_bytes = ((size_t)tb * K + 63) & ~(size_t)63;
+    *g_bytes = ((size_t)tb * G * 4 + 63) & ~(size_t)63;
+    *dv_bytes = (size_t)tb * (K / 64) * 16 * 4;
+}
+
 static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
     const int K = w->cols, gs = w->group_size;
     if (!quant_format_ok(w->bits, gs) || K % gs) {
         kern_matmul_ref(y, ldy, x, ldx, T, w);
         return;
     }
-    kern_isa isa = cpu_isa();
-    int vnni = cpu_get_features()->avx512vnni;
-    mm_qrows_fn qfn = mm_qrows_portable;
-    void (*fill)(const float *, int, qact *) = qact_fill_portable;
-    qa_layout layout = QA_NATURAL;
-    if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
-        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, flat cost in T up to 16 */
-        qfn = isa >= KERN_ISA_AMX && T >= qamx_min_rows() ? mm_qrows_amx : mm_qrows_packed;
-        fill = qact_fill_avx512, layout = QA_NATURAL;
-    } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {
-        qfn = mm_qrows_avx512, fill = qact_fill_avx512;
-        layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;
-    } else if (isa >= KERN_ISA_AVX2) {
-        qfn = mm_qrows_avx2, fill = qact_fill_avx2;
-        layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;
-    }
+    mm_qrows_fn qfn;
+    qact_fill_fn fill;
+    qa_layout layout;
+    quant_pick(w, T, &qfn, &fill, &layout);
     int tb = T < MM_TMAX ? T : MM_TMAX, G = K / gs;
-    size_t a_bytes = ((size_t)tb * K + 63) & ~(size_t)63, g_bytes = ((size_t)tb * G * 4 + 63) & ~(size_t)63;
-    size_t dv_bytes = (size_t)tb * (K / 64) * 16 * 4;
+    size_t a_bytes, g_bytes, dv_bytes;
+    quant_sizes(tb, K, gs, &a_bytes, &g_bytes, &dv_bytes);
     unsigned char *buf = qact_f32() ? NULL : scratch_get(a_bytes + 2 * g_bytes + dv_bytes);
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
@@ -194,4 +221,138 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
         if (xpack) mm_amx_pack_x(xpack, j.x, ldx, tt, w->cols);
         mm_run(&j);
     }
+}
+
+/* ---- several weights over the same activations ---- */
+
+/* One contiguous block of output rows of one job of a kern_matmul_n call. */
+typedef struct {
+    int job, r0, r1;
+} mm_piece;
+
+typedef struct {
+    const mm_job *jobs;
+    const mm_piece *pieces;
+} mm_multi;
+
+static void mm_multi_task(void *ctx, int i, int n) {
+    (void)n;
+    const mm_multi *m = ctx;
+    const mm_piece *p = &m->pieces[i];
+    mm_job_rows(&m->jobs[p->job], p->r0, p->r1);
+}
+
+#define MM_N_PIECES 256
+
+void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
+    assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
+    if (T == 0 || n == 0) return;
+    /* the fast paths take one T-block of dense or int8-activation quantized weights; anything else
+     * (large T, unusual formats, $MTPLX_QACT=f32) goes through kern_matmul one weight at a time,
+     * before the scratch below is taken (kern_matmul may reallocate it) */
+    int fast[KERN_MM_N_MAX], n_fast = 0;
+    for (int i = 0; i < n; i++) {
+        const kern_weight *w = outs[i].w;
+        assert(ldx >= w->cols && outs[i].ldy >= w->rows);
+        int dense = w->dtype == DT_F32 || w->dtype == DT_F16 || w->dtype == DT_BF16;
+        int quant = w->dtype == DT_U32 && quant_format_ok(w->bits, w->group_size) && w->cols % w->group_size == 0 &&
+                    !qact_f32();
+        if (T <= MM_TMAX && (dense || quant)) fast[n_fast++] = i;
+        else kern_matmul(outs[i].y, outs[i].ldy, x, ldx, T, w);
+    }
+    if (!n_fast) return;
+
+    /* one activation copy per distinct preparation: quantized activations per (K, group size,
+     * fill, layout), AMX-packed activations per K; all carved from the thread's scratch */
+    mm_job jobs[KERN_MM_N_MAX];
+    qact qas[KERN_MM_N_MAX];
+    qact_fill_fn fills[KERN_MM_N_MAX];
+    size_t qoff[KERN_MM_N_MAX][4]; /* a, d, bd, dv offsets into the scratch */
+    int xk[KERN_MM_N_MAX];         /* K of each AMX pack */
+    size_t xoff[KERN_MM_N_MAX];    /* its offset into the scratch */
+    int qa_of[KERN_MM_N_MAX], xp_of[KERN_MM_N_MAX], n_qa = 0, n_xp = 0;
+    size_t need = 0;
+    mm_rows_fn dense_fn = pick_dense_fn();
+    int amx = cpu_isa() >= KERN_ISA_AMX;
+    for (int k = 0; k < n_fast; k++) {
+        const kern_mm_out *o = &outs[fast[k]];
+        const kern_weight *w = o->w;
+        jobs[k] = (mm_job){dense_fn, NULL, NULL, o->y, o->ldy, x, ldx, T, w, 0, NULL};
+        qa_of[k] = xp_of[k] = -1;
+        if (w->dtype != DT_U32) {
+            if (!(w->amx && amx)) continue;
+            for (int q = 0; q < n_xp; q++)
+                if (xk[q] == w->cols) xp_of[k] = q;
+            if (xp_of[k] < 0) {
+                xk[n_xp] = w->cols;
+                xoff[n_xp] = need;
+                need += (mm_amx_pack_bytes(T, w->cols) + 63) & ~(size_t)63;
+                xp_of[k] = n_xp++;
+            }
+            continue;
+        }
+        jobs[k].fn = NULL;
+        qa_layout layout;
+        qact_fill_fn fill;
+        quant_pick(w, T, &jobs[k].qfn, &fill, &layout);
+        for (int q = 0; q < n_qa; q++)
+            if (qas[q].K == w->cols && qas[q].gs == w->group_size && qas[q].layout == layout && fills[q] == fill)
+                qa_of[k] = q;
+        if (qa_of[k] < 0) {
+            size_t a_bytes, g_bytes, dv_bytes;
+            quant_sizes(T, w->cols, w->group_size, &a_bytes, &g_bytes, &dv_bytes);
+            qas[n_qa] = (qact){T, w->cols, w->cols / w->group_size, w->group_size, layout, NULL, NULL, NULL, NULL};
+            qoff[n_qa][0] = need;
+            qoff[n_qa][1] = need + a_bytes;
+            qoff[n_qa][2] = need + a_bytes + g_bytes;
+            qoff[n_qa][3] = need + a_bytes + 2 * g_bytes;
+            fills[n_qa] = fill;
+            need += (a_bytes + 2 * g_bytes + dv_bytes + 63) & ~(size_t)63;
+            qa_of[k] = n_qa++;
+        }
+    }
+    if (need) {
+        unsigned char *buf = scratch_get(need);
+        if (!buf) { /* no memory for the activation copies: the plain path copes */
+            for (int k = 0; k < n_fast; k++) kern_matmul(jobs[k].y, jobs[k].ldy, x, ldx, T, jobs[k].w);
+            return;
+        }
+        for (int q = 0; q < n_qa; q++) {
+            qas[q].a = (int8_t *)(buf + qoff[q][0]);
+            qas[q].d = (float *)(buf + qoff[q][1]);
+            qas[q].bd = (float *)(buf + qoff[q][2]);
+            qas[q].dv = (float *)(buf + qoff[q][3]);
+            fills[q](x, ldx, &qas[q]);
+        }
+        for (int q = 0; q < n_xp; q++) mm_amx_pack_x(buf + xoff[q], x, ldx, T, xk[q]);
+        for (int k = 0; k < n_fast; k++) {
+            if (qa_of[k] >= 0) jobs[k].qa = &qas[qa_of[k]];
+            if (xp_of[k] >= 0) jobs[k].xpack = buf + xoff[xp_of[k]];
+        }
+    }
+
+    /* split every weight's rows in proportion to its cost: ~4 pieces per thread in all */
+    tpool *pool = tpool_global();
+    int threads = tpool_threads(pool);
+    double cost[KERN_MM_N_MAX], total = 0;
+    for (int k = 0; k < n_fast; k++) total += cost[k] = mm_cost_ns(jobs[k].w, T);
+    if (threads == 1 || total < MM_N_SPLIT_NS) {
+        for (int k = 0; k < n_fast; k++) mm_job_rows(&jobs[k], 0, jobs[k].w->rows);
+        return;
+    }
+    mm_piece pieces[MM_N_PIECES];
+    int n_pieces = 0;
+    for (int k = 0; k < n_fast; k++) {
+        int rows = jobs[k].w->rows;
+        int want = (int)(cost[k] / total * threads * 4 + 0.5);
+        if (want < 1 || rows < 32) want = 1;
+        int rpt = (rows + want - 1) / want;
+        rpt = jobs[k].xpack ? (rpt + 63) & ~63 : (rpt + 15) & ~15; /* AMX: whole 64-row groups */
+        for (int r0 = 0; r0 < rows && n_pieces < MM_N_PIECES; r0 += rpt)
+            pieces[n_pieces++] = (mm_piece){k, r0, r0 + rpt < rows ? r0 + rpt : rows};
+        if (n_pieces == MM_N_PIECES && pieces[n_pieces - 1].r1 < rows) /* cannot happen with n <= 8 */
+            pieces[n_pieces - 1].r1 = rows;
+    }
+    mm_multi m = {jobs, pieces};
+    tpool_run(pool, n_pieces, mm_multi_task, &m);
 }

@@ -32,6 +32,22 @@ typedef struct {
  * Precondition (asserted, callers validate shapes at load): ldx >= cols, ldy >= rows. */
 void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w);
 
+/* One product of kern_matmul_n: y[t*ldy + r] = Σ_c x[t*ldx + c] · w[r][c]. */
+typedef struct {
+    float *y;
+    int ldy;
+    const kern_weight *w;
+} kern_mm_out;
+
+#define KERN_MM_N_MAX 8
+
+/* n <= KERN_MM_N_MAX matmuls that read the same activations x[T][ldx] (q/k/v, gate/up, the GDN
+ * input projections), split over the thread pool together in one dispatch, so small ones do not
+ * each run alone on the caller or pay their own hand-off. Every output is bit-identical to
+ * kern_matmul(out.y, out.ldy, x, ldx, T, out.w): the same row functions on the same rows. The
+ * outputs must not overlap each other or x. */
+void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T);
+
 /* Dequantize/convert row r of W into out[cols] (embedding lookup, tied heads). */
 void kern_weight_row(const kern_weight *w, int r, float *out);
 

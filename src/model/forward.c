@@ -119,9 +119,8 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
     int kvw = nKV * Dh, qw = m->q_width, bw = s->big_w, group = nH / nKV, gated = c->attn_output_gate;
     int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw, q_stride = Dh * (gated ? 2 : 1);
     float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dh);
-    kern_matmul(s->big, bw, s->a, H, R, &w->q);
-    kern_matmul(s->big + k_off, bw, s->a, H, R, &w->k);
-    kern_matmul(s->big + v_off, bw, s->a, H, R, &w->v);
+    kern_mm_out qkv[3] = {{s->big, bw, &w->q}, {s->big + k_off, bw, &w->k}, {s->big + v_off, bw, &w->v}};
+    kern_matmul_n(qkv, 3, s->a, H, R);
     for (int t = 0; t < R; t++) {
         float *row = s->big + (size_t)t * bw;
         int pos = pos0 + t;
@@ -206,10 +205,9 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
     if (w->fz.fused) { /* Qwen3-Next: in_proj_qkvz / in_proj_ba, regrouped into the split layout */
         family_gdn_project(m, &w->fz, s->a, R, win + (size_t)kc1 * C, C, s->big, s->big + b_off, s->big + a_off, bw, s);
     } else {
-        kern_matmul(win + (size_t)kc1 * C, C, s->a, H, R, &w->qkv);
-        kern_matmul(s->big, bw, s->a, H, R, &w->z);
-        kern_matmul(s->big + b_off, bw, s->a, H, R, &w->b);
-        kern_matmul(s->big + a_off, bw, s->a, H, R, &w->a);
+        kern_mm_out in[4] = {{win + (size_t)kc1 * C, C, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
+                             {s->big + a_off, bw, &w->a}};
+        kern_matmul_n(in, 4, s->a, H, R);
     }
     kern_conv1d_silu(s->big + u_off, bw, win, C, w->conv_w, C, c->conv_kernel, R);
     memcpy(st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
@@ -235,8 +233,8 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_stat
 
 void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s) {
     int H = m->cfg.hidden_size, I = m->cfg.intermediate_size, bw = s->big_w;
-    kern_matmul(s->big, bw, s->a, H, R, &w->gate);
-    kern_matmul(s->big + I, bw, s->a, H, R, &w->up);
+    kern_mm_out gu[2] = {{s->big, bw, &w->gate}, {s->big + I, bw, &w->up}};
+    kern_matmul_n(gu, 2, s->a, H, R);
     for (int t = 0; t < R; t++) {
         float *row = s->big + (size_t)t * bw;
         kern_swiglu(row, row, row + I, I);

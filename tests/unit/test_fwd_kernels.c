@@ -7,7 +7,9 @@
  *   - RMSNorm (plain, gated, rows), L2 norm, SwiGLU, the sigmoid gate, the causal conv + SiLU: each
  *     element within a few ulps of the double-precision value (relative 2e-6; the vector exp is about
  *     an ulp from libm's);
- *   - the delta-rule replay reproduces the step's state bit for bit on every path.
+ *   - the delta-rule replay reproduces the step's state bit for bit on every path;
+ *   - kern_matmul_n (several weights of mixed formats over the same rows, one pool dispatch on a
+ *     3-thread pool) gives bit for bit what kern_matmul gives for each weight, T = 1..6 and 40.
  * Attention tolerance: relative 5e-6 of Σ|p·v| (measured <= 6e-7: fp32 sums of a few hundred terms
  * plus the vector exp's ~1 ulp). */
 #include <stdint.h>
@@ -16,7 +18,9 @@
 #include "../../src/kernels/attention.h"
 #include "../../src/kernels/cpu.h"
 #include "../../src/kernels/gdn.h"
+#include "../../src/kernels/matmul.h"
 #include "../../src/kernels/norm.h"
+#include "../../src/kernels/quant.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
@@ -226,11 +230,73 @@ TEST(test_gdn_replay_matches_step_every_path) {
     cpu_isa_set(saved);
 }
 
+/* One weight of each format (bf16 with and without the AMX copy, f32, q4 with and without the packed
+ * copy, q8, and tiny ones). */
+TEST(test_matmul_n_matches_matmul) {
+    enum { K = 256, TMAX = 40, NW = 7 };
+    static const int rows[NW] = {300, 64, 8, 256, 96, 8, 1024};
+    kern_weight w[NW];
+    void *mem[NW][3] = {{0}};
+    float *f = malloc(sizeof(float) * 1024 * K);
+    kern_pack_set *packs = NULL;
+    mtplx_err e = {0};
+    for (int i = 0; i < NW; i++) {
+        for (int j = 0; j < rows[i] * K; j++) f[j] = frand();
+        w[i] = (kern_weight){.rows = rows[i], .cols = K};
+        if (i == 0 || i == 2 || i == 6) { /* bf16 */
+            uint16_t *p = malloc(sizeof(uint16_t) * rows[i] * K);
+            for (int j = 0; j < rows[i] * K; j++) p[j] = f32_to_bf16(f[j]);
+            w[i].dtype = DT_BF16, w[i].data = mem[i][0] = p;
+            if (i != 2) REQUIRE(kern_pack_set_add(&packs, &w[i], &e) == 0); /* the AMX copy, where the CPU has AMX */
+        } else if (i == 1) { /* f32 */
+            float *p = malloc(sizeof(float) * rows[i] * K);
+            memcpy(p, f, sizeof(float) * rows[i] * K);
+            w[i].dtype = DT_F32, w[i].data = mem[i][0] = p;
+        } else { /* q4 g64 (packed for i == 3), q8 g32 (i == 4), q4 g64 tiny (i == 5) */
+            int bits = i == 4 ? 8 : 4, gs = i == 4 ? 32 : 64;
+            mem[i][0] = malloc(quant_weight_bytes(rows[i], K, bits));
+            mem[i][1] = malloc(quant_scales_bytes(rows[i], K, gs, DT_BF16));
+            mem[i][2] = malloc(quant_scales_bytes(rows[i], K, gs, DT_BF16));
+            REQUIRE(quant_affine(f, rows[i], K, bits, gs, DT_BF16, mem[i][0], mem[i][1], mem[i][2], &e) == 0);
+            w[i] = (kern_weight){.dtype = DT_U32, .rows = rows[i], .cols = K, .data = mem[i][0], .scales = mem[i][1],
+                                 .biases = mem[i][2], .scale_dtype = DT_BF16, .bits = bits, .group_size = gs};
+            if (i == 3) REQUIRE(kern_pack_set_add(&packs, &w[i], &e) == 0);
+        }
+    }
+    int ldx = K + 8, ldy = 1100;
+    float *x = malloc(sizeof(float) * TMAX * ldx), *ya = malloc(sizeof(float) * NW * TMAX * ldy),
+          *yb = malloc(sizeof(float) * TMAX * ldy);
+    for (int i = 0; i < TMAX * ldx; i++) x[i] = frand();
+    static const int Ts[] = {1, 2, 3, 4, 5, 6, 40};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+        int T = Ts[ti];
+        kern_mm_out outs[NW];
+        for (int i = 0; i < NW; i++) outs[i] = (kern_mm_out){ya + (size_t)i * TMAX * ldy, ldy, &w[i]};
+        kern_matmul_n(outs, NW, x, ldx, T);
+        for (int i = 0; i < NW; i++) {
+            kern_matmul(yb, ldy, x, ldx, T, &w[i]);
+            int same = 1;
+            for (int t = 0; t < T; t++)
+                same &= !memcmp(yb + (size_t)t * ldy, outs[i].y + (size_t)t * ldy, sizeof(float) * rows[i]);
+            CHECK_MSG(same, "T=%d weight %d (%d rows, dtype %d): kern_matmul_n differs from kern_matmul", T, i, rows[i],
+                      (int)w[i].dtype);
+        }
+        /* a pair, and a single one */
+        kern_matmul_n(outs + 2, 2, x, ldx, T);
+        kern_matmul_n(outs + 6, 1, x, ldx, T);
+    }
+    kern_pack_set_free(packs);
+    for (int i = 0; i < NW; i++) free(mem[i][0]), free(mem[i][1]), free(mem[i][2]);
+    free(f), free(x), free(ya), free(yb);
+}
+
 int main(void) {
+    setenv("MTPLX_THREADS", "3", 1); /* before the pool exists: kern_matmul_n splits even on 1 CPU */
     RUN(test_attention_matches_reference_every_path);
     RUN(test_attention_depends_only_on_its_keys);
     RUN(test_norms_and_activations_every_path);
     RUN(test_conv1d_silu_every_path);
     RUN(test_gdn_replay_matches_step_every_path);
+    RUN(test_matmul_n_matches_matmul);
     return TEST_SUMMARY();
 }
