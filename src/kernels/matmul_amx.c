@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "matmul_internal.h"
+#include "threadpool.h"
 
 #define TGT __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
 
@@ -110,17 +111,37 @@ static int group_blocks(int rows, int g) {
 
 size_t mm_amx_weight_elems(int rows, int cols) { return (size_t)(rows / 16) * 16 * cols; }
 
-void mm_amx_pack_weight(uint16_t *dst, const uint16_t *W, int rows, int cols) {
-    const int ks = cols / 32;
-    for (int g = 0; g * 64 < rows / 16 * 16; g++) {
-        int nblk = group_blocks(rows, g);
+typedef struct {
+    uint16_t *dst;
+    const uint16_t *W;
+    int rows, cols, n_groups;
+} pack_job;
+
+/* Groups [task·n/n_tasks, (task+1)·n/n_tasks) of the copy. */
+static void pack_task(void *ctx, int task, int n_tasks) {
+    const pack_job *j = ctx;
+    const int ks = j->cols / 32;
+    int g0 = (int)((long)j->n_groups * task / n_tasks), g1 = (int)((long)j->n_groups * (task + 1) / n_tasks);
+    for (int g = g0; g < g1; g++) {
+        int nblk = group_blocks(j->rows, g);
         for (int s = 0; s < ks; s++)
             for (int i = 0; i < nblk; i++) {
-                uint16_t *t = dst + ((size_t)g * 4 * ks + (size_t)s * nblk + i) * 512;
+                uint16_t *t = j->dst + ((size_t)g * 4 * ks + (size_t)s * nblk + i) * 512;
                 for (int rr = 0; rr < 16; rr++)
-                    memcpy(t + rr * 32, W + (size_t)(g * 64 + i * 16 + rr) * cols + s * 32, 64);
+                    memcpy(t + rr * 32, j->W + (size_t)(g * 64 + i * 16 + rr) * j->cols + s * 32, 64);
             }
     }
+}
+
+void mm_amx_pack_weight(uint16_t *dst, const uint16_t *W, int rows, int cols) {
+    pack_job j = {dst, W, rows, cols, (rows / 16 + 3) / 4};
+    tpool *pool = tpool_global();
+    int tasks = 4 * tpool_threads(pool);
+    /* groups are independent; small matrices are not worth a dispatch */
+    if ((size_t)rows * cols < (1u << 20)) tasks = 1;
+    if (tasks > j.n_groups) tasks = j.n_groups;
+    if (tasks <= 1) pack_task(&j, 0, 1);
+    else tpool_run(pool, tasks, pack_task, &j);
 }
 
 static TGT void store_tile(int c, float *acc) {
