@@ -79,12 +79,10 @@ SM_INL512 void wsum512(float *out, const float *v, int ldv, int dv, int d0, int 
     for (int u = 0; u < 8; u++) _mm512_mask_storeu_ps(out + d0 + 16 * u, m[u], acc[u]);
 }
 
-SM_TGT512 static void attention_avx512(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
-                                       int ldv, int dv, int n, float scale, float *scores) {
-    int j = 0;
-    for (; j + 4 <= n; j += 4) dots512(scores, q, k, ldk, dk, j, 4, scale);
-    for (; j < n; j++) dots512(scores, q, k, ldk, dk, j, 1, scale);
-    /* max (exact in any order), then exp and sum in 16 lanes, reduced once */
+/* scores[0..n) = softmax(scores[0..n)): max (exact in any order), then exp and sum in 16 lanes,
+ * reduced once, then the division as one multiply by 1/sum. */
+SM_INL512 void softmax512(float *scores, int n) {
+    int j;
     __m512 vmx = _mm512_set1_ps(-INFINITY);
     for (j = 0; j < n; j += 16) vmx = _mm512_max_ps(vmx, _mm512_mask_loadu_ps(vmx, mask16(n - j), scores + j));
     __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
@@ -101,7 +99,114 @@ SM_TGT512 static void attention_avx512(float *out, const float *q, const float *
         __mmask16 m = mask16(n - j);
         _mm512_mask_storeu_ps(scores + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, scores + j), inv));
     }
+}
+
+SM_TGT512 static void attention_avx512(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
+                                       int ldv, int dv, int n, float scale, float *scores) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) dots512(scores, q, k, ldk, dk, j, 4, scale);
+    for (; j < n; j++) dots512(scores, q, k, ldk, dk, j, 1, scale);
+    softmax512(scores, n);
     for (int d0 = 0; d0 < dv; d0 += 128) wsum512(out, v, ldv, dv, d0, n, scores);
+}
+
+/* ---- AVX-512, several queries over one KV head ----
+ * The same per-(query, key) and per-(query, value dim) operation sequences as attention_avx512 —
+ * one accumulator per dot product over the dims in order, one per output element over the keys in
+ * order — so every query's output is bit-identical to attention_avx512 on it alone. Grouping only
+ * shares loads: a 4 × 4 (queries × keys) tile reads each key chunk once for 4 queries, and the
+ * value sum reads each value chunk once for up to 4 queries. */
+
+/* Scores of queries q[0..NQ) against keys [j0, j0 + 4), NQ <= 4. */
+SM_INL512 void dots512_tile(float *const *sc, const float *const *q, const float *k, int ldk, int dk, int j0,
+                            const int NQ, float scale) {
+    __m512 acc[4][4];
+    for (int i = 0; i < NQ; i++)
+        for (int kk = 0; kk < 4; kk++) acc[i][kk] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= dk; d += 16) {
+        __m512 kv[4];
+        for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_loadu_ps(k + (long)(j0 + kk) * ldk + d);
+        for (int i = 0; i < NQ; i++) {
+            __m512 qv = _mm512_loadu_ps(q[i] + d);
+            for (int kk = 0; kk < 4; kk++) acc[i][kk] = _mm512_fmadd_ps(qv, kv[kk], acc[i][kk]);
+        }
+    }
+    if (d < dk) {
+        __mmask16 m = mask16(dk - d);
+        __m512 kv[4];
+        for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_maskz_loadu_ps(m, k + (long)(j0 + kk) * ldk + d);
+        for (int i = 0; i < NQ; i++) {
+            __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
+            for (int kk = 0; kk < 4; kk++) acc[i][kk] = _mm512_fmadd_ps(qv, kv[kk], acc[i][kk]);
+        }
+    }
+    for (int i = 0; i < NQ; i++)
+        for (int kk = 0; kk < 4; kk++) sc[i][j0 + kk] = _mm512_reduce_add_ps(acc[i][kk]) * scale;
+}
+
+/* out_i[d0 .. d0 + 64) ∩ [0, dv) = Σ_{j < n_i} p_ij · v_j for queries i < NQ (NQ <= 4): keys below
+ * the smallest n go through all NQ accumulator sets, then each query finishes its own keys. */
+SM_INL512 void wsum512_group(float *const *out, const float *v, int ldv, int dv, int d0, const int *n,
+                             float *const *p, const int NQ) {
+    __m512 acc[4][4];
+    __mmask16 m[4];
+    int nmin = n[0];
+    for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
+    for (int u = 0; u < 4; u++) {
+        int left = dv - d0 - 16 * u;
+        m[u] = left <= 0 ? 0 : mask16(left);
+        for (int i = 0; i < NQ; i++) acc[i][u] = _mm512_setzero_ps();
+    }
+    for (int j = 0; j < nmin; j++) {
+        const float *vj = v + (long)j * ldv + d0;
+        __m512 vv[4];
+        for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + 16 * u);
+        for (int i = 0; i < NQ; i++) {
+            __m512 pj = _mm512_set1_ps(p[i][j]);
+            for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, vv[u], acc[i][u]);
+        }
+    }
+    for (int i = 0; i < NQ; i++) {
+        for (int j = nmin; j < n[i]; j++) {
+            const float *vj = v + (long)j * ldv + d0;
+            __m512 pj = _mm512_set1_ps(p[i][j]);
+            for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + 16 * u), acc[i][u]);
+        }
+        for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(out[i] + d0 + 16 * u, m[u], acc[i][u]);
+    }
+}
+
+/* Up to 4 queries (NQ) over one KV head. */
+SM_INL512 void group4_avx512(float *const *out, const float *const *q, const int *n, const int NQ, const float *k,
+                             int ldk, int dk, const float *v, int ldv, int dv, float scale, float *const *sc) {
+    int nmin = n[0];
+    for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
+    int j = 0;
+    for (; j + 4 <= nmin; j += 4) dots512_tile(sc, q, k, ldk, dk, j, NQ, scale);
+    for (int i = 0; i < NQ; i++) { /* each query's remaining keys, as attention_avx512 walks them */
+        int ji = j;
+        for (; ji + 4 <= n[i]; ji += 4) dots512(sc[i], q[i], k, ldk, dk, ji, 4, scale);
+        for (; ji < n[i]; ji++) dots512(sc[i], q[i], k, ldk, dk, ji, 1, scale);
+        softmax512(sc[i], n[i]);
+    }
+    for (int d0 = 0; d0 < dv; d0 += 64) wsum512_group(out, v, ldv, dv, d0, n, sc, NQ);
+}
+
+SM_TGT512 static void attention_group_avx512(float *const *out, const float *const *q, const int *n, int nq,
+                                             const float *k, int ldk, int dk, const float *v, int ldv, int dv,
+                                             float scale, float *scores, long lds) {
+    for (int i0 = 0; i0 < nq; i0 += 4) {
+        float *sc[4];
+        int nb = nq - i0 < 4 ? nq - i0 : 4;
+        for (int i = 0; i < nb; i++) sc[i] = scores + (long)i * lds;
+        switch (nb) {
+        case 4: group4_avx512(out + i0, q + i0, n + i0, 4, k, ldk, dk, v, ldv, dv, scale, sc); break;
+        case 3: group4_avx512(out + i0, q + i0, n + i0, 3, k, ldk, dk, v, ldv, dv, scale, sc); break;
+        case 2: group4_avx512(out + i0, q + i0, n + i0, 2, k, ldk, dk, v, ldv, dv, scale, sc); break;
+        default: group4_avx512(out + i0, q + i0, n + i0, 1, k, ldk, dk, v, ldv, dv, scale, sc); break;
+        }
+    }
 }
 
 /* ---- AVX2 ---- */
@@ -179,4 +284,14 @@ void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk,
 void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,
                          int dh, float scale, float *scores) {
     kern_attention_head_kv(out, q, k, ld, dh, v, ld, dh, n, scale, scores);
+}
+
+void kern_attention_group(float *const *out, const float *const *q, const int *n, int nq, const float *k, int ldk,
+                          int dk, const float *v, int ldv, int dv, float scale, float *scores, long lds) {
+    if (cpu_isa() >= KERN_ISA_AVX512) {
+        attention_group_avx512(out, q, n, nq, k, ldk, dk, v, ldv, dv, scale, scores, lds);
+        return;
+    }
+    for (int i = 0; i < nq; i++)
+        kern_attention_head_kv(out[i], q[i], k, ldk, dk, v, ldv, dv, n[i], scale, scores + (i % 4) * lds);
 }

@@ -25,6 +25,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
  * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
 #define FWD_SPLIT_WORK 16384.0
 #define FWD_SCORE_SLOTS_MAX 64
+#define ATT_BLOCK 4 /* queries per kern_attention_group call */
 
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err) {
     const model_config *c = &m->cfg;
@@ -47,7 +48,8 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     s->score_slots = 2 * tpool_threads(tpool_global());
     if (s->score_slots > FWD_SCORE_SLOTS_MAX) s->score_slots = FWD_SCORE_SLOTS_MAX;
     s->capacity = imax(capacity, 1);
-    if (!(s->scores = mem_alloc((size_t)s->score_slots * s->capacity, sizeof(float), "attention scores", err)))
+    if (!(s->scores = mem_alloc((size_t)s->score_slots * ATT_BLOCK * s->capacity, sizeof(float), "attention scores",
+                                err)))
         goto fail;
     if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
     if (family_scratch_init(s, m, rows, err)) goto fail;
@@ -70,29 +72,42 @@ void fwd_scratch_free(fwd_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* The query heads of all rows of one attention call, as thread-pool tasks: item i is row i / nH,
- * head i % nH; task `task` takes a contiguous range of items and its own scores slot. The K/V of
- * every row are already in the cache, so items are independent. */
+/* The query heads of all rows of one attention call, as thread-pool tasks. The queries of KV head
+ * j are (row t, head h) for h in j's group, t-major; they go in blocks of up to 4 (one item each)
+ * through kern_attention_group, which reads each key/value chunk once per block. Task `task` takes a
+ * contiguous range of items and its own scores slot. The K/V of every row are already in the cache,
+ * so items are independent, and each query's bits do not depend on its block. */
 typedef struct {
     float *big;           /* [R][bw] projections: q (roped, normed) per head, then the outputs */
     const kv_layer *kv;
-    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity;
+    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, blocks;
     float scale;
-    float *scores;        /* [n_tasks][capacity] */
+    float *scores;        /* [n_tasks][ATT_BLOCK][capacity] */
 } attn_job;
 
 static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
-    int items = j->R * j->nH, Dh = j->Dh;
+    int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
     int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
-    float *scores = j->scores + (size_t)task * j->capacity;
+    float *scores = j->scores + (size_t)task * ATT_BLOCK * j->capacity;
     for (int i = i0; i < i1; i++) {
-        int t = i / j->nH, h = i % j->nH, kvh = h / j->group;
-        float *row = j->big + (size_t)t * j->bw;
-        float *qh = row + h * j->q_stride, *out = row + j->att_off + h * Dh;
+        int kvh = i / j->blocks, b0 = (i % j->blocks) * ATT_BLOCK;
+        int nq = per_kv - b0 < ATT_BLOCK ? per_kv - b0 : ATT_BLOCK;
+        float *out[ATT_BLOCK];
+        const float *q[ATT_BLOCK];
+        int n[ATT_BLOCK];
+        for (int e = 0; e < nq; e++) {
+            int t = (b0 + e) / j->group, h = kvh * j->group + (b0 + e) % j->group;
+            float *row = j->big + (size_t)t * j->bw;
+            q[e] = row + h * j->q_stride;
+            out[e] = row + j->att_off + h * Dh;
+            n[e] = j->pos0 + t + 1;
+        }
         size_t base = (size_t)kvh * j->capacity * Dh;
-        kern_attention_head(out, qh, j->kv->k + base, j->kv->v + base, Dh, j->pos0 + t + 1, Dh, j->scale, scores);
-        if (j->gated) kern_mul_sigmoid(out, qh + Dh, Dh);
+        kern_attention_group(out, q, n, nq, j->kv->k + base, Dh, Dh, j->kv->v + base, Dh, Dh, j->scale, scores,
+                             j->capacity);
+        if (j->gated)
+            for (int e = 0; e < nq; e++) kern_mul_sigmoid(out[e], q[e] + Dh, Dh);
     }
 }
 
@@ -141,9 +156,10 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
             if (rd > 0) kern_rope_apply(qh, s->cos_sin, rd);
         }
     }
-    attn_job j = {s->big, kv, bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, scale, s->scores};
+    int blocks = (R * group + ATT_BLOCK - 1) / ATT_BLOCK;
+    attn_job j = {s->big, kv, bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, blocks, scale, s->scores};
     double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
-    int n_tasks = fwd_tasks(work, R * nH, s->score_slots);
+    int n_tasks = fwd_tasks(work, nKV * blocks, s->score_slots);
     if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, attn_task, &j);
     else attn_task(&j, 0, 1);
     kern_matmul(s->o, H, s->big + att_off, bw, R, &w->o);

@@ -109,8 +109,8 @@ typedef struct {
     float *qk;       /* [2][R][Hk·Dk] normalised q, then k, of every row (GDN) */
     int capacity;    /* positions per scores slot */
     int score_slots; /* attention tasks that can run at once (2 × pool threads, at most 64) */
-    float *scores;   /* [score_slots][capacity] attention scores, one slot per task (slot 0 for
-                        single-threaded callers) */
+    float *scores;   /* [score_slots][4][capacity] attention scores, one slot of 4 rows per task
+                        (the first capacity floats for single-query callers) */
     float *cos_sin;  /* [rotary_dim] */
     struct family_scratch *fam; /* MoE / fused GDN / MLA buffers (family.c) */
 } fwd_scratch;

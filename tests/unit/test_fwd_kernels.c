@@ -115,6 +115,39 @@ TEST(test_attention_depends_only_on_its_keys) {
     free(k), free(v), free(k2), free(v2);
 }
 
+TEST(test_attention_group_equals_single_queries) {
+    static const int shapes[][2] = {{128, 128}, {80, 144}, {192, 128}, {3, 2}, {64, 64}};
+    enum { NMAX = 45, QMAX = 9 };
+    kern_isa saved = cpu_isa();
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int dk = shapes[si][0], dv = shapes[si][1], ldk = dk + 3, ldv = dv + 1;
+        float *k = malloc(sizeof(float) * NMAX * ldk), *v = malloc(sizeof(float) * NMAX * ldv);
+        float *qs = malloc(sizeof(float) * QMAX * dk), *oa = malloc(sizeof(float) * QMAX * dv),
+              *ob = malloc(sizeof(float) * QMAX * dv), *sc = malloc(sizeof(float) * 4 * NMAX);
+        for (int i = 0; i < NMAX * ldk; i++) k[i] = frand();
+        for (int i = 0; i < NMAX * ldv; i++) v[i] = frand();
+        for (int i = 0; i < QMAX * dk; i++) qs[i] = 2.f * frand();
+        for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+            if (cpu_isa_set(k_isas[ii]) != 0) continue;
+            for (int nq = 1; nq <= QMAX; nq++)
+                for (int base = 1; base + nq <= NMAX; base += 13) {
+                    float *out[QMAX];
+                    const float *q[QMAX];
+                    int n[QMAX];
+                    for (int i = 0; i < nq; i++) { /* a verify call's shape: rows t, then heads; n grows by row */
+                        out[i] = oa + i * dv, q[i] = qs + i * dk, n[i] = base + i / 2;
+                        kern_attention_head_kv(ob + i * dv, q[i], k, ldk, dk, v, ldv, dv, n[i], 0.2f, sc);
+                    }
+                    kern_attention_group(out, q, n, nq, k, ldk, dk, v, ldv, dv, 0.2f, sc, NMAX);
+                    CHECK_MSG(!memcmp(oa, ob, sizeof(float) * nq * dv), "%s dk=%d dv=%d nq=%d base=%d: group != single",
+                              cpu_isa_name(k_isas[ii]), dk, dv, nq, base);
+                }
+        }
+        free(k), free(v), free(qs), free(oa), free(ob), free(sc);
+    }
+    cpu_isa_set(saved);
+}
+
 static double silu_d(double x) { return x / (1 + exp(-x)); }
 
 /* |got - want| <= tol · (|want| + floor) for every element; reports the worst. */
@@ -294,6 +327,7 @@ int main(void) {
     setenv("MTPLX_THREADS", "3", 1); /* before the pool exists: kern_matmul_n splits even on 1 CPU */
     RUN(test_attention_matches_reference_every_path);
     RUN(test_attention_depends_only_on_its_keys);
+    RUN(test_attention_group_equals_single_queries);
     RUN(test_norms_and_activations_every_path);
     RUN(test_conv1d_silu_every_path);
     RUN(test_gdn_replay_matches_step_every_path);
