@@ -7,7 +7,8 @@
  *   - RMSNorm (plain, gated, rows), L2 norm, SwiGLU, the sigmoid gate, the causal conv + SiLU: each
  *     element within a few ulps of the double-precision value (relative 2e-6; the vector exp is about
  *     an ulp from libm's);
- *   - the delta-rule replay reproduces the step's state bit for bit on every path;
+ *   - the delta-rule step against its math in double (several value dims),
+ *     in place = out of place, and the replay reproduces the step's state bit for bit;
  *   - kern_matmul_n (several weights of mixed formats over the same rows, one pool dispatch on a
  *     3-thread pool) gives bit for bit what kern_matmul gives for each weight, T = 1..6 and 40.
  * Attention tolerance: relative 5e-6 of Σ|p·v| (measured <= 6e-7: fp32 sums of a few hundred terms
@@ -263,6 +264,54 @@ TEST(test_gdn_replay_matches_step_every_path) {
     cpu_isa_set(saved);
 }
 
+/* The delta-rule step against the math in double: S' = g·S + delta ⊗ k, delta = beta·(v − g·S k),
+ * y = S' q; value dims 64, 40, 128, 20, 17, and dk = 24 (no SIMD path). */
+TEST(test_gdn_step_matches_reference_every_path) {
+    static const int shapes[][2] = {{64, 64}, {64, 40}, {128, 128}, {24, 20}, {16, 17}};
+    kern_isa saved = cpu_isa();
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int dk = shapes[si][0], dv = shapes[si][1];
+        float *S = malloc(sizeof(float) * dv * dk), *D = malloc(sizeof(float) * dv * dk);
+        float q[128], k[128], v[128], y[128], delta[128];
+        double *Sd = malloc(sizeof(double) * dv * dk), yd[128], dd[128];
+        for (int i = 0; i < dv * dk; i++) S[i] = 0.5f * frand();
+        for (int i = 0; i < dk; i++) q[i] = frand(), k[i] = frand();
+        for (int i = 0; i < dv; i++) v[i] = frand();
+        float g = 0.93f, beta = 0.4f;
+        for (int i = 0; i < dv; i++) {
+            double kv = 0, acc = 0;
+            for (int j = 0; j < dk; j++) kv += (double)S[i * dk + j] * k[j];
+            dd[i] = beta * (v[i] - g * kv);
+            for (int j = 0; j < dk; j++) Sd[i * dk + j] = (double)g * S[i * dk + j] + dd[i] * k[j];
+            for (int j = 0; j < dk; j++) acc += Sd[i * dk + j] * q[j];
+            yd[i] = acc;
+        }
+        for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+            kern_isa isa = k_isas[ii];
+            if (cpu_isa_set(isa) != 0) continue;
+            kern_gdn_step(D, S, q, k, v, g, beta, y, delta, dk, dv);
+            double ey = 0, ed = 0, es = 0;
+            for (int i = 0; i < dv; i++) {
+                ey = fmax(ey, fabs(y[i] - yd[i]));
+                ed = fmax(ed, fabs(delta[i] - dd[i]));
+                for (int j = 0; j < dk; j++) es = fmax(es, fabs(D[i * dk + j] - Sd[i * dk + j]));
+            }
+            /* magnitudes: |S k| <~ 0.5·dk/4, |y| similar; fp32 sums of dk terms */
+            CHECK_MSG(ey <= 2e-5 && ed <= 2e-5 && es <= 1e-6, "%s dk=%d dv=%d: |dy| %.3g |ddelta| %.3g |dS| %.3g",
+                      cpu_isa_name(isa), dk, dv, ey, ed, es);
+            /* in place (S_dst == S_src) gives the same bits */
+            float *P = malloc(sizeof(float) * dv * dk), y2[128];
+            memcpy(P, S, sizeof(float) * dv * dk);
+            kern_gdn_step(P, P, q, k, v, g, beta, y2, NULL, dk, dv);
+            CHECK_MSG(!memcmp(P, D, sizeof(float) * dv * dk) && !memcmp(y2, y, sizeof(float) * dv),
+                      "%s dk=%d dv=%d: in-place step differs", cpu_isa_name(isa), dk, dv);
+            free(P);
+        }
+        free(S), free(D), free(Sd);
+    }
+    cpu_isa_set(saved);
+}
+
 /* One weight of each format (bf16 with and without the AMX copy, f32, q4 with and without the packed
  * copy, q8, and tiny ones). */
 TEST(test_matmul_n_matches_matmul) {
@@ -331,6 +380,7 @@ int main(void) {
     RUN(test_norms_and_activations_every_path);
     RUN(test_conv1d_silu_every_path);
     RUN(test_gdn_replay_matches_step_every_path);
+    RUN(test_gdn_step_matches_reference_every_path);
     RUN(test_matmul_n_matches_matmul);
     return TEST_SUMMARY();
 }
