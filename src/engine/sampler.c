@@ -117,16 +117,49 @@ static void heap_sift(const float *v, int32_t *h, int n, int i) {
     }
 }
 
-/* Writes the k best-ranked ids among ids[0..n) (ids with -inf logits included only if needed)
- * into out[0..k) in rank order. */
-static void select_top_k(const float *v, int n, int k, int32_t *out) {
+#define SEL_BLOCK 16
+
+/* The first index in v[j0..j1) holding NaN or +inf, or -1. */
+static int first_bad(const float *v, int j0, int j1) {
+    for (int j = j0; j < j1; j++)
+        if (!(v[j] < INFINITY)) return j;
+    return -1;
+}
+
+/* Writes the k (1 <= k <= n) best-ranked ids of v[0..n) into out[0..k) in rank order (ids with -inf
+ * values included only if needed), in one pass that also validates: returns the first index whose
+ * value is NaN or +inf (out is then undefined), else -1.
+ * Why it is fast: a candidate j only enters the heap if v[j] > v[root] (j is larger than every id
+ * in the heap, so a tie never ranks it before the root); a block of SEL_BLOCK values that are all
+ * <= the root's value is skipped after one branch-free (vectorizable) test. */
+static int select_top_k(const float *v, int n, int k, int32_t *out) {
+    int bad = first_bad(v, 0, k);
+    if (bad >= 0) return bad;
     for (int i = 0; i < k; i++) out[i] = i;
     for (int i = k / 2 - 1; i >= 0; i--) heap_sift(v, out, k, i);
-    for (int j = k; j < n; j++)
-        if (ranks_before(v, j, out[0])) {
+    int j = k;
+    for (; j + SEL_BLOCK <= n; j += SEL_BLOCK) {
+        const float thr = v[out[0]];
+        int hit = 0, nonfinite = 0;
+        for (int i = 0; i < SEL_BLOCK; i++) {
+            hit |= v[j + i] > thr;
+            nonfinite |= !(v[j + i] < INFINITY);
+        }
+        if (nonfinite) return first_bad(v, j, j + SEL_BLOCK);
+        if (!hit) continue;
+        for (int i = j; i < j + SEL_BLOCK; i++)
+            if (v[i] > v[out[0]]) {
+                out[0] = i;
+                heap_sift(v, out, k, 0);
+            }
+    }
+    for (; j < n; j++) {
+        if (!(v[j] < INFINITY)) return j;
+        if (v[j] > v[out[0]]) {
             out[0] = j;
             heap_sift(v, out, k, 0);
         }
+    }
     /* heap sort: repeatedly move the worst to the end -> best first */
     for (int end = k - 1; end > 0; end--) {
         int32_t t = out[0];
@@ -134,6 +167,7 @@ static void select_top_k(const float *v, int n, int k, int32_t *out) {
         out[end] = t;
         heap_sift(v, out, end, 0);
     }
+    return -1;
 }
 
 static int cmp_rank(const void *a, const void *b, void *ctx) {
@@ -147,50 +181,56 @@ static int cmp_rank(const void *a, const void *b, void *ctx) {
 int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int with_penalties,
                   sampler_dist *out, mtplx_err *err) {
     const int V = s->vocab;
-    float *w = s->work;
-    int argmax = -1;
-    for (int j = 0; j < V; j++) {
-        float l = logits[j];
-        if (isnan(l) || l == INFINITY)
-            return err_set(err, MTPLX_EINVAL, "sampler: logit %d is %s", j, isnan(l) ? "NaN" : "+inf");
-        w[j] = l;
-    }
+    /* penalties work on a copy; without them the logits are read in place */
+    const float *w = logits;
     if (with_penalties) {
+        int bad = first_bad(logits, 0, V);
+        if (bad >= 0) return err_set(err, MTPLX_EINVAL, "sampler: logit %d is %s", bad, isnan(logits[bad]) ? "NaN" : "+inf");
+        float *pw = s->work;
+        memcpy(pw, logits, sizeof(float) * (size_t)V);
         const float pres = sp->presence_penalty, freq = sp->frequency_penalty, rep = sp->repetition_penalty;
         for (int i = 0; i < s->n_seen; i++) {
             int32_t id = s->seen_ids[i];
-            if (w[id] == -INFINITY) continue;
-            if (rep != 1.0f) w[id] = w[id] > 0 ? w[id] / rep : w[id] * rep;
+            if (pw[id] == -INFINITY) continue;
+            if (rep != 1.0f) pw[id] = pw[id] > 0 ? pw[id] / rep : pw[id] * rep;
             int c = s->counts[id];
-            if (c > 0) w[id] -= freq * (float)c + pres;
+            if (c > 0) pw[id] -= freq * (float)c + pres;
+        }
+        w = pw;
+    }
+    /* Candidates: top_k (rank order; also greedy = top 1), all ids in rank order when top_p needs
+     * it, else id order. Validation of the raw logits rides along with the selection pass. */
+    int n = 0, sorted = 0, argmax = -1, bad = -1;
+    int32_t *cand = out->ids;
+    const int greedy = sp->temperature == 0;
+    if (greedy || (sp->top_k > 0 && sp->top_k < V)) {
+        n = greedy ? 1 : sp->top_k;
+        bad = select_top_k(w, V, n, cand);
+        argmax = cand[0];
+        sorted = 1;
+    } else {
+        bad = first_bad(w, 0, V);
+        for (int j = 0; bad < 0 && j < V; j++)
+            if (w[j] != -INFINITY) {
+                cand[n++] = j;
+                if (argmax < 0 || w[j] > w[argmax]) argmax = j;
+            }
+        if (argmax >= 0 && sp->top_p < 1.0f && !greedy) {
+            qsort_r(cand, (size_t)n, sizeof *cand, cmp_rank, (void *)w);
+            sorted = 1;
         }
     }
-    for (int j = 0; j < V; j++)
-        if (w[j] != -INFINITY && (argmax < 0 || w[j] > w[argmax])) argmax = j;
-    if (argmax < 0) return err_set(err, MTPLX_EINVAL, "sampler: every logit is -inf (nothing to sample)");
+    if (bad >= 0) return err_set(err, MTPLX_EINVAL, "sampler: logit %d is %s", bad, isnan(w[bad]) ? "NaN" : "+inf");
+    if (argmax < 0 || w[argmax] == -INFINITY)
+        return err_set(err, MTPLX_EINVAL, "sampler: every logit is -inf (nothing to sample)");
 
-    if (sp->temperature == 0) { /* greedy: one point */
+    if (greedy) { /* one point */
         out->n = 1;
         out->ids[0] = argmax;
         out->probs[0] = 1.0;
         return 0;
     }
 
-    /* Candidates: top_k (rank order), all ids in rank order when top_p needs it, else id order. */
-    int n = 0, sorted = 0;
-    int32_t *cand = out->ids;
-    if (sp->top_k > 0 && sp->top_k < V) {
-        select_top_k(w, V, sp->top_k, cand);
-        n = sp->top_k;
-        sorted = 1;
-    } else {
-        for (int j = 0; j < V; j++)
-            if (w[j] != -INFINITY) cand[n++] = j;
-        if (sp->top_p < 1.0f) {
-            qsort_r(cand, (size_t)n, sizeof *cand, cmp_rank, w);
-            sorted = 1;
-        }
-    }
     /* softmax over the candidates, in double; -inf candidates (top_k larger than the live set) drop */
     const double T = sp->temperature, mx = w[argmax];
     double *p = out->probs, sum = 0;
