@@ -10,13 +10,14 @@
 #include "../kernels/cpu.h"
 #include "../kernels/threadpool.h"
 #include "../model/model.h"
+#include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
 
 int cmd_bench_is_kernel_mode(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--membw") || !strcmp(argv[i], "--verify-cost") || !strcmp(argv[i], "--prefill") ||
-            !strcmp(argv[i], "--draft-cost"))
+            !strcmp(argv[i], "--draft-cost") || !strcmp(argv[i], "--draft-accept"))
             return 1;
     return 0;
 }
@@ -25,7 +26,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx bench [--membw] [--verify-cost] [--prefill N] [--draft-cost] [--model DIR] [--rows R]\n"
             "                   [--reps N] [--context N] [--membw-mb MB] [--steps N] [--chain N]\n"
-            "                   [--draft-quants LIST] [--seed S] [--json]\n"
+            "                   [--draft-quants LIST] [--draft-accept] [--depth D] [--prompts N]\n"
+            "                   [--prompt-len N] [--generate N] [--seed S] [--json]\n"
             "  --membw         streaming read bandwidth over a buffer of --membw-mb MB (default 2048), one\n"
             "                  thread and all pool threads ($MTPLX_THREADS); with --verify-cost it is measured\n"
             "                  in the same run and AR decode is reported as a fraction of it\n"
@@ -39,14 +41,22 @@ static void usage(FILE *f) {
             "                  see --draft-quant; SPEC/nopack = without the VNNI repacking), measured\n"
             "                  interleaved; sampling --temperature (0.6),\n"
             "                  --top-p (0.95), --top-k (20), --min-p (0)\n"
+            "  --draft-accept  per draft format, the expected acceptance sum_v min(p, q_d) of draft\n"
+            "                  positions d = 1..--depth (default 3), teacher-forced along --prompts N\n"
+            "                  (default 4) texts of --prompt-len (default 256) tokens from val_code.txt;\n"
+            "                  same sampler flags and --draft-quants as --draft-cost; --generate N: score N\n"
+            "                  tokens sampled from the model after each text instead (seeds --seed + i)\n"
             "Timings are wall clock. Kernel path: $MTPLX_KERNEL; quantized activations: $MTPLX_QACT.\n"
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
 
 /* --draft-cost: load one model per draft format in `list` (comma-separated --draft-quant specs), measure
  * them interleaved and print one line each. Returns the exit code. */
+static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int n, int depth, int n_prompts,
+                        int plen, int gen, uint64_t seed, const sampler_params *sp, int json);
+
 static int draft_cost(const char *dir, const char *list, int context, int steps, int chain, uint64_t seed,
-                      const gen_params *gp, int json) {
+                      const gen_params *gp, int json, int accept, int depth, int n_prompts, int plen, int gen) {
     mtplx_model *ms[BENCH_MAX_DRAFT_MODELS] = {0};
     char specs[BENCH_MAX_DRAFT_MODELS][32];
     int n = 0, code = 1;
@@ -81,6 +91,10 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
         if (nopack) prev ? setenv("MTPLX_QPACK", saved, 1) : unsetenv("MTPLX_QPACK");
         if (bad) goto out;
     }
+    if (accept) {
+        code = draft_accept(dir, ms, specs, n, depth, n_prompts, plen, gen, seed, &sp, json);
+        goto out;
+    }
     if (bench_draft_cost((const mtplx_model *const *)ms, n, context, steps, chain, seed, &sp, res, &err)) {
         cli_error("bench", "%s", err.msg);
         code = 1;
@@ -108,9 +122,83 @@ out:
     return code;
 }
 
+/* --draft-accept on the loaded models ms[n] (draft formats specs[n]); with gen > 0 each text is its
+ * prompt plus gen tokens sampled (AR, seed + i) from the model, and only the generated part is
+ * scored. Returns the exit code. */
+static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int n, int depth, int n_prompts,
+                        int plen, int gen, uint64_t seed, const sampler_params *sp, int json) {
+    mtplx_err err = {0};
+    tokenizer *tok = NULL;
+    int32_t **prompts = NULL;
+    int *lens = NULL, code = 1;
+    double alpha[BENCH_MAX_DRAFT_MODELS * 16];
+    long npos = 0;
+    if (tok_load(dir, &tok, &err)) {
+        cli_error("bench", "%s", err.msg);
+        return 1;
+    }
+    int from[1000] = {0};
+    if (cli_bench_prompts("bench", dir, tok, n_prompts, plen, &prompts, &lens)) goto out;
+    for (int i = 0; i < n_prompts && gen > 0; i++) {
+        gen_params gp;
+        gen_params_default(&gp);
+        gp.temperature = sp->temperature, gp.top_p = sp->top_p, gp.top_k = sp->top_k, gp.min_p = sp->min_p;
+        gp.max_tokens = gen, gp.seed = seed + (uint64_t)i, gp.seed_set = 1;
+        int32_t *out = NULL, *text = NULL;
+        int n_out = 0;
+        if (gen_run(ms[0], prompts[i], lens[i], &gp, NULL, NULL, &out, &n_out, NULL, &err) ||
+            !(text = realloc(prompts[i], sizeof(int32_t) * (size_t)(lens[i] + n_out)))) {
+            free(out);
+            cli_error("bench", "generating the texts: %s", err.code ? err.msg : "out of memory");
+            goto out;
+        }
+        memcpy(text + lens[i], out, sizeof(int32_t) * (size_t)n_out);
+        free(out);
+        prompts[i] = text;
+        from[i] = lens[i] - 1;
+        lens[i] += n_out;
+    }
+    if (bench_draft_accept((const mtplx_model *const *)ms, n, (const int32_t *const *)prompts, lens, from, n_prompts,
+                           depth, sp, sp, alpha, &npos, &err)) {
+        cli_error("bench", "%s", err.msg);
+        goto out;
+    }
+    code = 0;
+    if (json) {
+        printf("{\"model\": \"%s\", \"positions\": %ld, \"depth\": %d, \"acceptance\": {", dir, npos, depth);
+        for (int k = 0; k < n; k++) {
+            printf("%s\"%s\": [", k ? ", " : "", specs[k]);
+            for (int d = 0; d < depth; d++) printf("%s%.5f", d ? ", " : "", alpha[k * depth + d]);
+            printf("]");
+        }
+        printf("}}\n");
+    } else {
+        printf("%s: expected acceptance sum_v min(p, q_d), teacher-forced over %ld positions of %s (T %g, top_p %g, "
+               "top_k %d)\n", dir, npos, gen > 0 ? "sampled continuations" : "val_code.txt", sp->temperature, sp->top_p,
+               sp->top_k);
+        printf("%-10s", "draft");
+        for (int d = 1; d <= depth; d++) printf("   d=%d  ", d);
+        printf(" E[tokens/verify] (independent positions)\n");
+        for (int k = 0; k < n; k++) {
+            printf("%-10s", specs[k]);
+            double e = 1, run = 1;
+            for (int d = 0; d < depth; d++) {
+                printf(" %7.4f ", alpha[k * depth + d]);
+                run *= alpha[k * depth + d];
+                e += run;
+            }
+            printf(" %.3f\n", e);
+        }
+    }
+out:
+    cli_free_prompts(prompts, lens, n_prompts);
+    tok_free(tok);
+    return code;
+}
+
 int cmd_bench_kernels(int argc, char **argv) {
     int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0;
-    int dcost = 0, steps = 600, chain = 3;
+    int dcost = 0, steps = 600, chain = 3, daccept = 0, depth = 3, n_prompts = 4, plen = 256, gen = 0;
     const char *dquants = "none,q8,q4";
     gen_params gp;
     gen_params_default(&gp);
@@ -126,6 +214,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         if (r > 0) continue;
         if (!strcmp(a, "--membw")) membw = 1;
         else if (!strcmp(a, "--draft-cost")) dcost = 1;
+        else if (!strcmp(a, "--draft-accept")) daccept = 1;
         else if (!strcmp(a, "--verify-cost")) verify = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else if (!v) return cli_error("bench", "%s needs a value (or is unknown)", a), usage(stderr), 2;
@@ -137,6 +226,10 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--chain")) chain = atoi(v), i++;
         else if (!strcmp(a, "--draft-quants")) dquants = v, i++;
+        else if (!strcmp(a, "--depth")) depth = atoi(v), i++;
+        else if (!strcmp(a, "--prompts")) n_prompts = atoi(v), i++;
+        else if (!strcmp(a, "--prompt-len")) plen = atoi(v), i++;
+        else if (!strcmp(a, "--generate")) gen = atoi(v), i++;
         else if (!strcmp(a, "--membw-mb")) membw_mb = atol(v), i++;
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
         else return cli_error("bench", "unknown option %s", a), usage(stderr), 2;
@@ -145,10 +238,12 @@ int cmd_bench_kernels(int argc, char **argv) {
         return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
                          BENCH_MAX_ROWS), 2;
     if (!dir) dir = cli_default_model();
-    if (dcost) {
-        if (steps < 1 || chain < 1 || context < 2)
-            return cli_error("bench", "--steps >= 1, --chain >= 1, --context >= 2 with --draft-cost"), 2;
-        return draft_cost(dir, dquants, context, steps, chain, seed, &gp, json);
+    if (dcost || daccept) {
+        if (steps < 1 || chain < 1 || context < 2 || depth < 1 || depth > 16 || n_prompts < 1 || n_prompts > 1000 ||
+            plen < 4 || plen > 100000 || gen < 0 || gen > 100000)
+            return cli_error("bench", "--steps >= 1, --chain >= 1, --context >= 2, --depth 1..16, --prompts 1..1000, "
+                             "--prompt-len 4..100000, --generate 0..100000"), 2;
+        return draft_cost(dir, dquants, context, steps, chain, seed, &gp, json, daccept, depth, n_prompts, plen, gen);
     }
     mtplx_err err = {0};
     bench_membw bw = {0};

@@ -183,24 +183,35 @@ void cli_git_commit(char *out, size_t n) {
 
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code) {
     if (!spec) spec = CLI_DRAFT_QUANT_DEFAULT;
-    int bits = 0, layer = 1;
+    int bits = 0, layer = 1, gs = 64;
     if (!strcmp(spec, "none")) return 0;
-    if (!strcmp(spec, "q4")) bits = 4;
-    else if (!strcmp(spec, "q8")) bits = 8;
-    else if (!strcmp(spec, "q4-head")) bits = 4, layer = 0;
-    else if (!strcmp(spec, "q8-head")) bits = 8, layer = 0;
-    else {
-        cli_error(cmd, "--draft-quant must be q4, q8, q4-head, q8-head or none, got '%s'", spec);
+    /* q4 | q8, then optionally -head, then optionally :GROUP */
+    const char *p = spec;
+    if (!strncmp(p, "q4", 2)) bits = 4;
+    else if (!strncmp(p, "q8", 2)) bits = 8;
+    if (bits) {
+        p += 2;
+        if (!strncmp(p, "-head", 5)) layer = 0, p += 5;
+        if (*p == ':') {
+            char *end;
+            long g = strtol(p + 1, &end, 10);
+            gs = (g == 32 || g == 64 || g == 128) && end != p + 1 ? (int)g : 0;
+            p = end;
+        }
+    }
+    if (!bits || *p || !gs) {
+        cli_error(cmd, "--draft-quant must be q4, q8, q4-head, q8-head (optionally :32, :64 or :128 for the group "
+                  "size) or none, got '%s'", spec);
         *code = 2;
         return -1;
     }
     if (!model_has_mtp(m)) return 0; /* nothing drafts */
     mtplx_err err;
     err_clear(&err);
-    if (model_quantize_draft(m, bits, 64, layer, &err) == 0) return 0;
+    if (model_quantize_draft(m, bits, gs, layer, &err) == 0) return 0;
     if (err.code == MTPLX_EUNSUPPORTED && layer) { /* e.g. an MoE MTP layer: quantize the head only */
         err_clear(&err);
-        if (model_quantize_draft(m, bits, 64, 0, &err) == 0) return 0;
+        if (model_quantize_draft(m, bits, gs, 0, &err) == 0) return 0;
     }
     cli_error(cmd, "draft quantization: %s", err.msg);
     *code = 1;

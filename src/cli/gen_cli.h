@@ -39,13 +39,14 @@ int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *t
 void cli_free_prompts(int32_t **prompts, int *lens, int n);
 
 /* --draft-quant SPEC: "q4" (default: q4 group 64 LM head + MTP layer), "q8", "q4-head", "q8-head"
- * (head only) or "none". Applies model_quantize_draft to m when it has an MTP head. Returns 0, or
+ * (head only) or "none"; a ":32", ":64" or ":128" suffix sets the group size. Applies model_quantize_draft to m when it has an MTP head. Returns 0, or
  * -1 with a message (2 = usage error, 1 = runtime error in *code). */
 #define CLI_DRAFT_QUANT_DEFAULT "q4"
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code);
 #define CLI_DRAFT_QUANT_HELP                                                                         \
     "  --draft-quant Q           draft-only copy: q4 (default: LM head + MTP layer, group 64), q8,\n" \
-    "                            q4-head, q8-head (LM head only) or none; p is never quantized\n"
+    "                            q4-head, q8-head (LM head only) or none; :32/:64/:128 sets the\n"  \
+    "                            group size (q4:128); p is never quantized\n"
 
 /* Short git commit of the source tree the binary was built from ("unknown" when not found). */
 void cli_git_commit(char *out, size_t n);

@@ -254,3 +254,88 @@ int bench_draft_cost(const mtplx_model *const *models, int n, int context, int s
     free(r), free(tok);
     return rc;
 }
+
+/* Σ_v min(p(v), q(v)); dense is a [V] scratch that is all zero on entry and left all zero. */
+static double overlap(const sampler_dist *p, const sampler_dist *q, double *dense) {
+    for (int i = 0; i < q->n; i++) dense[q->ids[i]] = q->probs[i];
+    double s = 0;
+    for (int i = 0; i < p->n; i++) {
+        double a = p->probs[i], b = dense[p->ids[i]];
+        s += a < b ? a : b;
+    }
+    for (int i = 0; i < q->n; i++) dense[q->ids[i]] = 0;
+    return s;
+}
+
+int bench_draft_accept(const mtplx_model *const *models, int n, const int32_t *const *texts, const int *lens,
+                       const int *score_from, int n_texts, int depth, const sampler_params *sp_p, const sampler_params *sp_q, double *alpha,
+                       long *positions, mtplx_err *err) {
+    if (n < 1 || depth < 1 || n_texts < 1)
+        return err_set(err, MTPLX_EINVAL, "draft-accept: models >= 1, depth >= 1, texts >= 1");
+    const model_config *c = model_config_of(models[0]);
+    const int V = c->vocab_size, H = c->hidden_size;
+    int Lmax = 0;
+    for (int i = 0; i < n_texts; i++) Lmax = lens[i] > Lmax ? lens[i] : Lmax;
+    float *logits = malloc(sizeof(float) * (size_t)Lmax * V), *hidden = malloc(sizeof(float) * (size_t)Lmax * H);
+    float *dl = malloc(sizeof(float) * (size_t)V), *hd = malloc(sizeof(float) * 2 * (size_t)H);
+    double *dense = calloc((size_t)V, sizeof(double));
+    sampler *smp = NULL;
+    sampler_dist p = {0}, q = {0};
+    model_state *st = NULL;
+    mtp_state *mst = NULL;
+    int rc = 0;
+    if (!logits || !hidden || !dl || !hd || !dense) rc = err_set(err, MTPLX_ENOMEM, "draft-accept: out of memory");
+    if (!rc) rc = sampler_new(V, &smp, err);
+    if (!rc) rc = sampler_dist_init(&p, V, err);
+    if (!rc) rc = sampler_dist_init(&q, V, err);
+    for (int k = 0; k < n * depth; k++) alpha[k] = 0;
+    *positions = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        const mtplx_model *m = models[k];
+        if (model_config_of(m)->vocab_size != V || model_config_of(m)->hidden_size != H || !model_has_mtp(m)) {
+            rc = err_set(err, MTPLX_EINVAL, "draft-accept: the models must share one shape and have an MTP head");
+            break;
+        }
+        if ((rc = model_state_new(m, Lmax, 1, &st, err)) || (rc = mtp_state_new(m, Lmax + depth, &mst, err))) break;
+        long npos = 0;
+        for (int ti = 0; ti < n_texts && !rc; ti++) {
+            const int32_t *x = texts[ti];
+            int L = lens[ti];
+            if (L < depth + 2) continue;
+            model_state_reset(st);
+            mtp_state_reset(mst);
+            fwd_request req = {.logits = logits, .logits_from = 0, .hidden = hidden};
+            if ((rc = model_forward(m, st, x, L, &req, err))) break;
+            int j0 = score_from ? score_from[ti] : 0;
+            if (j0 > L - 1 - depth) j0 = L - 1 - depth;
+            /* history pairs (h_i, x_{i+1}), i < j0 (outputs unused: written over those h_i, not needed again) */
+            if (j0 > 0 && (rc = model_mtp_forward(m, mst, hidden, x + 1, j0, hidden, err))) break;
+            for (int j = j0; j + depth <= L - 1 && !rc; j++) {
+                const float *h = hidden + (size_t)j * H;
+                for (int d = 1; d <= depth && !rc; d++) {
+                    float *out = hd + (size_t)(d & 1) * H;
+                    rc = model_mtp_forward(m, mst, h, &x[j + d], 1, out, err);
+                    if (!rc) rc = model_lm_head(m, HEAD_DRAFT, out, 1, dl, err);
+                    if (!rc) rc = sampler_build(smp, dl, sp_q, 0, &q, err);
+                    if (!rc) rc = sampler_build(smp, logits + (size_t)(j + d) * V, sp_p, 0, &p, err);
+                    if (!rc) alpha[k * depth + d - 1] += overlap(&p, &q, dense);
+                    h = out;
+                }
+                if (!rc) rc = mtp_state_trim(mst, j + 1, err); /* keep the true pair (h_j, x_{j+1}) */
+                npos++;
+            }
+        }
+        for (int d = 0; d < depth && npos; d++) alpha[k * depth + d] /= (double)npos;
+        *positions = npos;
+        model_state_free(st);
+        mtp_state_free(mst);
+        st = NULL, mst = NULL;
+    }
+    model_state_free(st);
+    if (mst) mtp_state_free(mst);
+    sampler_free(smp);
+    sampler_dist_free(&p);
+    sampler_dist_free(&q);
+    free(logits), free(hidden), free(dl), free(hd), free(dense);
+    return rc;
+}

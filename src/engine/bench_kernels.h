@@ -64,4 +64,17 @@ typedef struct {
 int bench_draft_cost(const mtplx_model *const *models, int n, int context, int steps, int chain, uint64_t seed,
                      const sampler_params *sp, bench_draft *out, mtplx_err *err);
 
+/* Expected acceptance of each draft model along real text, teacher-forced: for every position j of
+ * each text, the MTP history holds the true pairs (h_i, x_{i+1}), i <= j, and the draft chain is run
+ * d = 1..depth steps from (h_j, x_{j+1}) feeding the true tokens x_{j+1+d}; at each step
+ * alpha_d += sum_v min(p(v), q_d(v)) = the probability that draft d is accepted given that its
+ * context is the true text; p = the target's sampler distribution (sp_p, no penalties) for the token
+ * x_{j+1+d}, q_d = the draft sampler's (sp_q) on HEAD_DRAFT. alpha[k * depth + d - 1] = the mean
+ * over *positions (filled) positions for models[k]; only positions j >= score_from[i] of text i are
+ * scored (score_from may be NULL = all), the earlier ones only fill the MTP history.
+ * Deterministic (nothing is sampled). Returns 0 or an error. */
+int bench_draft_accept(const mtplx_model *const *models, int n, const int32_t *const *texts, const int *lens,
+                       const int *score_from, int n_texts, int depth, const sampler_params *sp_p, const sampler_params *sp_q, double *alpha,
+                       long *positions, mtplx_err *err);
+
 #endif

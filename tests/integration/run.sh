@@ -72,6 +72,16 @@ node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])).draft_c
   for (const f of ["none","q4/nopack","q4"]) if (!j[f]||!(j[f].layer>0)||!(j[f].head>0)||!(j[f].step>0)) process.exit(1)' \
     "$tmp/dc" || fail "bench --draft-cost --json"
 echo "bench --draft-cost ok"
+# bench --draft-accept (sanitizer build): one acceptance in (0, 1] per format and draft position;
+# a malformed --draft-quant group size is a usage error
+"$MA" bench --draft-accept --draft-quants none,q4:128 --depth 2 --prompts 1 --prompt-len 16 --generate 8 --json >"$tmp/da"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (!(j.positions>0)) process.exit(1);
+  for (const f of ["none","q4:128"]) { const a=j.acceptance[f];
+    if (!a||a.length!==2||!a.every(x=>x>0&&x<=1+1e-9)) process.exit(1) }' "$tmp/da" || fail "bench --draft-accept --json"
+rc=0; "$M" bench --draft-cost --draft-quants q4:7 --steps 1 >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "group" "$tmp/err" || fail "--draft-quant q4:7: exit $rc, $(cat "$tmp/err")"
+echo "bench --draft-accept ok"
 
 # 6. errors: exit 2 with a message naming the problem (sanitizer build), exit 1 for a bad model
 expect() { # code pattern args...
