@@ -127,6 +127,7 @@ static int mode_decode(int argc, char **argv) {
     TAKE(frequency_penalty);
     TAKE(repetition_penalty);
     TAKE(max_tokens);
+    TAKE(draft_min_conf);
 #undef TAKE
     o.repeats = (int)repeats;
     o.seed = seed;
@@ -148,14 +149,14 @@ static int mode_decode(int argc, char **argv) {
             for (int d = 0; d < b->depth; d++) json_array_append_new(acc, json_real(b->acceptance_per_position[d]));
             for (int r = 0; r < o.repeats; r++) json_array_append_new(runs, json_real(b->tok_s[r]));
             json_array_append_new(
-                rs, json_pack("{s:i, s:f, s:o, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "depth",
+                rs, json_pack("{s:i, s:f, s:o, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i}", "depth",
                               b->depth, "median_decode_tok_s", b->median_tok_s, "decode_tok_s_per_pass", runs,
                               "ratio_to_ar", b->ratio_to_ar, "prefill_tok_s", b->prefill_tok_s,
                               "acceptance_per_position", acc, "acceptance_rate", b->acceptance_rate,
                               "tokens_per_verify", b->tokens_per_verify, "draft_ms_per_cycle", b->draft_ms_per_cycle,
                               "verify_ms_per_cycle", b->verify_ms_per_cycle, "history_ms_per_cycle",
                               b->history_ms_per_cycle, "other_ms_per_cycle", b->other_ms_per_cycle, "cycles_per_pass",
-                              b->cycles, "completion_tokens_per_pass", b->completion_tokens));
+                              b->cycles, "completion_tokens_per_pass", b->completion_tokens, "drafted_per_pass", b->drafted));
         }
         json_t *out = json_pack(
             "{s:s, s:s, s:{s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f}, s:o}", "mode", "decode",
@@ -174,19 +175,22 @@ static int mode_decode(int argc, char **argv) {
                "min_p %g, seeds %llu.., %d interleaved passes (median)\n",
                n_prompts, plen, o.base.max_tokens, o.base.temperature, o.base.top_p, o.base.top_k, o.base.min_p,
                (unsigned long long)seed, o.repeats);
-        printf("%-6s %10s %7s %10s %9s %9s %9s  %s\n", "depth", "decode/s", "xAR", "tok/verify", "draft ms", "verify ms",
-               "other ms", "acceptance per position");
+        if (o.base.draft_min_conf > 0) printf("adaptive depth: --draft-min-conf %g\n", o.base.draft_min_conf);
+        printf("%-6s %10s %7s %10s %7s %9s %9s %9s  %s\n", "depth", "decode/s", "xAR", "tok/verify", "drafts",
+               "draft ms", "verify ms", "other ms", "acceptance per position");
         for (int k = 0; k < o.n_depths; k++) {
             bench_depth_result *b = &res[k];
             char name[16];
             snprintf(name, sizeof name, b->depth ? "D%d" : "AR", b->depth);
-            printf("%-6s %10.1f %7.2f %10.2f %9.3f %9.3f %9.3f ", name, b->median_tok_s, b->ratio_to_ar,
-                   b->tokens_per_verify, b->draft_ms_per_cycle, b->verify_ms_per_cycle,
+            printf("%-6s %10.1f %7.2f %10.2f %7.2f %9.3f %9.3f %9.3f ", name, b->median_tok_s, b->ratio_to_ar,
+                   b->tokens_per_verify, b->cycles ? (double)b->drafted / b->cycles : 0.0, b->draft_ms_per_cycle,
+                   b->verify_ms_per_cycle,
                    b->history_ms_per_cycle + b->other_ms_per_cycle);
             for (int d = 0; d < b->depth; d++) printf(" %.3f", b->acceptance_per_position[d]);
             printf("\n");
         }
-        printf("(ms are per cycle = per verify forward; other = MTP history appends + acceptance + sampling)\n");
+        printf("(drafts and ms are per cycle = per verify forward; other = MTP history appends + acceptance + "
+               "sampling)\n");
     }
     rc = 0;
 out:

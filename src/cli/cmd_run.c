@@ -237,6 +237,7 @@ int cmd_run(int argc, char **argv) {
     TAKE(frequency_penalty);
     TAKE(repetition_penalty);
     TAKE(max_tokens);
+    TAKE(draft_min_conf);
 #undef TAKE
     if (depth < 0 && !(model_has_mtp(m) && tune_lookup(model, &depth))) depth = model_has_mtp(m) ? RUN_DEFAULT_DEPTH : 0;
     p.depth = depth;

@@ -90,6 +90,7 @@ int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params 
     else if (!strcmp(f, "--presence-penalty")) rc = cli_parse_float(cmd, f, v, &p->presence_penalty);
     else if (!strcmp(f, "--frequency-penalty")) rc = cli_parse_float(cmd, f, v, &p->frequency_penalty);
     else if (!strcmp(f, "--repetition-penalty")) rc = cli_parse_float(cmd, f, v, &p->repetition_penalty);
+    else if (!strcmp(f, "--draft-min-conf")) rc = cli_parse_float(cmd, f, v, &p->draft_min_conf);
     else if (!strcmp(f, "--top-k")) {
         rc = cli_parse_long(cmd, f, v, 0, INT_MAX, &l);
         if (!rc) p->top_k = (int)l;

@@ -17,7 +17,7 @@ int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *ou
 int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **ids, int *n);
 
 /* Sampler/length flags common to run, bench and tune (--temperature, --top-p, --top-k, --min-p,
- * --presence-penalty, --frequency-penalty, --repetition-penalty, --max-tokens). If argv[*i] is one
+ * --presence-penalty, --frequency-penalty, --repetition-penalty, --max-tokens, --draft-min-conf). If argv[*i] is one
  * of them, parse its value into p (advancing *i) and return 1; return 0 when it is not one; -1 on a
  * bad value (message printed). */
 int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p);
@@ -29,7 +29,9 @@ int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params 
     "  --min-p P                 in [0, 1), 0 = off\n"                                              \
     "  --presence-penalty X      in [-2, 2] (OpenAI formula over completion tokens)\n"              \
     "  --frequency-penalty X     in [-2, 2]\n"                                                      \
-    "  --repetition-penalty X    > 0, 1 = off (prompt and completion tokens)\n"
+    "  --repetition-penalty X    > 0, 1 = off (prompt and completion tokens)\n"                     \
+    "  --draft-min-conf X        in [0, 1), 0 = off: adaptive depth, stop drafting a cycle once the\n" \
+    "                            product of the drafts' own probabilities q(y) falls below X\n"
 
 /* n prompts of about `target_tokens` tokens cut at line starts spread evenly through
  * <model_dir>/val_code.txt. *prompts[i] heap arrays (free with cli_free_prompts). Returns 0 or -1

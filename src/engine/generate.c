@@ -101,6 +101,8 @@ int gen_params_validate(const gen_params *p, int vocab, mtplx_err *err) {
     if (p->max_tokens <= 0) return err_set(err, MTPLX_EINVAL, "max_tokens must be > 0, got %d", p->max_tokens);
     if (p->depth < 0 || p->depth > GEN_MAX_DEPTH)
         return err_set(err, MTPLX_EINVAL, "depth must be in [0, %d], got %d", GEN_MAX_DEPTH, p->depth);
+    if (!(p->draft_min_conf >= 0 && p->draft_min_conf < 1))
+        return err_set(err, MTPLX_EINVAL, "draft_min_conf must be in [0, 1), got %g", p->draft_min_conf);
     if (p->n_stop_ids < 0 || p->n_stop_ids > GEN_MAX_STOP_IDS)
         return err_set(err, MTPLX_EINVAL, "stop ids: at most %d, got %d", GEN_MAX_STOP_IDS, p->n_stop_ids);
     for (int i = 0; i < p->n_stop_ids; i++)
@@ -366,6 +368,7 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
             O = mtp_state_len(s->mst) + n_hist; /* the row of the real pair (hidden, x0) */
             const float *h = s->cur_hidden;
             int32_t t = x0;
+            double conf = 1; /* Π q_i(y_i) of this cycle's drafts (adaptive depth) */
             for (int d = 1; d <= K; d++) {
                 float *hout = s->dh + (size_t)d * H;
                 if (d == 1) {
@@ -377,9 +380,12 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
                 if (!rc) rc = model_lm_head(s->m, dhead, hout, 1, s->dlogits, err);
                 if (!rc) rc = sampler_build(s->smp, s->dlogits, &sp_q, 0, &s->q[d - 1], err);
                 if (rc) return err_prefix(err, "draft %d", d);
-                t = sampler_dist_sample(&s->q[d - 1], rng_uniform(&rng));
+                int idx = sampler_dist_sample_index(&s->q[d - 1], rng_uniform(&rng));
+                t = s->q[d - 1].ids[idx];
                 seq[d] = t;
                 h = hout;
+                conf *= s->q[d - 1].probs[idx];
+                if (d < K && conf < p->draft_min_conf) K = d; /* the rest would likely be rejected */
             }
             st.drafted += K;
             st.draft_s += clock_now() - td;

@@ -28,6 +28,10 @@ typedef struct {
     int depth;                /* 0 = plain AR; 1..GEN_MAX_DEPTH MTP drafts per cycle */
     int32_t stop_ids[GEN_MAX_STOP_IDS]; /* token ids that end the turn (emitted, then stop) */
     int n_stop_ids;
+    float draft_min_conf;     /* [0, 1); 0 = off. Adaptive depth: stop drafting once the product of
+                                 q_i(y_i) over this cycle's drafts falls below it (the draft's own
+                                 estimate that they all survive); depth is then the maximum. Uses
+                                 draft-side values only, so the output law is unchanged. */
     int draft_full_head;      /* 1: draft with HEAD_MTP (full precision) instead of HEAD_DRAFT (diagnostics) */
     int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
                                  drafted id); exists so the distribution test can show it catches it */

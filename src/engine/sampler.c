@@ -275,14 +275,16 @@ int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int
     return 0;
 }
 
-int32_t sampler_dist_sample(const sampler_dist *d, double u) {
+int sampler_dist_sample_index(const sampler_dist *d, double u) {
     double c = 0;
     for (int i = 0; i < d->n; i++) {
         c += d->probs[i];
-        if (u < c) return d->ids[i];
+        if (u < c) return i;
     }
-    return d->ids[d->n - 1];
+    return d->n - 1;
 }
+
+int32_t sampler_dist_sample(const sampler_dist *d, double u) { return d->ids[sampler_dist_sample_index(d, u)]; }
 
 double sampler_dist_prob(const sampler_dist *d, int32_t id) {
     for (int i = 0; i < d->n; i++)

@@ -77,6 +77,8 @@ int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int
 
 /* The id that u in [0, 1) selects by the cumulative mass of d (the last id absorbs rounding). */
 int32_t sampler_dist_sample(const sampler_dist *d, double u);
+/* The same draw as an index into d->ids / d->probs. */
+int sampler_dist_sample_index(const sampler_dist *d, double u);
 
 /* d's probability of id (0 when outside the support). Linear in the support size. */
 double sampler_dist_prob(const sampler_dist *d, int32_t id);

@@ -204,6 +204,34 @@ TEST(test_seeded_sampling_is_reproducible_and_reports_seed) {
     free(a);
 }
 
+/* Adaptive depth: sampled drafts stop early (fewer drafts than cycles x depth, at least one per
+ * cycle), greedy never stops (q is one point, Π q(y) = 1) and stays identical to AR. */
+TEST(test_adaptive_depth_stops_drafting_early) {
+    gen_params p = greedy(4, 40);
+    p.temperature = 1.0f;
+    p.seed = 7;
+    p.draft_min_conf = 0.5f;
+    gen_stats st;
+    mtplx_err e;
+    int32_t *out;
+    int n;
+    REQUIRE(gen_run(M, G, 12, &p, NULL, NULL, &out, &n, &st, &e) == 0);
+    free(out);
+    CHECK(st.drafted >= st.cycles - 1); /* the last cycle may draft nothing (max_tokens) */
+    CHECK_MSG(st.drafted < 4 * (st.cycles - 1), "drafted %d in %d cycles: adaptive depth never stopped", st.drafted,
+              st.cycles);
+    int32_t *ref, *ad;
+    int nr, na;
+    gen_params g = greedy(0, 24), ga = greedy(4, 24);
+    ga.draft_min_conf = 0.9f;
+    REQUIRE(gen_run(M, G, 12, &g, NULL, NULL, &ref, &nr, NULL, &e) == 0);
+    REQUIRE(gen_run(M, G, 12, &ga, NULL, NULL, &ad, &na, &st, &e) == 0);
+    CHECK_INT(na, nr);
+    for (int i = 0; i < na && i < nr; i++) CHECK_INT(ad[i], ref[i]);
+    free(ref);
+    free(ad);
+}
+
 TEST(test_bad_params_are_einval_naming_the_field) {
     struct {
         const char *field;
@@ -211,6 +239,7 @@ TEST(test_bad_params_are_einval_naming_the_field) {
     } cases[] = {
         {"temperature", NULL}, {"top_p", NULL}, {"top_k", NULL}, {"min_p", NULL},
         {"max_tokens", NULL},  {"depth", NULL}, {"stop id", NULL}, {"prompt", NULL},
+        {"draft_min_conf", NULL}, {"draft_min_conf", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gen_params p = greedy(1, 5);
@@ -226,6 +255,8 @@ TEST(test_bad_params_are_einval_naming_the_field) {
         case 5: p.depth = GEN_MAX_DEPTH + 1; break;
         case 6: p.stop_ids[0] = -5; break;
         case 7: prompt = bad_prompt; n_prompt = 2; break;
+        case 8: p.draft_min_conf = 1; break;
+        case 9: p.draft_min_conf = NAN; break;
         }
         mtplx_err e;
         err_clear(&e);
@@ -261,6 +292,7 @@ int main(void) {
     RUN(test_quantized_draft_keeps_greedy_identical);
     RUN(test_callback_sees_every_token_and_can_cancel);
     RUN(test_seeded_sampling_is_reproducible_and_reports_seed);
+    RUN(test_adaptive_depth_stops_drafting_early);
     RUN(test_bad_params_are_einval_naming_the_field);
     st_close(g);
     model_free(M);

@@ -1,10 +1,11 @@
 /* test_generate_dist.c — at temperature > 0 the MTP speculative output has the same distribution as
  * plain AR decoding. Thousands of seeded short generations (max_tokens 3) under AR and under MTP
- * (depths 1 and 3 at temperature 1.0 without truncation; depth 2 at 0.6 with top_p 0.95 / top_k 20;
- * the depth-3 and depth-2 arms draft with the default q4 draft copies; 1000 samples per arm) are compared
+ * (depths 1, 3 and adaptive 4 — drafting stops once Π q(y) < 0.3 — at temperature 1.0 without
+ * truncation; depth 2 at 0.6 with top_p 0.95 / top_k 20; the depth-3, adaptive and depth-2 arms draft
+ * with the default q4 draft copies; 1000 samples per arm) are compared
  * with a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h) on the joint law of
- * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (6
- * comparisons: family-wise error ≈ 0.6%; the seeds are fixed, so the outcome is deterministic).
+ * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (8
+ * comparisons: family-wise error ≈ 0.8%; the seeds are fixed, so the outcome is deterministic).
  * The same test run against the deliberately broken residual (debug switch: subtract q only at the
  * drafted id) must reject at α = 0.001 — the test has the power to see a wrong residual. */
 #include <stdint.h>
@@ -84,14 +85,15 @@ typedef struct {
     int top_k;
     int depths[4];  /* MTP depths compared with AR, 0-terminated */
     int q4[4];      /* 1: that arm drafts with the q4 draft copies */
+    float conf[4];  /* that arm's draft_min_conf (adaptive depth; 0 = fixed depth) */
     int n_prompt;   /* golden prefix length */
 } setting;
 
 /* T = 0.6 uses a 13-token prefix: at 9 tokens its first token is nearly certain after top_p/top_k
  * (one bin); at 13 the first token has 17 candidates (2.0 nats). */
 static const setting k_settings[] = {
-    {"T=1.0", 1.0f, 1.0f, 0, {1, 3, 0, 0}, {0, 1, 0, 0}, 9},
-    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {2, 0, 0, 0}, {1, 0, 0, 0}, 13},
+    {"T=1.0", 1.0f, 1.0f, 0, {1, 3, 4, 0}, {0, 1, 1, 0}, {0, 0, 0.3f, 0}, 9},
+    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {2, 0, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, 0}, 13},
 };
 
 static int N;            /* samples per arm */
@@ -117,11 +119,14 @@ TEST(test_mtp_distribution_equals_ar) {
         for (int k = 0; k < 4 && k_settings[s].depths[k]; k++) {
             int depth = k_settings[s].depths[k];
             int q4 = k_settings[s].q4[k];
-            if (sample(q4 ? SQ : S, &p, depth, 0, 2000000 + 100000 * depth, N, G, np, mtp)) break;
+            gen_params pa = p;
+            pa.draft_min_conf = k_settings[s].conf[k];
+            if (sample(q4 ? SQ : S, &pa, depth, 0, 2000000 + 100000 * depth, N, G, np, mtp)) break;
             for (int which = 0; which < 2; which++) {
                 chi2_result r = compare(ar, mtp, N, which);
-                fprintf(stderr, "  %s depth %d%s %s: chi2 %.1f df %d p %.4f\n", k_settings[s].name, depth,
-                        q4 ? " (q4 draft)" : "", which ? "token 3" : "tokens 1-2 joint", r.stat, r.df, r.p);
+                fprintf(stderr, "  %s depth %d%s%s %s: chi2 %.1f df %d p %.4f\n", k_settings[s].name, depth,
+                        q4 ? " (q4 draft)" : "", pa.draft_min_conf > 0 ? " (adaptive, min conf 0.3)" : "",
+                        which ? "token 3" : "tokens 1-2 joint", r.stat, r.df, r.p);
                 CHECK(r.df >= 3); /* the comparison has real bins */
                 CHECK_MSG(r.p >= ALPHA, "%s depth %d %s: p = %g < %g — MTP distribution differs from AR",
                           k_settings[s].name, depth, which ? "token 3" : "tokens 1-2", r.p, ALPHA);
