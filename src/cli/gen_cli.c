@@ -126,6 +126,8 @@ int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *t
         while (off > 0 && off < len && text[off - 1] != '\n') off++;
         size_t want = (size_t)target_tokens * 6 + 64;
         if (off + want > len) want = len - off;
+        while (want > 0 && off + want < len && ((unsigned char)text[off + want] & 0xC0) == 0x80)
+            want--; /* end on a UTF-8 character boundary */
         int32_t *ids;
         int m;
         if (tok_encode(tok, text + off, want, &ids, &m, &err)) {
