@@ -3,7 +3,8 @@
 #   1. decode AR vs MTP depths on the embedded model (T 0.6, top_p 0.95, top_k 20), 2 threads and 1;
 #   2. the same on ../shared/models/qwen35-small-code when present (memory-bound 78M model);
 #   3. the q8 and q4 conversions of the embedded model (mtplx convert), AR vs depths;
-#   4. one draft step's cost split per draft format (bench --draft-cost);
+#   4. one draft step's cost split per draft format (bench --draft-cost), expected acceptance per
+#      format (--draft-accept), adaptive depth (--draft-min-conf 0.4 / 0.5 at depths 4, 6, 8);
 #   5. bench-2b q4 / q8 / bf16: bandwidth, AR fraction, verify cost, prefill (bench/kernels.sh).
 # Usage: bash bench/remeasure.sh OUTDIR   (env: MTPLX binary, B2B_DIR for the GB-size checkpoints,
 # SKIP_B2B=1 to skip part 5). Results: OUTDIR/*.json + OUTDIR/*.txt; nothing is written elsewhere.
@@ -36,7 +37,11 @@ for q in 8 4; do
     run tiny-q$q "$bin" bench --model "$ck" --depths 0,2,3,4 "${D[@]}" "${S[@]}"
 done
 
-run draft-cost "$bin" bench --draft-cost
+run draft-cost "$bin" bench --draft-cost --draft-quants none,q8,q4/nopack,q4,q4:128
+run draft-accept "$bin" bench --draft-accept --draft-quants none,q8,q4,q4:128 --prompts 8 --prompt-len 64 --generate 128
+# adaptive depth (issue 4): compare with tiny-d0-5's fixed depths
+run tiny-adaptive-0.4 "$bin" bench --depths 0,4,6,8 "${D[@]}" "${S[@]}" --draft-min-conf 0.4
+run tiny-adaptive-0.5 "$bin" bench --depths 0,4,6,8 "${D[@]}" "${S[@]}" --draft-min-conf 0.5
 
 if [ "${SKIP_B2B:-0}" != 1 ]; then
     B2B_DIR=$tmp MTPLX=$bin bash bench/kernels.sh "$out/b2b" q4 q8 bf16 | tail -5
