@@ -34,6 +34,7 @@ sc=../shared/models/qwen35-small-code
 for q in 8 4; do
     ck=$tmp/tiny-q$q
     [ -f "$ck/config.json" ] || "$bin" convert --model models/qwen35-tiny-code --q-bits $q --group-size 64 --out "$ck" > /dev/null
+    cp models/qwen35-tiny-code/val_code.txt "$ck/" # the bench's prompts
     run tiny-q$q "$bin" bench --model "$ck" --depths 0,2,3,4 "${D[@]}" "${S[@]}"
 done
 
