@@ -21,6 +21,7 @@ typedef struct {
     mtplx_model *m;
     const char *prefix;      /* trunk prefix, e.g. "model." */
     mtplx_err *err;
+    int no_pack;             /* 1: bind without a kernel copy (an embedding only looked up by row) */
 } binder;
 
 static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t n) {
@@ -69,7 +70,7 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
         full[fl - 7] = 0;
         int rc = family_linear_bind(b->m, full, rows, cols, w, b->err);
         /* a copy in the layout of the fast VNNI kernel (no-op on CPUs without it) */
-        return rc ? rc : kern_pack_set_add(&b->m->packs, w, b->err);
+        return rc || b->no_pack ? rc : kern_pack_set_add(&b->m->packs, w, b->err);
     }
     const st_tensor *t = require(b, full, 2, want);
     if (!t) return b->err->code;
@@ -79,7 +80,7 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     w->cols = cols;
     w->data = t->data;
     /* bf16: a copy in AMX tile order (no-op on CPUs without AMX) */
-    return kern_pack_set_add(&b->m->packs, w, b->err);
+    return b->no_pack ? 0 : kern_pack_set_add(&b->m->packs, w, b->err);
 }
 
 static float elem_f32(const st_tensor *t, size_t i) {
@@ -326,8 +327,10 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
     if (!m->rope_inv_freq) return err->code;
     if (half > 0) family_rope_init(m); /* default, linear or llama3 */
 
-    binder b = {m, prefix, err};
+    /* an untied embedding is only read row by row: no kernel copy (151936×2048 bf16 would be 622 MB) */
+    binder b = {m, prefix, err, !c->tie_word_embeddings};
     if ((rc = bind_matrix(&b, prefix, "embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed))) return rc;
+    b.no_pack = 0;
     for (int i = 0; i < c->n_layers; i++) {
         char lp[256];
         snprintf(lp, sizeof lp, "%slayers.%d.", prefix, i);
