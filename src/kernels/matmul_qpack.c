@@ -17,11 +17,14 @@
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu.h"
 #include "matmul_internal.h"
 #include "matmul_q.h"
 #include "threadpool.h"
+
+#define QP_HUGE ((size_t)2 << 20) /* transparent huge page size on x86-64 */
 
 struct kern_pack_set {
     kern_qpack **p;     /* quantized copies [n] */
@@ -90,12 +93,19 @@ static kern_qpack *pack_build(const kern_weight *w) {
     p->sdt = w->scale_dtype == DT_F32 ? DT_F32 : w->scale_dtype == DT_F16 ? DT_F16 : DT_BF16;
     p->gbytes = (size_t)gs * 16 * w->bits / 8;
     p->gstride = p->gbytes + (p->sdt == DT_F32 ? 128 : 64);
-    p->q = aligned_alloc(64, (size_t)nb * G * p->gstride);
+    /* Big copies go on 2 MiB-aligned memory marked for transparent huge pages (before the first
+     * touch): the decode streams every byte once per token, and 4 KiB pages cost a TLB miss each 4 KiB. */
+    size_t bytes = (size_t)nb * G * p->gstride, align = bytes >= QP_HUGE ? QP_HUGE : 64;
+    bytes = (bytes + align - 1) & ~(align - 1);
+    p->q = aligned_alloc(align, bytes);
     if (!p->q) {
         free(p);
         return NULL;
     }
-    memset(p->q, 0, (size_t)nb * G * p->gstride);
+#if defined(MADV_HUGEPAGE) && !defined(QP_NO_THP)
+    if (align == QP_HUGE) (void)madvise(p->q, bytes, MADV_HUGEPAGE); /* advisory: failure is harmless */
+#endif
+    memset(p->q, 0, bytes);
     pack_job j = {w, p};
     tpool *pool = tpool_global();
     int tasks = 4 * tpool_threads(pool);
