@@ -79,13 +79,53 @@ __attribute__((noinline)) static void gdn_update_row(float *dst, const float *sr
  * reduction instead of one serial sum — the serial chains made this the slowest part of a decode
  * step on real shapes (Dk = Dv = 128, 32 heads: ~30 ms per row on one core vs ~1 ms vectorised). The
  * state update is the same mul, mul, add per element as gdn_update_row (no FMA), so the replay stays
- * bit-identical. Chosen once per process by cpu_isa(), like the matmul paths. */
+ * bit-identical. Chosen once per process by cpu_isa(), like the matmul paths.
+ * Four value rows run interleaved, each with exactly the one-row operation sequence (so the bits do
+ * not change): one row's FMA chain, reduction and scalar delta are a long dependency chain, and a
+ * head's state is L2-resident from the second row of a verify call on, so the step was latency-bound. */
+#define GDN_ROWS4(X) X(0) X(1) X(2) X(3)
 __attribute__((target("avx512f,avx2,fma"))) static void gdn_step_avx512(float *S_dst, const float *S_src,
                                                                      const float *q, const float *k,
                                                                      const float *v, float g, float beta,
                                                                      float *y, float *delta_out, int dk, int dv) {
     const __m512 vg = _mm512_set1_ps(g);
-    for (int i = 0; i < dv; i++) {
+    int i = 0;
+    for (; i + 4 <= dv; i += 4) {
+#define DECL(r)                                                                                                       \
+    const float *src##r = S_src + (long)(i + r) * dk;                                                                 \
+    float *dst##r = S_dst + (long)(i + r) * dk;                                                                       \
+    __m512 a##r = _mm512_setzero_ps(), o##r = _mm512_setzero_ps();
+        GDN_ROWS4(DECL)
+#undef DECL
+        for (int j = 0; j < dk; j += 16) {
+            const __m512 kj = _mm512_loadu_ps(k + j);
+#define DOT(r) a##r = _mm512_fmadd_ps(_mm512_loadu_ps(src##r + j), kj, a##r);
+            GDN_ROWS4(DOT)
+#undef DOT
+        }
+#define DELTA(r)                                                                                                      \
+    const float d##r = beta * (v[i + r] - g * _mm512_reduce_add_ps(a##r));                                           \
+    const __m512 vd##r = _mm512_set1_ps(d##r);
+        GDN_ROWS4(DELTA)
+#undef DELTA
+        for (int j = 0; j < dk; j += 16) {
+            const __m512 kj = _mm512_loadu_ps(k + j), qj = _mm512_loadu_ps(q + j);
+#define UPD(r)                                                                                                        \
+    {                                                                                                                 \
+        __m512 nv = _mm512_add_ps(_mm512_mul_ps(vg, _mm512_loadu_ps(src##r + j)), _mm512_mul_ps(vd##r, kj));       \
+        _mm512_storeu_ps(dst##r + j, nv);                                                                             \
+        o##r = _mm512_fmadd_ps(nv, qj, o##r);                                                                         \
+    }
+            GDN_ROWS4(UPD)
+#undef UPD
+        }
+#define OUT(r)                                                                                                        \
+    y[i + r] = _mm512_reduce_add_ps(o##r);                                                                            \
+    if (delta_out) delta_out[i + r] = d##r;
+        GDN_ROWS4(OUT)
+#undef OUT
+    }
+    for (; i < dv; i++) {
         const float *src = S_src + (long)i * dk;
         float *dst = S_dst + (long)i * dk;
         __m512 a = _mm512_setzero_ps();
@@ -103,6 +143,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void gdn_step_avx512(float *S
         if (delta_out) delta_out[i] = d;
     }
 }
+#undef GDN_ROWS4
 
 void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
                    float g, float beta, float *y, float *delta_out, int dk, int dv) {
