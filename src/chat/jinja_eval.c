@@ -102,6 +102,7 @@ static _Noreturn void bad_operands(jctx *c, int line, int op, jv a, jv b) {
 
 static jv repeat(jctx *c, jv seq, int64_t times, int line) {
     if (times < 0) times = 0;
+    if ((seq.k == JV_STR ? seq.u.s->n : seq.u.l->n) == 0) times = 0; /* '' * 10**13: no 10**13-step loop */
     if (seq.k == JV_STR) {
         size_t n = seq.u.s->n;
         if (n && (uint64_t)times > c->lim.max_memory / n) jx_fail(c, line, "string repetition too large");
