@@ -150,7 +150,7 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
     int vnni = cpu_get_features()->avx512vnni, K = w->cols;
     *qfn = mm_qrows_portable, *fill = qact_fill_portable, *layout = QA_NATURAL;
     if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
-        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, flat cost in T up to 16 */
+        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, cheaper from ~6 rows (docs/kernels.md) */
         *qfn = isa >= KERN_ISA_AMX && T >= qamx_min_rows() ? mm_qrows_amx : mm_qrows_packed;
         *fill = qact_fill_avx512, *layout = QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {
