@@ -40,9 +40,8 @@ done
 
 run draft-cost "$bin" bench --draft-cost --draft-quants none,q8,q4/nopack,q4,q4:128
 run draft-accept "$bin" bench --draft-accept --draft-quants none,q8,q4,q4:128 --prompts 8 --prompt-len 64 --generate 128
-# adaptive depth (issue 4): compare with tiny-d0-5's fixed depths
-run tiny-adaptive-0.4 "$bin" bench --depths 0,4,6,8 "${D[@]}" "${S[@]}" --draft-min-conf 0.4
-run tiny-adaptive-0.5 "$bin" bench --depths 0,4,6,8 "${D[@]}" "${S[@]}" --draft-min-conf 0.5
+# adaptive depth (issue 4): D@X entries run side by side with the fixed depths
+run tiny-adaptive "$bin" bench --depths 0,3,4,6@0.4,6@0.5,8@0.5 "${D[@]}" "${S[@]}"
 
 if [ "${SKIP_B2B:-0}" != 1 ]; then
     B2B_DIR=$tmp MTPLX=$bin bash bench/kernels.sh "$out/b2b" q4 q8 bf16 | tail -5

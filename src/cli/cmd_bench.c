@@ -24,7 +24,8 @@ static void usage_decode(FILE *f) {
             "reported with the ratio to AR, acceptance per draft position, tokens per verify, and the\n"
             "draft / verify milliseconds per cycle.\n"
             "\n"
-            "  --depths LIST     depths to compare (default 0,1,2,3; 0 = AR)\n"
+            "  --depths LIST     depths to compare (default 0,1,2,3; 0 = AR); D@X = depth D with\n"
+            "                    adaptive depth X (--draft-min-conf) for that entry only: 0,3,6@0.5\n"
             "  --prompts N       prompts (default 8)\n"
             "  --prompt-len N    prompt tokens each (default 64)\n"
             "  --repeats R       passes (default 3)\n"
@@ -32,6 +33,36 @@ static void usage_decode(FILE *f) {
             "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "Sampler defaults: the model's generation_config.json; --max-tokens defaults to 128.\n"
             "Other modes: --membw, --verify-cost, --prefill (see mtplx bench --membw --help).\n");
+}
+
+/* --depths LIST: comma-separated depths, each optionally D@X (adaptive depth with draft_min_conf X
+ * for that entry only). Returns 0, or -1 with a message. */
+static int parse_depths(const char *v, bench_decode_opts *o) {
+    if (!v || !*v) return cli_error("bench", "--depths needs a list like 0,3,6@0.5"), -1;
+    int n = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || d > GEN_MAX_DEPTH)
+            return cli_error("bench", "--depths: '%s': each entry is a depth 0..%d, optionally @X", v, GEN_MAX_DEPTH), -1;
+        if (n == BENCH_MAX_DEPTHS) return cli_error("bench", "--depths: at most %d entries", BENCH_MAX_DEPTHS), -1;
+        o->depths[n] = (int)d;
+        o->conf_set[n] = 0;
+        p = end;
+        if (*p == '@') {
+            double x = strtod(p + 1, &end);
+            if (end == p + 1 || !(x >= 0 && x < 1))
+                return cli_error("bench", "--depths: '%s': the @X after a depth is in [0, 1)", v), -1;
+            o->min_conf[n] = (float)x;
+            o->conf_set[n] = 1;
+            p = end;
+        }
+        n++;
+        if (*p == ',') p++;
+        else if (*p) return cli_error("bench", "--depths: unexpected '%c' in '%s'", *p, v), -1;
+    }
+    o->n_depths = n;
+    return 0;
 }
 
 static int mode_decode(int argc, char **argv) {
@@ -56,25 +87,8 @@ static int mode_decode(int argc, char **argv) {
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
         else if (!strcmp(a, "--depths")) {
-            int32_t *d;
-            int n;
-            if (cli_parse_ids("bench", a, v, &d, &n)) return 2;
-            if (n > BENCH_MAX_DEPTHS) {
-                free(d);
-                cli_error("bench", "--depths: at most %d entries", BENCH_MAX_DEPTHS);
-                return 2;
-            }
-            for (int k = 0; k < n; k++) {
-                if (d[k] > GEN_MAX_DEPTH) {
-                    cli_error("bench", "--depths: %d is above the maximum depth %d", d[k], GEN_MAX_DEPTH);
-                    free(d);
-                    return 2;
-                }
-                o.depths[k] = d[k];
-            }
-            o.n_depths = n;
+            if (parse_depths(v, &o)) return 2;
             depths_given = 1;
-            free(d);
             i++;
         } else if (!strcmp(a, "--prompts")) {
             if (cli_parse_long("bench", a, v, 1, 10000, &n_prompts)) return 2;
@@ -149,8 +163,8 @@ static int mode_decode(int argc, char **argv) {
             for (int d = 0; d < b->depth; d++) json_array_append_new(acc, json_real(b->acceptance_per_position[d]));
             for (int r = 0; r < o.repeats; r++) json_array_append_new(runs, json_real(b->tok_s[r]));
             json_array_append_new(
-                rs, json_pack("{s:i, s:f, s:o, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i}", "depth",
-                              b->depth, "median_decode_tok_s", b->median_tok_s, "decode_tok_s_per_pass", runs,
+                rs, json_pack("{s:i, s:f, s:f, s:o, s:f, s:f, s:o, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i}", "depth",
+                              b->depth, "draft_min_conf", b->draft_min_conf, "median_decode_tok_s", b->median_tok_s, "decode_tok_s_per_pass", runs,
                               "ratio_to_ar", b->ratio_to_ar, "prefill_tok_s", b->prefill_tok_s,
                               "acceptance_per_position", acc, "acceptance_rate", b->acceptance_rate,
                               "tokens_per_verify", b->tokens_per_verify, "draft_ms_per_cycle", b->draft_ms_per_cycle,
@@ -180,8 +194,10 @@ static int mode_decode(int argc, char **argv) {
                "draft ms", "verify ms", "other ms", "acceptance per position");
         for (int k = 0; k < o.n_depths; k++) {
             bench_depth_result *b = &res[k];
-            char name[16];
-            snprintf(name, sizeof name, b->depth ? "D%d" : "AR", b->depth);
+            char name[24];
+            if (!b->depth) snprintf(name, sizeof name, "AR");
+            else if (b->draft_min_conf > 0) snprintf(name, sizeof name, "D%d@%g", b->depth, b->draft_min_conf);
+            else snprintf(name, sizeof name, "D%d", b->depth);
             printf("%-6s %10.1f %7.2f %10.2f %7.2f %9.3f %9.3f %9.3f ", name, b->median_tok_s, b->ratio_to_ar,
                    b->tokens_per_verify, b->cycles ? (double)b->drafted / b->cycles : 0.0, b->draft_ms_per_cycle,
                    b->verify_ms_per_cycle,

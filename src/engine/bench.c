@@ -31,6 +31,7 @@ int bench_decode(const mtplx_model *m, const int32_t *const *prompts, const int 
             for (int k = 0; k < o->n_depths; k++) { /* interleaved: AR, D1, D2, ... on one prompt */
                 gen_params p = o->base;
                 p.depth = o->depths[k];
+                if (o->conf_set[k]) p.draft_min_conf = o->min_conf[k];
                 p.seed = o->seed + (uint64_t)i;
                 p.seed_set = 1;
                 gen_stats st;
@@ -67,6 +68,7 @@ int bench_decode(const mtplx_model *m, const int32_t *const *prompts, const int 
         bench_depth_result *b = &out[k];
         memset(b, 0, sizeof *b);
         b->depth = o->depths[k];
+        b->draft_min_conf = o->conf_set[k] ? o->min_conf[k] : o->base.draft_min_conf;
         double v[BENCH_MAX_REPEATS];
         for (int r = 0; r < o->repeats; r++) b->tok_s[r] = v[r] = sec[k][r] > 0 ? tok[k][r] / sec[k][r] : 0;
         qsort(v, (size_t)o->repeats, sizeof v[0], cmp_double);
@@ -86,7 +88,7 @@ int bench_decode(const mtplx_model *m, const int32_t *const *prompts, const int 
         b->verify_ms_per_cycle = cyc[k] ? 1e3 * ve_s[k] / cyc[k] : 0;
         b->history_ms_per_cycle = cyc[k] ? 1e3 * hi_s[k] / cyc[k] : 0;
         b->other_ms_per_cycle = cyc[k] ? 1e3 * (de_s[k] - dr_s[k] - ve_s[k] - hi_s[k]) / cyc[k] : 0;
-        if (b->depth == 0) ar = b->median_tok_s;
+        if (b->depth == 0 && !ar) ar = b->median_tok_s;
     }
     for (int k = 0; k < o->n_depths; k++) out[k].ratio_to_ar = ar > 0 ? out[k].median_tok_s / ar : 0;
     return 0;

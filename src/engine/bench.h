@@ -14,6 +14,8 @@
 typedef struct {
     int depths[BENCH_MAX_DEPTHS]; /* depths to compare, 0 = AR; run in this order, interleaved */
     int n_depths;
+    float min_conf[BENCH_MAX_DEPTHS]; /* per entry draft_min_conf (adaptive depth) when conf_set[k], */
+    int conf_set[BENCH_MAX_DEPTHS];   /* else base.draft_min_conf */
     int repeats;                  /* full passes over (prompt x depth); the median pass is reported */
     gen_params base;              /* sampler settings and max_tokens; depth and seed are set per run */
     uint64_t seed;                /* prompt i runs with seed + i at every depth (same seeds) */
@@ -22,6 +24,7 @@ typedef struct {
 
 typedef struct {
     int depth;
+    float draft_min_conf;         /* the adaptive-depth threshold this entry ran with (0 = fixed depth) */
     double median_tok_s;          /* median over passes of Σ completion tokens / Σ decode seconds */
     double tok_s[BENCH_MAX_REPEATS]; /* per pass */
     double ratio_to_ar;           /* median_tok_s / AR's median_tok_s (0 when AR was not run) */

@@ -66,6 +66,13 @@ node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
       ||!j.machine.cpu||!(j.machine.threads>0)||!j.machine.commit||!(j.results[1].median_decode_tok_s>0)) process.exit(1)' \
     "$tmp/b" || fail "bench --json"
 echo "bench --json ok"
+# a D@X entry runs that depth with adaptive depth X, side by side with the fixed ones
+"$M" bench --depths 0,2,3@0.5 --prompts 1 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/b2"
+node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1])).results;
+  if (r.length!==3||r[1].draft_min_conf!==0||r[2].depth!==3||Math.abs(r[2].draft_min_conf-0.5)>1e-6) process.exit(1)' \
+    "$tmp/b2" || fail "bench --depths 0,2,3@0.5"
+rc=0; "$M" bench --depths 0,3@1 --prompts 1 >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "@X" "$tmp/err" || fail "--depths 0,3@1: exit $rc, $(cat "$tmp/err")"
 # bench --draft-cost (sanitizer build): one line per draft format, every part timed
 "$MA" bench --draft-cost --draft-quants none,q4/nopack,q4 --steps 5 --chain 2 --context 8 --json >"$tmp/dc"
 node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])).draft_cost_ms;
