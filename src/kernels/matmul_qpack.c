@@ -209,8 +209,23 @@ INL void qp_epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int
  * the 1-row call latency-bound) and are added at the end of the group — integer sums are exact, so
  * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
  * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. */
+/* Software prefetch distance of the packed weight stream in bytes ($MTPLX_QPACK_PF, 0 = off,
+ * default 2048): each group prefetches its own size that far ahead (the blocks of a task are one
+ * contiguous stream). */
+static int qp_prefetch_bytes(void) {
+    static int pf = -1;
+    int v = __atomic_load_n(&pf, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("MTPLX_QPACK_PF");
+        v = e && *e ? atoi(e) : 2048;
+        if (v < 0 || v > (1 << 20)) v = 2048;
+        __atomic_store_n(&pf, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
-    const int G = p->G, gs = p->gs, K = qa->K;
+    const int G = p->G, gs = p->gs, K = qa->K, pf = qp_prefetch_bytes();
     enum { NC = 4 };
     const int nc = TT <= 2 ? 4 : 2; /* chains per row (compile-time after inlining) */
     __m512 acc[8];
@@ -223,6 +238,8 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
             _Pragma("GCC unroll 4") for (int c = 0; c < nc; c++) is[t][c] = _mm512_setzero_si512();
         const uint8_t *qg = qb + (size_t)g * p->gstride;
         const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)g * gs;
+        if (pf)
+            for (size_t o = 0; o < p->gstride; o += 64) _mm_prefetch((const char *)qg + pf + o, _MM_HINT_T0);
         if (p->bits == 4) {
             const int half = gs / 8; /* even */
             for (int j = 0; j < half; j += 2) {
