@@ -129,6 +129,17 @@ void kern_matmul_release_scratch(void) {
     if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, NULL);
 }
 
+int mm_env_bytes(int *cache, const char *name, int def) {
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv(name);
+        v = e && *e ? atoi(e) : def;
+        if (v < 0 || v > (1 << 20)) v = def;
+        __atomic_store_n(cache, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 /* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 6;
  * below it the VNNI kernel is as fast). Read once. */
 static int g_qamx_min = -1;

@@ -172,22 +172,15 @@ static TGT void flush(float *y, int ldy, int r, int T, int nrb, int nb) {
 #define XB(b) (xb + ((size_t)(b) * ks + s) * 1024)
 #define WT(i) (gp + ((size_t)s * nblk + (i)) * 512)
 
-/* One activation block (T <= 8): all blocks of the group at once; the B tile alternates 5/7. */
 /* Software prefetch distance of the weight stream in bytes ($MTPLX_AMX_PF, 0 = off; default 2048).
  * Tile loads from DRAM get little help from the hardware prefetchers: a 1-row 512 MB call ran at
  * 0.70-1.19x the AVX-512 path's bandwidth without it, 0.89-1.02x with it (noisy shared VM). */
 static int amx_prefetch_bytes(void) {
     static int pf = -1;
-    int v = __atomic_load_n(&pf, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("MTPLX_AMX_PF");
-        v = e && *e ? atoi(e) : 2048;
-        if (v < 0 || v > (1 << 20)) v = 2048;
-        __atomic_store_n(&pf, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return mm_env_bytes(&pf, "MTPLX_AMX_PF", 2048);
 }
 
+/* One activation block (T <= 8): all blocks of the group at once; the B tile alternates 5/7. */
 static TGT void group_nb1(const uint16_t *gp, int nblk, const unsigned char *xb, int ks) {
     const int pf = amx_prefetch_bytes();
     _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);

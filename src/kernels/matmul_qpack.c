@@ -215,14 +215,7 @@ INL void qp_epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int
  * rounds (idle VM): 1024 0.68, 2048 0.74/0.65/0.73, 4096 0.90/0.79/0.73, 8192 0.58/0.77/0.83. */
 static int qp_prefetch_bytes(void) {
     static int pf = -1;
-    int v = __atomic_load_n(&pf, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("MTPLX_QPACK_PF");
-        v = e && *e ? atoi(e) : 4096;
-        if (v < 0 || v > (1 << 20)) v = 4096;
-        __atomic_store_n(&pf, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    return mm_env_bytes(&pf, "MTPLX_QPACK_PF", 4096);
 }
 
 INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
