@@ -66,7 +66,7 @@ static inline TGT __m512i bf16_round(__m512 v) {
  * 1 KiB tile at buf + (b·K/32 + s)·1024: 16 rows (k pairs) × 16 columns × 2 bf16, column c < 8 =
  * x_hi of row 8b+c, column 8+c = x_lo; missing rows are zero. */
 TGT void mm_amx_pack_x(void *buf, const float *x, int ldx, int T, int K) {
-    int nb = (T + AMX_TROWS - 1) / AMX_TROWS, ks = K / 32;
+    int ks = K / 32;
     uint32_t *out = buf;
     memset(buf, 0, mm_amx_pack_bytes(T, K));
     for (int t = 0; t < T; t++) {
@@ -91,7 +91,6 @@ TGT void mm_amx_pack_x(void *buf, const float *x, int ldx, int T, int K) {
             }
         }
     }
-    (void)nb;
 }
 
 /* Sum the hi and lo columns of accumulator tile `acc` (16 output rows × 16 floats) into y. */
