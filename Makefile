@@ -33,9 +33,14 @@ all: build/mtplx $(TESTS)
 deps:
 	@bash scripts/deps.sh
 
+# The SIMD kernels build at -O3: its complete unrolling keeps their small fixed-size accumulator
+# arrays in registers, where -O2 (GCC 12) left some in stack memory — attention ran 2-2.6x slower
+# (bench/kernels.md). Floating-point semantics are the same at both levels (no -ffast-math).
+build/obj/src/kernels/%.o: OPT_KERNELS := -O3
+
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(OPT_KERNELS) -c $< -o $@
 
 build/asan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
