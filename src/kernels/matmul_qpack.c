@@ -204,69 +204,70 @@ INL void qp_epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int
     }
 }
 
-/* One 16-row block × TT activation rows starting at t0 (VNNI). The integer group sums run in NC
- * independent chains per activation row (vpdpbusd has a 4-5 cycle latency; one chain per row made
- * the 1-row call latency-bound) and are added at the end of the group — integer sums are exact, so
- * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
- * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. */
-/* Software prefetch distance of the packed weight stream in bytes ($MTPLX_QPACK_PF, 0 = off,
- * default 4096): each group prefetches its own size that far ahead (the blocks of a task are one
- * contiguous stream). bench-2b q4 AR, fraction of the same-run bandwidth over three interleaved
- * rounds (idle VM): 1024 0.68, 2048 0.74/0.65/0.73, 4096 0.90/0.79/0.73, 8192 0.58/0.77/0.83. */
+/* Software prefetch of the packed weight stream (the blocks of a task are one contiguous stream):
+ * each group prefetches its own lines twice, into L1 $MTPLX_QPACK_PF bytes ahead (default 4096) and
+ * into L2 $MTPLX_QPACK_PF2 bytes ahead (default 16384); 0 turns either off. The far L2 prefetch
+ * keeps more lines in flight than the L1 fill buffers allow and crosses the 4 KiB pages the
+ * hardware streamer stops at. Interleaved in one process on 20 q4 12352x2048 matrices (idle VM,
+ * bench/kernels.md): 1 thread 1-row 9.72 -> 8.67 ms and 2-row/1-row 1.10 -> 1.00; 2 threads 1-row
+ * 10.4/9.1/10.9 -> 8.5/8.1/9.3 ms. */
 static int qp_prefetch_bytes(void) {
     static int pf = -1;
     return mm_env_bytes(&pf, "MTPLX_QPACK_PF", 4096);
 }
 
-INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
-    const int G = p->G, gs = p->gs, K = qa->K, pf = qp_prefetch_bytes();
-    enum { NC = 4 };
-    const int nc = TT <= 2 ? 4 : 2; /* chains per row (compile-time after inlining) */
+static int qp_prefetch_l2_bytes(void) {
+    static int pf = -1;
+    return mm_env_bytes(&pf, "MTPLX_QPACK_PF2", 16384);
+}
+
+/* Prefetch one group record: its `lines` lines of weights, then the line of scales and biases (two
+ * lines when they are f32). */
+INL void qp_prefetch_group(const kern_qpack *p, const uint8_t *qg, int pf, int pf2, const int lines) {
+    const int f32 = p->sdt == DT_F32;
+    if (pf) {
+        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++) _mm_prefetch((const char *)qg + pf + 64 * o, _MM_HINT_T0);
+        if (f32) _mm_prefetch((const char *)qg + pf + 64 * (lines + 1), _MM_HINT_T0);
+    }
+    if (pf2) {
+        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++) _mm_prefetch((const char *)qg + pf2 + 64 * o, _MM_HINT_T1);
+        if (f32) _mm_prefetch((const char *)qg + pf2 + 64 * (lines + 1), _MM_HINT_T1);
+    }
+}
+
+/* q4 block: 16 rows × TT activation rows from t0, HALF = gs/8 weight vectors per group, both
+ * compile-time after inlining so the group is one straight run of code (a run-time group loop made
+ * GCC rotate the chain accumulators through register copies and spill, ~1.5× the instructions).
+ * Chains: vector j feeds chains (j & 1)·2 + {0: low nibbles, 1: high nibbles} of each row (NC = 4)
+ * or just {0, 1} (NC = 2, from 3 rows, to stay in registers). */
+INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int HALF, float *y,
+                     int ldy, int nr) {
+    const int G = p->G, K = qa->K, pf = qp_prefetch_bytes(), pf2 = qp_prefetch_l2_bytes(), NC = TT <= 2 ? 4 : 2;
+    const size_t gstride = p->gstride;
     __m512 acc[8];
     _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
-    const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
+    const uint8_t *qg = p->q + (size_t)bi * G * gstride;
+    const int8_t *ag = qa->a + (size_t)t0 * K;
     const __m512i lo = _mm512_set1_epi8(0x0f), hi = _mm512_set1_epi8((char)0xf0);
-    for (int g = 0; g < G; g++) {
-        __m512i is[8][NC];
+    for (int g = 0; g < G; g++, qg += gstride, ag += 8 * HALF) {
+        qp_prefetch_group(p, qg, pf, pf2, HALF);
+        __m512i is[8][4];
         _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < nc; c++) is[t][c] = _mm512_setzero_si512();
-        const uint8_t *qg = qb + (size_t)g * p->gstride;
-        const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)g * gs;
-        if (pf)
-            for (size_t o = 0; o < p->gstride; o += 64) _mm_prefetch((const char *)qg + pf + o, _MM_HINT_T0);
-        if (p->bits == 4) {
-            const int half = gs / 8; /* even */
-            for (int j = 0; j < half; j += 2) {
-                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++) {
-                    const int c = nc == 4 ? 2 * u : 0;
-                    __m512i v = _mm512_load_si512(qg + (size_t)(j + u) * 64);
-                    __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
-                    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
-                        const int8_t *at = ag + (size_t)t * K;
-                        is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(at + 4 * (j + u)));
-                        is[t][c + 1] = _mm512_dpbusd_epi32(is[t][c + 1], w1, bcast_quad(at + 4 * (j + u + half)));
-                    }
-                }
-            }
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 16") for (int j = 0; j < HALF; j++) {
+            const int c = NC == 4 ? 2 * (j & 1) : 0;
+            __m512i v = _mm512_load_si512(qg + (size_t)j * 64);
+            __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
             _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
-                __m512i l = is[t][0], h = is[t][1];
-                if (nc == 4) l = _mm512_add_epi32(l, is[t][2]), h = _mm512_add_epi32(h, is[t][3]);
-                is[t][0] = _mm512_add_epi32(l, _mm512_srai_epi32(h, 4));
+                const int8_t *at = ag + (size_t)t * K;
+                is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(at + 4 * j));
+                is[t][c + 1] = _mm512_dpbusd_epi32(is[t][c + 1], w1, bcast_quad(at + 4 * (j + HALF)));
             }
-        } else {
-            for (int kq = 0; kq < gs / 4; kq += 4) {
-                _Pragma("GCC unroll 4") for (int u = 0; u < 4; u++) {
-                    const int c = u % nc;
-                    __m512i w0 = _mm512_load_si512(qg + (size_t)(kq + u) * 64);
-                    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
-                        is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(ag + (size_t)t * K + 4 * (kq + u)));
-                }
-            }
-            _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
-                __m512i a = _mm512_add_epi32(is[t][0], is[t][1]);
-                if (nc == 4) a = _mm512_add_epi32(a, _mm512_add_epi32(is[t][2], is[t][3]));
-                is[t][0] = a;
-            }
+        }
+        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+            __m512i l = is[t][0], h = is[t][1];
+            if (NC == 4) l = _mm512_add_epi32(l, is[t][2]), h = _mm512_add_epi32(h, is[t][3]);
+            is[t][0] = _mm512_add_epi32(l, _mm512_srai_epi32(h, 4));
         }
         __m512i sum[8];
         _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) sum[t] = is[t][0];
@@ -275,6 +276,53 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
     __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
     _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
         _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+}
+
+/* q8 block: 16 rows × TT activation rows from t0, QV = gs/4 weight vectors per group (compile-time,
+ * as for q4); vector j feeds chain j % NC of each row. */
+INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int QV, float *y,
+                     int ldy, int nr) {
+    const int G = p->G, K = qa->K, pf = qp_prefetch_bytes(), pf2 = qp_prefetch_l2_bytes(), NC = TT <= 2 ? 4 : 2;
+    const size_t gstride = p->gstride;
+    __m512 acc[8];
+    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *qg = p->q + (size_t)bi * G * gstride;
+    const int8_t *ag = qa->a + (size_t)t0 * K;
+    for (int g = 0; g < G; g++, qg += gstride, ag += 4 * QV) {
+        qp_prefetch_group(p, qg, pf, pf2, QV);
+        __m512i is[8][4];
+        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 32") for (int j = 0; j < QV; j++) {
+            __m512i w0 = _mm512_load_si512(qg + (size_t)j * 64);
+            _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+                is[t][j % NC] = _mm512_dpbusd_epi32(is[t][j % NC], w0, bcast_quad(ag + (size_t)t * K + 4 * j));
+        }
+        __m512i sum[8];
+        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+            __m512i a = _mm512_add_epi32(is[t][0], is[t][1]);
+            if (NC == 4) a = _mm512_add_epi32(a, _mm512_add_epi32(is[t][2], is[t][3]));
+            sum[t] = a;
+        }
+        qp_epilogue(p, qg, qa, t0, g, TT, sum, acc);
+    }
+    __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+}
+
+/* One 16-row block × TT activation rows starting at t0 (VNNI). The integer group sums run in
+ * independent chains per activation row (vpdpbusd has a 4-5 cycle latency; one chain per row made
+ * the 1-row call latency-bound) and are added at the end of the group — integer sums are exact, so
+ * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
+ * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. */
+INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
+    if (p->bits == 8 && p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, y, ldy, nr);
+    else if (p->bits == 8 && p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, y, ldy, nr);
+    else if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, 32, y, ldy, nr);
+    else if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, y, ldy, nr);
+    else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, y, ldy, nr);
+    else qp_block_q4(p, qa, bi, t0, TT, 16, y, ldy, nr);
 }
 
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
@@ -319,19 +367,20 @@ typedef struct {
             _tile_loadd(TA, ag + (size_t)ch * kc, K);                                \
             _tile_dpbsud(TC, TA, TB);                                                \
         }                                                                            \
-        _tile_stored(TC, cg, 64);                                                    \
     } while (0)
 
-enum { QA_RING = 4, QA_LAG = 2 }; /* buffer ring depth; distance between the pipeline stages */
+enum { QA_RING = 8, QA_LAG = 4 }; /* buffer ring depth; distance between the pipeline stages */
 
 /* One 16-row block × TT (<= 16) activation rows from t0 (tiles configured for TT rows). Per group g:
  * C = Σ_chunks A[TT][kc] (signed activations) · B[kc/4][16·4] (unsigned weights in the packed VNNI
  * layout: one 64-byte row = 4 inputs of the 16 output rows), so C[t][i] is the exact integer group
  * sum of output row i — the number the VNNI kernel sums — then the shared float epilogue.
- * Software-pipelined over groups: iteration i unpacks group i (q4 → ub ring), runs the tiles of group
- * i − QA_LAG (→ cb ring) and the epilogue of group i − 2·QA_LAG, so no stage waits on a store it
- * has just issued (tile loads/stores do not forward to/from vector registers) and the weight loads
- * stay spread over the whole loop. q8 is read by the tile loads in place. */
+ * Software-pipelined over groups: iteration i unpacks group i (q4 → ub ring), runs the TDPs of group
+ * i − QA_LAG, stores the C tile of group i − QA_LAG − 1 (→ cb ring; storing a C tile right after its
+ * TDP stalled until the TDP finished: 2× slower) and runs the epilogue of group i − 2·QA_LAG, so no
+ * stage waits on a store it has just issued (tile loads/stores do not forward to/from vector
+ * registers) and the weight loads stay spread over the whole loop. q8 is read by the tile loads in
+ * place. A ring of 8 with a lag of 4 measured ~15 % faster than 4 and 2. */
 INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr,
                       uint8_t *ub, int32_t *cb) {
     const int G = p->G, gs = p->gs, K = qa->K, kc = gs < 64 ? gs : 64, nch = gs / kc, half = gs / 8;
@@ -354,9 +403,14 @@ INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const
         if (gt >= 0 && gt < G) {
             const uint8_t *bsrc = p->bits == 4 ? ub + (size_t)(gt % QA_RING) * ubg : qb + (size_t)gt * p->gstride;
             const int8_t *ag = qa->a + (size_t)t0 * K + (size_t)gt * gs;
-            int32_t *cg = cb + (size_t)(gt % QA_RING) * 256;
             if (gt & 1) QA_GROUP_TILES(3, 4, 5);
             else QA_GROUP_TILES(0, 1, 2);
+        }
+        const int gst = gt - 1; /* its C tile is stored one group later, once its TDPs are done */
+        if (gst >= 0 && gst < G) {
+            int32_t *cg = cb + (size_t)(gst % QA_RING) * 256;
+            if (gst & 1) _tile_stored(5, cg, 64);
+            else _tile_stored(2, cg, 64);
         }
         const int ge = i - 2 * QA_LAG;
         if (ge >= 0) {
