@@ -165,6 +165,77 @@ void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float
     }
 }
 
+/* One step over value rows [i, i + NR) (NR = 4 or 1) of a multi-step call, with the running dot
+ * products a[r] = S_src row · k of this step already summed: writes the rows' new state, y and delta,
+ * and, when kn is non-NULL, leaves in a[r] the next step's S row · kn summed from the stored values. */
+#define GDN_FUSED_ROWS(NR)                                                                                            \
+    do {                                                                                                              \
+        float dr[4];                                                                                                  \
+        __m512 vd[4], o[4], an[4];                                                                                    \
+        for (int r = 0; r < NR; r++) {                                                                                \
+            dr[r] = beta * (v[i + r] - g * _mm512_reduce_add_ps(a[r]));                                              \
+            vd[r] = _mm512_set1_ps(dr[r]);                                                                            \
+            o[r] = _mm512_setzero_ps(), an[r] = _mm512_setzero_ps();                                                  \
+        }                                                                                                             \
+        for (int j = 0; j < dk; j += 16) {                                                                            \
+            const __m512 kj = _mm512_loadu_ps(k + j), qj = _mm512_loadu_ps(q + j);                                    \
+            const __m512 knj = kn ? _mm512_loadu_ps(kn + j) : kj;                                                     \
+            for (int r = 0; r < NR; r++) {                                                                            \
+                __m512 nv = _mm512_add_ps(_mm512_mul_ps(vg, _mm512_loadu_ps(src + (long)(i + r) * dk + j)),           \
+                                          _mm512_mul_ps(vd[r], kj));                                                  \
+                _mm512_storeu_ps(dst + (long)(i + r) * dk + j, nv);                                                   \
+                o[r] = _mm512_fmadd_ps(nv, qj, o[r]);                                                                 \
+                an[r] = _mm512_fmadd_ps(nv, knj, an[r]);                                                              \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int r = 0; r < NR; r++) {                                                                                \
+            yo[i + r] = _mm512_reduce_add_ps(o[r]);                                                                   \
+            if (dout) dout[i + r] = dr[r];                                                                            \
+            a[r] = an[r];                                                                                             \
+        }                                                                                                             \
+    } while (0)
+
+/* The AVX-512 multi-step (see kern_gdn_steps): value rows in blocks of 4 (then singles), each block
+ * carried through all R steps while its 4 state rows (2 KiB at dk = 128) stay in L1. The first
+ * step's S k is the plain dot product of gdn_step_avx512; every later one comes out of the previous
+ * step's update pass. Per row the operations and their order are those of gdn_step_avx512. */
+SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const float *q0, const float *k0, int ldqk,
+                                      const float *v0, int ldv, const float *gs, const float *betas, float *y0,
+                                      int ldy, float *d0, int ldd, int R, int dk, int dv) {
+    for (int i = 0; i < dv;) {
+        const int nr = dv - i >= 4 ? 4 : 1;
+        __m512 a[4];
+        for (int r = 0; r < nr; r++) {
+            const float *src = S_src + (long)(i + r) * dk;
+            a[r] = _mm512_setzero_ps();
+            for (int j = 0; j < dk; j += 16) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(src + j), _mm512_loadu_ps(k0 + j), a[r]);
+        }
+        for (int t = 0; t < R; t++) {
+            const float *src = t == 0 ? S_src : S_dst, *q = q0 + (long)t * ldqk, *k = k0 + (long)t * ldqk;
+            const float *kn = t + 1 < R ? k + ldqk : NULL, *v = v0 + (long)t * ldv;
+            float *dst = S_dst, *yo = y0 + (long)t * ldy, *dout = d0 ? d0 + (long)t * ldd : NULL;
+            const float g = gs[t], beta = betas[t];
+            const __m512 vg = _mm512_set1_ps(g);
+            if (nr == 4) GDN_FUSED_ROWS(4);
+            else GDN_FUSED_ROWS(1);
+        }
+        i += nr;
+    }
+}
+#undef GDN_FUSED_ROWS
+
+void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const float *k, int ldqk, const float *v,
+                    int ldv, const float *g, const float *beta, float *y, int ldy, float *delta_out, int ldd, int R,
+                    int dk, int dv) {
+    if (R > 1 && dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
+        gdn_steps_avx512(S_dst, S_src, q, k, ldqk, v, ldv, g, beta, y, ldy, delta_out, ldd, R, dk, dv);
+        return;
+    }
+    for (int t = 0; t < R; t++)
+        kern_gdn_step(S_dst, t == 0 ? S_src : S_dst, q + (long)t * ldqk, k + (long)t * ldqk, v + (long)t * ldv, g[t],
+                      beta[t], y + (long)t * ldy, delta_out ? delta_out + (long)t * ldd : NULL, dk, dv);
+}
+
 /* The AVX-512 replay: the very update of gdn_step_avx512 (mul, mul, add per element), so a replayed
  * state is bit-identical to the forward's. */
 SM_TGT512 static void gdn_replay_avx512(float *S_dst, const float *S_src, const float *k, const float *delta, float g,

@@ -23,6 +23,15 @@ void kern_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w
 void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
                    float g, float beta, float *y, float *delta_out, int dk, int dv);
 
+/* R consecutive steps of one value head, bit-identical to R kern_gdn_step calls where step t reads
+ * the state step t − 1 wrote (S_src for t = 0) and all write S_dst (may equal S_src). Step t takes
+ * q + t·ldqk, k + t·ldqk, v + t·ldv, g[t], beta[t] and writes y + t·ldy and, when delta_out is non-NULL,
+ * delta_out + t·ldd. The AVX-512 path reads the state once per step instead of twice: step t + 1's
+ * S k is summed from the values step t stores, in the order the step would have reloaded them. */
+void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const float *k, int ldqk, const float *v,
+                    int ldv, const float *g, const float *beta, float *y, int ldy, float *delta_out, int ldd, int R,
+                    int dk, int dv);
+
 /* S_dst = g·S_src + delta ⊗ k (S_dst may equal S_src): the state part of kern_gdn_step. */
 void kern_gdn_replay(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
                      int dk, int dv);

@@ -312,6 +312,47 @@ TEST(test_gdn_step_matches_reference_every_path) {
     cpu_isa_set(saved);
 }
 
+/* kern_gdn_steps over R rows gives the bits of R kern_gdn_step calls (state, y, delta), on every
+ * path, for R = 1..5, value dims with and without a tail of single rows, dk = 24 (no SIMD path), and
+ * with S_dst == S_src. Rows' q/k/v/y/delta sit at strides wider than their lengths. */
+TEST(test_gdn_steps_equal_single_steps) {
+    static const int shapes[][2] = {{128, 128}, {64, 22}, {16, 5}, {24, 20}};
+    enum { LD = 160, RM = 5 };
+    kern_isa saved = cpu_isa();
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int dk = shapes[si][0], dv = shapes[si][1];
+        size_t n = (size_t)dv * dk;
+        float *S = malloc(sizeof(float) * n), *A = malloc(sizeof(float) * n), *B = malloc(sizeof(float) * n);
+        float q[RM * LD], k[RM * LD], v[RM * LD], g[RM], beta[RM];
+        float ya[RM * LD], yb[RM * LD], da[RM * LD], db[RM * LD];
+        for (size_t i = 0; i < n; i++) S[i] = 0.5f * frand();
+        for (int i = 0; i < RM * LD; i++) q[i] = frand(), k[i] = 0.3f * frand(), v[i] = frand();
+        for (int t = 0; t < RM; t++) g[t] = 0.8f + 0.03f * t, beta[t] = 0.2f + 0.1f * t;
+        for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+            kern_isa isa = k_isas[ii];
+            if (cpu_isa_set(isa) != 0) continue;
+            for (int R = 1; R <= RM; R++) {
+                for (int t = 0; t < R; t++)
+                    kern_gdn_step(A, t ? A : S, q + t * LD, k + t * LD, v + t * LD, g[t], beta[t], ya + t * LD,
+                                  da + t * LD, dk, dv);
+                kern_gdn_steps(B, S, q, k, LD, v, LD, g, beta, yb, LD, db, LD, R, dk, dv);
+                int same = !memcmp(A, B, sizeof(float) * n);
+                for (int t = 0; t < R; t++)
+                    same = same && !memcmp(ya + t * LD, yb + t * LD, sizeof(float) * dv) &&
+                           !memcmp(da + t * LD, db + t * LD, sizeof(float) * dv);
+                CHECK_MSG(same, "%s dk=%d dv=%d R=%d: steps differ from single steps", cpu_isa_name(isa), dk, dv, R);
+                memcpy(B, S, sizeof(float) * n); /* in place, no delta output */
+                kern_gdn_steps(B, B, q, k, LD, v, LD, g, beta, yb, LD, NULL, 0, R, dk, dv);
+                CHECK_MSG(!memcmp(A, B, sizeof(float) * n) && !memcmp(ya + (R - 1) * LD, yb + (R - 1) * LD,
+                                                                      sizeof(float) * dv),
+                          "%s dk=%d dv=%d R=%d: in-place steps differ", cpu_isa_name(isa), dk, dv, R);
+            }
+        }
+        free(S), free(A), free(B);
+    }
+    cpu_isa_set(saved);
+}
+
 /* One weight of each format (bf16 with and without the AMX copy, f32, q4 with and without the packed
  * copy, q8, and tiny ones). */
 TEST(test_matmul_n_matches_matmul) {
@@ -381,6 +422,7 @@ int main(void) {
     RUN(test_conv1d_silu_every_path);
     RUN(test_gdn_replay_matches_step_every_path);
     RUN(test_gdn_step_matches_reference_every_path);
+    RUN(test_gdn_steps_equal_single_steps);
     RUN(test_matmul_n_matches_matmul);
     return TEST_SUMMARY();
 }
