@@ -25,7 +25,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
  * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
 #define FWD_SPLIT_WORK 16384.0
 #define FWD_SCORE_SLOTS_MAX 64
-#define ATT_BLOCK 4 /* queries per kern_attention_group call */
+#define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
 
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err) {
     const model_config *c = &m->cfg;
@@ -48,7 +48,7 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     s->score_slots = 2 * tpool_threads(tpool_global());
     if (s->score_slots > FWD_SCORE_SLOTS_MAX) s->score_slots = FWD_SCORE_SLOTS_MAX;
     s->capacity = imax(capacity, 1);
-    if (!(s->scores = mem_alloc((size_t)s->score_slots * ATT_BLOCK * s->capacity, sizeof(float), "attention scores",
+    if (!(s->scores = mem_alloc((size_t)s->score_slots * 4 * s->capacity, sizeof(float), "attention scores",
                                 err)))
         goto fail;
     if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
@@ -73,29 +73,30 @@ void fwd_scratch_free(fwd_scratch *s) {
 }
 
 /* The query heads of all rows of one attention call, as thread-pool tasks. The queries of KV head
- * j are (row t, head h) for h in j's group, t-major; they go in blocks of up to 4 (one item each)
- * through kern_attention_group, which reads each key/value chunk once per block. Task `task` takes a
- * contiguous range of items and its own scores slot. The K/V of every row are already in the cache,
- * so items are independent, and each query's bits do not depend on its block. */
+ * j are (row t, head h) for h in j's group, t-major; they go in blocks of `bs` (one item each)
+ * through kern_attention_group, which reads each key/value chunk once per 4 queries — from memory
+ * for the first 4 of a block, from L2 after. Task `task` takes a contiguous range of items and its
+ * own scores slot. The K/V of every row are already in the cache, so items are independent, and each
+ * query's bits do not depend on its block. */
 typedef struct {
     float *big;           /* [R][bw] projections: q (roped, normed) per head, then the outputs */
     const kv_layer *kv;
-    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, blocks;
+    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
     float scale;
-    float *scores;        /* [n_tasks][ATT_BLOCK][capacity] */
+    float *scores;        /* [n_tasks][4][capacity] */
 } attn_job;
 
 static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
     int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
     int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
-    float *scores = j->scores + (size_t)task * ATT_BLOCK * j->capacity;
+    float *scores = j->scores + (size_t)task * 4 * j->capacity;
     for (int i = i0; i < i1; i++) {
-        int kvh = i / j->blocks, b0 = (i % j->blocks) * ATT_BLOCK;
-        int nq = per_kv - b0 < ATT_BLOCK ? per_kv - b0 : ATT_BLOCK;
-        float *out[ATT_BLOCK];
-        const float *q[ATT_BLOCK];
-        int n[ATT_BLOCK];
+        int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
+        int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
+        float *out[ATT_BLOCK_MAX];
+        const float *q[ATT_BLOCK_MAX];
+        int n[ATT_BLOCK_MAX];
         for (int e = 0; e < nq; e++) {
             int t = (b0 + e) / j->group, h = kvh * j->group + (b0 + e) % j->group;
             float *row = j->big + (size_t)t * j->bw;
@@ -156,8 +157,14 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
             if (rd > 0) kern_rope_apply(qh, s->cos_sin, rd);
         }
     }
-    int blocks = (R * group + ATT_BLOCK - 1) / ATT_BLOCK;
-    attn_job j = {s->big, kv, bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, blocks, scale, s->scores};
+    /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
+     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
+    int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
+    int bs = (per_kv + split - 1) / split;
+    bs = bs > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : bs < 1 ? 1 : bs;
+    int blocks = (per_kv + bs - 1) / bs;
+    attn_job j = {s->big, kv, bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks, scale,
+                  s->scores};
     double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
     int n_tasks = fwd_tasks(work, nKV * blocks, s->score_slots);
     if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, attn_task, &j);
@@ -180,6 +187,8 @@ typedef struct {
     size_t head_sz;              /* Dv·Dk */
 } gdn_heads_job;
 
+#define GDN_STEP_ROWS 32 /* rows per kern_gdn_steps call (its g/beta arrays live on the stack) */
+
 static void gdn_heads_task(void *ctx, int task, int n_tasks) {
     const gdn_heads_job *j = ctx;
     const gdn_weights *w = j->w;
@@ -188,17 +197,24 @@ static void gdn_heads_task(void *ctx, int task, int n_tasks) {
         int hk = hv / j->ratio, Dv = j->Dv;
         float *S = j->dst + hv * j->head_sz;
         const float *S0 = j->src + hv * j->head_sz;
+        for (int t0 = 0; t0 < j->R; t0 += GDN_STEP_ROWS) {
+            int n = j->R - t0 < GDN_STEP_ROWS ? j->R - t0 : GDN_STEP_ROWS;
+            float g[GDN_STEP_ROWS], beta[GDN_STEP_ROWS];
+            for (int t = 0; t < n; t++) {
+                const float *row = j->big + (size_t)(t0 + t) * j->bw;
+                beta[t] = act_sigmoid(row[j->b_off + hv]);
+                g[t] = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
+                if (j->capture) j->st->tape_g[(size_t)(t0 + t) * j->Hv + hv] = g[t];
+            }
+            float *row0 = j->big + (size_t)t0 * j->bw;
+            float *delta = j->capture ? j->st->tape_d + ((size_t)t0 * j->Hv + hv) * Dv : NULL;
+            kern_gdn_steps(S, t0 == 0 ? S0 : S, j->qn + (size_t)t0 * j->kd + hk * j->Dk,
+                           j->kn + (size_t)t0 * j->kd + hk * j->Dk, j->kd, row0 + j->u_off + 2 * j->kd + hv * Dv,
+                           j->bw, g, beta, row0 + j->y_off + hv * Dv, j->bw, delta, j->Hv * Dv, n, j->Dk, Dv);
+        }
+        /* gated RMSNorm of every row's output: plain weight, then × silu(z) */
         for (int t = 0; t < j->R; t++) {
-            float *row = j->big + (size_t)t * j->bw;
-            float beta = act_sigmoid(row[j->b_off + hv]);
-            float g = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
-            float *y = row + j->y_off + hv * Dv;
-            float *delta = j->capture ? j->st->tape_d + ((size_t)t * j->Hv + hv) * Dv : NULL;
-            if (j->capture) j->st->tape_g[(size_t)t * j->Hv + hv] = g;
-            kern_gdn_step(S, t == 0 ? S0 : S, j->qn + (size_t)t * j->kd + hk * j->Dk,
-                          j->kn + (size_t)t * j->kd + hk * j->Dk, row + j->u_off + 2 * j->kd + hv * Dv, g, beta, y,
-                          delta, j->Dk, Dv);
-            /* gated RMSNorm: plain weight, then × silu(z) */
+            float *row = j->big + (size_t)t * j->bw, *y = row + j->y_off + hv * Dv;
             kern_rmsnorm_gated(y, y, w->norm, row + hv * Dv, Dv, j->eps);
         }
     }
