@@ -140,14 +140,14 @@ int mm_env_bytes(int *cache, const char *name, int def) {
     return v;
 }
 
-/* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 8;
+/* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 9;
  * below it the VNNI kernel is faster on weights streamed from DRAM by both cores — bench/kernels.md).
  * Read once. */
 static int g_qamx_min = -1;
 static int qamx_min_rows(void) {
     if (g_qamx_min < 0) {
         const char *e = getenv("MTPLX_QAMX_MIN");
-        int v = e ? atoi(e) : 8;
+        int v = e ? atoi(e) : 9;
         g_qamx_min = v < 1 ? 1 : v;
     }
     return g_qamx_min;
@@ -162,7 +162,7 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
     int vnni = cpu_get_features()->avx512vnni, K = w->cols;
     *qfn = mm_qrows_portable, *fill = qact_fill_portable, *layout = QA_NATURAL;
     if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
-        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, cheaper from ~8 rows (docs/kernels.md) */
+        /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, cheaper from ~9 rows (docs/kernels.md) */
         *qfn = isa >= KERN_ISA_AMX && T >= qamx_min_rows() ? mm_qrows_amx : mm_qrows_packed;
         *fill = qact_fill_avx512, *layout = QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {

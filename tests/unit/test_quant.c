@@ -224,9 +224,9 @@ TEST(test_avx512_packed_int8_path) {
     g_packed = 0;
 }
 
-/* AMX-INT8 on the repacked weights (T >= $MTPLX_QAMX_MIN, default 8): the T = 1 rows come from the
+/* AMX-INT8 on the repacked weights (T >= $MTPLX_QAMX_MIN, default 9): the T = 1 rows come from the
  * VNNI kernel, so the row invariance checks also prove both kernels give the same bits, for every
- * format and 8..40 rows (fewer rows check VNNI against itself). */
+ * format and 9..40 rows (fewer rows check VNNI against itself). */
 TEST(test_amx_packed_int8_path) {
     if (cpu_best_isa() < KERN_ISA_AMX || !cpu_get_features()->avx512vnni) return;
     g_packed = 1;
