@@ -1,6 +1,7 @@
 /* cmd_bench_kernels.c — the kernel-speed modes of `mtplx bench`: --membw (machine read bandwidth),
  * --verify-cost (R-row vs 1-row decode-position forward, AR decode bandwidth use), --prefill N and
- * --draft-cost (one MTP draft step split into layer / head / sampling, per draft format).
+ * --draft-cost (one MTP draft step split into layer / head / sampling, per draft format), --matmul
+ * (one kernel on random weights, T = 1..R rows).
  * cmd_bench hands over when one of these flags is present. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 int cmd_bench_is_kernel_mode(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--membw") || !strcmp(argv[i], "--verify-cost") || !strcmp(argv[i], "--prefill") ||
-            !strcmp(argv[i], "--draft-cost") || !strcmp(argv[i], "--draft-accept"))
+            !strcmp(argv[i], "--draft-cost") || !strcmp(argv[i], "--draft-accept") || !strcmp(argv[i], "--matmul"))
             return 1;
     return 0;
 }
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
             "                   [--reps N] [--context N] [--membw-mb MB] [--steps N] [--chain N]\n"
             "                   [--draft-quants LIST] [--draft-accept] [--depth D] [--prompts N]\n"
             "                   [--prompt-len N] [--generate N] [--seed S] [--json]\n"
+            "       mtplx bench --matmul q4|q8|bf16 [--shape NxK] [--count N] [--rows R] [--reps N] [--json]\n"
             "  --membw         streaming read bandwidth over a buffer of --membw-mb MB (default 2048), one\n"
             "                  thread and all pool threads ($MTPLX_THREADS); with --verify-cost it is measured\n"
             "                  in the same run and AR decode is reported as a fraction of it\n"
@@ -46,6 +48,11 @@ static void usage(FILE *f) {
             "                  (default 4) texts of --prompt-len (default 256) tokens from val_code.txt;\n"
             "                  same sampler flags and --draft-quants as --draft-cost; --generate N: score N\n"
             "                  tokens sampled from the model after each text instead (seeds --seed + i)\n"
+            "  --matmul F      the matmul kernel alone: --count (default 20) random [N x K] weights of\n"
+            "                  format F (--shape, default 12352x2048; q4/q8: MLX affine, group 64, repacked\n"
+            "                  as at load), one pass over all of them per round for T = 1..--rows (default\n"
+            "                  8) activation rows, --reps (default 9) interleaved rounds; median ms, GB/s of\n"
+            "                  weights and the ratio to T = 1\n"
             "Timings are wall clock. Kernel path: $MTPLX_KERNEL; quantized activations: $MTPLX_QACT.\n"
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
@@ -196,6 +203,34 @@ out:
     return code;
 }
 
+/* --matmul: one kernel on random weights; prints one line per T (or one JSON object). Returns the
+ * exit code. */
+static int matmul_bench(const char *format, int n, int k, int count, int rows, int reps, uint64_t seed, int json) {
+    mtplx_err err = {0};
+    bench_matmul_out o;
+    if (bench_matmul(format, n, k, count, rows, reps, seed, &o, &err)) {
+        cli_error("bench", "%s", err.msg);
+        return err.code == MTPLX_EINVAL ? 2 : 1;
+    }
+    const char *isa = cpu_isa_name(cpu_isa());
+    int threads = tpool_threads(tpool_global());
+    if (json) {
+        printf("{\"kernel\": \"%s\", \"threads\": %d, \"format\": \"%s\", \"shape\": [%d, %d], \"count\": %d, "
+               "\"bytes\": %.0f, \"reps\": %d, \"ms\": {", isa, threads, format, n, k, count, o.bytes, reps);
+        for (int T = 1; T <= rows; T++) printf("%s\"%d\": %.4f", T > 1 ? ", " : "", T, o.median_s[T] * 1e3);
+        printf("}, \"ratio\": {");
+        for (int T = 1; T <= rows; T++) printf("%s\"%d\": %.4f", T > 1 ? ", " : "", T, o.median_s[T] / o.median_s[1]);
+        printf("}}\n");
+        return 0;
+    }
+    printf("kernel %s, %d threads: %d x [%d x %d] %s, %.1f MB per pass, median of %d rounds\n", isa, threads, count, n,
+           k, format, o.bytes / 1e6, reps);
+    for (int T = 1; T <= rows; T++)
+        printf("  T=%-2d %9.3f ms  %6.1f GB/s  %.3fx T=1\n", T, o.median_s[T] * 1e3, o.bytes / o.median_s[T] / 1e9,
+               o.median_s[T] / o.median_s[1]);
+    return 0;
+}
+
 int cmd_bench_kernels(int argc, char **argv) {
     int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0;
     int dcost = 0, steps = 600, chain = 3, daccept = 0, depth = 3, n_prompts = 4, plen = 256, gen = 0;
@@ -205,7 +240,8 @@ int cmd_bench_kernels(int argc, char **argv) {
     gp.temperature = 0.6f, gp.top_p = 0.95f, gp.top_k = 20;
     long membw_mb = 2048;
     unsigned long long seed = 1;
-    const char *dir = NULL;
+    const char *dir = NULL, *mm_format = NULL;
+    int mm_n = 12352, mm_k = 2048, mm_count = 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
@@ -232,11 +268,18 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--generate")) gen = atoi(v), i++;
         else if (!strcmp(a, "--membw-mb")) membw_mb = atol(v), i++;
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--matmul")) mm_format = v, i++;
+        else if (!strcmp(a, "--count")) mm_count = atoi(v), i++;
+        else if (!strcmp(a, "--shape")) {
+            if (sscanf(v, "%dx%d", &mm_n, &mm_k) != 2) return cli_error("bench", "--shape wants NxK, got '%s'", v), 2;
+            i++;
+        }
         else return cli_error("bench", "unknown option %s", a), usage(stderr), 2;
     }
     if (rows < 1 || rows > BENCH_MAX_ROWS || reps < 1 || context < 1 || membw_mb < 1 || prefill < 0)
         return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
                          BENCH_MAX_ROWS), 2;
+    if (mm_format) return matmul_bench(mm_format, mm_n, mm_k, mm_count, rows, reps, seed, json);
     if (!dir) dir = cli_default_model();
     if (dcost || daccept) {
         if (steps < 1 || chain < 1 || context < 2 || depth < 1 || depth > 16 || n_prompts < 1 || n_prompts > 1000 ||

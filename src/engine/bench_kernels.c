@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "../base/clock.h"
+#include "../kernels/matmul.h"
 #include "../kernels/membw.h"
 #include "../kernels/threadpool.h"
 #include "../model/safetensors.h"
@@ -344,5 +345,68 @@ int bench_draft_accept(const mtplx_model *const *models, int n, const int32_t *c
     sampler_dist_free(&p);
     sampler_dist_free(&q);
     free(logits), free(hidden), free(dl), free(hd), free(dense);
+    return rc;
+}
+
+/* One random weight of bench_matmul's format; its buffers go to mem[0..2]. Returns 0 or ENOMEM. */
+static int bench_matmul_weight(int bits, int n, int k, uint64_t *seed, kern_weight *w, void **mem, mtplx_err *err) {
+    const int gs = 64;
+    size_t elems = (size_t)n * k, words = bits ? elems * bits / 32 : (elems + 1) / 2, groups = elems / gs;
+    uint32_t *q = malloc(words * 4);
+    uint16_t *s = bits ? malloc(groups * 2) : NULL, *b = bits ? malloc(groups * 2) : NULL;
+    mem[0] = q, mem[1] = s, mem[2] = b;
+    if (!q || (bits && (!s || !b))) return err_set(err, MTPLX_ENOMEM, "matmul bench: out of memory");
+    for (size_t i = 0; i < words; i++) {
+        uint64_t r = next_rand(seed);
+        /* bf16: keep every element a modest normal number (exponent 0x3c, random mantissa and sign) */
+        q[i] = bits ? (uint32_t)r : (uint32_t)((r & 0x807f807fu) | 0x3c003c00u);
+    }
+    for (size_t g = 0; bits && g < groups; g++) s[g] = 0x3c23, b[g] = 0xbda3; /* ~0.01 and ~-0.08 */
+    *w = bits ? (kern_weight){.dtype = DT_U32, .rows = n, .cols = k, .data = q, .scales = s, .biases = b,
+                              .scale_dtype = DT_BF16, .bits = bits, .group_size = gs}
+              : (kern_weight){.dtype = DT_BF16, .rows = n, .cols = k, .data = q};
+    return 0;
+}
+
+int bench_matmul(const char *format, int n, int k, int count, int max_rows, int reps, uint64_t seed,
+                 bench_matmul_out *out, mtplx_err *err) {
+    int bits = !strcmp(format, "q4") ? 4 : !strcmp(format, "q8") ? 8 : !strcmp(format, "bf16") ? 0 : -1;
+    if (bits < 0) return err_set(err, MTPLX_EINVAL, "matmul bench: format '%s' (q4, q8 or bf16)", format);
+    if (n < 1 || k < 64 || k % 64 || count < 1 || max_rows < 1 || max_rows > BENCH_MAX_ROWS || reps < 1)
+        return err_set(err, MTPLX_EINVAL, "matmul bench: need rows >= 1, cols a multiple of 64, count >= 1, "
+                                          "1..%d activation rows, reps >= 1", BENCH_MAX_ROWS);
+    int rc = 0;
+    kern_weight *w = calloc((size_t)count, sizeof *w);
+    void **mem = calloc((size_t)count * 3, sizeof *mem);
+    float *x = malloc(sizeof(float) * (size_t)max_rows * k), *y = malloc(sizeof(float) * (size_t)max_rows * n);
+    double *times = malloc(sizeof(double) * (size_t)reps * (max_rows + 1));
+    kern_pack_set *packs = NULL;
+    if (!w || !mem || !x || !y || !times) {
+        rc = err_set(err, MTPLX_ENOMEM, "matmul bench: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < count && !rc; i++)
+        if (!(rc = bench_matmul_weight(bits, n, k, &seed, &w[i], mem + 3 * i, err)))
+            rc = kern_pack_set_add(&packs, &w[i], err);
+    if (rc) goto done;
+    for (size_t i = 0; i < (size_t)max_rows * k; i++) x[i] = (float)(next_rand(&seed) % 2001) / 1000.0f - 1.0f;
+    for (int r = -1; r < reps; r++) /* one untimed round first */
+        for (int T = 1; T <= max_rows; T++) {
+            double t0 = clock_now();
+            for (int i = 0; i < count; i++) kern_matmul(y, n, x, k, T, &w[i]);
+            if (r >= 0) times[(size_t)T * reps + r] = clock_now() - t0;
+        }
+    memset(out, 0, sizeof *out);
+    out->count = count, out->max_rows = max_rows, out->reps = reps;
+    out->bytes = (double)count * n * k * (bits ? bits / 8.0 + 4.0 / 64 : 2.0);
+    for (int T = 1; T <= max_rows; T++) {
+        double *t = times + (size_t)T * reps;
+        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        out->median_s[T] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    }
+done:
+    kern_pack_set_free(packs);
+    for (int i = 0; mem && i < 3 * count; i++) free(mem[i]);
+    free(w), free(mem), free(x), free(y), free(times);
     return rc;
 }

@@ -42,6 +42,20 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
  * `reps`. Returns 0 or an error. */
 int bench_prefill_seconds(const mtplx_model *m, int tokens, int reps, uint64_t seed, double *seconds, mtplx_err *err);
 
+typedef struct {
+    int count;                           /* matrices, called back to back (one "pass") */
+    double bytes;                        /* bytes of weights one pass reads (packed copies as streamed) */
+    int max_rows, reps;
+    double median_s[BENCH_MAX_ROWS + 1]; /* median seconds of a pass with T = 1..max_rows rows */
+} bench_matmul_out;
+
+/* Kernel speed alone: `count` random [n x k] weights of `format` ("q4" / "q8": MLX affine, group 64,
+ * bf16 scales, repacked as at load; "bf16": with its AMX copy where the CPU has AMX), more bytes than
+ * the caches hold when count·n·k is large. Each round runs one pass of kern_matmul over all of them
+ * for T = 1..max_rows (interleaved), `reps` rounds. Returns 0, EINVAL or ENOMEM. */
+int bench_matmul(const char *format, int n, int k, int count, int max_rows, int reps, uint64_t seed,
+                 bench_matmul_out *out, mtplx_err *err);
+
 /* Bytes of weights one decode step reads: every tensor of the checkpoint in `dir` except the
  * embedding table (one row is read) and the MTP head (mtp.*); a tied head counts the embedding once.
  * *all gets the bytes of every tensor. Returns 0 or an error. */

@@ -89,6 +89,19 @@ node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
 rc=0; "$M" bench --draft-cost --draft-quants q4:7 --steps 1 >/dev/null 2>"$tmp/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "group" "$tmp/err" || fail "--draft-quant q4:7: exit $rc, $(cat "$tmp/err")"
 echo "bench --draft-accept ok"
+# bench --matmul (sanitizer build): a time per T for each format; bad format / shape are usage errors
+for f in q4 q8 bf16; do
+    "$MA" bench --matmul $f --shape 64x128 --count 2 --rows 3 --reps 1 --json >"$tmp/mm" || fail "bench --matmul $f"
+    node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+      if (j.format!==process.argv[2]||j.count!==2||!(j.bytes>0)) process.exit(1);
+      for (const t of ["1","2","3"]) if (!(j.ms[t]>0)||!(j.ratio[t]>0)) process.exit(1)' "$tmp/mm" $f ||
+        fail "bench --matmul $f --json: $(cat "$tmp/mm")"
+done
+for bad in "--matmul q5" "--matmul q4 --shape 64x100" "--matmul q4 --shape 64"; do
+    rc=0; "$MA" bench $bad >/dev/null 2>"$tmp/err" || rc=$?
+    [ "$rc" = 2 ] && grep -q "matmul\|shape" "$tmp/err" || fail "bench $bad: exit $rc, $(cat "$tmp/err")"
+done
+echo "bench --matmul ok"
 
 # 6. errors: exit 2 with a message naming the problem (sanitizer build), exit 1 for a bad model
 expect() { # code pattern args...
