@@ -36,7 +36,8 @@ for f in $formats; do
         done
     done
 done
-# one line per run: threads, kernel, 1-row ms, AR GB/s, membw GB/s, fraction, verify cost 2/3/4/8, prefill tok/s
+# one line per run: threads, kernel, 1-row ms, AR GB/s, membw GB/s (read between the forwards),
+# fraction, verify cost 2/3/4/8, prefill tok/s
 python3 - "$out" > "$out/summary.txt" <<'PY'
 import json, sys, glob, os
 print("%-24s %4s %-7s %8s %7s %7s %5s %5s %5s %5s %5s %8s" % ("run", "thr", "kernel", "1row_ms", "AR_GB/s", "membw", "frac", "v2", "v3", "v4", "v8", "prefill"))
@@ -46,7 +47,7 @@ for p in sorted(glob.glob(os.path.join(sys.argv[1], "bench-*.json"))):
     v = j.get("verify_cost", {}); fm = j.get("forward_ms", {})
     print("%-24s %4s %-7s %8.2f %7.1f %7.1f %5.2f %5.2f %5.2f %5.2f %5.2f %8.1f" % (
         os.path.basename(p)[:-5], j.get("threads"), j.get("kernel"), fm.get("1", 0), j.get("ar_decode_gbs", 0),
-        j.get("membw", {}).get("gbs_all_threads", 0), j.get("ar_decode_fraction_of_membw", 0),
+        j.get("membw_interleaved_gbs", j.get("membw", {}).get("gbs_all_threads", 0)), j.get("ar_decode_fraction_of_membw", 0),
         v.get("2", 0), v.get("3", 0), v.get("4", 0), v.get("8", 0), j.get("prefill", {}).get("tok_s", 0)))
 PY
 cat "$out/summary.txt"

@@ -15,18 +15,25 @@
 
 static volatile float g_sink;
 
-int bench_membw_measure(size_t bytes, int reps, bench_membw *out, mtplx_err *err) {
+float *bench_membw_buffer(size_t bytes) {
     size_t n = bytes / sizeof(float), huge = (size_t)2 << 20;
     size_t sz = (n * sizeof(float) + huge - 1) & ~(huge - 1);
     /* 2 MiB-aligned and marked for transparent huge pages before the first touch, like the packed
      * quantized weights (matmul_qpack.c), so both are read on the same page size */
     float *buf = aligned_alloc(huge, sz ? sz : huge);
-    if (!buf) return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: cannot allocate %zu bytes", sz);
+    if (!buf) return NULL;
 #ifdef MADV_HUGEPAGE
     (void)madvise(buf, sz, MADV_HUGEPAGE); /* advisory */
 #endif
     memset(buf, 0, sz); /* pages are touched */
     for (size_t i = 0; i < n; i += 1024) buf[i] = 1.0f;
+    return buf;
+}
+
+int bench_membw_measure(size_t bytes, int reps, bench_membw *out, mtplx_err *err) {
+    size_t n = bytes / sizeof(float);
+    float *buf = bench_membw_buffer(bytes);
+    if (!buf) return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: cannot allocate %zu bytes", bytes);
     memset(out, 0, sizeof *out);
     out->bytes = n * sizeof(float);
     out->threads = tpool_threads(tpool_global());
@@ -56,8 +63,8 @@ static uint64_t next_rand(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, bench_verify *out,
-                      mtplx_err *err) {
+int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, const float *bw,
+                      size_t bw_bytes, bench_verify *out, mtplx_err *err) {
     if (max_rows < 1 || max_rows > BENCH_MAX_ROWS || reps < 1 || context < 1)
         return err_set(err, MTPLX_EINVAL, "verify-cost: rows 1..%d, reps >= 1, context >= 1", BENCH_MAX_ROWS);
     const model_config *c = model_config_of(m);
@@ -67,7 +74,7 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
     if (rc) return rc;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(context > max_rows ? context : max_rows));
     float *logits = malloc(sizeof(float) * (size_t)max_rows * c->vocab_size);
-    double *times = malloc(sizeof(double) * (size_t)reps * (max_rows + 1));
+    double *times = malloc(sizeof(double) * (size_t)reps * (max_rows + 2)); /* [R][reps], then GB/s [reps] */
     if (!tok || !logits || !times) {
         rc = err_set(err, MTPLX_ENOMEM, "verify-cost: out of memory");
         goto done;
@@ -78,6 +85,12 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
     /* one untimed round warms caches, the pool and the scratch buffers */
     for (int rep = -1; rep < reps; rep++) {
         for (int R = 1; R <= max_rows; R++) {
+            /* the bandwidth read evicts the caches: it goes before a different R each round */
+            if (bw && rep >= 0 && R == 1 + rep % max_rows) {
+                double t0 = clock_now();
+                g_sink += kern_stream_read_parallel(bw, bw_bytes / sizeof(float), 0);
+                times[(size_t)(max_rows + 1) * reps + rep] = bw_bytes / (clock_now() - t0) / 1e9;
+            }
             for (int i = 0; i < R; i++) tok[i] = (int32_t)(next_rand(&seed) % (uint64_t)c->vocab_size);
             fwd_request req = {.logits = logits, .logits_from = 0, .capture = 1};
             double t0 = clock_now();
@@ -96,6 +109,11 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
         out->median_s[R] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
     }
     for (int R = 1; R <= max_rows; R++) out->ratio[R] = out->median_s[R] / out->median_s[1];
+    if (bw) {
+        double *g = times + (size_t)(max_rows + 1) * reps;
+        qsort(g, (size_t)reps, sizeof(double), cmp_double);
+        out->membw_gbs = reps % 2 ? g[reps / 2] : 0.5 * (g[reps / 2 - 1] + g[reps / 2]);
+    }
 done:
     free(tok), free(logits), free(times);
     model_state_free(s);

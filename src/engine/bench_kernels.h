@@ -30,13 +30,21 @@ typedef struct {
     int context;                         /* positions in the state before the first timed forward */
     double median_s[BENCH_MAX_ROWS + 1]; /* median seconds of an R-row forward, logits for every row */
     double ratio[BENCH_MAX_ROWS + 1];    /* median_s[R] / median_s[1] */
+    double membw_gbs;                    /* with a bandwidth buffer: median GB/s of one all-thread read
+                                            of it per round, between the forwards; else 0 */
 } bench_verify;
 
 /* Prefill `context` random tokens, then `reps` rounds of: for R = 1..max_rows, one capturing R-row
  * forward (all rows' logits, like a verify) followed by model_state_commit(1), so the position
- * advances by one per forward as in decoding. Returns 0 or an error. */
-int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, bench_verify *out,
-                      mtplx_err *err);
+ * advances by one per forward as in decoding. With bw (bw_bytes of touched memory, may be NULL) each
+ * round also reads it once on all pool threads, so the bandwidth is measured in the same rounds as
+ * the forwards (this VM's bandwidth drifts by ±20 % over seconds). Returns 0 or an error. */
+int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, const float *bw,
+                      size_t bw_bytes, bench_verify *out, mtplx_err *err);
+
+/* A buffer of `bytes` (2 MiB-aligned, huge-page advised, every page touched) for bandwidth reads;
+ * free() it. NULL when out of memory. */
+float *bench_membw_buffer(size_t bytes);
 
 /* Seconds to prefill `tokens` random tokens (logits of the last row only) on a fresh state, best of
  * `reps`. Returns 0 or an error. */
