@@ -208,7 +208,8 @@ SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const f
         for (int r = 0; r < nr; r++) {
             const float *src = S_src + (long)(i + r) * dk;
             a[r] = _mm512_setzero_ps();
-            for (int j = 0; j < dk; j += 16) a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(src + j), _mm512_loadu_ps(k0 + j), a[r]);
+            for (int j = 0; j < dk; j += 16)
+                a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(src + j), _mm512_loadu_ps(k0 + j), a[r]);
         }
         for (int t = 0; t < R; t++) {
             const float *src = t == 0 ? S_src : S_dst, *q = q0 + (long)t * ldqk, *k = k0 + (long)t * ldqk;

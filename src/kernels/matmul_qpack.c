@@ -226,11 +226,13 @@ static int qp_prefetch_l2_bytes(void) {
 INL void qp_prefetch_group(const kern_qpack *p, const uint8_t *qg, int pf, int pf2, const int lines) {
     const int f32 = p->sdt == DT_F32;
     if (pf) {
-        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++) _mm_prefetch((const char *)qg + pf + 64 * o, _MM_HINT_T0);
+        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++)
+            _mm_prefetch((const char *)qg + pf + 64 * o, _MM_HINT_T0);
         if (f32) _mm_prefetch((const char *)qg + pf + 64 * (lines + 1), _MM_HINT_T0);
     }
     if (pf2) {
-        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++) _mm_prefetch((const char *)qg + pf2 + 64 * o, _MM_HINT_T1);
+        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++)
+            _mm_prefetch((const char *)qg + pf2 + 64 * o, _MM_HINT_T1);
         if (f32) _mm_prefetch((const char *)qg + pf2 + 64 * (lines + 1), _MM_HINT_T1);
     }
 }

@@ -26,6 +26,7 @@ static int imax(int a, int b) { return a > b ? a : b; }
 #define FWD_SPLIT_WORK 16384.0
 #define FWD_SCORE_SLOTS_MAX 64
 #define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
+#define ATT_SCORE_ROWS 4 /* score rows kern_attention_group needs per call (it runs 4 queries at a time) */
 
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err) {
     const model_config *c = &m->cfg;
@@ -48,8 +49,8 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     s->score_slots = 2 * tpool_threads(tpool_global());
     if (s->score_slots > FWD_SCORE_SLOTS_MAX) s->score_slots = FWD_SCORE_SLOTS_MAX;
     s->capacity = imax(capacity, 1);
-    if (!(s->scores = mem_alloc((size_t)s->score_slots * 4 * s->capacity, sizeof(float), "attention scores",
-                                err)))
+    if (!(s->scores = mem_alloc((size_t)s->score_slots * ATT_SCORE_ROWS * s->capacity, sizeof(float),
+                                "attention scores", err)))
         goto fail;
     if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
     if (family_scratch_init(s, m, rows, err)) goto fail;
@@ -83,14 +84,14 @@ typedef struct {
     const kv_layer *kv;
     int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
     float scale;
-    float *scores;        /* [n_tasks][4][capacity] */
+    float *scores;        /* [n_tasks][ATT_SCORE_ROWS][capacity] */
 } attn_job;
 
 static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
     int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
     int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
-    float *scores = j->scores + (size_t)task * 4 * j->capacity;
+    float *scores = j->scores + (size_t)task * ATT_SCORE_ROWS * j->capacity;
     for (int i = i0; i < i1; i++) {
         int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
         int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
