@@ -173,6 +173,24 @@ void kern_pack_set_free(kern_pack_set *set) {
 
 size_t kern_pack_set_bytes(const kern_pack_set *set) { return set ? set->bytes : 0; }
 
+/* Sanitizer builds (ASan: the unit tests' asan build, the fuzz build) compile the VNNI blocks with
+ * the group size as a run-time value and without forced unrolling: the same source, far less code.
+ * Fully unrolled, one instance per group size, clang took over 7 minutes on this file under
+ * ASan + UBSan + coverage (34 s without the unrolling). */
+#if defined(__SANITIZE_ADDRESS__)
+#define QP_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QP_SANITIZED 1
+#endif
+#endif
+#ifdef QP_SANITIZED
+#define QP_UNROLL(n)
+#else
+#define QP_STR(x) #x
+#define QP_UNROLL(n) _Pragma(QP_STR(GCC unroll n))
+#endif
+
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
 
@@ -196,7 +214,7 @@ INL void qp_epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int
                      const __m512i *is, __m512 *acc) {
     const uint8_t *sb = qg + p->gbytes;
     __m512 s = ld_sb16(sb, p->sdt), b = ld_sb16(sb + (p->sdt == DT_F32 ? 64 : 32), p->sdt);
-    _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) {
+    QP_UNROLL(16) for (int t = 0; t < TT; t++) {
         size_t dg = (size_t)(t0 + t) * p->G + g;
         __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(is[t]), s);
         acc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(qa->d[dg]), acc[t]);
@@ -226,12 +244,12 @@ static int qp_prefetch_l2_bytes(void) {
 INL void qp_prefetch_group(const kern_qpack *p, const uint8_t *qg, int pf, int pf2, const int lines) {
     const int f32 = p->sdt == DT_F32;
     if (pf) {
-        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++)
+        QP_UNROLL(17) for (int o = 0; o <= lines; o++)
             _mm_prefetch((const char *)qg + pf + 64 * o, _MM_HINT_T0);
         if (f32) _mm_prefetch((const char *)qg + pf + 64 * (lines + 1), _MM_HINT_T0);
     }
     if (pf2) {
-        _Pragma("GCC unroll 17") for (int o = 0; o <= lines; o++)
+        QP_UNROLL(17) for (int o = 0; o <= lines; o++)
             _mm_prefetch((const char *)qg + pf2 + 64 * o, _MM_HINT_T1);
         if (f32) _mm_prefetch((const char *)qg + pf2 + 64 * (lines + 1), _MM_HINT_T1);
     }
@@ -247,36 +265,36 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
     const int G = p->G, K = qa->K, pf = qp_prefetch_bytes(), pf2 = qp_prefetch_l2_bytes(), NC = TT <= 2 ? 4 : 2;
     const size_t gstride = p->gstride;
     __m512 acc[8];
-    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    QP_UNROLL(8) for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *qg = p->q + (size_t)bi * G * gstride;
     const int8_t *ag = qa->a + (size_t)t0 * K;
     const __m512i lo = _mm512_set1_epi8(0x0f), hi = _mm512_set1_epi8((char)0xf0);
     for (int g = 0; g < G; g++, qg += gstride, ag += 8 * HALF) {
         qp_prefetch_group(p, qg, pf, pf2, HALF);
         __m512i is[8][4];
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 16") for (int j = 0; j < HALF; j++) {
+        QP_UNROLL(8) for (int t = 0; t < TT; t++)
+            QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
+        QP_UNROLL(16) for (int j = 0; j < HALF; j++) {
             const int c = NC == 4 ? 2 * (j & 1) : 0;
             __m512i v = _mm512_load_si512(qg + (size_t)j * 64);
             __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
-            _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+            QP_UNROLL(8) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
                 is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(at + 4 * j));
                 is[t][c + 1] = _mm512_dpbusd_epi32(is[t][c + 1], w1, bcast_quad(at + 4 * (j + HALF)));
             }
         }
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+        QP_UNROLL(8) for (int t = 0; t < TT; t++) {
             __m512i l = is[t][0], h = is[t][1];
             if (NC == 4) l = _mm512_add_epi32(l, is[t][2]), h = _mm512_add_epi32(h, is[t][3]);
             is[t][0] = _mm512_add_epi32(l, _mm512_srai_epi32(h, 4));
         }
         __m512i sum[8];
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) sum[t] = is[t][0];
+        QP_UNROLL(8) for (int t = 0; t < TT; t++) sum[t] = is[t][0];
         qp_epilogue(p, qg, qa, t0, g, TT, sum, acc);
     }
     __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+    QP_UNROLL(8) for (int t = 0; t < TT; t++)
         _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
 }
 
@@ -287,21 +305,21 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
     const int G = p->G, K = qa->K, pf = qp_prefetch_bytes(), pf2 = qp_prefetch_l2_bytes(), NC = TT <= 2 ? 4 : 2;
     const size_t gstride = p->gstride;
     __m512 acc[8];
-    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    QP_UNROLL(8) for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *qg = p->q + (size_t)bi * G * gstride;
     const int8_t *ag = qa->a + (size_t)t0 * K;
     for (int g = 0; g < G; g++, qg += gstride, ag += 4 * QV) {
         qp_prefetch_group(p, qg, pf, pf2, QV);
         __m512i is[8][4];
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
-            _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 32") for (int j = 0; j < QV; j++) {
+        QP_UNROLL(8) for (int t = 0; t < TT; t++)
+            QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
+        QP_UNROLL(32) for (int j = 0; j < QV; j++) {
             __m512i w0 = _mm512_load_si512(qg + (size_t)j * 64);
-            _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+            QP_UNROLL(8) for (int t = 0; t < TT; t++)
                 is[t][j % NC] = _mm512_dpbusd_epi32(is[t][j % NC], w0, bcast_quad(ag + (size_t)t * K + 4 * j));
         }
         __m512i sum[8];
-        _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++) {
+        QP_UNROLL(8) for (int t = 0; t < TT; t++) {
             __m512i a = _mm512_add_epi32(is[t][0], is[t][1]);
             if (NC == 4) a = _mm512_add_epi32(a, _mm512_add_epi32(is[t][2], is[t][3]));
             sum[t] = a;
@@ -309,7 +327,7 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
         qp_epilogue(p, qg, qa, t0, g, TT, sum, acc);
     }
     __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-    _Pragma("GCC unroll 8") for (int t = 0; t < TT; t++)
+    QP_UNROLL(8) for (int t = 0; t < TT; t++)
         _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
 }
 
@@ -319,12 +337,17 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
  * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
  * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. */
 INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
+#ifdef QP_SANITIZED
+    if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, p->gs / 4, y, ldy, nr);
+    else qp_block_q4(p, qa, bi, t0, TT, p->gs / 8, y, ldy, nr);
+#else
     if (p->bits == 8 && p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, y, ldy, nr);
     else if (p->bits == 8 && p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, y, ldy, nr);
     else if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, 32, y, ldy, nr);
     else if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, y, ldy, nr);
     else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, y, ldy, nr);
     else qp_block_q4(p, qa, bi, t0, TT, 16, y, ldy, nr);
+#endif
 }
 
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
@@ -388,7 +411,7 @@ INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const
     const int G = p->G, gs = p->gs, K = qa->K, kc = gs < 64 ? gs : 64, nch = gs / kc, half = gs / 8;
     const size_t ubg = (size_t)gs * 16; /* unpacked bytes per group */
     __m512 acc[16];
-    _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
+    QP_UNROLL(16) for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
     const __m512i lo = _mm512_set1_epi8(0x0f);
     for (int i = 0; i < G + 2 * QA_LAG; i++) {
@@ -418,12 +441,12 @@ INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const
         if (ge >= 0) {
             __m512i is[16];
             const int32_t *cg = cb + (size_t)(ge % QA_RING) * 256;
-            _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++) is[t] = _mm512_load_si512(cg + 16 * t);
+            QP_UNROLL(16) for (int t = 0; t < TT; t++) is[t] = _mm512_load_si512(cg + 16 * t);
             qp_epilogue(p, qb + (size_t)ge * p->gstride, qa, t0, ge, TT, is, acc);
         }
     }
     __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-    _Pragma("GCC unroll 16") for (int t = 0; t < TT; t++)
+    QP_UNROLL(16) for (int t = 0; t < TT; t++)
         _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
 }
 
