@@ -335,7 +335,8 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
  * independent chains per activation row (vpdpbusd has a 4-5 cycle latency; one chain per row made
  * the 1-row call latency-bound) and are added at the end of the group — integer sums are exact, so
  * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
- * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. */
+ * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. The group size is 32,
+ * 64 or 128 (kern_pack_set_add packs only quant_format_ok formats). */
 INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
 #ifdef QP_SANITIZED
     if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, p->gs / 4, y, ldy, nr);
