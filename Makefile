@@ -37,6 +37,8 @@ deps:
 # arrays in registers, where -O2 (GCC 12) left some in stack memory — attention ran 2-2.6x slower
 # (bench/kernels.md). Floating-point semantics are the same at both levels (no -ffast-math).
 build/obj/src/kernels/%.o: OPT_KERNELS := -O3
+# Flags live here: a changed Makefile rebuilds the objects (an old -O2 kernel object would stay).
+$(LIB_OBJ) $(CLI_OBJ) $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ): Makefile
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
