@@ -200,6 +200,19 @@ INL __m512i bcast_quad(const int8_t *a) {
     return _mm512_set1_epi32(v);
 }
 
+/* acc += the 16 lanes' 4-byte dot products of w (unsigned) with the activation quad at a (signed),
+ * broadcast: vpdpbusd with an embedded {1to16} memory operand, one fused load+op (GCC 12 does not
+ * fold _mm512_set1_epi32 of a load into it, and issued a separate vpbroadcastd per vpdpbusd).
+ * Sanitizer builds keep the intrinsic so the load is checked. */
+INL __m512i dp_quad(__m512i acc, __m512i w, const int8_t *a) {
+#ifdef QP_SANITIZED
+    return _mm512_dpbusd_epi32(acc, w, bcast_quad(a));
+#else
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)a));
+    return acc;
+#endif
+}
+
 /* 16 scales (or biases) of a (block, group) as f32; bf16/f16 widen exactly. */
 INL __m512 ld_sb16(const uint8_t *p, mtplx_dtype sdt) {
     if (sdt == DT_F32) return _mm512_load_ps(p);
@@ -280,8 +293,8 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
             __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
             QP_UNROLL(8) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
-                is[t][c] = _mm512_dpbusd_epi32(is[t][c], w0, bcast_quad(at + 4 * j));
-                is[t][c + 1] = _mm512_dpbusd_epi32(is[t][c + 1], w1, bcast_quad(at + 4 * (j + HALF)));
+                is[t][c] = dp_quad(is[t][c], w0, at + 4 * j);
+                is[t][c + 1] = dp_quad(is[t][c + 1], w1, at + 4 * (j + HALF));
             }
         }
         QP_UNROLL(8) for (int t = 0; t < TT; t++) {
@@ -316,7 +329,7 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
         QP_UNROLL(32) for (int j = 0; j < QV; j++) {
             __m512i w0 = _mm512_load_si512(qg + (size_t)j * 64);
             QP_UNROLL(8) for (int t = 0; t < TT; t++)
-                is[t][j % NC] = _mm512_dpbusd_epi32(is[t][j % NC], w0, bcast_quad(ag + (size_t)t * K + 4 * j));
+                is[t][j % NC] = dp_quad(is[t][j % NC], w0, ag + (size_t)t * K + 4 * j);
         }
         __m512i sum[8];
         QP_UNROLL(8) for (int t = 0; t < TT; t++) {
