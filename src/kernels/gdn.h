@@ -26,8 +26,9 @@ void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float
 /* R consecutive steps of one value head, bit-identical to R kern_gdn_step calls where step t reads
  * the state step t − 1 wrote (S_src for t = 0) and all write S_dst (may equal S_src). Step t takes
  * q + t·ldqk, k + t·ldqk, v + t·ldv, g[t], beta[t] and writes y + t·ldy and, when delta_out is non-NULL,
- * delta_out + t·ldd. The AVX-512 path reads the state once per step instead of twice: step t + 1's
- * S k is summed from the values step t stores, in the order the step would have reloaded them. */
+ * delta_out + t·ldd. The AVX-512 path reads the state once per step instead of twice (step t + 1's
+ * S k is summed from the values step t stores, in the order the step would have reloaded them) and
+ * prefetches it ahead. R < 1 does nothing. */
 void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const float *k, int ldqk, const float *v,
                     int ldv, const float *g, const float *beta, float *y, int ldy, float *delta_out, int ldd, int R,
                     int dk, int dv);
