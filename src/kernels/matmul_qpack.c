@@ -235,6 +235,14 @@ INL void qp_epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int
     }
 }
 
+/* Store the 16-row block bi of activation rows t0..t0+TT-1 (the first nr of its 16 rows). Shared by
+ * the VNNI and AMX kernels. */
+INL void qp_store_rows(float *y, int ldy, int bi, int t0, const int TT, int nr, const __m512 *acc) {
+    __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    QP_UNROLL(16) for (int t = 0; t < TT; t++)
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+}
+
 /* Software prefetch of the packed weight stream (the blocks of a task are one contiguous stream):
  * each group prefetches its own lines twice, into L1 $MTPLX_QPACK_PF bytes ahead (default 4096) and
  * into L2 $MTPLX_QPACK_PF2 bytes ahead (default 16384); 0 turns either off. The far L2 prefetch
@@ -297,18 +305,15 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
                 is[t][c + 1] = dp_quad(is[t][c + 1], w1, at + 4 * (j + HALF));
             }
         }
+        __m512i sum[8];
         QP_UNROLL(8) for (int t = 0; t < TT; t++) {
             __m512i l = is[t][0], h = is[t][1];
             if (NC == 4) l = _mm512_add_epi32(l, is[t][2]), h = _mm512_add_epi32(h, is[t][3]);
-            is[t][0] = _mm512_add_epi32(l, _mm512_srai_epi32(h, 4));
+            sum[t] = _mm512_add_epi32(l, _mm512_srai_epi32(h, 4));
         }
-        __m512i sum[8];
-        QP_UNROLL(8) for (int t = 0; t < TT; t++) sum[t] = is[t][0];
         qp_epilogue(p, qg, qa, t0, g, TT, sum, acc);
     }
-    __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-    QP_UNROLL(8) for (int t = 0; t < TT; t++)
-        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+    qp_store_rows(y, ldy, bi, t0, TT, nr, acc);
 }
 
 /* q8 block: 16 rows × TT activation rows from t0, QV = gs/4 weight vectors per group (compile-time,
@@ -339,9 +344,7 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
         }
         qp_epilogue(p, qg, qa, t0, g, TT, sum, acc);
     }
-    __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-    QP_UNROLL(8) for (int t = 0; t < TT; t++)
-        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+    qp_store_rows(y, ldy, bi, t0, TT, nr, acc);
 }
 
 /* One 16-row block × TT activation rows starting at t0 (VNNI). The integer group sums run in
@@ -459,9 +462,7 @@ INL_AMX void qa_block(const kern_qpack *p, const qact *qa, int bi, int t0, const
             qp_epilogue(p, qb + (size_t)ge * p->gstride, qa, t0, ge, TT, is, acc);
         }
     }
-    __mmask16 m = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-    QP_UNROLL(16) for (int t = 0; t < TT; t++)
-        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy + (size_t)bi * 16, m, acc[t]);
+    qp_store_rows(y, ldy, bi, t0, TT, nr, acc);
 }
 
 #define QA_CASE(n) \
