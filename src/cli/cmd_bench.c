@@ -32,7 +32,8 @@ static void usage_decode(FILE *f) {
             "  --seed S          prompt i uses seed S+i at every depth (default 1)\n"
             "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "Sampler defaults: the model's generation_config.json; --max-tokens defaults to 128.\n"
-            "Other modes: --membw, --verify-cost, --prefill (see mtplx bench --membw --help).\n");
+            "Other modes: --membw, --verify-cost, --prefill, --draft-cost, --draft-accept, --matmul\n"
+            "(see mtplx bench --membw --help).\n");
 }
 
 /* --depths LIST: comma-separated depths, each optionally D@X (adaptive depth with draft_min_conf X
