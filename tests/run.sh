@@ -17,6 +17,7 @@ run_one() { # name, command...
 }
 mkdir -p build/logs
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_one repo_size bash scripts/check-size.sh
 for t in build/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" "$t"

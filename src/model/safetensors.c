@@ -381,7 +381,14 @@ static int open_index(st_set *s, const char *dir, const char *index_path, mtplx_
             /* name one tensor that points at it */
             const char *who = "";
             json_object_foreach(wm, key, v) if (strcmp(json_string_value(v), shards[i]) == 0) { who = key; break; }
-            rc = err_set(err, MTPLX_EIO, "%s: tensor %s: shard %s does not exist", index_path, who, path);
+            /* The embedded model ships its shards as .xz (Makefile: model); say how to unpack. */
+            char xz[4200];
+            snprintf(xz, sizeof xz, "%s.xz", path);
+            if (file_exists(xz))
+                rc = err_set(err, MTPLX_EIO, "%s: tensor %s: shard %s is still packed as %s; run `make model` "
+                             "(or `xz -dk %s`)", index_path, who, path, xz, xz);
+            else
+                rc = err_set(err, MTPLX_EIO, "%s: tensor %s: shard %s does not exist", index_path, who, path);
             break;
         }
         rc = map_and_parse(s, path, err);

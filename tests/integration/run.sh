@@ -126,4 +126,7 @@ expect 1 "nowhere" --model "$tmp/nowhere" --prompt-tokens 1,2
 mkdir -p "$tmp/notok" && cp models/qwen35-tiny-code/*.json models/qwen35-tiny-code/*.safetensors "$tmp/notok/" \
     && rm "$tmp/notok/tokenizer.json" "$tmp/notok/tokenizer_config.json"
 expect 1 "need the tokenizer" --model "$tmp/notok" --prompt "hello"
+# a clone whose packed shards were never unpacked names the fix (the embedded model ships as .xz)
+mkdir -p "$tmp/packed" && cp models/qwen35-tiny-code/*.json models/qwen35-tiny-code/*.xz "$tmp/packed/"
+expect 1 "make model" --model "$tmp/packed" --prompt-tokens 1,2 --max-tokens 1
 echo "error cases ok"
