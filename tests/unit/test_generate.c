@@ -11,6 +11,7 @@
 #include "../../src/engine/generate.h"
 #include "../../src/model/safetensors.h"
 #include "../../src/tokenizer/tokenizer.h"
+#include "gen_tally.h"
 #include "test.h"
 
 #define MODEL_DIR "models/qwen35-tiny-code"
@@ -190,31 +191,6 @@ static int prompts_build(void) {
 static void prompts_free(void) {
     for (int i = 0; i < N_PR; i++) free(PR[i].ids);
     N_PR = 0;
-}
-
-/* Per-position draft outcomes summed over generations. From gen_stats alone: every cycle drafts
- * position 1; a cycle reaches position i >= 2 iff it accepted i-1 drafts, except the one cycle whose
- * accept loop ended the generation (stop id or max_tokens on an accepted draft), at most one per
- * generation, recognisable as n == accepted + cycles (no token after the loop). So rejects at i are
- * acc[i-1] - acc[i] exactly, minus 1 at the unknown position where that cycle ended: we count the
- * lower bound. All-accepted cycles (bonus token) likewise. */
-typedef struct {
-    long acc[GEN_MAX_DEPTH];   /* drafts accepted at position i+1 */
-    long rej[GEN_MAX_DEPTH];   /* drafts rejected at position i+1 (lower bound, see above) */
-    long bonus;                /* cycles with every draft accepted (lower bound) */
-} pos_tally;
-
-static void tally_add(pos_tally *t, const gen_stats *st, int n, int depth) {
-    if (st->cycles == 0) return;
-    int ended_in_loop = n == st->accepted + st->cycles; /* else n == accepted + cycles + 1 */
-    for (int i = 0; i < depth; i++) {
-        long reached = i == 0 ? st->cycles : st->accepted_per_position[i - 1] - ended_in_loop;
-        t->acc[i] += st->accepted_per_position[i];
-        long r = reached - st->accepted_per_position[i];
-        t->rej[i] += r > 0 ? r : 0;
-    }
-    long b = st->accepted_per_position[depth - 1] - ended_in_loop;
-    t->bonus += b > 0 ? b : 0;
 }
 
 /* Greedy MTP at depths 1..5 and adaptive depth 6 is token-identical to AR on every distinct prompt,
