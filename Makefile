@@ -95,8 +95,8 @@ test:
 	@bash tests/run.sh
 
 # libFuzzer harnesses: tests/fuzz/fuzz_<name>.c, built with clang against the library sources.
-# `make fuzz` builds them; tests/run.sh replays each one's corpus (tests/fuzz/corpus/<name>/) plus a
-# short random run; `build/fuzz/fuzz_<name> -max_total_time=300 DIR` fuzzes for real.
+# `make fuzz` builds them; tests/run.sh replays each one's committed corpus (tests/fuzz/corpus/<name>/,
+# every file once, deterministic); `bash bench/fuzz.sh [SECONDS]` runs the random campaigns.
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fsanitize=address,undefined $(PKG_CFLAGS) -MMD -MP
