@@ -60,7 +60,8 @@ fuzz_replay() { # harness, corpus dir
     local files
     mapfile -t files < <(find "$2" -type f 2>/dev/null | LC_ALL=C sort)
     if [ ${#files[@]} -eq 0 ]; then echo "SKIP corpus: no committed inputs in $2"; return 77; fi
-    "$1" -timeout=60 -rss_limit_mb=2048 "${files[@]}"
+    # libFuzzer's crash exit status is 77 by default, which run_one reads as "skipped": make it 1
+    "$1" -timeout=60 -rss_limit_mb=2048 -error_exitcode=1 "${files[@]}"
 }
 for f in build/fuzz/fuzz_*; do
     [ -x "$f" ] && [ -f "tests/fuzz/$(basename "$f").c" ] || continue
