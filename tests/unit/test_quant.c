@@ -199,8 +199,16 @@ static void check_split(int bits, int gs) {
     kern_pack_set_free(set);
 }
 
+/* Skip the calling test when this CPU cannot run `isa` (kern_isa) with VNNI when `vnni`. */
+#define SKIP_WITHOUT_ISA(isa, vnni)                                                                     \
+    do {                                                                                            \
+        if (cpu_best_isa() < (isa))                                                                 \
+            SKIP("this CPU's best path is %s: the %s kernels are not tested", cpu_isa_name(cpu_best_isa()), \
+                 cpu_isa_name(isa));                                                                \
+        if ((vnni) && !cpu_get_features()->avx512vnni) SKIP("this CPU has no AVX512-VNNI");         \
+    } while (0)
+
 static void check_path(kern_isa isa) {
-    if (cpu_best_isa() < isa) return;
     REQUIRE(cpu_isa_set(isa) == 0);
     const int bits_l[] = {4, 8}, gs_l[] = {32, 64, 128};
     const mtplx_dtype sdt_l[] = {DT_BF16, DT_F16, DT_F32};
@@ -214,10 +222,16 @@ static void check_path(kern_isa isa) {
 }
 
 TEST(test_portable_int8_path) { check_path(KERN_ISA_PORTABLE); }
-TEST(test_avx2_int8_path) { check_path(KERN_ISA_AVX2); }
-TEST(test_avx512_int8_path) { check_path(KERN_ISA_AVX512); }
+TEST(test_avx2_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
+    check_path(KERN_ISA_AVX2);
+}
+TEST(test_avx512_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 0);
+    check_path(KERN_ISA_AVX512);
+}
 TEST(test_avx512_packed_int8_path) {
-    if (cpu_best_isa() < KERN_ISA_AVX512 || !cpu_get_features()->avx512vnni) return;
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 1);
     g_packed = 1;
     check_path(KERN_ISA_AVX512);
     check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block */
@@ -228,7 +242,7 @@ TEST(test_avx512_packed_int8_path) {
  * VNNI kernel, so the row invariance checks also prove both kernels give the same bits, for every
  * format and 9..40 rows (fewer rows check VNNI against itself). */
 TEST(test_amx_packed_int8_path) {
-    if (cpu_best_isa() < KERN_ISA_AMX || !cpu_get_features()->avx512vnni) return;
+    SKIP_WITHOUT_ISA(KERN_ISA_AMX, 1);
     g_packed = 1;
     check_path(KERN_ISA_AMX);
     check_format(4, 64, DT_BF16, 100, 2048);
