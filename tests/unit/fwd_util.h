@@ -10,6 +10,7 @@
 
 #include "../../src/model/model.h"
 #include "../../src/model/safetensors.h"
+#include "cmp.h"
 
 /* A golden: input ids and the fp32 reference tensors (NULL when absent). Owned by the st_set. */
 typedef struct {
@@ -42,11 +43,13 @@ static inline int golden_open(const char *path, golden *g, mtplx_err *err) {
 
 static inline void golden_close(golden *g) { st_close(g->st); }
 
+/* max |a[i] - b[i]| over n elements; +inf when any a[i] or b[i] is NaN or infinite (in either array,
+ * wherever it sits), so a `<= tol` check fails on it (cmp.h). */
 static inline double max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates as a failure */
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        m = cmp_worst(m, fabs((double)a[i] - (double)b[i]));
     }
     return m;
 }
