@@ -54,6 +54,32 @@ static inline double max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
+/* KL(softmax(ref) || softmax(got)) of each of `rows` rows of n logits: returns the largest (nats)
+ * and stores the mean in *mean (may be NULL); +inf when any logit on either side is not finite. */
+static inline double kl_rows(const float *ref, const float *got, int rows, int n, double *mean) {
+    double worst = 0, sum = 0;
+    for (int t = 0; t < rows; t++) {
+        const float *p = ref + (size_t)t * n, *q = got + (size_t)t * n;
+        double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, kl = 0;
+        for (int i = 0; i < n; i++) {
+            if (!isfinite(p[i]) || !isfinite(q[i])) {
+                if (mean) *mean = INFINITY;
+                return INFINITY;
+            }
+            mp = fmax(mp, p[i]), mq = fmax(mq, q[i]);
+        }
+        for (int i = 0; i < n; i++) zp += exp(p[i] - mp), zq += exp(q[i] - mq);
+        for (int i = 0; i < n; i++) {
+            double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
+            kl += exp(lp) * (lp - lq);
+        }
+        worst = cmp_worst(worst, kl);
+        sum += kl;
+    }
+    if (mean) *mean = rows ? sum / rows : 0;
+    return worst;
+}
+
 static inline int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
