@@ -123,3 +123,5 @@ clean:
 	rm -rf build
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+# unit tests too (-MMD writes build/tests/test_x.d): a change to fwd_util.h or cmp.h rebuilds them
+-include $(TESTS:=.d) $(ASAN_TESTS:=.d)

@@ -14,6 +14,7 @@
 #include "../../src/kernels/cpu.h"
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/quant.h"
+#include "cmp.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
@@ -86,7 +87,7 @@ TEST(test_quantizer_error_and_edges) {
                                     (sdt_l[si] == DT_F32 ? 1e-6f : (fabsf(mn) + fabsf(mx)) * 0.0079f);
                         for (int i = 0; i < gs; i++) {
                             int c = g * gs + i;
-                            if (fabsf(d[c] - w[(size_t)r * cols + c]) > tol) bad++;
+                            bad += !cmp_close(d[c], w[(size_t)r * cols + c], tol);
                         }
                         if (sdt_l[si] == DT_F32) {
                             float edge = fabsf(mn) > fabsf(mx) ? mn : mx;
@@ -149,7 +150,7 @@ static void check_format(int bits, int gs, mtplx_dtype sdt, int N, int K) {
                 bound += amax / 254.0 * wabs;
             }
             double dl = fabs((double)y1[(size_t)t * N + r] - yr[r]);
-            if (dl > bound * 1.01 + 1e-5 * mag) over++, worst = fmax(worst, dl / (bound + 1e-30));
+            if (!(dl <= bound * 1.01 + 1e-5 * mag)) over++, worst = cmp_worst(worst, dl / (bound + 1e-30));
         }
     }
     CHECK_MSG(over == 0, "%s q%d gs%d %s %dx%d: %d outputs beyond the int8 bound (worst %.3f x bound)",
@@ -265,7 +266,7 @@ TEST(test_f32_activation_path_matches_reference) {
             for (int r = 0; r < N; r++) {
                 double mag = 0;
                 for (int c = 0; c < K; c++) mag += fabs((double)x[t * K + c] * m.deq[(size_t)r * K + c]);
-                bad += fabs((double)y[t * N + r] - yr[t * N + r]) > 1e-5 * mag;
+                bad += !cmp_close(y[t * N + r], yr[t * N + r], 1e-5 * mag);
             }
         CHECK_MSG(bad == 0, "q%d: %d outputs of the f32-activation path off the reference", bits, bad);
         free_qmat(&m);
