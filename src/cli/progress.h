@@ -20,10 +20,9 @@ typedef struct {
     double interval_s;    /* between plain lines when not a terminal */
     double t0;            /* start (clock_now) */
     double last;          /* last draw */
-    uint64_t base;        /* `done` at the first report (a resumed download's present part) */
-    int have_base;
     uint64_t done, total; /* last reported */
     int shown;            /* a line was printed */
+    int finished;         /* the final line was printed (done reached total) */
 } cli_progress;
 
 /* Start a display for `label`; unit NULL means bytes. enabled 0 makes every call a no-op. */
@@ -32,7 +31,8 @@ void cli_progress_start(cli_progress *p, const char *label, const char *unit, do
 /* The sink to hand to library code (it calls back into p). */
 progress_sink cli_progress_sink(cli_progress *p);
 
-/* The work ended: a shown bar is completed with a final line (ok = 1) or just ended (ok = 0). */
+/* The work ended: a shown bar is completed with a final line (ok = 1) or just ended (ok = 0). A
+ * report with done == total already printed the final line; then this does nothing. */
 void cli_progress_finish(cli_progress *p, int ok);
 
 #endif

@@ -11,6 +11,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BIN=build/mtplx
 [ -x build/asan/mtplx ] && BIN=build/asan/mtplx
+BIN=${MTPLX_BIN:-$BIN} # tests/mutations/*.patch checks name the binary they rebuilt
 SRC=models/qwen35-tiny-code
 tmp=$(mktemp -d /tmp/mtplx_pull_sh.XXXXXX)
 hub_pid=
