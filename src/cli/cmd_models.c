@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../base/file.h"
 #include "../hub/hub.h"
 #include "../model/inspect.h"
 #include "commands.h"
@@ -20,7 +21,7 @@ static void usage(FILE *f) {
             "       mtplx models rm ORG/NAME[@REVISION] [--json]\n"
             "\n"
             "List the models in the hub cache (what `mtplx pull` wrote, and huggingface_hub's downloads), the\n"
-            "embedded model and each DIR given: name, format (bf16 / f16 / f32, or q4 / q8 for MLX affine),\n"
+            "embedded model and each DIR (or cached ORG/NAME[@REVISION]) given: name, format (bf16 / f16 / f32, or q4 / q8 for MLX affine),\n"
             "family, compatibility tier (as `mtplx inspect`), MTP head, size on disk and path.\n"
             "`rm ORG/NAME` deletes the cached repository; `rm ORG/NAME@REVISION` deletes that snapshot, its\n"
             "refs and the blobs no other snapshot uses.\n"
@@ -197,8 +198,14 @@ int cmd_models(int argc, char **argv) {
     }
     const char *emb = cli_default_model();
     add_model(&L, "(embedded)", "embedded", emb, dir_bytes(emb), NULL);
-    for (int i = 1; i < argc; i++)
-        if (argv[i][0] != '-') add_model(&L, argv[i], "local", argv[i], dir_bytes(argv[i]), NULL);
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-') continue;
+        char dir[HUB_PATH_MAX];
+        const char *path = argv[i];
+        if (!file_is_dir(path) && hub_looks_like_ref(path) && cli_resolve_model(path, dir, sizeof dir, NULL) == 0)
+            path = dir; /* ORG/NAME: the cached snapshot */
+        add_model(&L, argv[i], "local", path, dir_bytes(path), NULL);
+    }
     if (json) {
         json_t *o = json_pack("{s:s, s:O}", "cache", cache, "models", L.list);
         json_dumpf(o, stdout, JSON_INDENT(2));

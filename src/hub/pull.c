@@ -158,11 +158,11 @@ static int api_get(pull_job *J, const char *url, const char *what, json_t **out,
 
 /* revision -> commit (GET /api/models/REPO/revision/REV: {"sha": ...}) */
 static int resolve_commit(pull_job *J, mtplx_err *err) {
-    char rev[768], url[3072], what[600];
-    escape_path(J->ref->revision, rev, sizeof rev);
+    char url[3072], what[600];
     /* a revision with '/' (refs/pr/1) is one path segment on the API: escape it whole */
     char *e = curl_easy_escape(NULL, J->ref->revision, 0);
-    snprintf(url, sizeof url, "%s/api/models/%s/revision/%s", J->endpoint, J->ref->repo, e ? e : rev);
+    if (!e) return err_set(err, MTPLX_ENOMEM, "out of memory");
+    snprintf(url, sizeof url, "%s/api/models/%s/revision/%s", J->endpoint, J->ref->repo, e);
     curl_free(e);
     snprintf(what, sizeof what, "%s@%s", J->ref->repo, J->ref->revision);
     json_t *o;
@@ -312,20 +312,22 @@ static size_t on_data(char *buf, size_t size, size_t nmemb, void *user) {
 
 /* Hash the first `len` bytes of path into sha. Returns 0 or -1. */
 static int hash_prefix(const char *path, uint64_t len, sha256_ctx *sha) {
+    enum { CHUNK = 1 << 20 };
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return -1;
-    static __thread unsigned char buf[1 << 20];
-    while (len > 0) {
-        ssize_t r = read(fd, buf, len < sizeof buf ? (size_t)len : sizeof buf);
+    unsigned char *buf = fd >= 0 ? malloc(CHUNK) : NULL;
+    int rc = buf ? 0 : -1;
+    while (!rc && len > 0) {
+        ssize_t r = read(fd, buf, len < CHUNK ? (size_t)len : CHUNK);
         if (r <= 0) {
-            close(fd);
-            return -1;
+            rc = -1;
+            break;
         }
         sha256_update(sha, buf, (size_t)r);
         len -= (uint64_t)r;
     }
-    close(fd);
-    return 0;
+    free(buf);
+    if (fd >= 0) close(fd);
+    return rc;
 }
 
 enum { FETCH_OK = 0, FETCH_RETRY = 1, FETCH_FATAL = 2 };
@@ -398,7 +400,8 @@ static int fetch_attempt(pull_job *J, pull_file *f, const char *inc, fetch_ctx *
         hub_http_status_error(&meta, what, J->token[0] != 0, J->token_src, err);
         return x->status >= 500 ? FETCH_RETRY : FETCH_FATAL;
     }
-    if (meta.linked_etag[0] && strlen(meta.linked_etag) == strlen(f->etag) && strcmp(meta.linked_etag, f->etag))
+    /* for an LFS file the hub's X-Linked-Etag is its sha256: it must be the one the tree listed */
+    if (f->sha256[0] && strlen(meta.linked_etag) == 64 && strcmp(meta.linked_etag, f->sha256))
         return err_set(err, MTPLX_EBADFILE, "%s: the hub's file list says blob %s but the download says %s", what,
                        f->etag, meta.linked_etag), FETCH_FATAL;
     if (resuming && !x->restarted) {

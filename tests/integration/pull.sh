@@ -90,7 +90,7 @@ grep -q '/cdn/' "$tmp/hub.log" && bad "second pull fetched file contents"
 # ---- the cached model runs; same tokens as the source directory ----
 args=(--prompt-tokens 750,1204,7,286 --max-tokens 6 --temperature 0 --seed 3 --json)
 "$BIN" run --model test/tiny "${args[@]}" >"$tmp/a.json" 2>"$tmp/err.txt" || bad "run --model test/tiny: $(cat "$tmp/err.txt")"
-"$BIN" run --model "$SRC" "${args[@]}" >"$tmp/b.json" 2>/dev/null || bad "run --model $SRC failed"
+build/mtplx run --model "$SRC" "${args[@]}" >"$tmp/b.json" 2>/dev/null || bad "run --model $SRC failed"
 [ -n "$(toks "$tmp/a.json")" ] && [ "$(toks "$tmp/a.json")" = "$(toks "$tmp/b.json")" ] || bad "cached model gives other tokens"
 "$BIN" inspect --model "test/tiny@main" --json >"$tmp/i.json" || bad "inspect --model test/tiny@main"
 grep -q "\"model\": \"$SNAP\"" "$tmp/i.json" || bad "test/tiny@main did not resolve to the snapshot"
