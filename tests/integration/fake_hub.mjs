@@ -15,6 +15,7 @@
 //   test/tiny      the model
 //   test/gated     the same, 401 without a token, 403 with a token other than "Bearer hf_secret"
 //   test/corrupt   the same, but the CDN serves model-00004-of-00004.safetensors with one byte flipped
+//   test/huge      the same, but the file list says model-00001-of-00004.safetensors has 10^15 bytes
 //   test/flaky     the same, but the first request for model-00001-of-00004.safetensors that carries no
 //                  Range header gets half the file, then the connection is destroyed
 // Every request is appended to LOG_FILE as a JSON line {method, url, range, auth, status}.
@@ -25,7 +26,7 @@ import path from "node:path";
 
 const [dir, logFile] = process.argv.slice(2);
 const COMMIT = createHash("sha1").update("fake-hub-commit-1").digest("hex");
-const REPOS = new Set(["test/tiny", "test/gated", "test/corrupt", "test/flaky"]);
+const REPOS = new Set(["test/tiny", "test/gated", "test/corrupt", "test/flaky", "test/huge"]);
 const TOKEN = "Bearer hf_secret";
 const PAGE = 4;
 
@@ -122,6 +123,7 @@ const server = http.createServer((req, res) => {
             const page = files.slice(cursor, cursor + PAGE).map((f) => {
                 const e = { type: "file", oid: f.gitOid, size: f.data.length, path: f.path };
                 if (f.lfs) e.lfs = { oid: f.sha256, size: f.data.length, pointerSize: 134 };
+                if (repo === "test/huge" && f.path === "model-00001-of-00004.safetensors") e.size = e.lfs.size = 1e15;
                 return e;
             });
             const headers = {};

@@ -5,8 +5,9 @@
 # the HF cache layout; a second pull finds everything cached; `run` from the cache gives the same
 # tokens as from the directory; 401 / 403 / token file for a gated repo; 404 repo and revision; a
 # corrupted file rejected and its partial file deleted; a download cut mid-file resumed by the next
-# pull with a Range request and the right sha256; progress on stderr (silent with --quiet/--json);
-# `models` and `models rm`. Runs the ASan build of the CLI when it exists.
+# pull with a Range request and the right sha256; a pull larger than the free space refused;
+# progress on stderr (silent with --quiet/--json); `models` and `models rm`. Runs the ASan build of
+# the CLI when it exists.
 set -u
 cd "$(dirname "$0")/../.."
 BIN=build/mtplx
@@ -116,6 +117,11 @@ rm -f "$tmp/hf/token"
 [ $rc = 1 ] && grep -q "repository not found" "$tmp/err.txt" || bad "404 repo: rc $rc, $(cat "$tmp/err.txt")"
 "$BIN" pull test/tiny@v9 --quiet 2>"$tmp/err.txt"; rc=$?
 [ $rc = 1 ] && grep -q "revision not found" "$tmp/err.txt" || bad "404 revision: rc $rc, $(cat "$tmp/err.txt")"
+
+# ---- not enough free space: refused before anything is downloaded ----
+"$BIN" pull test/huge --quiet 2>"$tmp/err.txt"; rc=$?
+[ $rc = 1 ] && grep -q "disk full: test/huge needs 1000000.* GB more" "$tmp/err.txt" || bad "disk full: rc $rc, $(cat "$tmp/err.txt")"
+ls "$CACHE/models--test--huge/blobs" 2>/dev/null | grep -q . && bad "disk full: files were downloaded"
 
 # ---- a corrupted file is rejected, its partial file deleted, never linked ----
 bad_sha=$(sha256sum "$SRC/model-00004-of-00004.safetensors" | cut -c1-64)
