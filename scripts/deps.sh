@@ -21,6 +21,12 @@ if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then
     done
     missing=("${filtered[@]+"${filtered[@]}"}")
 fi
+# libcurl: either Debian flavour (-openssl or -gnutls, which conflict) serves; keep the one installed.
+if pkg-config --exists libcurl 2>/dev/null; then
+    kept=()
+    for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = libcurl4-openssl-dev ] || kept+=("$p"); done
+    missing=("${kept[@]+"${kept[@]}"}")
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
