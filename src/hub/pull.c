@@ -272,6 +272,7 @@ typedef struct {
     long status;
     int write_errno;      /* write() failure (ENOSPC: disk full) */
     int restarted;        /* the server ignored the Range: started over */
+    int too_long;         /* more bytes came than the hub's file list says the file has */
 } fetch_ctx;
 
 static size_t on_data(char *buf, size_t size, size_t nmemb, void *user) {
@@ -293,7 +294,10 @@ static size_t on_data(char *buf, size_t size, size_t nmemb, void *user) {
         }
     }
     if (job_failed(x->J)) return 0; /* another file failed: stop */
-    if (x->have + n > x->f->size) return 0; /* more than the hub said: stop, the size check fails */
+    if (x->have + n > x->f->size) { /* more than the hub said: not the file listed */
+        x->too_long = 1;
+        return 0;
+    }
     for (size_t off = 0; off < n;) {
         ssize_t w = write(x->fd, buf + off, n - off);
         if (w < 0) {
@@ -368,6 +372,7 @@ static int fetch_attempt(pull_job *J, pull_file *f, const char *inc, fetch_ctx *
     x->status = 0;
     x->write_errno = 0;
     x->restarted = 0;
+    x->too_long = 0;
     if (resuming) {
         snprintf(range, sizeof range, "%llu-", (unsigned long long)x->have);
         curl_easy_setopt(c, CURLOPT_RANGE, range);
@@ -404,6 +409,11 @@ static int fetch_attempt(pull_job *J, pull_file *f, const char *inc, fetch_ctx *
     if (f->sha256[0] && strlen(meta.linked_etag) == 64 && strcmp(meta.linked_etag, f->sha256))
         return err_set(err, MTPLX_EBADFILE, "%s: the hub's file list says blob %s but the download says %s", what,
                        f->etag, meta.linked_etag), FETCH_FATAL;
+    if (x->too_long) { /* neither a retry nor a resume can fix the hub's metadata */
+        unlink(inc);
+        return err_set(err, MTPLX_EBADFILE, "%s: the download is longer than the %llu bytes the hub lists; the partial "
+                       "file was deleted", what, (unsigned long long)f->size), FETCH_FATAL;
+    }
     if (resuming && !x->restarted) {
         pthread_mutex_lock(&J->mu);
         J->resumed++;
