@@ -3,7 +3,7 @@
 # file under src/<layer>/ joins libmtplx, a new tests/unit/test_*.c becomes a test binary.
 
 CC      ?= gcc
-PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # Baseline x86-64 code; SIMD kernels pick AVX2/AVX-512 at run time (src/kernels/cpu.c).
@@ -15,7 +15,7 @@ SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-LAYERS  := base kernels model tokenizer chat engine server
+LAYERS  := base kernels model tokenizer chat engine server hub
 LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
