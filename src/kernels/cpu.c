@@ -96,6 +96,7 @@ int cpu_isa_set(kern_isa isa) {
     pthread_once(&g_once, cpu_detect);
     if ((int)isa < 0 || isa > g_best) return -1;
     g_isa = isa;
+    kern_knobs_pin_isa(); /* a backend created later keeps this choice */
     return 0;
 }
 

@@ -28,6 +28,11 @@ kern_knobs kern_knobs_default(void);
  * called while kernels run. */
 void kern_knobs_set(const kern_knobs *k);
 
+/* Program overrides that later kern_knobs_set calls (a backend created afterwards) keep:
+ * kern_matmul_set_qact_f32 pins qact_f32, cpu_isa_set pins the path. */
+void kern_knobs_pin_qact_f32(int on);
+void kern_knobs_pin_isa(void);
+
 /* The knobs in force (never NULL). */
 const kern_knobs *kern_knobs_get(void);
 

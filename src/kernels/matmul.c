@@ -100,11 +100,7 @@ static void quant_sizes(int tb, int K, int gs, size_t *a_bytes, size_t *g_bytes,
 /* Activation mode for quantized weights: int8 (default) or f32 (the qact_f32 knob, $MTPLX_QACT=f32). */
 static int qact_f32(void) { return kern_knobs_get()->qact_f32; }
 
-void kern_matmul_set_qact_f32(int on) {
-    kern_knobs k = *kern_knobs_get();
-    k.qact_f32 = on ? 1 : 0;
-    kern_knobs_set(&k);
-}
+void kern_matmul_set_qact_f32(int on) { kern_knobs_pin_qact_f32(on); }
 
 /* Grow-only scratch of the calling thread for quantized / AMX-packed activations. The CPU backend
  * reserves the largest size a forward of its row capacity needs (kern_matmul_reserve) when a state

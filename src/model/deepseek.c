@@ -141,14 +141,13 @@ int deepseek_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden
     int H = c->hidden_size, tw = scr->fam_w;
     float eps = c->rms_norm_eps;
     float *rows = scr->fam;
-    if (!be->caps.host_memory)
-        return err_set(err, MTPLX_EUNSUPPORTED, "DeepSeek MTP: backend %s computes in device memory", be->ops->name);
     for (int c0 = 0; c0 < T; c0 += scr->rows) {
         int R = T - c0 < scr->rows ? T - c0 : scr->rows;
         size_t RH = (size_t)R * H;
+        const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
         be->ops->embed_rows(be, scr->a, H, &f->ds_embed, next_tokens + c0, R);
         be_rmsnorm_rows(be, rows, tw, scr->a, H, f->ds_enorm, H, R, eps);
-        be_rmsnorm_rows(be, rows + H, tw, hidden + (size_t)c0 * H, H, f->ds_hnorm, H, R, eps);
+        be_rmsnorm_rows(be, rows + H, tw, hid, H, f->ds_hnorm, H, R, eps);
         be_matmul(be, scr->x, H, rows, tw, R, &f->ds_eh_proj);
         rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
         layer_mla(m, &L->mla, &s->kv, s->capacity, s->len, R, scr);
@@ -156,8 +155,11 @@ int deepseek_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden
         rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
         layer_ffn(m, L, R, scr);
         be_add(be, scr->x, scr->o, RH);
-        rows_rmsnorm(m, hidden_out + (size_t)c0 * H, scr->x, f->ds_head_norm, R);
+        float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
+        rows_rmsnorm(m, out, scr->x, f->ds_head_norm, R);
+        fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
         s->len += R;
     }
+    (void)err;
     return 0;
 }

@@ -16,6 +16,9 @@
  * (the backend's prepared copy is owned by m->be, also freed by model_free). */
 static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs, be_weight *dst, mtplx_err *err) {
     int rows = src->rows, cols = src->cols;
+    if (!m->be->caps.host_memory) /* dequantizes into host rows through embed_rows */
+        return err_set(err, MTPLX_EUNSUPPORTED, "draft quantization: backend %s computes in device memory",
+                       m->be->ops->name);
     if (cols % gs) return err_set(err, MTPLX_EINVAL, "draft quantization: %d columns are not a multiple of group size %d", cols, gs);
     size_t wb = quant_weight_bytes(rows, cols, bits), sb = quant_scales_bytes(rows, cols, gs, DT_BF16);
     size_t qrow = wb / rows, srow = sb / rows;

@@ -28,6 +28,21 @@ float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, m
     return be_buf_addr(s->be, b);
 }
 
+const float *fwd_stage_in(const mtplx_model *m, fwd_scratch *s, const float *host, size_t n) {
+    if (m->be->caps.host_memory) return host;
+    m->be->ops->upload(m->be, s->o, host, sizeof(float) * n);
+    return s->o;
+}
+
+float *fwd_stage_out(const mtplx_model *m, fwd_scratch *s, float *host) {
+    return m->be->caps.host_memory ? host : s->host_out;
+}
+
+void fwd_stage_done(const mtplx_model *m, fwd_scratch *s, float *host, float *staged, size_t n) {
+    (void)s;
+    if (staged != host) m->be->ops->download(m->be, host, staged, sizeof(float) * n);
+}
+
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err) {
     const model_config *c = &m->cfg;
     memset(s, 0, sizeof *s);

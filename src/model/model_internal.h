@@ -127,6 +127,14 @@ typedef struct {
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err);
 void fwd_scratch_free(fwd_scratch *s);
 
+/* Host arrays in and out of a forward (docs/architecture.md, "Memory"). On a host-memory backend
+ * these are the caller's arrays themselves; otherwise stage_in uploads n floats into the scratch's
+ * `o` rows (free until the first layer writes them) and returns that address, stage_out returns the
+ * staging rows to compute into and stage_done downloads n floats of them. */
+const float *fwd_stage_in(const mtplx_model *m, fwd_scratch *s, const float *host, size_t n);
+float *fwd_stage_out(const mtplx_model *m, fwd_scratch *s, float *host);
+void fwd_stage_done(const mtplx_model *m, fwd_scratch *s, float *host, float *staged, size_t n);
+
 /* n floats of backend memory (zeroed when zero) owned by s; NULL with err set on failure. */
 float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, mtplx_err *err);
 

@@ -68,15 +68,13 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
     be_backend *be = m->be;
     float eps = c->rms_norm_eps;
     int bw = scr->big_w;
-    if (!be->caps.host_memory) /* hidden / hidden_out are host arrays: no staging for them yet */
-        return err_set(err, MTPLX_EUNSUPPORTED, "model_mtp_forward: backend %s computes in device memory",
-                       be->ops->name);
     for (int c0 = 0; c0 < T; c0 += scr->rows) {
         int R = T - c0 < scr->rows ? T - c0 : scr->rows;
         size_t RH = (size_t)R * H;
+        const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
         be->ops->embed_rows(be, scr->a, H, &m->embed, next_tokens + c0, R);
         be_rmsnorm_rows(be, scr->big, bw, scr->a, H, w->pre_fc_norm_embedding, H, R, eps);
-        be_rmsnorm_rows(be, scr->big + H, bw, hidden + (size_t)c0 * H, H, w->pre_fc_norm_hidden, H, R, eps);
+        be_rmsnorm_rows(be, scr->big + H, bw, hid, H, w->pre_fc_norm_hidden, H, R, eps);
         be_matmul(be, scr->x, H, scr->big, bw, R, &w->fc);
         rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
         layer_attention(m, &L->attn, &s->kv, s->capacity, s->len, R, scr);
@@ -84,7 +82,9 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
         rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
         layer_ffn(m, L, R, scr);
         be_add(be, scr->x, scr->o, RH);
-        rows_rmsnorm(m, hidden_out + (size_t)c0 * H, scr->x, w->norm, R);
+        float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
+        rows_rmsnorm(m, out, scr->x, w->norm, R);
+        fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
         s->len += R;
     }
     return 0;

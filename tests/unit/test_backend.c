@@ -8,6 +8,7 @@
 #include "../../src/backend/backend.h"
 #include "../../src/backend/cpu/cpu_backend.h"
 #include "../../src/kernels/cpu.h"
+#include "../../src/model/model_internal.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -53,6 +54,20 @@ TEST(test_cpu_settings_read_from_the_environment) {
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
     cpu_settings_from_env(&s);
     CHECK_MSG(memcmp(&s.knobs, &d, sizeof d) == 0, "unset environment must give the defaults");
+}
+
+/* A program's override (tests comparing a quantized model with its dequantized copy) survives the
+ * backend that a model load creates afterwards. */
+TEST(test_program_override_survives_backend_creation) {
+    setenv("MTPLX_QACT", "int8", 1);
+    kern_matmul_set_qact_f32(1);
+    be_backend *be;
+    mtplx_err err = {0};
+    REQUIRE(be_create(NULL, &be, &err) == 0);
+    CHECK_INT(kern_knobs_get()->qact_f32, 1);
+    be_free(be);
+    kern_matmul_set_qact_f32(0);
+    unsetenv("MTPLX_QACT");
 }
 
 TEST(test_buffers_round_trip) {
@@ -144,11 +159,61 @@ TEST(test_attention_op_prefill_equals_decode) {
     be_free(be);
 }
 
+/* One prefill (capturing, with a commit), decode rows and MTP rows of the embedded model; outputs
+ * into the given arrays. Returns 0 or an error. */
+static int run_model(const mtplx_model *m, float *logits, float *hidden, float *mtp_out, mtplx_err *err) {
+    const int32_t toks[6] = {785, 3974, 13, 198, 220, 16};
+    model_state *s = NULL;
+    mtp_state *ms = NULL;
+    int H = model_config_of(m)->hidden_size, V = model_config_of(m)->vocab_size, rc;
+    if ((rc = model_state_new(m, 64, 4, &s, err)) || (rc = mtp_state_new(m, 64, &ms, err))) goto out;
+    fwd_request rq = {logits, 0, hidden, 1};
+    if ((rc = model_forward(m, s, toks, 4, &rq, err)) || (rc = model_state_commit(s, 3, err))) goto out;
+    fwd_request r2 = {logits + (size_t)4 * V, 0, hidden + (size_t)4 * H, 0};
+    if ((rc = model_forward(m, s, toks + 3, 3, &r2, err))) goto out;
+    rc = model_mtp_forward(m, ms, hidden, toks + 1, 5, mtp_out, err);
+out:
+    model_state_free(s);
+    mtp_state_free(ms);
+    return rc;
+}
+
+/* The model layer must not rely on backend memory being host memory: with caps.host_memory = 0 it
+ * stages every host array (logits, hidden rows, MTP input / output) through upload / download, and
+ * the results must be the same bits. (The CPU backend's memory is host memory, so this runs; a
+ * direct host access the model layer made would still "work" here, but every path the flag selects
+ * is exercised.) */
+TEST(test_model_without_host_memory_gives_the_same_bits) {
+    mtplx_model *a = NULL, *b = NULL;
+    mtplx_err err = {0};
+    REQUIRE(model_load("models/qwen35-tiny-code", &a, &err) == 0);
+    REQUIRE(model_load("models/qwen35-tiny-code", &b, &err) == 0);
+    b->be->caps.host_memory = 0;
+    int H = model_config_of(a)->hidden_size, V = model_config_of(a)->vocab_size;
+    float *la = calloc((size_t)7 * V, 4), *lb = calloc((size_t)7 * V, 4), *ha = calloc((size_t)7 * H, 4),
+          *hb = calloc((size_t)7 * H, 4), *ma = calloc((size_t)5 * H, 4), *mb = calloc((size_t)5 * H, 4);
+    REQUIRE(la && lb && ha && hb && ma && mb);
+    CHECK_MSG(run_model(a, la, ha, ma, &err) == 0, "%s", err.msg);
+    CHECK_MSG(run_model(b, lb, hb, mb, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(la, lb, (size_t)7 * V * 4) == 0);
+    CHECK(memcmp(ha, hb, (size_t)7 * H * 4) == 0);
+    CHECK(memcmp(ma, mb, (size_t)5 * H * 4) == 0);
+    float mx = 0;
+    for (size_t i = 0; i < (size_t)7 * V; i++) mx = fmaxf(mx, fabsf(la[i]));
+    CHECK_MSG(mx > 0, "logits were written");
+    b->be->caps.host_memory = 1;
+    free(la), free(lb), free(ha), free(hb), free(ma), free(mb);
+    model_free(a);
+    model_free(b);
+}
+
 int main(void) {
     RUN(test_unknown_backend_refused_with_the_available_ones);
     RUN(test_cpu_settings_read_from_the_environment);
+    RUN(test_program_override_survives_backend_creation);
     RUN(test_buffers_round_trip);
     RUN(test_row_ops_are_row_invariant);
     RUN(test_attention_op_prefill_equals_decode);
+    RUN(test_model_without_host_memory_gives_the_same_bits);
     return TEST_SUMMARY();
 }
