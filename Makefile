@@ -6,7 +6,8 @@ CC      ?= gcc
 PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-# Baseline x86-64 code; SIMD kernels pick AVX2/AVX-512 at run time (src/kernels/cpu.c).
+# Baseline x86-64 code; SIMD kernels pick AVX2/AVX-512 at run time (src/kernels/cpu.c). Layers in
+# dependency order; src/kernels is called only by src/backend/cpu (docs/architecture.md).
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c17 -D_GNU_SOURCE -pthread -fno-strict-aliasing $(WARN) $(PKG_CFLAGS) -MMD -MP
@@ -15,7 +16,7 @@ SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-LAYERS  := base kernels model tokenizer chat engine server hub
+LAYERS  := base kernels backend backend/cpu model tokenizer chat engine server hub
 LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -42,7 +43,8 @@ models/%.safetensors: models/%.safetensors.xz
 deps:
 	@bash scripts/deps.sh
 
-# The SIMD kernels build at -O3: its complete unrolling keeps their small fixed-size accumulator
+# The SIMD kernels build at -O3 (src/backend/ and everything else at -O2: the CPU backend's glue
+# was measured at -O2, docs/architecture.md): its complete unrolling keeps their small fixed-size accumulator
 # arrays in registers, where -O2 (GCC 12) left some in stack memory — attention ran 2-2.6x slower
 # (bench/kernels.md). Floating-point semantics are the same at both levels (no -ffast-math).
 build/obj/src/kernels/%.o: OPT_KERNELS := -O3

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../engine/bench_kernels.h"
+#include "../backend/cpu/cpu_backend.h"
 #include "../kernels/cpu.h"
 #include "../kernels/threadpool.h"
 #include "../model/model.h"
@@ -233,6 +234,11 @@ static int matmul_bench(const char *format, int n, int k, int count, int rows, i
 }
 
 int cmd_bench_kernels(int argc, char **argv) {
+    /* these modes time the CPU kernels directly: install the CPU backend's settings (MTPLX_KERNEL,
+     * MTPLX_THREADS, ...) the way creating the backend would (docs/architecture.md, "Knobs") */
+    cpu_settings cpu;
+    cpu_settings_from_env(&cpu);
+    cpu_settings_apply(&cpu);
     int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0;
     int dcost = 0, steps = 600, chain = 3, daccept = 0, depth = 3, n_prompts = 4, plen = 256, gen = 0;
     const char *dquants = "none,q8,q4";

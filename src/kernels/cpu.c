@@ -1,6 +1,8 @@
 /* cpu.c — run-time CPU feature detection (CPUID + XGETBV) and the kernel path choice. */
 #include "cpu.h"
 
+#include "knobs.h"
+
 #include <cpuid.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,11 +23,10 @@ static uint64_t read_xcr0(void) {
 }
 
 /* Linux hands out the AMX tile-data state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
- * XFEATURE_XTILEDATA, process-wide, kernel >= 5.16). Returns 1 when granted. $MTPLX_NO_AMX=1 skips it
- * (tools such as valgrind that do not emulate AMX). */
+ * XFEATURE_XTILEDATA, process-wide, kernel >= 5.16). Returns 1 when granted. The no_amx knob
+ * ($MTPLX_NO_AMX=1, read by the CPU backend) skips it (tools such as valgrind that do not emulate AMX). */
 static int amx_request_permission(void) {
-    const char *off = getenv("MTPLX_NO_AMX");
-    if (off && *off && strcmp(off, "0")) return 0;
+    if (kern_knobs_get()->no_amx) return 0;
 #ifdef SYS_arch_prctl
     return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
 #else
@@ -66,9 +67,14 @@ choose:;
     int avx512 = avx2 && g_feat.avx512f && g_feat.avx512bw && g_feat.avx512vl;
     g_best = avx512 && amx ? KERN_ISA_AMX : avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 : KERN_ISA_PORTABLE;
     g_isa = g_best;
-    kern_isa want;
-    const char *env = getenv("MTPLX_KERNEL");
-    if (env && *env && cpu_isa_parse(env, &want) == 0) g_isa = want < g_best ? want : g_best;
+    int want = kern_knobs_get()->isa; /* $MTPLX_KERNEL, read by the CPU backend */
+    if (want >= 0) g_isa = (kern_isa)want < g_best ? (kern_isa)want : g_best;
+}
+
+void cpu_knobs_changed(void) {
+    pthread_once(&g_once, cpu_detect);
+    int want = kern_knobs_get()->isa;
+    if (want >= 0) g_isa = (kern_isa)want < g_best ? (kern_isa)want : g_best;
 }
 
 const cpu_features *cpu_get_features(void) {
@@ -90,6 +96,7 @@ int cpu_isa_set(kern_isa isa) {
     pthread_once(&g_once, cpu_detect);
     if ((int)isa < 0 || isa > g_best) return -1;
     g_isa = isa;
+    kern_knobs_pin_isa(); /* a backend created later keeps this choice */
     return 0;
 }
 

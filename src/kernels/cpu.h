@@ -1,8 +1,9 @@
 /* cpu.h — which SIMD instruction sets this CPU offers, and which kernel path the process uses.
  *
  * Kernels are compiled for baseline x86-64; SIMD variants carry function-level target attributes and
- * are chosen here at run time. `MTPLX_KERNEL=portable|avx2|avx512` (environment, read once) forces a
- * path (`amx` too) for tests and benchmarks; a request the CPU cannot run falls back to the best path it can. */
+ * are chosen here at run time. The isa knob (knobs.h; the CPU backend fills it from
+ * `MTPLX_KERNEL=portable|avx2|avx512|amx`) forces a path for tests and benchmarks; a request the CPU
+ * cannot run falls back to the best path it can. */
 #ifndef MTPLX_KERNELS_CPU_H
 #define MTPLX_KERNELS_CPU_H
 
@@ -29,7 +30,10 @@ const cpu_features *cpu_get_features(void);
 /* The best path this CPU runs. */
 kern_isa cpu_best_isa(void);
 
-/* The path kernels use now: the MTPLX_KERNEL override if set (clamped to what the CPU runs), else
+/* Re-apply the isa knob after kern_knobs_set (detecting the CPU first if needed). */
+void cpu_knobs_changed(void);
+
+/* The path kernels use now: the isa knob if set (clamped to what the CPU runs), else
  * cpu_best_isa(). */
 kern_isa cpu_isa(void);
 

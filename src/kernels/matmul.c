@@ -7,6 +7,7 @@
  * microseconds). */
 #include <assert.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,20 +88,25 @@ static void mm_run(mm_job *j) {
 
 /* ---- quantized weights ---- */
 
-/* Activation mode for quantized weights: int8 (default) or f32 ($MTPLX_QACT=f32), read once. */
-static int g_qact_f32 = -1;
-static int qact_f32(void) {
-    if (g_qact_f32 < 0) {
-        const char *e = getenv("MTPLX_QACT");
-        g_qact_f32 = e && !strcmp(e, "f32");
-    }
-    return g_qact_f32;
+/* Bytes of one quantized-activation copy of tb rows of K inputs in groups of gs: the int8 values,
+ * the group scales and sums, the VNNI dot-product scratch. */
+static void quant_sizes(int tb, int K, int gs, size_t *a_bytes, size_t *g_bytes, size_t *dv_bytes) {
+    int G = K / gs;
+    *a_bytes = ((size_t)tb * K + 63) & ~(size_t)63;
+    *g_bytes = ((size_t)tb * G * 4 + 63) & ~(size_t)63;
+    *dv_bytes = (size_t)tb * (K / 64) * 16 * 4;
 }
 
-void kern_matmul_set_qact_f32(int on) { g_qact_f32 = on ? 1 : 0; }
+/* Activation mode for quantized weights: int8 (default) or f32 (the qact_f32 knob, $MTPLX_QACT=f32). */
+static int qact_f32(void) { return kern_knobs_get()->qact_f32; }
 
-/* Grow-only scratch of the calling thread for quantized activations: allocates only when a call
- * needs more than any earlier call on this thread (the first decode/verify/prefill of a shape). */
+void kern_matmul_set_qact_f32(int on) { kern_knobs_pin_qact_f32(on); }
+
+/* Grow-only scratch of the calling thread for quantized / AMX-packed activations. The CPU backend
+ * reserves the largest size a forward of its row capacity needs (kern_matmul_reserve) when a state
+ * is created, so the hot path does not allocate; a thread that never reserved grows it on first use.
+ * There is no numeric fallback: if that growth fails, the process stops with a message (a different
+ * activation path would change the numbers, docs/architecture.md "Scratch"). */
 static _Thread_local unsigned char *tl_scratch;
 static _Thread_local size_t tl_scratch_size;
 /* A thread-specific key whose destructor frees the scratch when a thread that used it exits
@@ -110,7 +116,7 @@ static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 static int g_scratch_key_ok;
 static void scratch_key_make(void) { g_scratch_key_ok = pthread_key_create(&g_scratch_key, free) == 0; }
 
-static void *scratch_get(size_t bytes) {
+static void *scratch_grow(size_t bytes) {
     if (bytes <= tl_scratch_size) return tl_scratch;
     pthread_once(&g_scratch_once, scratch_key_make);
     void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
@@ -122,6 +128,32 @@ static void *scratch_get(size_t bytes) {
     return p;
 }
 
+static void *scratch_get(size_t bytes) {
+    void *p = scratch_grow(bytes);
+    if (!p) {
+        fprintf(stderr, "mtplx: out of memory for %zu bytes of matmul activation scratch on a thread that did "
+                        "not reserve it (kern_matmul_reserve)\n", bytes);
+        abort();
+    }
+    return p;
+}
+
+int kern_matmul_reserve(size_t bytes, mtplx_err *err) {
+    if (!scratch_grow(bytes))
+        return err_set(err, MTPLX_ENOMEM, "matmul activation scratch: out of memory for %zu bytes", bytes);
+    return 0;
+}
+
+size_t kern_matmul_scratch_bound(int K, int min_group) {
+    if (K < 1) return 0;
+    if (min_group < 32) min_group = 32;
+    size_t a_bytes, g_bytes, dv_bytes;
+    quant_sizes(MM_TMAX, K, min_group, &a_bytes, &g_bytes, &dv_bytes);
+    size_t q = (a_bytes + 2 * g_bytes + dv_bytes + 63) & ~(size_t)63;
+    size_t x = (mm_amx_pack_bytes(MM_TMAX, K) + 63) & ~(size_t)63;
+    return (size_t)KERN_MM_N_MAX * (q > x ? q : x);
+}
+
 void kern_matmul_release_scratch(void) {
     free(tl_scratch);
     tl_scratch = NULL;
@@ -129,29 +161,10 @@ void kern_matmul_release_scratch(void) {
     if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, NULL);
 }
 
-int mm_env_bytes(int *cache, const char *name, int def) {
-    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv(name);
-        v = e && *e ? atoi(e) : def;
-        if (v < 0 || v > (1 << 20)) v = def;
-        __atomic_store_n(cache, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
-/* Smallest T for which repacked quantized weights take the AMX kernel ($MTPLX_QAMX_MIN, default 9;
- * below it the VNNI kernel is faster on weights streamed from DRAM by both cores — bench/kernels.md).
- * Read once. */
-static int g_qamx_min = -1;
-static int qamx_min_rows(void) {
-    if (g_qamx_min < 0) {
-        const char *e = getenv("MTPLX_QAMX_MIN");
-        int v = e ? atoi(e) : 9;
-        g_qamx_min = v < 1 ? 1 : v;
-    }
-    return g_qamx_min;
-}
+/* Smallest T for which repacked quantized weights take the AMX kernel (the qamx_min knob,
+ * $MTPLX_QAMX_MIN, default 9; below it the VNNI kernel is faster on weights streamed from DRAM by
+ * both cores — bench/kernels.md). */
+static int qamx_min_rows(void) { return kern_knobs_get()->qamx_min; }
 
 typedef void (*qact_fill_fn)(const float *x, int ldx, qact *qa);
 
@@ -175,12 +188,6 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
 }
 
 /* Bytes of quantized activations for tb rows of K inputs in groups of gs: a, d + bd, dv. */
-static void quant_sizes(int tb, int K, int gs, size_t *a_bytes, size_t *g_bytes, size_t *dv_bytes) {
-    int G = K / gs;
-    *a_bytes = ((size_t)tb * K + 63) & ~(size_t)63;
-    *g_bytes = ((size_t)tb * G * 4 + 63) & ~(size_t)63;
-    *dv_bytes = (size_t)tb * (K / 64) * 16 * 4;
-}
 
 static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
     const int K = w->cols, gs = w->group_size;
@@ -201,7 +208,7 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
         mm_job j = {NULL, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, NULL};
         qact qa;
         if (!buf) {
-            j.fn = mm_rows_qf32_portable; /* $MTPLX_QACT=f32, or no memory for the scratch */
+            j.fn = mm_rows_qf32_portable; /* the qact_f32 knob ($MTPLX_QACT=f32) */
         } else {
             qa = (qact){tt, K, G, gs, layout, (int8_t *)buf, (float *)(buf + a_bytes),
                         (float *)(buf + a_bytes + g_bytes), (float *)(buf + a_bytes + 2 * g_bytes)};
@@ -325,10 +332,6 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
     }
     if (need) {
         unsigned char *buf = scratch_get(need);
-        if (!buf) { /* no memory for the activation copies: the plain path copes */
-            for (int k = 0; k < n_fast; k++) kern_matmul(jobs[k].y, jobs[k].ldy, x, ldx, T, jobs[k].w);
-            return;
-        }
         for (int q = 0; q < n_qa; q++) {
             qas[q].a = (int8_t *)(buf + qoff[q][0]);
             qas[q].d = (float *)(buf + qoff[q][1]);

@@ -8,25 +8,14 @@
 
 #include "../base/dtype.h"
 #include "../base/err.h"
+#include "../backend/weight.h"
 
-typedef struct kern_qpack kern_qpack;   /* a repacked quantized weight (matmul_qpack.c) */
+typedef struct kern_qpack kern_qpack;     /* a repacked quantized weight (matmul_qpack.c) */
 typedef struct kern_pack_set kern_pack_set;
 
-typedef struct {
-    mtplx_dtype dtype;        /* DT_F32, DT_F16, DT_BF16, or DT_U32 for MLX affine quantized */
-    int rows;                 /* output features N */
-    int cols;                 /* input features K (logical, unpacked) */
-    const void *data;         /* dense: [rows][cols] elements; quantized: uint32 [rows][cols*bits/32] */
-    const void *scales;       /* quantized only: [rows][cols/group_size] of scale_dtype */
-    const void *biases;       /* quantized only: same shape/dtype as scales; w = scale*q + bias */
-    mtplx_dtype scale_dtype;  /* DT_BF16, DT_F16 or DT_F32 */
-    int bits;                 /* quantized only: 4 or 8 */
-    int group_size;           /* quantized only: 32, 64 or 128 */
-    const kern_qpack *packed; /* optional (quantized): kern_pack_set_add's copy in the layout of the
-                                 AVX-512 VNNI row-block kernel; NULL = use data/scales/biases */
-    const uint16_t *amx;      /* optional (bf16, K % 32 == 0): kern_pack_set_add's copy of the full
-                                 16-row blocks in AMX tile order (matmul_amx.c); NULL = no AMX path */
-} kern_weight;
+/* The weight description is shared with every backend (src/backend/weight.h): dtype, shape,
+ * checkpoint pointers, and the CPU's repacked copies (`packed`, `amx`, set by kern_pack_set_add). */
+typedef be_weight kern_weight;
 
 /* y[t*ldy + r] = Σ_c x[t*ldx + c] · W[r][c] for t < T, r < rows. fp32 accumulation.
  * Precondition (asserted, callers validate shapes at load): ldx >= cols, ldy >= rows. */
@@ -52,9 +41,19 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
 void kern_weight_row(const kern_weight *w, int r, float *out);
 
 /* Quantized weights take int8 activations by default (see matmul_q.h for the numerics);
- * on = 1 switches to fp32 activations (dequantize and FMA; slower, closer to the reference), as does
- * $MTPLX_QACT=f32 at start-up. Not meant to be flipped while kernels run. */
+ * on = 1 switches to fp32 activations (dequantize and FMA; slower, closer to the reference): the
+ * qact_f32 knob (knobs.h; $MTPLX_QACT=f32 through the CPU backend). Not meant to be flipped while
+ * kernels run. */
 void kern_matmul_set_qact_f32(int on);
+
+/* Bytes of activation scratch that any kern_matmul / kern_matmul_n call needs at most for weights of
+ * at most K inputs and quantization groups of at least min_group (0 when there is no quantized
+ * weight). */
+size_t kern_matmul_scratch_bound(int K, int min_group);
+/* Grow the calling thread's activation scratch to `bytes` now, so calls on this thread never
+ * allocate. Returns 0 or MTPLX_ENOMEM with a message. A thread that did not reserve grows its scratch
+ * on first use and stops the process with a message if that fails (no numeric fallback). */
+int kern_matmul_reserve(size_t bytes, mtplx_err *err);
 
 /* Free the calling thread's grow-only scratch for quantized activations (tests, thread exit). */
 void kern_matmul_release_scratch(void);
@@ -64,8 +63,8 @@ void kern_matmul_release_scratch(void);
  * bf16 weight for the AMX-BF16 kernel (w->amx: 1 KiB tiles in the order the kernel streams them).
  * The copy is owned by *set (created on first use) and freed with kern_pack_set_free. A no-op
  * returning 0 when nothing applies (CPU without VNNI / AMX or the path switched off by
- * $MTPLX_KERNEL, K % 64 != 0 resp. K % 32 != 0, fewer than 16 rows, f32/f16 weights,
- * $MTPLX_QPACK=0). Returns 0 or ENOMEM. */
+ * the isa knob, K % 64 != 0 resp. K % 32 != 0, fewer than 16 rows, f32/f16 weights,
+ * the qpack knob off). Returns 0 or ENOMEM. */
 int kern_pack_set_add(kern_pack_set **set, kern_weight *w, mtplx_err *err);
 void kern_pack_set_free(kern_pack_set *set);
 /* Bytes held by the packed copies. */

@@ -174,10 +174,7 @@ static TGT void flush(float *y, int ldy, int r, int T, int nrb, int nb) {
 /* Software prefetch distance of the weight stream in bytes ($MTPLX_AMX_PF, 0 = off; default 2048).
  * Tile loads from DRAM get little help from the hardware prefetchers: a 1-row 512 MB call ran at
  * 0.70-1.19x the AVX-512 path's bandwidth without it, 0.89-1.02x with it (noisy shared VM). */
-static int amx_prefetch_bytes(void) {
-    static int pf = -1;
-    return mm_env_bytes(&pf, "MTPLX_AMX_PF", 2048);
-}
+static int amx_prefetch_bytes(void) { return kern_knobs_get()->amx_pf; } /* $MTPLX_AMX_PF */
 
 /* One activation block (T <= 8): all blocks of the group at once; the B tile alternates 5/7. */
 static TGT void group_nb1(const uint16_t *gp, int nblk, const unsigned char *xb, int ks) {

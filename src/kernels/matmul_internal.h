@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "knobs.h"
 #include "matmul.h"
 
 #define MM_TMAX 32 /* activation rows per inner call; kern_matmul loops over larger T in blocks */
@@ -28,9 +29,6 @@ void mm_rows_dense_avx512(float *y, int ldy, const float *x, int ldx, int T, con
  * 16-row block. mm_amx_pack_weight writes the w->amx copy (mm_amx_weight_elems elements). */
 size_t mm_amx_weight_elems(int rows, int cols);
 void mm_amx_pack_weight(uint16_t *dst, const uint16_t *W, int rows, int cols);
-/* A byte count from environment variable `name` (0 .. 1 MiB; unset, empty or out of range →
- * `def`), read once into *cache (initialised to -1 by the caller; concurrent first calls agree). */
-int mm_env_bytes(int *cache, const char *name, int def);
 
 size_t mm_amx_pack_bytes(int T, int K);
 void mm_amx_pack_x(void *buf, const float *x, int ldx, int T, int K);

@@ -136,10 +136,9 @@ static int pack_add_amx(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
 }
 
 int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
-    const char *env = getenv("MTPLX_QPACK");
-    if (env && !strcmp(env, "0")) return 0;
+    if (!kern_knobs_get()->qpack) return 0; /* $MTPLX_QPACK=0 */
     if (w->dtype == DT_BF16) return pack_add_amx(setp, w, err);
-    if (w->dtype != DT_U32 || w->packed || (env && !strcmp(env, "0"))) return 0;
+    if (w->dtype != DT_U32 || w->packed) return 0;
     if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
     if (cpu_best_isa() < KERN_ISA_AVX512 || !cpu_get_features()->avx512vnni) return 0;
     kern_pack_set *set = *setp;
@@ -250,15 +249,9 @@ INL void qp_store_rows(float *y, int ldy, int bi, int t0, const int TT, int nr, 
  * hardware streamer stops at. Interleaved in one process on 20 q4 12352x2048 matrices (idle VM,
  * bench/kernels.md): 1 thread 1-row 9.72 -> 8.67 ms and 2-row/1-row 1.10 -> 1.00; 2 threads 1-row
  * 10.4/9.1/10.9 -> 8.5/8.1/9.3 ms. */
-static int qp_prefetch_bytes(void) {
-    static int pf = -1;
-    return mm_env_bytes(&pf, "MTPLX_QPACK_PF", 4096);
-}
+static int qp_prefetch_bytes(void) { return kern_knobs_get()->qpack_pf; }      /* $MTPLX_QPACK_PF */
 
-static int qp_prefetch_l2_bytes(void) {
-    static int pf = -1;
-    return mm_env_bytes(&pf, "MTPLX_QPACK_PF2", 16384);
-}
+static int qp_prefetch_l2_bytes(void) { return kern_knobs_get()->qpack_pf2; } /* $MTPLX_QPACK_PF2 */
 
 /* Prefetch one group record: its `lines` lines of weights, then the line of scales and biases (two
  * lines when they are f32). */

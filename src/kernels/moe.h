@@ -20,22 +20,7 @@
 #define MOE_MAX_EXPERTS 1024
 #define MOE_MAX_TOPK 64
 
-typedef enum {
-    MOE_SCORE_SOFTMAX = 0,  /* Qwen: softmax over all experts, fp32 */
-    MOE_SCORE_SIGMOID = 1,  /* DeepSeek-V3: independent sigmoids */
-} moe_score_fn;
-
-/* How one layer routes. Plain values; the model layer fills it from the config. */
-typedef struct {
-    int n_experts;                 /* E (1..MOE_MAX_EXPERTS) */
-    int top_k;                     /* K (1..min(E, MOE_MAX_TOPK)) */
-    moe_score_fn score;
-    int norm_topk;                 /* 1: divide the K weights by their sum */
-    int n_group;                   /* expert groups for grouped selection; 1 = no grouping */
-    int topk_group;                /* groups kept (1..n_group) */
-    const float *correction_bias;  /* [E] added to scores for selection only; NULL = none */
-    float scaling;                 /* routed_scaling_factor, multiplies the final weights (1 = none) */
-} moe_router;
+/* moe_score_fn and moe_router (how one layer routes) are in src/backend/weight.h. */
 
 /* Check a router description for impossible values (K > E, E not divisible by n_group, fewer than
  * two experts per group with grouping on, ...). Returns 0 or MTPLX_EINVAL with a message. */
@@ -45,13 +30,7 @@ int kern_moe_router_check(const moe_router *r, mtplx_err *err);
  * order, w[K] their weights. scratch holds 2·E floats. Deterministic; ties go to the lower index. */
 void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w, float *scratch);
 
-/* One routed expert: SwiGLU down(silu(gate·x) ⊙ up·x). Weights point into the checkpoint (any of
- * the numbered, fused gate_up or stacked switch_mlp layouts is described as three kern_weights). */
-typedef struct {
-    kern_weight gate;  /* [I][H] */
-    kern_weight up;    /* [I][H] */
-    kern_weight down;  /* [H][I] */
-} moe_expert;
+/* moe_expert (one routed expert's three weights) is in src/backend/weight.h. */
 
 /* Scratch for kern_moe_experts over up to `rows` rows; allocate once (hot paths do not allocate). */
 typedef struct {

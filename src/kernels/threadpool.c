@@ -8,6 +8,8 @@
  * claim itself and waits only for tasks that were claimed and are still running. */
 #include "threadpool.h"
 
+#include "knobs.h"
+
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -156,12 +158,8 @@ static tpool *g_pool;
 static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
 
 static void global_init(void) {
-    int n = 0;
-    const char *env = getenv("MTPLX_THREADS");
-    if (env && *env) {
-        n = atoi(env);
-        if (n < 1 || n > 256) n = 0;
-    }
+    int n = kern_knobs_get()->threads; /* $MTPLX_THREADS, read by the CPU backend */
+    if (n < 1 || n > 256) n = 0;
     if (!n) {
         cpu_set_t set;
         CPU_ZERO(&set);

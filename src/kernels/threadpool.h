@@ -28,8 +28,9 @@ int tpool_threads(const tpool *p);
  * (a mutex); a task must not call tpool_run on the same pool. n_tasks <= 0 does nothing. */
 void tpool_run(tpool *p, int n_tasks, tpool_fn fn, void *ctx);
 
-/* The process-wide pool the kernels use, created on first use with $MTPLX_THREADS threads if set
- * (1..256), else the CPUs this process may run on. Returns NULL only when no thread could be created
+/* The process-wide pool the kernels use, created on first use (the CPU backend creates it at load)
+ * with the threads knob (knobs.h, from $MTPLX_THREADS) if set (1..256), else the CPUs this process
+ * may run on. Returns NULL only when no thread could be created
  * (kernels then run on the caller alone). */
 tpool *tpool_global(void);
 

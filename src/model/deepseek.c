@@ -14,9 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/mla.h"
-#include "../kernels/norm.h"
-#include "../kernels/rope.h"
 #include "family.h"
 
 int family_bind_mla(mtplx_model *m, const char *lp, mla_weights *w, mtplx_err *err) {
@@ -49,55 +46,31 @@ int family_bind_mla(mtplx_model *m, const char *lp, mla_weights *w, mtplx_err *e
 void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int capacity, int pos0, int R,
                fwd_scratch *s) {
     const model_config *c = &m->cfg;
+    be_backend *be = m->be;
     int H = c->hidden_size, nH = c->n_heads, Dn = c->qk_nope_head_dim, Dr = c->qk_rope_head_dim, Dv = c->v_head_dim;
-    int Dk = Dn + Dr, ql = c->q_lora_rank, kvl = c->kv_lora_rank, tw;
+    int Dk = Dn + Dr, ql = c->q_lora_rank, kvl = c->kv_lora_rank, tw = s->fam_w;
     float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dk) * m->fam.mla_softmax_mult;
-    float *rows = family_scratch_rows(s, &tw), *cs = family_scratch_cos_sin(s);
+    float *rows = s->fam;
     /* row layout: qa | q | ckv | lat | kvb | att */
     int o_qa = 0, o_q = ql, o_ckv = o_q + nH * Dk, o_lat = o_ckv + kvl + Dr, o_kvb = o_lat + kvl;
     int o_att = o_kvb + nH * (Dn + Dv);
 
     if (ql > 0) {
-        kern_matmul(rows + o_qa, tw, s->a, H, R, &w->q_a);
-        for (int t = 0; t < R; t++) {
-            float *qa = rows + (size_t)t * tw + o_qa;
-            kern_rmsnorm(qa, qa, w->q_a_norm, ql, eps);
-        }
-        kern_matmul(rows + o_q, tw, rows + o_qa, tw, R, &w->q_b);
+        be_matmul(be, rows + o_qa, tw, s->a, H, R, &w->q_a);
+        be_rmsnorm_rows(be, rows + o_qa, tw, rows + o_qa, tw, w->q_a_norm, ql, R, eps);
+        be_matmul(be, rows + o_q, tw, rows + o_qa, tw, R, &w->q_b);
     } else {
-        kern_matmul(rows + o_q, tw, s->a, H, R, &w->q_b);
+        be_matmul(be, rows + o_q, tw, s->a, H, R, &w->q_b);
     }
-    kern_matmul(rows + o_ckv, tw, s->a, H, R, &w->kv_a);
-    for (int t = 0; t < R; t++) {
-        float *row = rows + (size_t)t * tw;
-        kern_rmsnorm(row + o_lat, row + o_ckv, w->kv_a_norm, kvl, eps);
-    }
-    kern_matmul(rows + o_kvb, tw, rows + o_lat, tw, R, &w->kv_b);
+    be_matmul(be, rows + o_ckv, tw, s->a, H, R, &w->kv_a);
+    be_rmsnorm_rows(be, rows + o_lat, tw, rows + o_ckv, tw, w->kv_a_norm, kvl, R, eps);
+    be_matmul(be, rows + o_kvb, tw, rows + o_lat, tw, R, &w->kv_b);
 
-    for (int t = 0; t < R; t++) {
-        float *row = rows + (size_t)t * tw;
-        int pos = pos0 + t;
-        kern_mla_cos_sin(cs, m->rope_inv_freq, Dr, pos);
-        family_rope_scale_table(m, cs, Dr);
-        float *k_rope = row + o_ckv + kvl;
-        if (m->fam.rope_interleave) kern_rope_apply_interleaved(k_rope, cs, Dr);
-        else kern_rope_apply(k_rope, cs, Dr);
-        for (int h = 0; h < nH; h++) {
-            float *kd = kv->k + ((size_t)h * capacity + pos) * Dk;
-            const float *kvb = row + o_kvb + h * (Dn + Dv);
-            memcpy(kd, kvb, sizeof(float) * Dn);
-            memcpy(kd + Dn, k_rope, sizeof(float) * Dr);
-            memcpy(kv->v + ((size_t)h * capacity + pos) * Dv, kvb + Dn, sizeof(float) * Dv);
-        }
-        for (int h = 0; h < nH; h++) {
-            float *qh = row + o_q + h * Dk;
-            if (m->fam.rope_interleave) kern_rope_apply_interleaved(qh + Dn, cs, Dr);
-            else kern_rope_apply(qh + Dn, cs, Dr);
-            kern_mla_attention_head(row + o_att + h * Dv, qh, kv->k + (size_t)h * capacity * Dk, Dk, Dk,
-                                    kv->v + (size_t)h * capacity * Dv, Dv, Dv, pos + 1, scale, s->scores);
-        }
-    }
-    kern_matmul(s->o, H, rows + o_att, tw, R, &w->o);
+    be_mla_args a = {rows, tw, o_q, o_ckv, o_kvb, o_att, nH, Dn, Dr, Dv, kvl, m->fam.rope_interleave,
+                     m->rope_inv_freq, m->fam.rope_attn_factor, scale};
+    be_seq_kv skv = {kv->k, kv->v, capacity};
+    be->ops->mla(be, &a, &skv, pos0, R, s->attn);
+    be_matmul(be, s->o, H, rows + o_att, tw, R, &w->o);
 }
 
 /* ------------------------------------------------------------------ MTP layer */
@@ -164,27 +137,27 @@ int deepseek_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden
     const family_model *f = &m->fam;
     const layer_weights *L = &m->mtp.layer;
     fwd_scratch *scr = &s->scr;
-    int H = c->hidden_size, tw;
+    be_backend *be = m->be;
+    int H = c->hidden_size, tw = scr->fam_w;
     float eps = c->rms_norm_eps;
-    float *rows = family_scratch_rows(scr, &tw);
+    float *rows = scr->fam;
     for (int c0 = 0; c0 < T; c0 += scr->rows) {
         int R = T - c0 < scr->rows ? T - c0 : scr->rows;
-        for (int t = 0; t < R; t++) {
-            float *row = rows + (size_t)t * tw;
-            float *e = scr->a + (size_t)t * H;
-            kern_weight_row(&f->ds_embed, next_tokens[c0 + t], e);
-            kern_rmsnorm(row, e, f->ds_enorm, H, eps);
-            kern_rmsnorm(row + H, hidden + (size_t)(c0 + t) * H, f->ds_hnorm, H, eps);
-        }
-        kern_matmul(scr->x, H, rows, tw, R, &f->ds_eh_proj);
-        for (int t = 0; t < R; t++) kern_rmsnorm(scr->a + (size_t)t * H, scr->x + (size_t)t * H, L->in_norm, H, eps);
+        size_t RH = (size_t)R * H;
+        const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
+        be->ops->embed_rows(be, scr->a, H, &f->ds_embed, next_tokens + c0, R);
+        be_rmsnorm_rows(be, rows, tw, scr->a, H, f->ds_enorm, H, R, eps);
+        be_rmsnorm_rows(be, rows + H, tw, hid, H, f->ds_hnorm, H, R, eps);
+        be_matmul(be, scr->x, H, rows, tw, R, &f->ds_eh_proj);
+        rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
         layer_mla(m, &L->mla, &s->kv, s->capacity, s->len, R, scr);
-        for (size_t i = 0; i < (size_t)R * H; i++) scr->x[i] += scr->o[i];
-        for (int t = 0; t < R; t++) kern_rmsnorm(scr->a + (size_t)t * H, scr->x + (size_t)t * H, L->post_norm, H, eps);
+        be_add(be, scr->x, scr->o, RH);
+        rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
         layer_ffn(m, L, R, scr);
-        for (size_t i = 0; i < (size_t)R * H; i++) scr->x[i] += scr->o[i];
-        for (int t = 0; t < R; t++)
-            kern_rmsnorm(hidden_out + (size_t)(c0 + t) * H, scr->x + (size_t)t * H, f->ds_head_norm, H, eps);
+        be_add(be, scr->x, scr->o, RH);
+        float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
+        rows_rmsnorm(m, out, scr->x, f->ds_head_norm, R);
+        fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
         s->len += R;
     }
     (void)err;

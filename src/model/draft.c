@@ -11,11 +11,14 @@
 
 #define DRAFT_CHUNK_ROWS 256
 
-/* One quantized copy: *dst becomes a DT_U32 kern_weight over freshly allocated buffers, which are
+/* One quantized copy: *dst becomes a DT_U32 be_weight over freshly allocated buffers, which are
  * appended to m->draft_bufs (freed by model_free), repacked for the VNNI kernel where the CPU has it
- * (the repacked copy is owned by m->packs, also freed by model_free). */
-static int quantize_copy(mtplx_model *m, const kern_weight *src, int bits, int gs, kern_weight *dst, mtplx_err *err) {
+ * (the backend's prepared copy is owned by m->be, also freed by model_free). */
+static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs, be_weight *dst, mtplx_err *err) {
     int rows = src->rows, cols = src->cols;
+    if (!m->be->caps.host_memory) /* dequantizes into host rows through embed_rows */
+        return err_set(err, MTPLX_EUNSUPPORTED, "draft quantization: backend %s computes in device memory",
+                       m->be->ops->name);
     if (cols % gs) return err_set(err, MTPLX_EINVAL, "draft quantization: %d columns are not a multiple of group size %d", cols, gs);
     size_t wb = quant_weight_bytes(rows, cols, bits), sb = quant_scales_bytes(rows, cols, gs, DT_BF16);
     size_t qrow = wb / rows, srow = sb / rows;
@@ -34,7 +37,9 @@ static int quantize_copy(mtplx_model *m, const kern_weight *src, int bits, int g
     int rc = 0;
     for (int r0 = 0; r0 < rows && !rc; r0 += DRAFT_CHUNK_ROWS) {
         int n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
-        for (int r = 0; r < n; r++) kern_weight_row(src, r0 + r, tmp + (size_t)r * cols);
+        int32_t ids[DRAFT_CHUNK_ROWS];
+        for (int r = 0; r < n; r++) ids[r] = r0 + r;
+        m->be->ops->embed_rows(m->be, tmp, cols, src, ids, n); /* dequantize rows r0.. (host memory: CPU) */
         rc = quant_affine(tmp, n, cols, bits, gs, DT_BF16, (uint32_t *)(q + (size_t)r0 * qrow), sc + (size_t)r0 * srow,
                           bi + (size_t)r0 * srow, err);
     }
@@ -53,8 +58,8 @@ static int quantize_copy(mtplx_model *m, const kern_weight *src, int bits, int g
     dst->scale_dtype = DT_BF16;
     dst->bits = bits;
     dst->group_size = gs;
-    /* a copy in the layout of the fast VNNI kernel (no-op on CPUs without it; owned by m->packs) */
-    return kern_pack_set_add(&m->packs, dst, err);
+    /* the backend's copy (CPU: the fast VNNI kernel's layout, a no-op without it; owned by m->be) */
+    return m->be->ops->weight_prepare(m->be, dst, err);
 }
 
 int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer, mtplx_err *err) {
@@ -62,15 +67,15 @@ int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer
         return err_set(err, MTPLX_EINVAL, "draft quantization: q%d with group size %d is not supported (4 or 8 bits, "
                        "group 32, 64 or 128)", bits, group_size);
     if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: no MTP head, nothing drafts", m->dir);
-    kern_weight head;
+    be_weight head;
     int rc = quantize_copy(m, &m->draft_head, bits, group_size, &head, err);
     if (rc) return rc;
     if (mtp_layer) {
         if (m->fam.ds_mtp || m->mtp.layer.mixer != MIXER_ATTN || m->mtp.layer.ffn != FFN_DENSE)
             return err_set(err, MTPLX_EUNSUPPORTED, "draft quantization of the MTP layer: only the dense Qwen3.5 MTP layer");
-        kern_weight *ws[] = {&m->mtp.fc, &m->mtp.layer.attn.q, &m->mtp.layer.attn.k, &m->mtp.layer.attn.v,
+        be_weight *ws[] = {&m->mtp.fc, &m->mtp.layer.attn.q, &m->mtp.layer.attn.k, &m->mtp.layer.attn.v,
                              &m->mtp.layer.attn.o, &m->mtp.layer.mlp.gate, &m->mtp.layer.mlp.up, &m->mtp.layer.mlp.down};
-        kern_weight qs[8];
+        be_weight qs[8];
         for (int i = 0; i < 8; i++)
             if ((rc = quantize_copy(m, ws[i], bits, group_size, &qs[i], err))) return rc;
         for (int i = 0; i < 8; i++) *ws[i] = qs[i];

@@ -2,7 +2,7 @@
  * routed MoE feed-forwards (qwen3_5_moe, qwen3_next, deepseek_v3) in every expert layout, and
  * Qwen3-Next's fused GDN projections. MLA and the DeepSeek MTP layer are in deepseek.c.
  *
- * Binding never copies a matrix: a kern_weight points into the mapping (for stacked/fused expert
+ * Binding never copies a matrix: a be_weight points into the mapping (for stacked/fused expert
  * tensors, at the expert's slice). Small vectors are converted to fp32 into the family arena. */
 #include <math.h>
 #include <stdio.h>
@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "../base/mem.h"
-#include "../kernels/act.h"
-#include "../kernels/rope_scaling.h"
+#include "rope_scaling.h"
 #include "family.h"
 
 /* ------------------------------------------------------------------ refusals and arena */
@@ -20,9 +19,9 @@ static rope_scaling rope_of(const model_config *c, mtplx_err *err, int *rc) {
     rope_scaling s = {ROPE_SCALING_NONE, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
                       c->rope_orig_max_pos, c->rope_beta_fast, c->rope_beta_slow, c->rope_mscale,
                       c->rope_mscale_all_dim};
-    *rc = kern_rope_scaling_kind_parse(c->rope_type, &s.kind, err);
+    *rc = rope_scaling_kind_parse(c->rope_type, &s.kind, err);
     if (!*rc && s.kind == ROPE_SCALING_YARN && s.orig_max_pos <= 0) s.orig_max_pos = c->max_position_embeddings;
-    if (!*rc) *rc = kern_rope_scaling_check(&s, err);
+    if (!*rc) *rc = rope_scaling_check(&s, err);
     return s;
 }
 
@@ -39,7 +38,7 @@ int family_model_init(mtplx_model *m, mtplx_err *err) {
             r.topk_group = c->topk_group > 0 ? c->topk_group : 1;
             r.scaling = (float)c->routed_scaling_factor;
         }
-        if ((rc = kern_moe_router_check(&r, err))) return err_prefix(err, "%s/config.json", m->dir);
+        if ((rc = be_moe_router_check(&r, err))) return err_prefix(err, "%s/config.json", m->dir);
         if (c->moe_intermediate_size <= 0)
             return err_set(err, MTPLX_EBADFILE, "%s/config.json: moe_intermediate_size %d must be > 0", m->dir,
                            c->moe_intermediate_size);
@@ -76,19 +75,13 @@ void family_rope_init(mtplx_model *m) {
     const model_config *c = &m->cfg;
     int rc;
     rope_scaling s = rope_of(c, NULL, &rc);
-    if (c->rotary_dim > 0) kern_rope_scaled_inv_freq(m->rope_inv_freq, c->rotary_dim, c->rope_theta, rc ? NULL : &s);
-    m->fam.rope_attn_factor = rc ? 1.0f : (float)kern_rope_attention_factor(&s);
+    if (c->rotary_dim > 0) rope_scaled_inv_freq(m->rope_inv_freq, c->rotary_dim, c->rope_theta, rc ? NULL : &s);
+    m->fam.rope_attn_factor = rc ? 1.0f : (float)rope_attention_factor(&s);
     /* DeepSeek: any non-default RoPE with mscale_all_dim also sharpens the softmax by mscale² */
     double ms = 1.0;
     if (!rc && s.kind != ROPE_SCALING_NONE && c->rope_mscale_all_dim > 0)
-        ms = kern_rope_yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+        ms = rope_yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
     m->fam.mla_softmax_mult = (float)(ms * ms);
-}
-
-void family_rope_scale_table(const mtplx_model *m, float *cos_sin, int rotary_dim) {
-    float f = m->fam.rope_attn_factor;
-    if (f == 1.0f) return;
-    for (int i = 0; i < rotary_dim; i++) cos_sin[i] *= f;
 }
 
 int family_layer_is_moe(const mtplx_model *m, int i, const char *lp) {
@@ -145,7 +138,7 @@ static int dense_dtype(mtplx_dtype d) { return d == DT_F32 || d == DT_BF16 || d 
 /* Bind a linear layer named base (+ ".weight", and for MLX affine quantization ".scales"/".biases")
  * whose logical shape is [rows][cols], or, with n_stack > 0, expert `e` of a stacked tensor
  * [n_stack][rows][cols]. Returns 0 or an error naming the tensor. */
-static int bind_linear(const mtplx_model *m, const char *base, int n_stack, int e, int rows, int cols, kern_weight *w,
+static int bind_linear(const mtplx_model *m, const char *base, int n_stack, int e, int rows, int cols, be_weight *w,
                        mtplx_err *err) {
     char name[600];
     snprintf(name, sizeof name, "%s.weight", base);
@@ -231,7 +224,7 @@ int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const fl
     return bind_vec(m, name, n, add, out, err);
 }
 
-int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, kern_weight *w, mtplx_err *err) {
+int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err) {
     return bind_linear(m, base, 0, 0, rows, cols, w, err);
 }
 
@@ -289,9 +282,9 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
         for (int e = 0; e < E; e++) {
             moe_expert *x = &w->experts[e];
             const char *g0 = (const char *)gu->data + (size_t)e * 2 * I * H * eg;
-            x->gate = (kern_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0};
-            x->up = (kern_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0 + (size_t)I * H * eg};
-            x->down = (kern_weight){.dtype = dn->dtype, .rows = H, .cols = I,
+            x->gate = (be_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0};
+            x->up = (be_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0 + (size_t)I * H * eg};
+            x->down = (be_weight){.dtype = dn->dtype, .rows = H, .cols = I,
                                     .data = (const char *)dn->data + (size_t)e * H * I * ed};
         }
     } else if (st_find(m->st, mlx)) {
@@ -353,23 +346,9 @@ int family_bind_gdn_fused(mtplx_model *m, const char *lp, gdn_fused_weights *w, 
 
 /* ------------------------------------------------------------------ forward scratch */
 
-struct family_scratch {
-    int rows;            /* R */
-    float *router;       /* [R][E] router logits */
-    int *idx;            /* [R][K] chosen experts */
-    float *wts;          /* [R][K] their weights */
-    float *route_tmp;    /* [2E] */
-    float *sh_gate;      /* [R] shared-expert gate logits */
-    float *sh_out;       /* [R][H] shared expert output */
-    moe_scratch moe;     /* routed and shared expert buffers */
-    float *tmp;          /* [R][tmp_w] fused GDN rows / MLA projections */
-    int tmp_w;           /* floats per row of tmp */
-    float *cos_sin;      /* [rotary_dim] */
-};
-
 static int imax(int a, int b) { return a > b ? a : b; }
 
-/* Floats per row of tmp for MLA: qa | q | ckv | lat | kvb | att. */
+/* Floats per row of the family rows for MLA: qa | q | ckv | lat | kvb | att. */
 static int mla_row_floats(const model_config *c) {
     if (c->arch != ARCH_DEEPSEEK_V3) return 0;
     int nH = c->n_heads, Dn = c->qk_nope_head_dim, Dr = c->qk_rope_head_dim, Dv = c->v_head_dim;
@@ -378,96 +357,31 @@ static int mla_row_floats(const model_config *c) {
 
 int family_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, mtplx_err *err) {
     const model_config *c = &m->cfg;
-    struct family_scratch *f = mem_zalloc(1, sizeof *f, "family scratch", err);
-    s->fam = f;
-    if (!f) return MTPLX_ENOMEM;
-    f->rows = rows;
     int H = c->hidden_size, E = c->n_experts, K = c->n_experts_per_tok;
-    size_t R = (size_t)rows;
     if (E > 0) {
         int inter = imax(c->moe_intermediate_size, c->shared_expert_intermediate_size);
-        if (!(f->router = mem_alloc(R * E, sizeof(float), "router logits", err))) goto fail;
-        if (!(f->idx = mem_alloc(R * K, sizeof(int), "routes", err))) goto fail;
-        if (!(f->wts = mem_alloc(R * K, sizeof(float), "route weights", err))) goto fail;
-        if (!(f->route_tmp = mem_alloc(2 * (size_t)E, sizeof(float), "router scratch", err))) goto fail;
-        if (!(f->sh_gate = mem_alloc(R, sizeof(float), "shared gate", err))) goto fail;
-        if (!(f->sh_out = mem_alloc(R * H, sizeof(float), "shared expert", err))) goto fail;
-        if (kern_moe_scratch_init(&f->moe, rows, H, inter, err)) goto fail;
+        if (m->be->ops->moe_scratch_new(m->be, rows, H, inter, E, K, &s->moe, err)) return err ? err->code : MTPLX_ENOMEM;
     }
     int fused_w = 0;
     if (c->lin_k_heads > 0) {
         int r = c->lin_v_heads / c->lin_k_heads;
         fused_w = c->lin_k_heads * (2 * c->lin_k_dim + 2 * r * c->lin_v_dim) + 2 * c->lin_v_heads;
     }
-    f->tmp_w = imax(imax(fused_w, mla_row_floats(c)), 2 * H);
-    if (!(f->tmp = mem_alloc(R * f->tmp_w, sizeof(float), "family rows", err))) goto fail;
-    if (!(f->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 2), sizeof(float), "rope table", err))) goto fail;
+    s->fam_w = imax(imax(fused_w, mla_row_floats(c)), 2 * H);
+    if (!(s->fam = fwd_scratch_alloc(s, (size_t)rows * s->fam_w, 0, "family rows", err))) return MTPLX_ENOMEM;
     return 0;
-fail:
-    family_scratch_free(s);
-    return MTPLX_ENOMEM;
 }
 
 void family_scratch_free(fwd_scratch *s) {
-    struct family_scratch *f = s->fam;
-    if (!f) return;
-    free(f->router);
-    free(f->idx);
-    free(f->wts);
-    free(f->route_tmp);
-    free(f->sh_gate);
-    free(f->sh_out);
-    kern_moe_scratch_free(&f->moe);
-    free(f->tmp);
-    free(f->cos_sin);
-    free(f);
-    s->fam = NULL;
+    if (s->moe) s->be->ops->moe_scratch_free(s->be, s->moe);
+    s->moe = NULL;
 }
-
-float *family_scratch_rows(fwd_scratch *s, int *width) {
-    *width = s->fam->tmp_w;
-    return s->fam->tmp;
-}
-
-float *family_scratch_cos_sin(fwd_scratch *s) { return s->fam->cos_sin; }
 
 /* ------------------------------------------------------------------ MoE forward */
 
-/* SwiGLU expert x over R rows of a (stride H) into y (stride H), with moe scratch buffers. */
-static void swiglu_rows(const moe_expert *x, const float *a, int R, int H, float *y, moe_scratch *ms) {
-    int I = x->gate.rows;
-    kern_matmul(ms->g, ms->inter, a, H, R, &x->gate);
-    kern_matmul(ms->u, ms->inter, a, H, R, &x->up);
-    for (int t = 0; t < R; t++) {
-        float *g = ms->g + (size_t)t * ms->inter;
-        const float *u = ms->u + (size_t)t * ms->inter;
-        for (int i = 0; i < I; i++) g[i] = act_silu(g[i]) * u[i];
-    }
-    kern_matmul(y, H, ms->g, ms->inter, R, &x->down);
-}
-
-static void layer_moe(const mtplx_model *m, const moe_weights *w, int R, fwd_scratch *s) {
-    struct family_scratch *f = s->fam;
-    int H = m->cfg.hidden_size, E = w->router.n_experts, K = w->router.top_k;
-    kern_matmul(f->router, E, s->a, H, R, &w->router_w);
-    for (int t = 0; t < R; t++)
-        kern_moe_route(&w->router, f->router + (size_t)t * E, f->idx + (size_t)t * K, f->wts + (size_t)t * K,
-                       f->route_tmp);
-    kern_moe_experts(s->o, H, s->a, H, R, w->experts, E, f->idx, f->wts, K, &f->moe);
-    if (w->shared_inter > 0) {
-        swiglu_rows(&w->shared, s->a, R, H, f->sh_out, &f->moe);
-        if (w->shared_gated) kern_matmul(f->sh_gate, 1, s->a, H, R, &w->shared_gate);
-        for (int t = 0; t < R; t++) {
-            float g = w->shared_gated ? act_sigmoid(f->sh_gate[t]) : 1.0f;
-            float *o = s->o + (size_t)t * H;
-            const float *y = f->sh_out + (size_t)t * H;
-            for (int h = 0; h < H; h++) o[h] += g * y[h];
-        }
-    }
-}
-
 void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch *s) {
-    if (L->ffn == FFN_MOE) layer_moe(m, &L->moe, R, s);
+    int H = m->cfg.hidden_size;
+    if (L->ffn == FFN_MOE) m->be->ops->moe(m->be, s->o, H, s->a, H, R, &L->moe, s->moe);
     else layer_mlp(m, &L->mlp, R, s);
 }
 
@@ -476,24 +390,25 @@ void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch 
 void family_gdn_project(const mtplx_model *m, const gdn_fused_weights *w, const float *a, int R, float *qkv,
                         int ldqkv, float *z, float *b, float *av, int ld, fwd_scratch *s) {
     const model_config *c = &m->cfg;
+    be_backend *be = m->be;
     int H = c->hidden_size, Hk = c->lin_k_heads, Dk = c->lin_k_dim, Dv = c->lin_v_dim;
     int r = c->lin_v_heads / Hk, G = 2 * Dk + 2 * r * Dv, kd = Hk * Dk;
-    struct family_scratch *f = s->fam;
-    int tw = f->tmp_w, ba_off = Hk * G;
-    kern_matmul(f->tmp, tw, a, H, R, &w->qkvz);
-    kern_matmul(f->tmp + ba_off, tw, a, H, R, &w->ba);
+    int tw = s->fam_w, ba_off = Hk * G;
+    const size_t f = sizeof(float);
+    be_matmul(be, s->fam, tw, a, H, R, &w->qkvz);
+    be_matmul(be, s->fam + ba_off, tw, a, H, R, &w->ba);
     for (int t = 0; t < R; t++) {
-        const float *src = f->tmp + (size_t)t * tw;
+        const float *src = s->fam + (size_t)t * tw;
         float *q = qkv + (size_t)t * ldqkv, *zr = z + (size_t)t * ld, *br = b + (size_t)t * ld, *ar = av + (size_t)t * ld;
         for (int hk = 0; hk < Hk; hk++) {
             const float *g = src + (size_t)hk * G;
-            memcpy(q + hk * Dk, g, sizeof(float) * Dk);                                    /* q */
-            memcpy(q + kd + hk * Dk, g + Dk, sizeof(float) * Dk);                          /* k */
-            memcpy(q + 2 * kd + hk * r * Dv, g + 2 * Dk, sizeof(float) * r * Dv);          /* v */
-            memcpy(zr + hk * r * Dv, g + 2 * Dk + r * Dv, sizeof(float) * r * Dv);         /* z */
+            be_copy(be, q + hk * Dk, g, f * Dk);                                    /* q */
+            be_copy(be, q + kd + hk * Dk, g + Dk, f * Dk);                          /* k */
+            be_copy(be, q + 2 * kd + hk * r * Dv, g + 2 * Dk, f * r * Dv);          /* v */
+            be_copy(be, zr + hk * r * Dv, g + 2 * Dk + r * Dv, f * r * Dv);         /* z */
             const float *ba = src + ba_off + hk * 2 * r;
-            memcpy(br + hk * r, ba, sizeof(float) * r);                                    /* b */
-            memcpy(ar + hk * r, ba + r, sizeof(float) * r);                                /* a */
+            be_copy(be, br + hk * r, ba, f * r);                                    /* b */
+            be_copy(be, ar + hk * r, ba + r, f * r);                                /* a */
         }
     }
 }

@@ -24,8 +24,6 @@ int family_check_tensors(const mtplx_model *m, const char *prefix, mtplx_err *er
 /* Fill m->rope_inv_freq[rotary_dim/2] with the (possibly scaled) inverse frequencies and set the
  * YaRN attention factor / DeepSeek softmax multiplier. */
 void family_rope_init(mtplx_model *m);
-/* Multiply a cos/sin table of rotary_dim floats by the RoPE attention factor (no-op when 1). */
-void family_rope_scale_table(const mtplx_model *m, float *cos_sin, int rotary_dim);
 
 /* 1 when trunk layer i uses the routed MoE block (config: layer_moe from decoder_sparse_step,
  * mlp_only_layers, first_k_dense_replace); for the MTP layer (i = -1, tensors under lp) when its
@@ -59,19 +57,15 @@ void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_widt
 
 /* Shared with deepseek.c: bind a linear [rows][cols] named base(.weight) (dense or MLX affine), and
  * copy a 1-D tensor of n elements into the family arena as fp32 plus `add`. */
-int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, kern_weight *w, mtplx_err *err);
+int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err);
 int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const float **out, mtplx_err *err);
 
 /* ---- forward (forward.c / mtp.c) ---- */
 
-/* Extra scratch for R rows: router logits, routes, expert buffers, fused GDN projection rows, MLA
- * projections. Stored in s->fam. Returns 0 or ENOMEM. */
+/* Extra scratch for R rows: the backend's MoE buffers (s->moe) and the family rows s->fam (fused GDN
+ * projection rows, MLA projections; s->fam_w floats each). Returns 0 or ENOMEM. */
 int family_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, mtplx_err *err);
 void family_scratch_free(fwd_scratch *s);
-/* The family scratch's per-row buffer (*width floats per row, rows = the scratch's rows) and its
- * rotary cos/sin table. */
-float *family_scratch_rows(fwd_scratch *s, int *width);
-float *family_scratch_cos_sin(fwd_scratch *s);
 
 /* The feed-forward of layer L over R rows: s->a in, s->o out (dense SwiGLU or routed MoE). */
 void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch *s);

@@ -8,38 +8,28 @@
 
 #include <stddef.h>
 
-#include "../kernels/matmul.h"
-#include "../kernels/moe.h"
+#include "../backend/weight.h"
 
-/* Routed MoE block: y = Σ_k w_k · expert_k(x) + [sigmoid(shared_gate·x)] · shared(x). */
-typedef struct {
-    moe_router router;        /* E, K, scoring, grouping; correction_bias points into the family arena */
-    kern_weight router_w;     /* [E][H] router logits (fp32 accumulation) */
-    moe_expert *experts;      /* [E] views into the checkpoint (numbered, fused gate_up, or switch_mlp) */
-    int inter;                /* I: routed expert width */
-    int shared_inter;         /* shared expert width, 0 = no shared expert */
-    moe_expert shared;        /* valid when shared_inter > 0 */
-    int shared_gated;         /* 1: Qwen's sigmoid(shared_expert_gate · x) scales the shared expert */
-    kern_weight shared_gate;  /* [1][H] when shared_gated */
-} moe_weights;
+
+/* moe_weights (the routed MoE block) is in src/backend/weight.h: backends run it as one op. */
 
 /* DeepSeek-V3 multi-head latent attention. Head h's query is [nope (Dn) | rope (Dr)]; its key is
  * [kv_b(latent) nope part | the one shared rotated key of Dr dims]; its value is Dv wide. */
 typedef struct {
-    kern_weight q_a;          /* [q_lora][H] when q_lora > 0 */
+    be_weight q_a;          /* [q_lora][H] when q_lora > 0 */
     const float *q_a_norm;    /* [q_lora] plain RMSNorm weight */
-    kern_weight q_b;          /* [nH·(Dn+Dr)][q_lora]; or q_proj [nH·(Dn+Dr)][H] when q_lora == 0 */
-    kern_weight kv_a;         /* [kv_lora + Dr][H]: latent then the shared rope key */
+    be_weight q_b;          /* [nH·(Dn+Dr)][q_lora]; or q_proj [nH·(Dn+Dr)][H] when q_lora == 0 */
+    be_weight kv_a;         /* [kv_lora + Dr][H]: latent then the shared rope key */
     const float *kv_a_norm;   /* [kv_lora] */
-    kern_weight kv_b;         /* [nH·(Dn+Dv)][kv_lora]: per head nope key then value */
-    kern_weight o;            /* [H][nH·Dv] */
+    be_weight kv_b;         /* [nH·(Dn+Dv)][kv_lora]: per head nope key then value */
+    be_weight o;            /* [H][nH·Dv] */
 } mla_weights;
 
 /* Qwen3-Next fused GDN input projections (grouped by key head, see docs/families.md). */
 typedef struct {
     int fused;                /* 1: the two matrices below replace in_proj_qkv/z/b/a */
-    kern_weight qkvz;         /* [Hk·(2·Dk + 2·r·Dv)][H], r = Hv/Hk */
-    kern_weight ba;           /* [Hk·2·r][H] */
+    be_weight qkvz;         /* [Hk·(2·Dk + 2·r·Dv)][H], r = Hv/Hk */
+    be_weight ba;           /* [Hk·2·r][H] */
 } gdn_fused_weights;
 
 /* Per-model family state (a field of mtplx_model): fp32 copies of small vectors and the expert
@@ -54,12 +44,12 @@ typedef struct {
     float mla_softmax_mult;   /* DeepSeek: softmax scale multiplier mscale(factor, mscale_all_dim)² */
     /* DeepSeek MTP layer (model.layers.{N}.*) */
     int ds_mtp;               /* 1: bound; the mtp_weights' layer holds its decoder block */
-    kern_weight ds_embed;     /* [V][H] its embed_tokens (the trunk's when absent) */
+    be_weight ds_embed;     /* [V][H] its embed_tokens (the trunk's when absent) */
     const float *ds_enorm;    /* [H] */
     const float *ds_hnorm;    /* [H] */
-    kern_weight ds_eh_proj;   /* [H][2H] over [enorm(embed) | hnorm(hidden)] */
+    be_weight ds_eh_proj;   /* [H][2H] over [enorm(embed) | hnorm(hidden)] */
     const float *ds_head_norm;/* [H] shared_head.norm */
-    kern_weight ds_head;      /* [V][H] shared_head.head (HEAD_DRAFT) */
+    be_weight ds_head;      /* [V][H] shared_head.head (HEAD_DRAFT) */
 } family_model;
 
 #endif

@@ -1,8 +1,10 @@
 /* forward.c — the Qwen3.5 trunk forward over T rows: embedding, hybrid decoder layers (Gated
  * DeltaNet or gated full attention, then a dense SwiGLU MLP), final norm, LM head.
  *
- * Everything is fp32. Every row goes through the same arithmetic whatever T is: matmuls are
- * row-invariant (kern_matmul's contract), attention reduces over keys in key order, the conv is a
+ * Everything is fp32 and goes through the backend's ops (src/backend/backend.h): this file decides
+ * what is computed in which order and never touches a kernel or dereferences backend memory
+ * (docs/architecture.md). Every row goes through the same arithmetic whatever T is: ops are
+ * row-invariant (matmuls, norms), attention reduces over keys in key order, the conv is a
  * fixed-order window sum and the delta rule is sequential. So a row's logits from a prefill or
  * verify call are bit-identical to computing it by single-token decode (DESIGN.md §3). Prefill is
  * processed in chunks of the scratch's row capacity; chunking does not change any row's arithmetic. */
@@ -11,26 +13,40 @@
 #include <string.h>
 
 #include "../base/mem.h"
-#include "../kernels/act.h"
-#include "../kernels/attention.h"
-#include "../kernels/gdn.h"
-#include "../kernels/threadpool.h"
-#include "../kernels/norm.h"
-#include "../kernels/rope.h"
 #include "family.h"
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
-/* Work (multiply-adds) below which per-head attention or delta-rule steps stay on the calling thread:
- * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
-#define FWD_SPLIT_WORK 16384.0
-#define FWD_SCORE_SLOTS_MAX 64
-#define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
-#define ATT_SCORE_ROWS 4 /* score rows kern_attention_group needs per call (it runs 4 queries at a time) */
+float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, mtplx_err *err) {
+    if (s->n_bufs == FWD_SCRATCH_BUFS) {
+        err_set(err, MTPLX_EINTERNAL, "forward scratch: more than %d buffers", FWD_SCRATCH_BUFS);
+        return NULL;
+    }
+    be_buf *b;
+    if (s->be->ops->buf_alloc(s->be, n * sizeof(float), zero, what, &b, err)) return NULL;
+    s->bufs[s->n_bufs++] = b;
+    return be_buf_addr(s->be, b);
+}
+
+const float *fwd_stage_in(const mtplx_model *m, fwd_scratch *s, const float *host, size_t n) {
+    if (m->be->caps.host_memory) return host;
+    m->be->ops->upload(m->be, s->o, host, sizeof(float) * n);
+    return s->o;
+}
+
+float *fwd_stage_out(const mtplx_model *m, fwd_scratch *s, float *host) {
+    return m->be->caps.host_memory ? host : s->host_out;
+}
+
+void fwd_stage_done(const mtplx_model *m, fwd_scratch *s, float *host, float *staged, size_t n) {
+    (void)s;
+    if (staged != host) m->be->ops->download(m->be, host, staged, sizeof(float) * n);
+}
 
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err) {
     const model_config *c = &m->cfg;
     memset(s, 0, sizeof *s);
+    s->be = m->be;
     int H = c->hidden_size, Dh = c->head_dim;
     int attn_w = m->q_width + 2 * c->n_kv_heads * Dh + c->n_heads * Dh;
     int gdn_w = 2 * m->value_dim + 2 * c->lin_v_heads + m->conv_dim;
@@ -39,21 +55,23 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     s->big_w = imax(imax(attn_w, gdn_w), imax(mlp_w, 2 * H));
     int kc1 = c->conv_kernel > 0 ? c->conv_kernel - 1 : 0;
     size_t RH = (size_t)rows * H;
-    if (!(s->x = mem_alloc(RH, sizeof(float), "forward scratch x", err))) goto fail;
-    if (!(s->a = mem_alloc(RH, sizeof(float), "forward scratch a", err))) goto fail;
-    if (!(s->o = mem_alloc(RH, sizeof(float), "forward scratch o", err))) goto fail;
-    if (!(s->big = mem_alloc((size_t)rows * s->big_w, sizeof(float), "forward scratch", err))) goto fail;
-    if (!(s->win = mem_alloc((size_t)(kc1 + rows) * imax(m->conv_dim, 1), sizeof(float), "conv window", err)))
+    if (!(s->x = fwd_scratch_alloc(s, RH, 0, "forward scratch x", err))) goto fail;
+    if (!(s->a = fwd_scratch_alloc(s, RH, 0, "forward scratch a", err))) goto fail;
+    if (!(s->o = fwd_scratch_alloc(s, RH, 0, "forward scratch o", err))) goto fail;
+    if (!(s->big = fwd_scratch_alloc(s, (size_t)rows * s->big_w, 0, "forward scratch", err))) goto fail;
+    if (!(s->win = fwd_scratch_alloc(s, (size_t)(kc1 + rows) * imax(m->conv_dim, 1), 0, "conv window", err)))
         goto fail;
-    if (!(s->qk = mem_alloc((size_t)imax(2 * rows * m->key_dim, 1), sizeof(float), "gdn q/k", err))) goto fail;
-    s->score_slots = 2 * tpool_threads(tpool_global());
-    if (s->score_slots > FWD_SCORE_SLOTS_MAX) s->score_slots = FWD_SCORE_SLOTS_MAX;
+    if (!(s->qk = fwd_scratch_alloc(s, (size_t)imax(2 * rows * m->key_dim, 1), 0, "gdn q/k", err))) goto fail;
     s->capacity = imax(capacity, 1);
-    if (!(s->scores = mem_alloc((size_t)s->score_slots * ATT_SCORE_ROWS * s->capacity, sizeof(float),
-                                "attention scores", err)))
+    int rot = imax(c->rotary_dim, c->qk_rope_head_dim);
+    if (!(s->attn = fwd_scratch_alloc(s, m->be->ops->attn_scratch_floats(m->be, s->capacity, rot), 0,
+                                      "attention scores", err)))
         goto fail;
-    if (!(s->cos_sin = mem_alloc((size_t)imax(c->rotary_dim, 1), sizeof(float), "rope", err))) goto fail;
+    if (!m->be->caps.host_memory &&
+        !(s->host_out = fwd_scratch_alloc(s, (size_t)rows * imax(c->vocab_size, H), 0, "output staging", err)))
+        goto fail;
     if (family_scratch_init(s, m, rows, err)) goto fail;
+    if (m->be->ops->reserve_rows(m->be, rows, m->max_cols, err)) goto fail;
     return 0;
 fail:
     fwd_scratch_free(s);
@@ -61,164 +79,60 @@ fail:
 }
 
 void fwd_scratch_free(fwd_scratch *s) {
-    free(s->x);
-    free(s->a);
-    free(s->o);
-    free(s->big);
-    free(s->win);
-    free(s->qk);
-    free(s->scores);
-    free(s->cos_sin);
+    if (!s->be) return;
     family_scratch_free(s);
+    for (int i = 0; i < s->n_bufs; i++) s->be->ops->buf_free(s->be, s->bufs[i]);
     memset(s, 0, sizeof *s);
 }
 
-/* The query heads of all rows of one attention call, as thread-pool tasks. The queries of KV head
- * j are (row t, head h) for h in j's group, t-major; they go in blocks of `bs` (one item each)
- * through kern_attention_group, which reads each key/value chunk once per 4 queries — from memory
- * for the first 4 of a block, from L2 after. Task `task` takes a contiguous range of items and its
- * own scores slot. The K/V of every row are already in the cache, so items are independent, and each
- * query's bits do not depend on its block. */
-typedef struct {
-    float *big;           /* [R][bw] projections: q (roped, normed) per head, then the outputs */
-    const kv_layer *kv;
-    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
-    float scale;
-    float *scores;        /* [n_tasks][ATT_SCORE_ROWS][capacity] */
-} attn_job;
+int kv_layer_init(kv_layer *kv, const mtplx_model *m, int capacity, mtplx_err *err) {
+    int heads, kw, vw;
+    family_kv_shape(m, &heads, &kw, &vw); /* MLA caches keys and values of unequal widths */
+    be_backend *be = m->be;
+    memset(kv, 0, sizeof *kv);
+    if (be->ops->buf_alloc(be, sizeof(float) * heads * capacity * kw, 1, "KV cache keys", &kv->kb, err) ||
+        be->ops->buf_alloc(be, sizeof(float) * heads * capacity * vw, 1, "KV cache values", &kv->vb, err))
+        return err ? err->code : MTPLX_ENOMEM;
+    kv->k = be_buf_addr(be, kv->kb);
+    kv->v = be_buf_addr(be, kv->vb);
+    return 0;
+}
 
-static void attn_task(void *ctx, int task, int n_tasks) {
-    const attn_job *j = ctx;
-    int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
-    int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
-    float *scores = j->scores + (size_t)task * ATT_SCORE_ROWS * j->capacity;
-    for (int i = i0; i < i1; i++) {
-        int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
-        int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
-        float *out[ATT_BLOCK_MAX];
-        const float *q[ATT_BLOCK_MAX];
-        int n[ATT_BLOCK_MAX];
-        for (int e = 0; e < nq; e++) {
-            int t = (b0 + e) / j->group, h = kvh * j->group + (b0 + e) % j->group;
-            float *row = j->big + (size_t)t * j->bw;
-            q[e] = row + h * j->q_stride;
-            out[e] = row + j->att_off + h * Dh;
-            n[e] = j->pos0 + t + 1;
-        }
-        size_t base = (size_t)kvh * j->capacity * Dh;
-        kern_attention_group(out, q, n, nq, j->kv->k + base, Dh, Dh, j->kv->v + base, Dh, Dh, j->scale, scores,
-                             j->capacity);
-        if (j->gated)
-            for (int e = 0; e < nq; e++) kern_mul_sigmoid(out[e], q[e] + Dh, Dh);
+void kv_layer_free(const mtplx_model *m, kv_layer *kv) {
+    m->be->ops->buf_free(m->be, kv->kb);
+    m->be->ops->buf_free(m->be, kv->vb);
+    memset(kv, 0, sizeof *kv);
+}
+
+void kv_layer_copy(const mtplx_model *m, kv_layer *dst, int dst_cap, const kv_layer *src, int src_cap, int len) {
+    int heads, kw, vw;
+    family_kv_shape(m, &heads, &kw, &vw);
+    for (int h = 0; h < heads; h++) {
+        be_copy(m->be, dst->k + (size_t)h * dst_cap * kw, src->k + (size_t)h * src_cap * kw,
+                sizeof(float) * (size_t)len * kw);
+        be_copy(m->be, dst->v + (size_t)h * dst_cap * vw, src->v + (size_t)h * src_cap * vw,
+                sizeof(float) * (size_t)len * vw);
     }
 }
 
-/* How many pool tasks to split `items` independent pieces of work into, `work` multiply-adds in all:
- * 1 (run on the caller) when there is one thread or too little work, else up to 2 per thread, at
- * most max_tasks. */
-static int fwd_tasks(double work, int items, int max_tasks) {
-    tpool *pool = tpool_global();
-    int nth = tpool_threads(pool);
-    if (nth < 2 || work < FWD_SPLIT_WORK || items < 2) return 1;
-    int n = 2 * nth;
-    if (n > items) n = items;
-    if (n > max_tasks) n = max_tasks;
-    return n < 1 ? 1 : n;
-}
-
-/* Gated attention: s->a [R][H] in, s->o [R][H] out. Row t is at position pos0 + t; the K/V of all R
- * rows are written into the cache first, then every (row, head) attends to positions 0..pos0+t —
- * all of them in one thread-pool dispatch. */
+/* Gated attention: s->a [R][H] in, s->o [R][H] out. Row t is at position pos0 + t; the backend
+ * writes the K/V of all R rows into the sequence's cache, then every (row, head) attends to
+ * positions 0..pos0+t. */
 void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, int capacity, int pos0,
                      int R, fwd_scratch *s) {
     const model_config *c = &m->cfg;
-    int H = c->hidden_size, Dh = c->head_dim, nH = c->n_heads, nKV = c->n_kv_heads, rd = c->rotary_dim;
-    int kvw = nKV * Dh, qw = m->q_width, bw = s->big_w, group = nH / nKV, gated = c->attn_output_gate;
-    int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw, q_stride = Dh * (gated ? 2 : 1);
-    float eps = c->rms_norm_eps, scale = 1.0f / sqrtf((float)Dh);
-    kern_mm_out qkv[3] = {{s->big, bw, &w->q}, {s->big + k_off, bw, &w->k}, {s->big + v_off, bw, &w->v}};
-    kern_matmul_n(qkv, 3, s->a, H, R);
-    for (int t = 0; t < R; t++) {
-        float *row = s->big + (size_t)t * bw;
-        int pos = pos0 + t;
-        if (rd > 0) {
-            kern_rope_cos_sin(s->cos_sin, m->rope_inv_freq, rd, pos);
-            family_rope_scale_table(m, s->cos_sin, rd); /* YaRN attention factor */
-        }
-        for (int j = 0; j < nKV; j++) {
-            float *kh = row + k_off + j * Dh;
-            if (w->k_norm) kern_rmsnorm(kh, kh, w->k_norm, Dh, eps);
-            if (rd > 0) kern_rope_apply(kh, s->cos_sin, rd);
-            memcpy(kv->k + ((size_t)j * capacity + pos) * Dh, kh, sizeof(float) * Dh);
-            memcpy(kv->v + ((size_t)j * capacity + pos) * Dh, row + v_off + j * Dh, sizeof(float) * Dh);
-        }
-        for (int h = 0; h < nH; h++) {
-            float *qh = row + h * q_stride;
-            if (w->q_norm) kern_rmsnorm(qh, qh, w->q_norm, Dh, eps);
-            if (rd > 0) kern_rope_apply(qh, s->cos_sin, rd);
-        }
-    }
-    /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
-     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
-    int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
-    int bs = (per_kv + split - 1) / split;
-    bs = bs > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : bs < 1 ? 1 : bs;
-    int blocks = (per_kv + bs - 1) / bs;
-    attn_job j = {s->big, kv, bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks, scale,
-                  s->scores};
-    double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
-    int n_tasks = fwd_tasks(work, nKV * blocks, s->score_slots);
-    if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, attn_task, &j);
-    else attn_task(&j, 0, 1);
-    kern_matmul(s->o, H, s->big + att_off, bw, R, &w->o);
-}
-
-/* The delta-rule steps of all R rows for a range of value heads (a thread-pool task). A head's rows
- * run in order (row t reads the state row t - 1 wrote); heads are independent and each writes only
- * its own state, outputs and tape entries. */
-typedef struct {
-    const gdn_weights *w;
-    gdn_layer_state *st;
-    float *big;                  /* [R][bw] projections; y is written at y_off */
-    const float *qn, *kn;        /* [R][Hk·Dk] normalised queries / keys */
-    const float *src;            /* the start state [Hv][Dv][Dk] */
-    float *dst;                  /* where the rows' states go (may equal src) */
-    int R, bw, Hv, Dv, Dk, kd, ratio, b_off, a_off, y_off, u_off, capture;
-    float eps;
-    size_t head_sz;              /* Dv·Dk */
-} gdn_heads_job;
-
-#define GDN_STEP_ROWS 32 /* rows per kern_gdn_steps call (its g/beta arrays live on the stack) */
-
-static void gdn_heads_task(void *ctx, int task, int n_tasks) {
-    const gdn_heads_job *j = ctx;
-    const gdn_weights *w = j->w;
-    int h0 = (int)((long)j->Hv * task / n_tasks), h1 = (int)((long)j->Hv * (task + 1) / n_tasks);
-    for (int hv = h0; hv < h1; hv++) {
-        int hk = hv / j->ratio, Dv = j->Dv;
-        float *S = j->dst + hv * j->head_sz;
-        const float *S0 = j->src + hv * j->head_sz;
-        for (int t0 = 0; t0 < j->R; t0 += GDN_STEP_ROWS) {
-            int n = j->R - t0 < GDN_STEP_ROWS ? j->R - t0 : GDN_STEP_ROWS;
-            float g[GDN_STEP_ROWS], beta[GDN_STEP_ROWS];
-            for (int t = 0; t < n; t++) {
-                const float *row = j->big + (size_t)(t0 + t) * j->bw;
-                beta[t] = act_sigmoid(row[j->b_off + hv]);
-                g[t] = expf(w->neg_A[hv] * act_softplus(row[j->a_off + hv] + w->dt_bias[hv]));
-                if (j->capture) j->st->tape_g[(size_t)(t0 + t) * j->Hv + hv] = g[t];
-            }
-            float *row0 = j->big + (size_t)t0 * j->bw;
-            float *delta = j->capture ? j->st->tape_d + ((size_t)t0 * j->Hv + hv) * Dv : NULL;
-            kern_gdn_steps(S, t0 == 0 ? S0 : S, j->qn + (size_t)t0 * j->kd + hk * j->Dk,
-                           j->kn + (size_t)t0 * j->kd + hk * j->Dk, j->kd, row0 + j->u_off + 2 * j->kd + hv * Dv,
-                           j->bw, g, beta, row0 + j->y_off + hv * Dv, j->bw, delta, j->Hv * Dv, n, j->Dk, Dv);
-        }
-        /* gated RMSNorm of every row's output: plain weight, then × silu(z) */
-        for (int t = 0; t < j->R; t++) {
-            float *row = j->big + (size_t)t * j->bw, *y = row + j->y_off + hv * Dv;
-            kern_rmsnorm_gated(y, y, w->norm, row + hv * Dv, Dv, j->eps);
-        }
-    }
+    be_backend *be = m->be;
+    int H = c->hidden_size, Dh = c->head_dim, nKV = c->n_kv_heads;
+    int kvw = nKV * Dh, qw = m->q_width, bw = s->big_w, gated = c->attn_output_gate;
+    int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw;
+    be_mm_out qkv[3] = {{s->big, bw, &w->q}, {s->big + k_off, bw, &w->k}, {s->big + v_off, bw, &w->v}};
+    be_matmul_n(be, qkv, 3, s->a, H, R);
+    be_attn_args a = {s->big, bw, Dh * (gated ? 2 : 1), k_off, v_off, att_off, c->n_heads, nKV, Dh, c->rotary_dim,
+                      gated, m->rope_inv_freq, m->fam.rope_attn_factor, w->q_norm, w->k_norm, c->rms_norm_eps,
+                      1.0f / sqrtf((float)Dh)};
+    be_seq_kv skv = {kv->k, kv->v, capacity};
+    be->ops->attention(be, &a, &skv, pos0, R, s->attn);
+    be_matmul(be, s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
 /* Gated DeltaNet: s->a in, s->o out. Advances the layer's conv state and recurrent state by R rows.
@@ -227,85 +141,83 @@ static void gdn_heads_task(void *ctx, int task, int n_tasks) {
 static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_state *st, int cur, int capture,
                       int R, fwd_scratch *s) {
     const model_config *c = &m->cfg;
-    int H = c->hidden_size, Hk = c->lin_k_heads, Hv = c->lin_v_heads, Dk = c->lin_k_dim, Dv = c->lin_v_dim;
+    be_backend *be = m->be;
+    int H = c->hidden_size, Hv = c->lin_v_heads;
     int C = m->conv_dim, kc1 = c->conv_kernel - 1, bw = s->big_w, kd = m->key_dim, vd = m->value_dim;
-    int b_off = vd, a_off = vd + Hv, y_off = vd + 2 * Hv, u_off = 2 * vd + 2 * Hv, ratio = Hv / Hk;
-    float eps = c->rms_norm_eps, qscale = 1.0f / sqrtf((float)Dk);
-    size_t head_sz = (size_t)Dv * Dk;
+    int b_off = vd, a_off = vd + Hv, y_off = vd + 2 * Hv, u_off = 2 * vd + 2 * Hv;
 
     float *win = capture ? st->tape_win : s->win;
-    memcpy(win, st->conv, sizeof(float) * (size_t)kc1 * C);
+    be_copy(be, win, st->conv, sizeof(float) * (size_t)kc1 * C);
     if (w->fz.fused) { /* Qwen3-Next: in_proj_qkvz / in_proj_ba, regrouped into the split layout */
         family_gdn_project(m, &w->fz, s->a, R, win + (size_t)kc1 * C, C, s->big, s->big + b_off, s->big + a_off, bw, s);
     } else {
-        kern_mm_out in[4] = {{win + (size_t)kc1 * C, C, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
-                             {s->big + a_off, bw, &w->a}};
-        kern_matmul_n(in, 4, s->a, H, R);
+        be_mm_out in[4] = {{win + (size_t)kc1 * C, C, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
+                           {s->big + a_off, bw, &w->a}};
+        be_matmul_n(be, in, 4, s->a, H, R);
     }
-    kern_conv1d_silu(s->big + u_off, bw, win, C, w->conv_w, C, c->conv_kernel, R);
-    memcpy(st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
+    be->ops->conv1d_silu(be, s->big + u_off, bw, win, C, w->conv_w, C, c->conv_kernel, R);
+    be_copy(be, st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
 
-    /* normalised q and k of every row (value heads of one key head share them) */
-    float *qn = s->qk, *kn = capture ? st->tape_k : s->qk + (size_t)s->rows * kd;
-    for (int t = 0; t < R; t++) {
-        const float *u = s->big + (size_t)t * bw + u_off;
-        for (int h = 0; h < Hk; h++) {
-            kern_l2norm(qn + (size_t)t * kd + h * Dk, u + h * Dk, Dk, 1e-6f, qscale);
-            kern_l2norm(kn + (size_t)t * kd + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
-        }
-    }
-    float *dst = capture ? st->rec[cur ^ 1] : st->rec[cur];
-    gdn_heads_job j = {w,     st,    s->big, qn,    kn,    st->rec[cur], dst,     R,   bw,  Hv, Dv,
-                       Dk,    kd,    ratio,  b_off, a_off, y_off,        u_off,   capture, eps, head_sz};
-    /* value heads are independent: split them over the pool, all rows in one dispatch */
-    int n_tasks = fwd_tasks(3.0 * R * Hv * head_sz, Hv, Hv);
-    if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, gdn_heads_task, &j);
-    else gdn_heads_task(&j, 0, 1);
-    kern_matmul(s->o, H, s->big + y_off, bw, R, &w->out);
+    be_gdn_args a = {s->big, bw, b_off, a_off, u_off, y_off, c->lin_k_heads, Hv, c->lin_k_dim, c->lin_v_dim,
+                     w->neg_A, w->dt_bias, w->norm, c->rms_norm_eps, st->rec[cur],
+                     capture ? st->rec[cur ^ 1] : st->rec[cur], s->qk,
+                     capture ? st->tape_k : s->qk + (size_t)s->rows * kd, capture ? st->tape_g : NULL,
+                     capture ? st->tape_d : NULL};
+    be->ops->gdn(be, &a, R);
+    be_matmul(be, s->o, H, s->big + y_off, bw, R, &w->out);
 }
 
 void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s) {
+    be_backend *be = m->be;
     int H = m->cfg.hidden_size, I = m->cfg.intermediate_size, bw = s->big_w;
-    kern_mm_out gu[2] = {{s->big, bw, &w->gate}, {s->big + I, bw, &w->up}};
-    kern_matmul_n(gu, 2, s->a, H, R);
-    for (int t = 0; t < R; t++) {
-        float *row = s->big + (size_t)t * bw;
-        kern_swiglu(row, row, row + I, I);
-    }
-    kern_matmul(s->o, H, s->big, bw, R, &w->down);
+    be_mm_out gu[2] = {{s->big, bw, &w->gate}, {s->big + I, bw, &w->up}};
+    be_matmul_n(be, gu, 2, s->a, H, R);
+    be->ops->swiglu_rows(be, s->big, s->big, s->big + I, bw, I, R);
+    be_matmul(be, s->o, H, s->big, bw, R, &w->down);
 }
 
-static void rows_rmsnorm(float *y, const float *x, const float *w, int R, int H, float eps) {
-    kern_rmsnorm_rows(y, H, x, H, w, H, R, eps);
-}
-
-static void rows_add(float *x, const float *o, int R, int H) {
-    size_t n = (size_t)R * H;
-    for (size_t i = 0; i < n; i++) x[i] += o[i];
+void rows_rmsnorm(const mtplx_model *m, float *y, const float *x, const float *w, int R) {
+    int H = m->cfg.hidden_size;
+    be_rmsnorm_rows(m->be, y, H, x, H, w, H, R, m->cfg.rms_norm_eps);
 }
 
 /* One chunk of R rows at positions s->len.. through the trunk; leaves post-final-norm rows in s->scr.a. */
 static void trunk_chunk(const mtplx_model *m, model_state *s, const int32_t *tokens, int R, int capture) {
     const model_config *c = &m->cfg;
     fwd_scratch *scr = &s->scr;
+    be_backend *be = m->be;
     int H = c->hidden_size;
-    float eps = c->rms_norm_eps;
-    for (int t = 0; t < R; t++) kern_weight_row(&m->embed, tokens[t], scr->x + (size_t)t * H);
+    size_t RH = (size_t)R * H;
+    be->ops->embed_rows(be, scr->x, H, &m->embed, tokens, R);
     for (int i = 0; i < c->n_layers; i++) {
         const layer_weights *L = &m->layers[i];
-        rows_rmsnorm(scr->a, scr->x, L->in_norm, R, H, eps);
+        rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
         if (L->mixer == MIXER_ATTN)
             layer_attention(m, &L->attn, &s->kv[L->slot], s->capacity, s->len, R, scr);
         else if (L->mixer == MIXER_MLA)
             layer_mla(m, &L->mla, &s->kv[L->slot], s->capacity, s->len, R, scr);
         else
             layer_gdn(m, &L->gdn, &s->gdn[L->slot], s->cur, capture, R, scr);
-        rows_add(scr->x, scr->o, R, H);
-        rows_rmsnorm(scr->a, scr->x, L->post_norm, R, H, eps);
+        be_add(be, scr->x, scr->o, RH);
+        rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
         layer_ffn(m, L, R, scr);
-        rows_add(scr->x, scr->o, R, H);
+        be_add(be, scr->x, scr->o, RH);
     }
-    rows_rmsnorm(scr->a, scr->x, m->final_norm, R, H, eps);
+    rows_rmsnorm(m, scr->a, scr->x, m->final_norm, R);
+}
+
+/* logits[R][V] (host memory) = hn[R][H] (backend memory) · Wᵀ: straight into the caller's array when
+ * the backend computes in host memory, else through the staging rows and a download. */
+static void fwd_head_rows(const mtplx_model *m, float *logits, const float *hn, int R, const be_weight *w,
+                          fwd_scratch *scr) {
+    be_backend *be = m->be;
+    int H = m->cfg.hidden_size, V = w->rows;
+    for (int c0 = 0; c0 < R; c0 += scr->rows) { /* one pass on host-memory backends (R <= rows) */
+        int n = R - c0 < scr->rows ? R - c0 : scr->rows;
+        float *y = be->caps.host_memory ? logits + (size_t)c0 * V : scr->host_out;
+        be_matmul(be, y, V, hn + (size_t)c0 * H, H, n, w);
+        if (!be->caps.host_memory) be->ops->download(be, logits + (size_t)c0 * V, y, sizeof(float) * (size_t)n * V);
+    }
 }
 
 int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, int T, const fwd_request *req,
@@ -335,12 +247,12 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
         int R = T - c0 < s->scr.rows ? T - c0 : s->scr.rows;
         trunk_chunk(m, s, tokens + c0, R, capture);
         const float *hn = s->scr.a;
-        if (req && req->hidden) memcpy(req->hidden + (size_t)c0 * H, hn, sizeof(float) * (size_t)R * H);
+        if (req && req->hidden) m->be->ops->download(m->be, req->hidden + (size_t)c0 * H, hn, sizeof(float) * (size_t)R * H);
         if (req && req->logits) {
             int t0 = logits_from > c0 ? logits_from - c0 : 0;
             if (t0 < R)
-                kern_matmul(req->logits + (size_t)(c0 + t0 - logits_from) * V, V, hn + (size_t)t0 * H, H, R - t0,
-                            &m->lm_head);
+                fwd_head_rows(m, req->logits + (size_t)(c0 + t0 - logits_from) * V, hn + (size_t)t0 * H, R - t0,
+                              &m->lm_head, &s->scr);
         }
         s->len += R;
     }
@@ -356,8 +268,12 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
     if (T < 0) return err_set(err, MTPLX_EINVAL, "model_lm_head: T = %d", T);
     if (which != HEAD_TARGET && which != HEAD_DRAFT && which != HEAD_MTP)
         return err_set(err, MTPLX_EINVAL, "model_lm_head: unknown head %d", (int)which);
-    const kern_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
+    const be_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
     if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
-    if (T > 0) kern_matmul(logits, m->cfg.vocab_size, hidden, m->cfg.hidden_size, T, w);
+    if (T <= 0) return 0;
+    if (!m->be->caps.host_memory) /* needs a state's staging buffers; no such backend yet */
+        return err_set(err, MTPLX_EUNSUPPORTED, "model_lm_head: backend %s computes in device memory",
+                       m->be->ops->name);
+    be_matmul(m->be, logits, m->cfg.vocab_size, hidden, m->cfg.hidden_size, T, w);
     return 0;
 }

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "../base/file.h"
-#include "../kernels/rope_scaling.h"
+#include "rope_scaling.h"
 #include "model.h"
 #include "safetensors.h"
 
@@ -236,7 +236,7 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
                         c->architecture[0] ? ")" : "", supported_list());
     rope_scaling_kind rk;
     err_clear(&ce);
-    if (kern_rope_scaling_kind_parse(c->rope_type, &rk, &ce) != 0)
+    if (rope_scaling_kind_parse(c->rope_type, &rk, &ce) != 0)
         return set_tier(r, TIER_UNSUPPORTED, "%s", ce.msg);
     if (c->quant_method[0] && strcmp(c->quant_method, "mlx") != 0)
         return set_tier(r, TIER_UNSUPPORTED, "quantization method \"%s\" is not supported (MLX affine only)",

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "../kernels/matmul.h"
+#include "../backend/backend.h"
 #include "arch.h"
 #include "config.h"
 #include "family_types.h"
@@ -15,20 +15,20 @@
 
 /* Gated full attention (Qwen3.5: q_proj emits [query | gate] per head). */
 typedef struct {
-    kern_weight q;        /* [nH·Dh·(gate ? 2 : 1)][H] */
-    kern_weight k, v;     /* [nKV·Dh][H] */
-    kern_weight o;        /* [H][nH·Dh] */
+    be_weight q;        /* [nH·Dh·(gate ? 2 : 1)][H] */
+    be_weight k, v;     /* [nKV·Dh][H] */
+    be_weight o;        /* [H][nH·Dh] */
     const float *q_norm;  /* [Dh] effective weight (1 + w applied for zero-centred), NULL if none */
     const float *k_norm;  /* [Dh] */
 } attn_weights;
 
 /* Gated DeltaNet, split projections (Qwen3.5 naming). */
 typedef struct {
-    kern_weight qkv;      /* [conv_dim][H], conv_dim = 2·Hk·Dk + Hv·Dv, rows laid out q | k | v */
-    kern_weight z;        /* [Hv·Dv][H] */
-    kern_weight b;        /* [Hv][H] */
-    kern_weight a;        /* [Hv][H] */
-    kern_weight out;      /* [H][Hv·Dv] */
+    be_weight qkv;      /* [conv_dim][H], conv_dim = 2·Hk·Dk + Hv·Dv, rows laid out q | k | v */
+    be_weight z;        /* [Hv·Dv][H] */
+    be_weight b;        /* [Hv][H] */
+    be_weight a;        /* [Hv][H] */
+    be_weight out;      /* [H][Hv·Dv] */
     const float *conv_w;  /* [conv_dim][Kc], fp32 copy (HF [C,1,Kc] and MLX [C,Kc,1] share this order) */
     const float *neg_A;   /* [Hv] −exp(A_log), fp32 */
     const float *dt_bias; /* [Hv] */
@@ -38,8 +38,8 @@ typedef struct {
 
 /* Dense SwiGLU MLP. */
 typedef struct {
-    kern_weight gate, up; /* [I][H] */
-    kern_weight down;     /* [H][I] */
+    be_weight gate, up; /* [I][H] */
+    be_weight down;     /* [H][I] */
 } mlp_weights;
 
 typedef enum { MIXER_GDN = 0, MIXER_ATTN = 1, MIXER_MLA = 2 } mixer_kind; /* MLA: family_types.h */
@@ -63,7 +63,7 @@ typedef struct {
 typedef struct {
     const float *pre_fc_norm_embedding; /* [H] */
     const float *pre_fc_norm_hidden;    /* [H] */
-    kern_weight fc;                     /* [H][2H] */
+    be_weight fc;                     /* [H][2H] */
     layer_weights layer;                /* mixer MIXER_ATTN, slot 0 of the MTP KV cache */
     const float *norm;                  /* [H] */
 } mtp_weights;
@@ -72,18 +72,20 @@ struct mtplx_model {
     char dir[4096];
     model_config cfg;
     const arch_info *arch;
-    st_set *st;               /* the mapped checkpoint; every kern_weight points into it */
+    st_set *st;               /* the mapped checkpoint; every be_weight points into it */
     int hf_layout;            /* 1: HF checkpoint (zero-centred norms get +1 at load) */
-    kern_weight embed;        /* [V][H] */
-    kern_weight lm_head;      /* [V][H] (the embedding when tied) */
-    kern_weight draft_head;   /* HEAD_DRAFT: for now the target head (hook for a quantized copy) */
+    be_weight embed;        /* [V][H] */
+    be_weight lm_head;      /* [V][H] (the embedding when tied) */
+    be_weight draft_head;   /* HEAD_DRAFT: for now the target head (hook for a quantized copy) */
     layer_weights *layers;    /* [n_layers] */
     const float *final_norm;  /* [H] */
     int n_attn, n_gdn;        /* layers of each mixer kind */
     int has_mtp;
     mtp_weights mtp;
     float *rope_inv_freq;     /* [rotary_dim/2] */
-    kern_pack_set *packs;     /* repacked copies of quantized matrices (kern_pack_set_add), or NULL */
+    be_backend *be;           /* the backend every forward of this model runs on (created at load, owns
+                                 the repacked / device copies of the weights) */
+    int max_cols;             /* widest matrix input (K) of any bound weight, for be reserve_rows */
     float **vecs;             /* fp32 copies of the small vectors (norms, conv, gates), one allocation
                                  each, sized by the tensor found (never by config.json alone) */
     int n_vecs, cap_vecs;
@@ -96,9 +98,13 @@ struct mtplx_model {
     int mtp_quantized;                  /* 1: the MTP layer's matrices are draft-quantized copies */
 };
 
-/* Scratch for a forward over up to `rows` rows; sized at state creation, so forward never
- * allocates. */
+#define FWD_SCRATCH_BUFS 12
+
+/* Scratch for a forward over up to `rows` rows, in backend memory; sized at state creation, so
+ * forward never allocates. The float pointers are backend addresses: the model layer passes them
+ * to ops and never dereferences them (docs/architecture.md, "Memory"). */
 typedef struct {
+    be_backend *be;
     int rows;        /* row capacity R */
     int big_w;       /* floats per row of `big` */
     float *x;        /* [R][H] residual stream */
@@ -107,20 +113,36 @@ typedef struct {
     float *big;      /* [R][big_w] projections of the current block */
     float *win;      /* [(Kc-1) + R][conv_dim] GDN conv window when not capturing */
     float *qk;       /* [2][R][Hk·Dk] normalised q, then k, of every row (GDN) */
-    int capacity;    /* positions per scores slot */
-    int score_slots; /* attention tasks that can run at once (2 × pool threads, at most 64) */
-    float *scores;   /* [score_slots][4][capacity] attention scores, one slot of 4 rows per task
-                        (the first capacity floats for single-query callers) */
-    float *cos_sin;  /* [rotary_dim] */
-    struct family_scratch *fam; /* MoE / fused GDN / MLA buffers (family.c) */
+    int capacity;    /* positions the attention scratch covers */
+    float *attn;     /* be attn_scratch_floats(capacity, rotary dims): scores and RoPE table */
+    float *fam;      /* [R][fam_w] fused GDN rows / MLA projections (family.c) */
+    int fam_w;       /* floats per row of fam */
+    float *host_out; /* [R][max(V, H)] staging for host outputs when the backend's memory is not host
+                        memory (NULL on the CPU backend) */
+    be_moe_scratch *moe; /* MoE working buffers, or NULL */
+    be_buf *bufs[FWD_SCRATCH_BUFS]; /* what to free */
+    int n_bufs;
 } fwd_scratch;
 
 int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacity, mtplx_err *err);
 void fwd_scratch_free(fwd_scratch *s);
 
-/* KV cache of one attention layer: k and v are [nKV][capacity][Dh] (MLA: family_kv_shape). */
+/* Host arrays in and out of a forward (docs/architecture.md, "Memory"). On a host-memory backend
+ * these are the caller's arrays themselves; otherwise stage_in uploads n floats into the scratch's
+ * `o` rows (free until the first layer writes them) and returns that address, stage_out returns the
+ * staging rows to compute into and stage_done downloads n floats of them. */
+const float *fwd_stage_in(const mtplx_model *m, fwd_scratch *s, const float *host, size_t n);
+float *fwd_stage_out(const mtplx_model *m, fwd_scratch *s, float *host);
+void fwd_stage_done(const mtplx_model *m, fwd_scratch *s, float *host, float *staged, size_t n);
+
+/* n floats of backend memory (zeroed when zero) owned by s; NULL with err set on failure. */
+float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, mtplx_err *err);
+
+/* KV cache of one attention layer, in backend memory: k and v are [nKV][capacity][Dh] (MLA:
+ * family_kv_shape). */
 typedef struct {
     float *k, *v;
+    be_buf *kb, *vb;  /* the buffers behind k and v */
 } kv_layer;
 
 /* Per-GDN-layer recurrent state with a two-buffer scheme for zero-copy rollback: a capturing
@@ -134,6 +156,7 @@ typedef struct {
     float *tape_k;    /* [max_rows][Hk][Dk] normalised keys */
     float *tape_g;    /* [max_rows][Hv] decays */
     float *tape_d;    /* [max_rows][Hv][Dv] innovations */
+    be_buf *bufs[7];  /* the backend buffers behind the seven arrays above */
 } gdn_layer_state;
 
 struct model_state {
@@ -161,6 +184,13 @@ struct mtp_state {
  * positions; a[R][H] in, o[R][H] out. Shared by the trunk and the MTP head. */
 void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, int capacity, int pos0,
                      int R, fwd_scratch *s);
+/* forward.c: per-row RMSNorm y = norm(x) ⊙ w of R rows of H floats (strides H) through the backend. */
+void rows_rmsnorm(const mtplx_model *m, float *y, const float *x, const float *w, int R);
+/* forward.c: a KV buffer pair of family_kv_shape for `capacity` positions (zeroed). */
+int kv_layer_init(kv_layer *kv, const mtplx_model *m, int capacity, mtplx_err *err);
+void kv_layer_free(const mtplx_model *m, kv_layer *kv);
+/* forward.c: copy the first len positions of every head of src (capacity src_cap) into dst. */
+void kv_layer_copy(const mtplx_model *m, kv_layer *dst, int dst_cap, const kv_layer *src, int src_cap, int len);
 /* forward.c: dense MLP over R rows: a in, o out. */
 void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s);
 

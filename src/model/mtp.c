@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../base/mem.h"
-#include "../kernels/norm.h"
 #include "family.h"
 
 #define MTP_CHUNK_ROWS 32
@@ -22,11 +21,7 @@ int mtp_state_new(const mtplx_model *m, int capacity, mtp_state **out, mtplx_err
     if (!s) return err->code;
     s->m = m;
     s->capacity = capacity;
-    int heads, kw, vw;
-    family_kv_shape(m, &heads, &kw, &vw);
-    s->kv.k = mem_zalloc((size_t)heads * capacity * kw, sizeof(float), "MTP KV keys", err);
-    s->kv.v = mem_zalloc((size_t)heads * capacity * vw, sizeof(float), "MTP KV values", err);
-    if (!s->kv.k || !s->kv.v || fwd_scratch_init(&s->scr, m, MTP_CHUNK_ROWS, capacity, err)) {
+    if (kv_layer_init(&s->kv, m, capacity, err) || fwd_scratch_init(&s->scr, m, MTP_CHUNK_ROWS, capacity, err)) {
         mtp_state_free(s);
         return err->code;
     }
@@ -36,8 +31,7 @@ int mtp_state_new(const mtplx_model *m, int capacity, mtp_state **out, mtplx_err
 
 void mtp_state_free(mtp_state *s) {
     if (!s) return;
-    free(s->kv.k);
-    free(s->kv.v);
+    kv_layer_free(s->m, &s->kv);
     fwd_scratch_free(&s->scr);
     free(s);
 }
@@ -71,27 +65,26 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
     const mtp_weights *w = &m->mtp;
     const layer_weights *L = &w->layer;
     fwd_scratch *scr = &s->scr;
+    be_backend *be = m->be;
     float eps = c->rms_norm_eps;
+    int bw = scr->big_w;
     for (int c0 = 0; c0 < T; c0 += scr->rows) {
         int R = T - c0 < scr->rows ? T - c0 : scr->rows;
-        for (int t = 0; t < R; t++) {
-            float *row = scr->big + (size_t)t * scr->big_w;
-            float *e = scr->a + (size_t)t * H;
-            kern_weight_row(&m->embed, next_tokens[c0 + t], e);
-            kern_rmsnorm(row, e, w->pre_fc_norm_embedding, H, eps);
-            kern_rmsnorm(row + H, hidden + (size_t)(c0 + t) * H, w->pre_fc_norm_hidden, H, eps);
-        }
-        kern_matmul(scr->x, H, scr->big, scr->big_w, R, &w->fc);
-        for (int t = 0; t < R; t++)
-            kern_rmsnorm(scr->a + (size_t)t * H, scr->x + (size_t)t * H, L->in_norm, H, eps);
+        size_t RH = (size_t)R * H;
+        const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
+        be->ops->embed_rows(be, scr->a, H, &m->embed, next_tokens + c0, R);
+        be_rmsnorm_rows(be, scr->big, bw, scr->a, H, w->pre_fc_norm_embedding, H, R, eps);
+        be_rmsnorm_rows(be, scr->big + H, bw, hid, H, w->pre_fc_norm_hidden, H, R, eps);
+        be_matmul(be, scr->x, H, scr->big, bw, R, &w->fc);
+        rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
         layer_attention(m, &L->attn, &s->kv, s->capacity, s->len, R, scr);
-        for (size_t i = 0; i < (size_t)R * H; i++) scr->x[i] += scr->o[i];
-        for (int t = 0; t < R; t++)
-            kern_rmsnorm(scr->a + (size_t)t * H, scr->x + (size_t)t * H, L->post_norm, H, eps);
+        be_add(be, scr->x, scr->o, RH);
+        rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
         layer_ffn(m, L, R, scr);
-        for (size_t i = 0; i < (size_t)R * H; i++) scr->x[i] += scr->o[i];
-        for (int t = 0; t < R; t++)
-            kern_rmsnorm(hidden_out + (size_t)(c0 + t) * H, scr->x + (size_t)t * H, w->norm, H, eps);
+        be_add(be, scr->x, scr->o, RH);
+        float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
+        rows_rmsnorm(m, out, scr->x, w->norm, R);
+        fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
         s->len += R;
     }
     return 0;
@@ -103,14 +96,7 @@ int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err) {
         return err_set(err, MTPLX_ERANGE, "mtp_state_copy: %d positions do not fit a capacity of %d", src->len,
                        dst->capacity);
     if (dst == src) return 0;
-    int heads, kw, vw;
-    family_kv_shape(src->m, &heads, &kw, &vw);
-    for (int h = 0; h < heads; h++) {
-        memcpy(dst->kv.k + (size_t)h * dst->capacity * kw, src->kv.k + (size_t)h * src->capacity * kw,
-               sizeof(float) * (size_t)src->len * kw);
-        memcpy(dst->kv.v + (size_t)h * dst->capacity * vw, src->kv.v + (size_t)h * src->capacity * vw,
-               sizeof(float) * (size_t)src->len * vw);
-    }
+    kv_layer_copy(src->m, &dst->kv, dst->capacity, &src->kv, src->capacity, src->len);
     dst->len = src->len;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* weights.c — model_load: read config.json, map the safetensors, and bind every tensor the config
- * implies to a kern_weight (pointing into the mapping, never converted) or, for small vectors
+ * implies to a be_weight (pointing into the mapping, never converted) or, for small vectors
  * (norms, conv kernels, gate parameters), to an fp32 copy owned by the model.
  *
  * Naming: trunk tensors live under `model.` or `model.language_model.` (multimodal wrappers; the
@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "../base/mem.h"
-#include "../kernels/rope.h"
 #include "family.h"
 #include "inspect.h"
 
@@ -59,7 +58,7 @@ static const st_tensor *require(binder *b, const char *name, int ndim, const int
 }
 
 /* Bind a [rows][cols] matrix named prefix+name. Returns 0 or an error code. */
-static int bind_matrix(binder *b, const char *prefix, const char *name, int rows, int cols, kern_weight *w) {
+static int bind_matrix(binder *b, const char *prefix, const char *name, int rows, int cols, be_weight *w) {
     char full[512];
     snprintf(full, sizeof full, "%s%s", prefix, name);
     int64_t want[2] = {rows, cols};
@@ -69,8 +68,9 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     if (tq && tq->dtype == DT_U32 && fl > 7 && !strcmp(full + fl - 7, ".weight")) {
         full[fl - 7] = 0;
         int rc = family_linear_bind(b->m, full, rows, cols, w, b->err);
-        /* a copy in the layout of the fast VNNI kernel (no-op on CPUs without it) */
-        return rc || b->no_pack ? rc : kern_pack_set_add(&b->m->packs, w, b->err);
+        if (!rc && cols > b->m->max_cols) b->m->max_cols = cols;
+        /* the backend's copy (CPU: the fast VNNI kernel's layout; a no-op on CPUs without it) */
+        return rc || b->no_pack ? rc : b->m->be->ops->weight_prepare(b->m->be, w, b->err);
     }
     const st_tensor *t = require(b, full, 2, want);
     if (!t) return b->err->code;
@@ -79,8 +79,9 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     w->rows = rows;
     w->cols = cols;
     w->data = t->data;
-    /* bf16: a copy in AMX tile order (no-op on CPUs without AMX) */
-    return b->no_pack ? 0 : kern_pack_set_add(&b->m->packs, w, b->err);
+    if (cols > b->m->max_cols) b->m->max_cols = cols;
+    /* the backend's copy (CPU, bf16: AMX tile order; a no-op on CPUs without AMX) */
+    return b->no_pack ? 0 : b->m->be->ops->weight_prepare(b->m->be, w, b->err);
 }
 
 static float elem_f32(const st_tensor *t, size_t i) {
@@ -296,6 +297,8 @@ static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog,
                        m->arch->reason);
     if ((rc = check_config(m, err))) return rc;
     if ((rc = family_model_init(m, err))) return rc; /* RoPE scaling / MoE / MLA checks, family arena */
+    /* the backend, chosen at load with its settings read once (docs/architecture.md) */
+    if ((rc = be_create(NULL, &m->be, err))) return rc;
     m->key_dim = c->lin_k_heads * c->lin_k_dim;
     m->value_dim = c->lin_v_heads * c->lin_v_dim;
     m->conv_dim = 2 * m->key_dim + m->value_dim;
@@ -387,7 +390,6 @@ int model_load_progress(const char *dir, const progress_sink *prog, mtplx_model 
 void model_free(mtplx_model *m) {
     if (!m) return;
     if (m->st) st_close(m->st);
-    kern_pack_set_free(m->packs);
     for (int i = 0; i < m->n_vecs; i++) free(m->vecs[i]);
     free(m->vecs);
     free(m->layers);
@@ -395,6 +397,7 @@ void model_free(mtplx_model *m) {
     family_model_free(m);
     for (int i = 0; i < m->n_draft_bufs; i++) free(m->draft_bufs[i]);
     free(m->draft_bufs);
+    be_free(m->be); /* after everything that pointed at its prepared copies */
     free(m);
 }
 

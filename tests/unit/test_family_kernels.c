@@ -10,7 +10,7 @@
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/mla.h"
 #include "../../src/kernels/moe.h"
-#include "../../src/kernels/rope_scaling.h"
+#include "../../src/model/rope_scaling.h"
 #include "test.h"
 
 static moe_router qwen_router(int E, int K, int norm) {
@@ -182,9 +182,9 @@ TEST(test_moe_experts_row_invariant) {
 TEST(test_rope_linear_divides_by_factor) {
     float base[8], lin[8];
     rope_scaling s = {ROPE_SCALING_LINEAR, 2.0, 0, 0, 0};
-    CHECK_INT(kern_rope_scaling_check(&s, NULL), 0);
-    kern_rope_scaled_inv_freq(base, 16, 10000.0, NULL);
-    kern_rope_scaled_inv_freq(lin, 16, 10000.0, &s);
+    CHECK_INT(rope_scaling_check(&s, NULL), 0);
+    rope_scaled_inv_freq(base, 16, 10000.0, NULL);
+    rope_scaled_inv_freq(lin, 16, 10000.0, &s);
     for (int i = 0; i < 8; i++) {
         CHECK_NEAR(base[i], pow(10000.0, -(2.0 * i) / 16.0), 1e-7 * base[i] + 1e-12);
         CHECK_NEAR(lin[i], base[i] / 2.0, 1e-7 * base[i]);
@@ -197,32 +197,32 @@ TEST(test_rope_linear_divides_by_factor) {
  * inv_freq[1] = 500000^(−1/8) = 0.19392, wavelength 32.4 (long) → 0.024240. */
 TEST(test_rope_llama3_bands) {
     rope_scaling s = {ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 16};
-    CHECK_INT(kern_rope_scaling_check(&s, NULL), 0);
+    CHECK_INT(rope_scaling_check(&s, NULL), 0);
     float f[8];
-    kern_rope_scaled_inv_freq(f, 16, 500000.0, &s);
+    rope_scaled_inv_freq(f, 16, 500000.0, &s);
     CHECK_NEAR(f[0], 0.57605, 1e-4);
     CHECK_NEAR(f[1], 0.024240, 1e-5);
     for (int i = 2; i < 8; i++) CHECK_NEAR(f[i], pow(500000.0, -(2.0 * i) / 16.0) / 8.0, 1e-6 * f[i]);
     /* a high-frequency band is untouched: original context 1024 puts inv_freq[0] (wavelength 2π)
      * below 1024/4 */
     rope_scaling s2 = {ROPE_SCALING_LLAMA3, 8.0, 1.0, 4.0, 1024};
-    kern_rope_scaled_inv_freq(f, 16, 500000.0, &s2);
+    rope_scaled_inv_freq(f, 16, 500000.0, &s2);
     CHECK_NEAR(f[0], 1.0, 0);
 }
 
 TEST(test_rope_scaling_refuses_unimplemented) {
     mtplx_err e;
     rope_scaling_kind k;
-    CHECK_INT(kern_rope_scaling_kind_parse("dynamic", &k, &e), MTPLX_EUNSUPPORTED);
+    CHECK_INT(rope_scaling_kind_parse("dynamic", &k, &e), MTPLX_EUNSUPPORTED);
     CHECK(strstr(e.msg, "dynamic") != NULL);
-    CHECK_INT(kern_rope_scaling_kind_parse("longrope", &k, &e), MTPLX_EUNSUPPORTED);
+    CHECK_INT(rope_scaling_kind_parse("longrope", &k, &e), MTPLX_EUNSUPPORTED);
     CHECK(strstr(e.msg, "longrope") != NULL);
-    CHECK_INT(kern_rope_scaling_kind_parse("llama3", &k, &e), 0);
+    CHECK_INT(rope_scaling_kind_parse("llama3", &k, &e), 0);
     CHECK_INT(k, ROPE_SCALING_LLAMA3);
-    CHECK_INT(kern_rope_scaling_kind_parse(NULL, &k, &e), 0);
+    CHECK_INT(rope_scaling_kind_parse(NULL, &k, &e), 0);
     CHECK_INT(k, ROPE_SCALING_NONE);
     rope_scaling bad = {ROPE_SCALING_LLAMA3, 8.0, 4.0, 1.0, 16};
-    CHECK_INT(kern_rope_scaling_check(&bad, &e), MTPLX_EINVAL);
+    CHECK_INT(rope_scaling_check(&bad, &e), MTPLX_EINVAL);
 }
 
 /* YaRN, d 8, theta 10000, factor 4, original context 4096, beta 32 / 1: the ramp ends are
@@ -231,20 +231,20 @@ TEST(test_rope_scaling_refuses_unimplemented) {
  * Attention factor: mscale 1 / mscale_all_dim 0.8 → (0.1 ln4 + 1) / (0.08 ln4 + 1); none → 0.1 ln4 + 1. */
 TEST(test_rope_yarn_ramp_and_attention_factor) {
     rope_scaling s = {ROPE_SCALING_YARN, 4.0, 0, 0, 4096, 32, 1, 1.0, 0.8};
-    CHECK_INT(kern_rope_scaling_check(&s, NULL), 0);
+    CHECK_INT(rope_scaling_check(&s, NULL), 0);
     float f[4];
-    kern_rope_scaled_inv_freq(f, 8, 10000.0, &s);
+    rope_scaled_inv_freq(f, 8, 10000.0, &s);
     double b[4];
     for (int i = 0; i < 4; i++) b[i] = pow(10000.0, -(2.0 * i) / 8.0);
     CHECK_NEAR(f[0], b[0], 1e-7);
     CHECK_NEAR(f[1], b[1], 1e-7);
     CHECK_NEAR(f[2], 0.5 * b[2] + 0.5 * b[2] / 4, 1e-7);
     CHECK_NEAR(f[3], b[3] / 4, 1e-8);
-    CHECK_NEAR(kern_rope_attention_factor(&s), (0.1 * log(4.0) + 1) / (0.08 * log(4.0) + 1), 1e-12);
+    CHECK_NEAR(rope_attention_factor(&s), (0.1 * log(4.0) + 1) / (0.08 * log(4.0) + 1), 1e-12);
     s.mscale = s.mscale_all_dim = 0;
-    CHECK_NEAR(kern_rope_attention_factor(&s), 0.1 * log(4.0) + 1, 1e-12);
+    CHECK_NEAR(rope_attention_factor(&s), 0.1 * log(4.0) + 1, 1e-12);
     rope_scaling none = {ROPE_SCALING_NONE, 1, 0, 0, 0, 0, 0, 0, 0};
-    CHECK_NEAR(kern_rope_attention_factor(&none), 1.0, 0);
+    CHECK_NEAR(rope_attention_factor(&none), 1.0, 0);
 }
 
 /* Interleaved rotation equals HF's de-interleave + rotate-half up to the same permutation, so q·k

@@ -14,8 +14,8 @@
  *              mscale(f, m) = 0.1·m·ln f + 1 for f > 1, else 1.
  * `dynamic` (NTK, depends on the running sequence length), `longrope` and anything else are refused
  * with a reason: running them with plain RoPE would silently give wrong logits. */
-#ifndef MTPLX_KERNELS_ROPE_SCALING_H
-#define MTPLX_KERNELS_ROPE_SCALING_H
+#ifndef MTPLX_MODEL_ROPE_SCALING_H
+#define MTPLX_MODEL_ROPE_SCALING_H
 
 #include "../base/err.h"
 
@@ -39,19 +39,19 @@ typedef struct {
 
 /* Map a rope_type string (NULL or "" = default) to a kind. Returns 0, or MTPLX_EUNSUPPORTED with a
  * message naming the type and why it is refused. */
-int kern_rope_scaling_kind_parse(const char *rope_type, rope_scaling_kind *out, mtplx_err *err);
+int rope_scaling_kind_parse(const char *rope_type, rope_scaling_kind *out, mtplx_err *err);
 
 /* Check the parameters of s for its kind. Returns 0 or MTPLX_EINVAL naming the bad field. */
-int kern_rope_scaling_check(const rope_scaling *s, mtplx_err *err);
+int rope_scaling_check(const rope_scaling *s, mtplx_err *err);
 
 /* inv_freq[i] for i < rotary_dim/2 under scaling s (NULL = none), rounded to fp32. s must have
- * passed kern_rope_scaling_check. */
-void kern_rope_scaled_inv_freq(float *inv_freq, int rotary_dim, double theta, const rope_scaling *s);
+ * passed rope_scaling_check. */
+void rope_scaled_inv_freq(float *inv_freq, int rotary_dim, double theta, const rope_scaling *s);
 
 /* The factor cos and sin are multiplied by (HF attention_scaling): YaRN's, else 1. */
-double kern_rope_attention_factor(const rope_scaling *s);
+double rope_attention_factor(const rope_scaling *s);
 
 /* YaRN's magnitude scale: 0.1·m·ln(factor) + 1 for factor > 1, else 1. */
-double kern_rope_yarn_mscale(double factor, double m);
+double rope_yarn_mscale(double factor, double m);
 
 #endif

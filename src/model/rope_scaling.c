@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-int kern_rope_scaling_kind_parse(const char *rope_type, rope_scaling_kind *out, mtplx_err *err) {
+int rope_scaling_kind_parse(const char *rope_type, rope_scaling_kind *out, mtplx_err *err) {
     if (!rope_type || !*rope_type || !strcmp(rope_type, "default")) {
         *out = ROPE_SCALING_NONE;
         return 0;
@@ -29,7 +29,7 @@ int kern_rope_scaling_kind_parse(const char *rope_type, rope_scaling_kind *out, 
                    rope_type);
 }
 
-int kern_rope_scaling_check(const rope_scaling *s, mtplx_err *err) {
+int rope_scaling_check(const rope_scaling *s, mtplx_err *err) {
     switch (s->kind) {
     case ROPE_SCALING_NONE:
         return 0;
@@ -65,15 +65,15 @@ int kern_rope_scaling_check(const rope_scaling *s, mtplx_err *err) {
     return err_set(err, MTPLX_EINVAL, "rope scaling: unknown kind %d", (int)s->kind);
 }
 
-double kern_rope_yarn_mscale(double factor, double m) {
+double rope_yarn_mscale(double factor, double m) {
     return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0;
 }
 
-double kern_rope_attention_factor(const rope_scaling *s) {
+double rope_attention_factor(const rope_scaling *s) {
     if (!s || s->kind != ROPE_SCALING_YARN) return 1.0;
     if (s->mscale > 0 && s->mscale_all_dim > 0)
-        return kern_rope_yarn_mscale(s->factor, s->mscale) / kern_rope_yarn_mscale(s->factor, s->mscale_all_dim);
-    return kern_rope_yarn_mscale(s->factor, 1.0);
+        return rope_yarn_mscale(s->factor, s->mscale) / rope_yarn_mscale(s->factor, s->mscale_all_dim);
+    return rope_yarn_mscale(s->factor, 1.0);
 }
 
 /* YaRN's dimension index at which a wavelength makes `rotations` turns over the original context. */
@@ -81,7 +81,7 @@ static double yarn_correction_dim(double rotations, int dim, double base, double
     return (dim * log(orig / (rotations * 2.0 * M_PI))) / (2.0 * log(base));
 }
 
-void kern_rope_scaled_inv_freq(float *inv_freq, int rotary_dim, double theta, const rope_scaling *s) {
+void rope_scaled_inv_freq(float *inv_freq, int rotary_dim, double theta, const rope_scaling *s) {
     int half = rotary_dim / 2;
     double lo = 0, hi = 0;
     if (s && s->kind == ROPE_SCALING_YARN) {

@@ -1,0 +1,201 @@
+/* backend.h — the boundary between the model layer and the hardware: memory and the ops a forward
+ * needs, as one table of functions per backend (docs/architecture.md, "The backend interface").
+ *
+ * The model layer decides *what* to compute (which op for which layer, in which order, on which
+ * rows); a backend decides *how* (kernels, threads, scratch, repacked weights, tuning knobs). The
+ * model layer never calls a CPU kernel and never dereferences backend memory: it allocates buffers
+ * here, passes their addresses (be_buf_addr) to ops, and moves bytes in and out with upload /
+ * download. Today the CPU backend (src/backend/cpu/) is the only one; its memory is host memory
+ * (caps.host_memory = 1), which lets the model layer hand caller-owned host arrays (logits, hidden
+ * rows) straight to ops instead of staging them.
+ *
+ * Every op works on R rows and guarantees row invariance: row t's result depends only on row t's
+ * inputs (and, for attention / GDN, on its sequence's earlier positions), with the same arithmetic
+ * whatever R is and whatever other rows share the call. That is what makes prefill ≡ decode and,
+ * later, a batch ≡ its sequences run alone (DESIGN.md §3, tests/unit/test_rows.c). */
+#ifndef MTPLX_BACKEND_BACKEND_H
+#define MTPLX_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/err.h"
+#include "weight.h"
+
+typedef struct be_backend be_backend;
+typedef struct be_buf be_buf;             /* opaque: memory owned by one backend */
+typedef struct be_moe_scratch be_moe_scratch; /* opaque: a backend's MoE working buffers */
+
+/* What a backend offers; read by the model layer to choose between equivalent code paths. */
+typedef struct {
+    int host_memory;   /* 1: backend addresses are host addresses, and ops may read/write
+                          caller-owned host arrays directly (the CPU backend) */
+} be_caps;
+
+/* One product of be_matmul_n: y[t·ldy + r] = Σ_c x[t·ldx + c] · w[r][c]. */
+typedef struct {
+    float *y;
+    int ldy;
+    const be_weight *w;
+} be_mm_out;
+
+#define BE_MM_N_MAX 8
+
+/* Positions of one sequence in one attention layer's KV cache. k is [heads][capacity][k_width],
+ * v is [heads][capacity][v_width], in backend memory; positions < len hold keys and values.
+ * (A paged cache would replace the two base pointers with a page table; ops take this struct so
+ * that change stays inside backends.) */
+typedef struct {
+    float *k, *v;
+    int capacity;      /* positions per head */
+} be_seq_kv;
+
+/* Gated full attention of R rows (Qwen3.5 / Qwen3 / Llama). The projections are already in `big`:
+ * row t at big + t·ldb holds q (nH heads of q_stride floats: Dh of query, then Dh of gate when
+ * gated) at 0, k (nKV·Dh) at k_off, v (nKV·Dh) at v_off; the op writes row t's attention output
+ * (nH·Dh, gated when `gated`) at att_off. Steps: per-head RMSNorm of q and k (when q_norm / k_norm),
+ * RoPE of the first rotary_dim dims (NeoX halves, cos/sin multiplied by rope_factor), K/V of every row
+ * written at positions pos0..pos0+R-1, then row t attends causally to positions 0..pos0+t. */
+typedef struct {
+    float *big;
+    int ldb, q_stride, k_off, v_off, att_off;
+    int n_heads, n_kv_heads, head_dim, rotary_dim, gated;
+    const float *inv_freq;   /* [rotary_dim/2] */
+    float rope_factor;       /* YaRN attention factor (1 = none) */
+    const float *q_norm, *k_norm; /* [Dh] or NULL */
+    float eps, scale;
+} be_attn_args;
+
+/* DeepSeek-V3 multi-head latent attention of R rows after its projections. Row t of `rows` (stride
+ * ldr) holds the queries at q_off (nH heads of Dn+Dr), the compressed kv at ckv_off (its last Dr
+ * floats are the shared rope key), kv_b's output at kvb_off (per head Dn nope-key then Dv value);
+ * the op writes nH·Dv outputs at att_off. RoPE (interleaved pairs when `interleave`) on the rope
+ * parts, K/V written at pos0.., causal attention with `scale`. */
+typedef struct {
+    float *rows;
+    int ldr, q_off, ckv_off, kvb_off, att_off;
+    int n_heads, nope_dim, rope_dim, v_dim, kv_lora, interleave;
+    const float *inv_freq;
+    float rope_factor, scale;
+} be_mla_args;
+
+/* Gated DeltaNet recurrence of R rows of one layer, after the input projections and the causal conv.
+ * Row t of `big` (stride ldb) holds z (Hv·Dv) at 0, b (Hv) at b_off, a (Hv) at a_off, the conv
+ * output u = [q | k | v] at u_off; the op writes the gated-RMSNorm output y (Hv·Dv) at y_off. Per
+ * row: q, k L2-normalised (q also × Dk^-½) into qn / kn ([R][Hk·Dk]); per value head
+ * beta = sigmoid(b), g = exp(neg_A · softplus(a + dt_bias)), the delta rule S <- g·S + β(v − g·S k)kᵀ,
+ * y = S q, then y = rmsnorm(y)·norm·silu(z). The start state is src, the rows' states go to dst
+ * (may equal src). With tape_g / tape_d non-NULL, every row's decay and innovation are recorded
+ * for be_gdn_replay (kn is then the key tape). */
+typedef struct {
+    float *big;
+    int ldb, b_off, a_off, u_off, y_off;
+    int Hk, Hv, Dk, Dv;
+    const float *neg_A, *dt_bias, *norm; /* [Hv], [Hv], [Dv] */
+    float eps;
+    const float *src;        /* [Hv][Dv][Dk] start state */
+    float *dst;              /* [Hv][Dv][Dk] */
+    float *qn, *kn;          /* [R][Hk·Dk] */
+    float *tape_g;           /* [R][Hv] or NULL */
+    float *tape_d;           /* [R][Hv·Dv] or NULL */
+} be_gdn_args;
+
+/* The ops table. Each backend fills one (src/backend/<name>/); unused ops may not be NULL. Sizes
+ * are in floats unless named bytes. Op arguments that are float * point into this backend's memory
+ * (be_buf_addr), except where a comment says host. */
+typedef struct {
+    const char *name;
+    void (*destroy)(be_backend *be);                      /* frees the backend and all it owns */
+
+    /* ---- memory ---- */
+    /* A buffer of `bytes` (zeroed when zero != 0). Returns 0 and *out, or an error naming `what`. */
+    int (*buf_alloc)(be_backend *be, size_t bytes, int zero, const char *what, be_buf **out, mtplx_err *err);
+    void (*buf_free)(be_backend *be, be_buf *b);          /* NULL is fine */
+    void *(*buf_addr)(const be_buf *b);                   /* backend address of byte 0 */
+    void (*upload)(be_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(be_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(be_backend *be, void *dst, const void *src, size_t bytes);  /* within backend memory */
+    void (*fill_zero)(be_backend *be, void *dst, size_t bytes);
+
+    /* ---- load time ---- */
+    /* Derive this backend's copy of w (repack / upload); w's private fields point at it. The copy is
+     * owned by the backend and freed with it. Returns 0 or an error. */
+    int (*weight_prepare)(be_backend *be, be_weight *w, mtplx_err *err);
+    size_t (*weight_bytes)(const be_backend *be);        /* bytes held by prepared copies */
+    /* Make every forward of up to `rows` rows through weights of at most max_cols inputs that the
+     * calling thread runs allocation-free (thread-local kernel scratch). Called at state creation;
+     * fails here rather than in a forward. */
+    int (*reserve_rows)(be_backend *be, int rows, int max_cols, mtplx_err *err);
+    /* Floats of attention scratch a state with `capacity` positions and RoPE tables of rotary_dim
+     * floats passes to attention / mla. */
+    size_t (*attn_scratch_floats)(const be_backend *be, int capacity, int rotary_dim);
+    int (*moe_scratch_new)(be_backend *be, int rows, int hidden, int inter, int n_experts, int top_k,
+                           be_moe_scratch **out, mtplx_err *err);
+    void (*moe_scratch_free)(be_backend *be, be_moe_scratch *s);
+
+    /* ---- row ops ---- */
+    /* y = x · Wᵀ for R rows (y may be host memory when caps.host_memory). Row-invariant. */
+    void (*matmul)(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w);
+    /* n <= BE_MM_N_MAX products of the same x, bit-identical to n matmul calls. */
+    void (*matmul_n)(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R);
+    /* Row tokens[t] (host array) of w, dequantized, into y + t·ldy. */
+    void (*embed_rows)(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R);
+    /* y_t = x_t / sqrt(mean(x_t²) + eps) ⊙ w over n dims (w as stored: callers fold 1 + w at load). */
+    void (*rmsnorm_rows)(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
+                         float eps);
+    void (*add)(be_backend *be, float *x, const float *o, size_t n);   /* x += o */
+    /* y_t = silu(g_t) ⊙ u_t over n dims (rows of stride ld; y may equal g). */
+    void (*swiglu_rows)(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R);
+    /* Causal depthwise conv of kernel kc + SiLU: y_t = silu(Σ_j w[c][j] · x[t + j][c]) where x holds
+     * kc-1 rows of history then the R new rows (stride ldx), C channels. */
+    void (*conv1d_silu)(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc,
+                        int R);
+
+    /* ---- sequence ops ---- */
+    void (*attention)(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
+    void (*mla)(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
+    void (*gdn)(be_backend *be, const be_gdn_args *a, int R);
+    /* Rebuild the state after the first `keep` rows of a capturing gdn call: dst starts as the state
+     * after all rows and is overwritten from start (the state before the call) with the taped
+     * decays / innovations / keys — bit-identical to a gdn call of `keep` rows. */
+    void (*gdn_replay)(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
+                       const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
+    /* Routed MoE block (router, top-k, experts, shared expert): out[R][H] from x[R][H]. */
+    void (*moe)(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+                be_moe_scratch *s);
+} be_ops;
+
+/* A backend instance: its ops, capabilities and private state. */
+struct be_backend {
+    const be_ops *ops;
+    be_caps caps;
+    void *impl;        /* the backend's own context */
+};
+
+/* Create the backend named `name` ("cpu"; NULL = the default) with settings from the environment,
+ * read once here (docs/architecture.md, "Knobs"). Returns 0 and *out, or an error. */
+int be_create(const char *name, be_backend **out, mtplx_err *err);
+void be_free(be_backend *be);
+
+/* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
+ * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */
+int be_moe_router_check(const moe_router *r, mtplx_err *err);
+
+/* Thin inline wrappers so model code reads like the math. */
+static inline void *be_buf_addr(const be_backend *be, const be_buf *b) { return be->ops->buf_addr(b); }
+static inline void be_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
+    be->ops->matmul(be, y, ldy, x, ldx, R, w);
+}
+static inline void be_matmul_n(be_backend *be, const be_mm_out *o, int n, const float *x, int ldx, int R) {
+    be->ops->matmul_n(be, o, n, x, ldx, R);
+}
+static inline void be_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                                   int n, int R, float eps) {
+    be->ops->rmsnorm_rows(be, y, ldy, x, ldx, w, n, R, eps);
+}
+static inline void be_add(be_backend *be, float *x, const float *o, size_t n) { be->ops->add(be, x, o, n); }
+static inline void be_copy(be_backend *be, void *dst, const void *src, size_t bytes) {
+    be->ops->copy(be, dst, src, bytes);
+}
+
+#endif

@@ -1,0 +1,228 @@
+/* cpu_backend.c — the CPU backend: settings read once from the environment, host-memory buffers,
+ * repacked weights, and the row ops as calls into src/kernels/ (docs/architecture.md, "The CPU
+ * backend"). The sequence ops (attention, MLA, GDN) are in cpu_seq.c, the MoE block in cpu_moe.c. */
+#include "cpu_backend.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../base/mem.h"
+#include "../../kernels/act.h"
+#include "../../kernels/cpu.h"
+#include "../../kernels/gdn.h"
+#include "../../kernels/norm.h"
+#include "../../kernels/threadpool.h"
+
+/* ------------------------------------------------------------------ settings */
+
+static int env_int(const char *name, int def) {
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : def;
+}
+
+void cpu_settings_from_env(cpu_settings *s) {
+    kern_knobs k = kern_knobs_default();
+    kern_isa want;
+    const char *e = getenv("MTPLX_KERNEL");
+    if (e && *e && cpu_isa_parse(e, &want) == 0) k.isa = (int)want;
+    e = getenv("MTPLX_NO_AMX");
+    k.no_amx = e && *e && strcmp(e, "0");
+    k.threads = env_int("MTPLX_THREADS", 0);
+    if (k.threads < 1 || k.threads > 256) k.threads = 0;
+    e = getenv("MTPLX_QPACK");
+    k.qpack = !(e && !strcmp(e, "0"));
+    e = getenv("MTPLX_QACT");
+    k.qact_f32 = e && !strcmp(e, "f32");
+    e = getenv("MTPLX_QAMX_MIN");
+    if (e) k.qamx_min = atoi(e) < 1 ? 1 : atoi(e);
+    k.amx_pf = env_int("MTPLX_AMX_PF", k.amx_pf);
+    k.qpack_pf = env_int("MTPLX_QPACK_PF", k.qpack_pf);
+    k.qpack_pf2 = env_int("MTPLX_QPACK_PF2", k.qpack_pf2);
+    s->knobs = k;
+}
+
+static pthread_mutex_t g_apply_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_applied; /* settings installed in this process (under g_apply_lock) */
+
+void cpu_settings_apply(const cpu_settings *s) {
+    pthread_mutex_lock(&g_apply_lock);
+    kern_knobs_set(&s->knobs);
+    g_applied = 1;
+    pthread_mutex_unlock(&g_apply_lock);
+    (void)tpool_global(); /* the pool now, with the threads knob (a no-op if it exists) */
+}
+
+/* The first backend of a process installs its settings; later ones adopt the knobs in force, so a
+ * program's own overrides (kern_matmul_set_qact_f32, cpu_isa_set in tests and benchmarks) survive
+ * loading another model — as when the kernels read the environment once themselves. */
+static void settings_adopt(cpu_settings *s) {
+    pthread_mutex_lock(&g_apply_lock);
+    int first = !g_applied;
+    g_applied = 1;
+    if (first) kern_knobs_set(&s->knobs);
+    else s->knobs = *kern_knobs_get();
+    pthread_mutex_unlock(&g_apply_lock);
+    (void)tpool_global();
+}
+
+/* ------------------------------------------------------------------ memory */
+
+struct be_buf {
+    void *p;
+    size_t bytes;
+};
+
+static int cpu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what, be_buf **out, mtplx_err *err) {
+    (void)be;
+    *out = NULL;
+    be_buf *b = mem_zalloc(1, sizeof *b, what, err);
+    if (!b) return err ? err->code : MTPLX_ENOMEM;
+    size_t n = bytes ? bytes : 1;
+    b->p = zero ? mem_zalloc(n, 1, what, err) : mem_alloc(n, 1, what, err);
+    if (!b->p) {
+        free(b);
+        return err ? err->code : MTPLX_ENOMEM;
+    }
+    b->bytes = bytes;
+    *out = b;
+    return 0;
+}
+
+static void cpu_buf_free(be_backend *be, be_buf *b) {
+    (void)be;
+    if (!b) return;
+    free(b->p);
+    free(b);
+}
+
+static void *cpu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
+static void cpu_copy(be_backend *be, void *dst, const void *src, size_t n) { (void)be, memcpy(dst, src, n); }
+static void cpu_fill_zero(be_backend *be, void *dst, size_t n) { (void)be, memset(dst, 0, n); }
+
+/* ------------------------------------------------------------------ weights and scratch */
+
+static int cpu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
+    cpu_ctx *c = be->impl;
+    if (w->cols > c->max_k) c->max_k = w->cols;
+    if (w->dtype == DT_U32) {
+        c->needs_scratch = 1;
+        if (!c->min_group || w->group_size < c->min_group) c->min_group = w->group_size;
+    }
+    int rc = kern_pack_set_add(&c->packs, w, err);
+    if (!rc && w->amx) c->needs_scratch = 1;
+    return rc;
+}
+
+static size_t cpu_weight_bytes(const be_backend *be) {
+    const cpu_ctx *c = be->impl;
+    return c->packs ? kern_pack_set_bytes(c->packs) : 0;
+}
+
+static int cpu_reserve_rows(be_backend *be, int rows, int max_cols, mtplx_err *err) {
+    const cpu_ctx *c = be->impl;
+    (void)rows; /* kern_matmul works in blocks of at most 32 rows whatever R is */
+    if (!c->needs_scratch) return 0;
+    /* the smallest group any checkpoint here uses (32): weights bound without a prepared copy
+     * (MoE experts) may use it too */
+    int K = max_cols > c->max_k ? max_cols : c->max_k;
+    return kern_matmul_reserve(kern_matmul_scratch_bound(K, 32), err);
+}
+
+/* ------------------------------------------------------------------ row ops */
+
+static void cpu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
+    (void)be;
+    kern_matmul(y, ldy, x, ldx, R, w);
+}
+
+static void cpu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
+    (void)be;
+    _Static_assert(sizeof(be_mm_out) == sizeof(kern_mm_out) && BE_MM_N_MAX == KERN_MM_N_MAX, "be_mm_out layout");
+    kern_matmul_n((const kern_mm_out *)outs, n, x, ldx, R);
+}
+
+static void cpu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R) {
+    (void)be;
+    for (int t = 0; t < R; t++) kern_weight_row(w, tokens[t], y + (size_t)t * ldy);
+}
+
+static void cpu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
+                             float eps) {
+    (void)be;
+    kern_rmsnorm_rows(y, ldy, x, ldx, w, n, R, eps);
+}
+
+static void cpu_add(be_backend *be, float *x, const float *o, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) x[i] += o[i];
+}
+
+static void cpu_swiglu_rows(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R) {
+    (void)be;
+    for (int t = 0; t < R; t++) kern_swiglu(y + (size_t)t * ld, g + (size_t)t * ld, u + (size_t)t * ld, n);
+}
+
+static void cpu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc,
+                            int R) {
+    (void)be;
+    kern_conv1d_silu(y, ldy, x, ldx, w, C, kc, R);
+}
+
+static void cpu_destroy(be_backend *be);
+
+static const be_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .buf_addr = cpu_buf_addr,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .fill_zero = cpu_fill_zero,
+    .weight_prepare = cpu_weight_prepare,
+    .weight_bytes = cpu_weight_bytes,
+    .reserve_rows = cpu_reserve_rows,
+    .attn_scratch_floats = cpu_attn_scratch_floats,
+    .moe_scratch_new = cpu_moe_scratch_new,
+    .moe_scratch_free = cpu_moe_scratch_free,
+    .matmul = cpu_matmul,
+    .matmul_n = cpu_matmul_n,
+    .embed_rows = cpu_embed_rows,
+    .rmsnorm_rows = cpu_rmsnorm_rows,
+    .add = cpu_add,
+    .swiglu_rows = cpu_swiglu_rows,
+    .conv1d_silu = cpu_conv1d_silu,
+    .attention = cpu_attention,
+    .mla = cpu_mla,
+    .gdn = cpu_gdn,
+    .gdn_replay = cpu_gdn_replay,
+    .moe = cpu_moe,
+};
+
+int be_cpu_new(const cpu_settings *s, be_backend **out, mtplx_err *err) {
+    *out = NULL;
+    be_backend *be = mem_zalloc(1, sizeof *be, "CPU backend", err);
+    cpu_ctx *c = mem_zalloc(1, sizeof *c, "CPU backend", err);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return err ? err->code : MTPLX_ENOMEM;
+    }
+    c->settings = *s;
+    settings_adopt(&c->settings);
+    be->ops = &cpu_ops;
+    be->caps.host_memory = 1;
+    be->impl = c;
+    *out = be;
+    return 0;
+}
+
+/* Frees the CPU backend and its repacked copies (the pool and knobs are process-wide and stay). */
+static void cpu_destroy(be_backend *be) {
+    cpu_ctx *c = be->impl;
+    kern_pack_set_free(c->packs);
+    free(c);
+    free(be);
+}

@@ -1,0 +1,58 @@
+/* cpu_backend.h — the CPU backend's internals, for the files of src/backend/cpu/ and for tests that call the
+ * kernels directly (docs/architecture.md, "The CPU backend"). The model layer includes backend.h
+ * only.
+ *
+ * The CPU backend owns: the settings read once from the environment (kernel path, threads,
+ * repacking, prefetch distances: cpu_settings_from_env), the process-wide thread pool the kernels
+ * split work over, the repacked weight copies (qpack / AMX), and the thread-local matmul scratch it
+ * reserves at state creation. Its ops are the kernels of src/kernels/, which only this directory
+ * (and the kernel benchmarks / tests) call. */
+#ifndef MTPLX_BACKEND_CPU_BACKEND_H
+#define MTPLX_BACKEND_CPU_BACKEND_H
+
+#include "../../kernels/knobs.h"
+#include "../../kernels/matmul.h"
+#include "../backend.h"
+
+/* Everything a user can tune about the CPU backend, read once at creation. */
+typedef struct {
+    kern_knobs knobs;   /* kernel path, threads, repacking, prefetch distances (knobs.h) */
+} cpu_settings;
+
+/* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx), MTPLX_NO_AMX=1,
+ * MTPLX_THREADS (1..256), MTPLX_QPACK=0, MTPLX_QACT=f32, MTPLX_QAMX_MIN, MTPLX_AMX_PF,
+ * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB). Unparsable values keep the default. */
+void cpu_settings_from_env(cpu_settings *s);
+
+/* Install the settings into the kernels and create the thread pool (process-wide: the kernels have
+ * one set of knobs and one pool, so every CPU backend of a process shares them). be_cpu_new does
+ * this for the first backend of a process only; later backends adopt the knobs in force. */
+void cpu_settings_apply(const cpu_settings *s);
+
+/* A CPU backend with these settings. Returns 0 and *out, or an error. */
+int be_cpu_new(const cpu_settings *s, be_backend **out, mtplx_err *err);
+
+/* Private state of one CPU backend instance. */
+typedef struct {
+    cpu_settings settings;
+    kern_pack_set *packs;   /* repacked weight copies, or NULL */
+    int max_k;              /* widest prepared weight (inputs), for the matmul scratch bound */
+    int min_group;          /* smallest quantization group among prepared weights, 0 = none */
+    int needs_scratch;      /* 1: some prepared weight takes quantized / AMX-packed activations */
+} cpu_ctx;
+
+/* cpu_seq.c / cpu_moe.c: the sequence ops and how many pool tasks a piece of work gets. */
+int cpu_tasks(double work, int items, int max_tasks);
+size_t cpu_attn_scratch_floats(const be_backend *be, int capacity, int rotary_dim);
+void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
+void cpu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
+void cpu_gdn(be_backend *be, const be_gdn_args *a, int R);
+void cpu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
+                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
+int cpu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_experts, int top_k,
+                        be_moe_scratch **out, mtplx_err *err);
+void cpu_moe_scratch_free(be_backend *be, be_moe_scratch *s);
+void cpu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+             be_moe_scratch *s);
+
+#endif

@@ -1,0 +1,278 @@
+/* cpu_seq.c — the CPU backend's sequence ops: gated attention and MLA over a sequence's KV cache,
+ * the Gated DeltaNet recurrence with per-row capture, and its replay (docs/architecture.md).
+ *
+ * Row invariance (DESIGN.md §3): attention reduces over keys in key order, every query's bits are
+ * independent of how queries are grouped into tasks; the delta rule runs each head's rows in order;
+ * the replay repeats the forward's update per row. Work is split over the kernels' thread pool by
+ * heads, never inside one reduction, so results do not depend on the thread count either. */
+#include <math.h>
+#include <string.h>
+
+#include "../../kernels/act.h"
+#include "../../kernels/attention.h"
+#include "../../kernels/gdn.h"
+#include "../../kernels/mla.h"
+#include "../../kernels/norm.h"
+#include "../../kernels/rope.h"
+#include "../../kernels/threadpool.h"
+#include "cpu_backend.h"
+
+/* Work (multiply-adds) below which per-head attention or delta-rule steps stay on the calling thread:
+ * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
+#define CPU_SPLIT_WORK 16384.0
+#define CPU_SCORE_SLOTS_MAX 64
+#define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
+#define ATT_SCORE_ROWS 4 /* score rows kern_attention_group needs per call (it runs 4 queries at a time) */
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* Attention tasks that can run at once: 2 × pool threads, at most 64. */
+static int score_slots(void) {
+    int n = 2 * tpool_threads(tpool_global());
+    return n > CPU_SCORE_SLOTS_MAX ? CPU_SCORE_SLOTS_MAX : n;
+}
+
+/* Scratch layout: [score_slots][4][capacity] scores (single-query callers use the first capacity
+ * floats), then the rotary cos/sin table. */
+size_t cpu_attn_scratch_floats(const be_backend *be, int capacity, int rotary_dim) {
+    (void)be;
+    return (size_t)score_slots() * ATT_SCORE_ROWS * imax(capacity, 1) + (size_t)imax(rotary_dim, 2);
+}
+
+static float *rope_table(float *scratch, int capacity) {
+    return scratch + (size_t)score_slots() * ATT_SCORE_ROWS * imax(capacity, 1);
+}
+
+/* How many pool tasks to split `items` independent pieces of work into, `work` multiply-adds in all:
+ * 1 (run on the caller) when there is one thread or too little work, else up to 2 per thread, at
+ * most max_tasks. */
+int cpu_tasks(double work, int items, int max_tasks) {
+    tpool *pool = tpool_global();
+    int nth = tpool_threads(pool);
+    if (nth < 2 || work < CPU_SPLIT_WORK || items < 2) return 1;
+    int n = 2 * nth;
+    if (n > items) n = items;
+    if (n > max_tasks) n = max_tasks;
+    return n < 1 ? 1 : n;
+}
+
+static void rope_scale(float *cos_sin, int n, float f) {
+    if (f == 1.0f) return;
+    for (int i = 0; i < n; i++) cos_sin[i] *= f;
+}
+
+/* ------------------------------------------------------------------ gated attention */
+
+/* The query heads of all rows of one attention call, as thread-pool tasks. The queries of KV head
+ * j are (row t, head h) for h in j's group, t-major; they go in blocks of `bs` (one item each)
+ * through kern_attention_group, which reads each key/value chunk once per 4 queries — from memory
+ * for the first 4 of a block, from L2 after. Task `task` takes a contiguous range of items and its
+ * own scores slot. The K/V of every row are already in the cache, so items are independent, and each
+ * query's bits do not depend on its block. */
+typedef struct {
+    float *big;           /* [R][bw] projections: q (roped, normed) per head, then the outputs */
+    const be_seq_kv *kv;
+    int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
+    float scale;
+    float *scores;        /* [n_tasks][ATT_SCORE_ROWS][capacity] */
+} attn_job;
+
+static void attn_task(void *ctx, int task, int n_tasks) {
+    const attn_job *j = ctx;
+    int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
+    int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
+    float *scores = j->scores + (size_t)task * ATT_SCORE_ROWS * j->capacity;
+    for (int i = i0; i < i1; i++) {
+        int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
+        int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
+        float *out[ATT_BLOCK_MAX];
+        const float *q[ATT_BLOCK_MAX];
+        int n[ATT_BLOCK_MAX];
+        for (int e = 0; e < nq; e++) {
+            int t = (b0 + e) / j->group, h = kvh * j->group + (b0 + e) % j->group;
+            float *row = j->big + (size_t)t * j->bw;
+            q[e] = row + h * j->q_stride;
+            out[e] = row + j->att_off + h * Dh;
+            n[e] = j->pos0 + t + 1;
+        }
+        size_t base = (size_t)kvh * j->capacity * Dh;
+        kern_attention_group(out, q, n, nq, j->kv->k + base, Dh, Dh, j->kv->v + base, Dh, Dh, j->scale, scores,
+                             j->capacity);
+        if (j->gated)
+            for (int e = 0; e < nq; e++) kern_mul_sigmoid(out[e], q[e] + Dh, Dh);
+    }
+}
+
+/* The K/V of all R rows are written into the cache first, then every (row, head) attends to
+ * positions 0..pos0+t — all of them in one thread-pool dispatch. */
+void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    (void)be;
+    int Dh = a->head_dim, nH = a->n_heads, nKV = a->n_kv_heads, rd = a->rotary_dim, bw = a->ldb;
+    int capacity = kv->capacity, group = nH / nKV;
+    float *cos_sin = rope_table(scratch, capacity);
+    for (int t = 0; t < R; t++) {
+        float *row = a->big + (size_t)t * bw;
+        int pos = pos0 + t;
+        if (rd > 0) {
+            kern_rope_cos_sin(cos_sin, a->inv_freq, rd, pos);
+            rope_scale(cos_sin, rd, a->rope_factor); /* YaRN attention factor */
+        }
+        for (int j = 0; j < nKV; j++) {
+            float *kh = row + a->k_off + j * Dh;
+            if (a->k_norm) kern_rmsnorm(kh, kh, a->k_norm, Dh, a->eps);
+            if (rd > 0) kern_rope_apply(kh, cos_sin, rd);
+            memcpy(kv->k + ((size_t)j * capacity + pos) * Dh, kh, sizeof(float) * Dh);
+            memcpy(kv->v + ((size_t)j * capacity + pos) * Dh, row + a->v_off + j * Dh, sizeof(float) * Dh);
+        }
+        for (int h = 0; h < nH; h++) {
+            float *qh = row + h * a->q_stride;
+            if (a->q_norm) kern_rmsnorm(qh, qh, a->q_norm, Dh, a->eps);
+            if (rd > 0) kern_rope_apply(qh, cos_sin, rd);
+        }
+    }
+    /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
+     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
+    int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
+    int bs = (per_kv + split - 1) / split;
+    bs = bs > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : bs < 1 ? 1 : bs;
+    int blocks = (per_kv + bs - 1) / bs;
+    attn_job j = {a->big, kv,     bw,       R,       nH,       group,  Dh,     a->q_stride, a->att_off,
+                  a->gated, pos0, capacity, bs,      blocks,   a->scale, scratch};
+    double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
+    int n_tasks = cpu_tasks(work, nKV * blocks, score_slots());
+    if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, attn_task, &j);
+    else attn_task(&j, 0, 1);
+}
+
+/* ------------------------------------------------------------------ MLA */
+
+void cpu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    (void)be;
+    int nH = a->n_heads, Dn = a->nope_dim, Dr = a->rope_dim, Dv = a->v_dim, Dk = Dn + Dr, capacity = kv->capacity;
+    float *cs = rope_table(scratch, capacity);
+    for (int t = 0; t < R; t++) {
+        float *row = a->rows + (size_t)t * a->ldr;
+        int pos = pos0 + t;
+        kern_mla_cos_sin(cs, a->inv_freq, Dr, pos);
+        rope_scale(cs, Dr, a->rope_factor);
+        float *k_rope = row + a->ckv_off + a->kv_lora;
+        if (a->interleave) kern_rope_apply_interleaved(k_rope, cs, Dr);
+        else kern_rope_apply(k_rope, cs, Dr);
+        for (int h = 0; h < nH; h++) {
+            float *kd = kv->k + ((size_t)h * capacity + pos) * Dk;
+            const float *kvb = row + a->kvb_off + h * (Dn + Dv);
+            memcpy(kd, kvb, sizeof(float) * Dn);
+            memcpy(kd + Dn, k_rope, sizeof(float) * Dr);
+            memcpy(kv->v + ((size_t)h * capacity + pos) * Dv, kvb + Dn, sizeof(float) * Dv);
+        }
+        for (int h = 0; h < nH; h++) {
+            float *qh = row + a->q_off + h * Dk;
+            if (a->interleave) kern_rope_apply_interleaved(qh + Dn, cs, Dr);
+            else kern_rope_apply(qh + Dn, cs, Dr);
+            kern_mla_attention_head(row + a->att_off + h * Dv, qh, kv->k + (size_t)h * capacity * Dk, Dk, Dk,
+                                    kv->v + (size_t)h * capacity * Dv, Dv, Dv, pos + 1, a->scale, scratch);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ Gated DeltaNet */
+
+/* The delta-rule steps of all R rows for a range of value heads (a thread-pool task). A head's rows
+ * run in order (row t reads the state row t - 1 wrote); heads are independent and each writes only
+ * its own state, outputs and tape entries. */
+typedef struct {
+    const be_gdn_args *a;
+    int R, kd, ratio;
+    size_t head_sz;              /* Dv·Dk */
+} gdn_heads_job;
+
+#define GDN_STEP_ROWS 32 /* rows per kern_gdn_steps call (its g/beta arrays live on the stack) */
+
+static void gdn_heads_task(void *ctx, int task, int n_tasks) {
+    const gdn_heads_job *j = ctx;
+    const be_gdn_args *a = j->a;
+    int Hv = a->Hv, bw = a->ldb;
+    int h0 = (int)((long)Hv * task / n_tasks), h1 = (int)((long)Hv * (task + 1) / n_tasks);
+    for (int hv = h0; hv < h1; hv++) {
+        int hk = hv / j->ratio, Dv = a->Dv;
+        float *S = a->dst + hv * j->head_sz;
+        const float *S0 = a->src + hv * j->head_sz;
+        for (int t0 = 0; t0 < j->R; t0 += GDN_STEP_ROWS) {
+            int n = j->R - t0 < GDN_STEP_ROWS ? j->R - t0 : GDN_STEP_ROWS;
+            float g[GDN_STEP_ROWS], beta[GDN_STEP_ROWS];
+            for (int t = 0; t < n; t++) {
+                const float *row = a->big + (size_t)(t0 + t) * bw;
+                beta[t] = act_sigmoid(row[a->b_off + hv]);
+                g[t] = expf(a->neg_A[hv] * act_softplus(row[a->a_off + hv] + a->dt_bias[hv]));
+                if (a->tape_g) a->tape_g[(size_t)(t0 + t) * Hv + hv] = g[t];
+            }
+            float *row0 = a->big + (size_t)t0 * bw;
+            float *delta = a->tape_d ? a->tape_d + ((size_t)t0 * Hv + hv) * Dv : NULL;
+            kern_gdn_steps(S, t0 == 0 ? S0 : S, a->qn + (size_t)t0 * j->kd + hk * a->Dk,
+                           a->kn + (size_t)t0 * j->kd + hk * a->Dk, j->kd, row0 + a->u_off + 2 * j->kd + hv * Dv,
+                           bw, g, beta, row0 + a->y_off + hv * Dv, bw, delta, Hv * Dv, n, a->Dk, Dv);
+        }
+        /* gated RMSNorm of every row's output: plain weight, then × silu(z) */
+        for (int t = 0; t < j->R; t++) {
+            float *row = a->big + (size_t)t * bw, *y = row + a->y_off + hv * Dv;
+            kern_rmsnorm_gated(y, y, a->norm, row + hv * Dv, Dv, a->eps);
+        }
+    }
+}
+
+void cpu_gdn(be_backend *be, const be_gdn_args *a, int R) {
+    (void)be;
+    int Hk = a->Hk, Dk = a->Dk, kd = Hk * Dk;
+    float qscale = 1.0f / sqrtf((float)Dk);
+    /* normalised q and k of every row (value heads of one key head share them) */
+    for (int t = 0; t < R; t++) {
+        const float *u = a->big + (size_t)t * a->ldb + a->u_off;
+        for (int h = 0; h < Hk; h++) {
+            kern_l2norm(a->qn + (size_t)t * kd + h * Dk, u + h * Dk, Dk, 1e-6f, qscale);
+            kern_l2norm(a->kn + (size_t)t * kd + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
+        }
+    }
+    size_t head_sz = (size_t)a->Dv * Dk;
+    gdn_heads_job j = {a, R, kd, a->Hv / Hk, head_sz};
+    /* value heads are independent: split them over the pool, all rows in one dispatch */
+    int n_tasks = cpu_tasks(3.0 * R * a->Hv * head_sz, a->Hv, a->Hv);
+    if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, gdn_heads_task, &j);
+    else gdn_heads_task(&j, 0, 1);
+}
+
+/* Replays the first `keep` taped rows of one GDN layer for a range of value heads (a thread-pool
+ * task). Heads outer, rows inner, so a head's state stays in cache across the rows; each row's
+ * arithmetic is kern_gdn_replay's, in row order, as in the forward. */
+typedef struct {
+    const float *tape_k, *tape_g, *tape_d;
+    float *live;        /* the state after all captured rows, overwritten */
+    const float *start; /* the state before the call */
+    int keep, Hv, Dk, Dv, ratio, kd;
+    size_t head_sz;
+} replay_job;
+
+static void replay_task(void *ctx, int task, int n_tasks) {
+    const replay_job *j = ctx;
+    int h0 = (int)((long)j->Hv * task / n_tasks), h1 = (int)((long)j->Hv * (task + 1) / n_tasks);
+    for (int hv = h0; hv < h1; hv++)
+        for (int t = 0; t < j->keep; t++) {
+            float *dst = j->live + hv * j->head_sz;
+            const float *src = t == 0 ? j->start + hv * j->head_sz : dst;
+            kern_gdn_replay(dst, src, j->tape_k + (size_t)t * j->kd + (size_t)(hv / j->ratio) * j->Dk,
+                            j->tape_d + ((size_t)t * j->Hv + hv) * j->Dv, j->tape_g[(size_t)t * j->Hv + hv], j->Dk,
+                            j->Dv);
+        }
+}
+
+void cpu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
+                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv) {
+    (void)be;
+    size_t head_sz = (size_t)Dv * Dk;
+    replay_job j = {tape_k, tape_g, tape_d, dst, start, keep, Hv, Dk, Dv, Hv / (Hk ? Hk : 1), Hk * Dk, head_sz};
+    tpool *pool = tpool_global();
+    int nth = tpool_threads(pool);
+    if (nth > 1 && (size_t)Hv * head_sz * keep >= ((size_t)1 << 16))
+        tpool_run(pool, Hv < 2 * nth ? Hv : 2 * nth, replay_task, &j);
+    else
+        replay_task(&j, 0, 1);
+}

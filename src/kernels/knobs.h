@@ -1,0 +1,39 @@
+/* knobs.h — the tuning knobs of the CPU kernels, as plain values.
+ *
+ * Kernels never read the environment: the CPU backend (src/backend/cpu/cpu_backend.c) reads
+ * MTPLX_KERNEL, MTPLX_THREADS, MTPLX_QPACK, ... once when it is created and hands them here with
+ * kern_knobs_set (docs/architecture.md, "Knobs"). A program that calls kernels without creating a
+ * backend (some unit tests) runs with kern_knobs_default(). */
+#ifndef MTPLX_KERNELS_KNOBS_H
+#define MTPLX_KERNELS_KNOBS_H
+
+typedef struct {
+    int isa;        /* forced kernel path (a kern_isa value, clamped to what the CPU runs), -1 = best */
+    int no_amx;     /* 1: never ask the OS for AMX tiles (valgrind); read at CPU detection only */
+    int threads;    /* threads of the process-wide pool, caller included; 0 = the CPUs we may run on;
+                       read when the pool is created (first kernel call or backend creation) */
+    int qpack;      /* 1: repack quantized / bf16 weights for the VNNI / AMX kernels at load */
+    int qact_f32;   /* 1: quantized weights take fp32 activations (slower, closer to the reference) */
+    int qamx_min;   /* smallest row count for which repacked quantized weights take AMX (>= 1) */
+    int amx_pf;     /* AMX weight-stream prefetch distance, bytes (0 = off) */
+    int qpack_pf;   /* VNNI packed-weight prefetch distance into L1, bytes (0 = off) */
+    int qpack_pf2;  /* ... into L2, bytes (0 = off) */
+} kern_knobs;
+
+/* The values used when nothing was set (the documented defaults of each knob). */
+kern_knobs kern_knobs_default(void);
+
+/* Install knobs (clamped to their ranges). isa applies at once (as cpu_isa_set would); no_amx and
+ * threads only take effect if CPU detection / the pool have not happened yet. Not meant to be
+ * called while kernels run. */
+void kern_knobs_set(const kern_knobs *k);
+
+/* Program overrides that later kern_knobs_set calls (a backend created afterwards) keep:
+ * kern_matmul_set_qact_f32 pins qact_f32, cpu_isa_set pins the path. */
+void kern_knobs_pin_qact_f32(int on);
+void kern_knobs_pin_isa(void);
+
+/* The knobs in force (never NULL). */
+const kern_knobs *kern_knobs_get(void);
+
+#endif

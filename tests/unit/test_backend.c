@@ -1,0 +1,219 @@
+/* test_backend.c — the backend boundary (docs/architecture.md): choosing a backend, the CPU
+ * backend's settings read once from the environment, buffers, and the row-invariance contract of
+ * the ops as the model layer calls them (R rows at once ≡ the rows one by one, bit for bit). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/backend/backend.h"
+#include "../../src/backend/cpu/cpu_backend.h"
+#include "../../src/kernels/cpu.h"
+#include "../../src/model/model_internal.h"
+#include "test.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+static void fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = frand();
+}
+
+TEST(test_unknown_backend_refused_with_the_available_ones) {
+    be_backend *be = (be_backend *)1;
+    mtplx_err err = {0};
+    CHECK_INT(be_create("nope", &be, &err), MTPLX_EINVAL);
+    CHECK(be == NULL);
+    CHECK_MSG(strstr(err.msg, "nope") && strstr(err.msg, "cpu"), "message: %s", err.msg);
+}
+
+TEST(test_cpu_settings_read_from_the_environment) {
+    setenv("MTPLX_KERNEL", "avx2", 1);
+    setenv("MTPLX_THREADS", "5", 1);
+    setenv("MTPLX_QPACK", "0", 1);
+    setenv("MTPLX_QACT", "f32", 1);
+    setenv("MTPLX_QAMX_MIN", "3", 1);
+    setenv("MTPLX_QPACK_PF", "128", 1);
+    setenv("MTPLX_AMX_PF", "99999999", 1); /* out of range: the default */
+    cpu_settings s;
+    cpu_settings_from_env(&s);
+    kern_knobs d = kern_knobs_default();
+    CHECK_INT(s.knobs.isa, KERN_ISA_AVX2);
+    CHECK_INT(s.knobs.threads, 5);
+    CHECK_INT(s.knobs.qpack, 0);
+    CHECK_INT(s.knobs.qact_f32, 1);
+    CHECK_INT(s.knobs.qamx_min, 3);
+    CHECK_INT(s.knobs.qpack_pf, 128);
+    kern_knobs_set(&s.knobs); /* clamps like the kernels' old readers did */
+    CHECK_INT(kern_knobs_get()->amx_pf, d.amx_pf);
+    kern_knobs_set(&d);
+    if (cpu_best_isa() >= KERN_ISA_AVX2) cpu_isa_set(cpu_best_isa());
+    const char *names[] = {"MTPLX_KERNEL", "MTPLX_THREADS", "MTPLX_QPACK", "MTPLX_QACT", "MTPLX_QAMX_MIN",
+                           "MTPLX_QPACK_PF", "MTPLX_AMX_PF"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
+    cpu_settings_from_env(&s);
+    CHECK_MSG(memcmp(&s.knobs, &d, sizeof d) == 0, "unset environment must give the defaults");
+}
+
+/* A program's override (tests comparing a quantized model with its dequantized copy) survives the
+ * backend that a model load creates afterwards. */
+TEST(test_program_override_survives_backend_creation) {
+    setenv("MTPLX_QACT", "int8", 1);
+    kern_matmul_set_qact_f32(1);
+    be_backend *be;
+    mtplx_err err = {0};
+    REQUIRE(be_create(NULL, &be, &err) == 0);
+    CHECK_INT(kern_knobs_get()->qact_f32, 1);
+    be_free(be);
+    kern_matmul_set_qact_f32(0);
+    unsetenv("MTPLX_QACT");
+}
+
+TEST(test_buffers_round_trip) {
+    be_backend *be;
+    mtplx_err err = {0};
+    REQUIRE(be_create(NULL, &be, &err) == 0);
+    CHECK_STR(be->ops->name, "cpu");
+    CHECK_INT(be->caps.host_memory, 1);
+    be_buf *a, *b;
+    REQUIRE(be->ops->buf_alloc(be, 64 * sizeof(float), 1, "a", &a, &err) == 0);
+    REQUIRE(be->ops->buf_alloc(be, 64 * sizeof(float), 0, "b", &b, &err) == 0);
+    float host[64], back[64];
+    fill(host, 64);
+    float *pa = be_buf_addr(be, a), *pb = be_buf_addr(be, b);
+    be->ops->download(be, back, pa, sizeof back);
+    for (int i = 0; i < 64; i++) CHECK_MSG(back[i] == 0.0f, "zeroed buffer: [%d] = %g", i, back[i]);
+    be->ops->upload(be, pa, host, sizeof host);
+    be_copy(be, pb, pa, sizeof host);
+    be->ops->download(be, back, pb, sizeof back);
+    CHECK(memcmp(back, host, sizeof host) == 0);
+    be->ops->fill_zero(be, pb, sizeof host);
+    be->ops->download(be, back, pb, sizeof back);
+    CHECK(back[0] == 0.0f && back[63] == 0.0f);
+    be->ops->buf_free(be, a);
+    be->ops->buf_free(be, b);
+    be_free(be);
+}
+
+/* matmul, rmsnorm and swiglu over R rows give each row the bits it gets alone. */
+TEST(test_row_ops_are_row_invariant) {
+    be_backend *be;
+    mtplx_err err = {0};
+    REQUIRE(be_create(NULL, &be, &err) == 0);
+    enum { R = 7, K = 96, N = 80 };
+    float *wf = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * R * K), *y = malloc(sizeof(float) * R * K),
+          *y1 = malloc(sizeof(float) * K), *nw = malloc(sizeof(float) * K);
+    REQUIRE(wf && x && y && y1 && nw);
+    fill(wf, (size_t)N * K);
+    fill(x, (size_t)R * K);
+    fill(nw, K);
+    be_weight w = {.dtype = DT_F32, .rows = N, .cols = K, .data = wf};
+    REQUIRE(be->ops->weight_prepare(be, &w, &err) == 0);
+    be_matmul(be, y, N, x, K, R, &w);
+    for (int t = 0; t < R; t++) {
+        be_matmul(be, y1, N, x + (size_t)t * K, K, 1, &w);
+        CHECK_MSG(memcmp(y1, y + (size_t)t * N, sizeof(float) * N) == 0, "matmul row %d differs alone", t);
+    }
+    be_rmsnorm_rows(be, y, K, x, K, nw, K, R, 1e-6f);
+    for (int t = 0; t < R; t++) {
+        be_rmsnorm_rows(be, y1, K, x + (size_t)t * K, K, nw, K, 1, 1e-6f);
+        CHECK_MSG(memcmp(y1, y + (size_t)t * K, sizeof(float) * K) == 0, "rmsnorm row %d differs alone", t);
+    }
+    free(wf), free(x), free(y), free(y1), free(nw);
+    be_free(be);
+}
+
+/* Attention over a sequence's KV: R rows at positions 0..R-1 in one call equal R one-row calls
+ * (decode), outputs and the K/V written. */
+TEST(test_attention_op_prefill_equals_decode) {
+    be_backend *be;
+    mtplx_err err = {0};
+    REQUIRE(be_create(NULL, &be, &err) == 0);
+    enum { R = 6, nH = 4, nKV = 2, Dh = 16, CAP = 8 };
+    int qs = 2 * Dh, kvw = nKV * Dh, k_off = nH * qs, v_off = k_off + kvw, att_off = v_off + kvw, bw = att_off + nH * Dh;
+    float inv_freq[Dh / 4], qn[Dh], kn[Dh];
+    for (int i = 0; i < Dh / 4; i++) inv_freq[i] = powf(10000.f, -2.0f * i / (Dh / 2));
+    fill(qn, Dh), fill(kn, Dh);
+    float *proj = malloc(sizeof(float) * R * bw), *big = malloc(sizeof(float) * R * bw);
+    size_t kvn = (size_t)nKV * CAP * Dh, sn = be->ops->attn_scratch_floats(be, CAP, Dh / 2);
+    float *k1 = calloc(kvn, 4), *v1 = calloc(kvn, 4), *k2 = calloc(kvn, 4), *v2 = calloc(kvn, 4), *sc = malloc(4 * sn);
+    REQUIRE(proj && big && k1 && v1 && k2 && v2 && sc);
+    fill(proj, (size_t)R * bw);
+    be_attn_args a = {big, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, 1, inv_freq, 1.0f, qn, kn, 1e-6f,
+                      0.25f};
+    memcpy(big, proj, sizeof(float) * R * bw);
+    be_seq_kv kv1 = {k1, v1, CAP}, kv2 = {k2, v2, CAP};
+    be->ops->attention(be, &a, &kv1, 0, R, sc);
+    float *all = malloc(sizeof(float) * R * bw);
+    REQUIRE(all);
+    memcpy(all, big, sizeof(float) * R * bw);
+    for (int t = 0; t < R; t++) {
+        memcpy(big, proj + (size_t)t * bw, sizeof(float) * bw);
+        be->ops->attention(be, &a, &kv2, t, 1, sc);
+        CHECK_MSG(memcmp(big + att_off, all + (size_t)t * bw + att_off, sizeof(float) * nH * Dh) == 0,
+                  "attention row %d: prefill and decode differ", t);
+    }
+    CHECK(memcmp(k1, k2, 4 * kvn) == 0 && memcmp(v1, v2, 4 * kvn) == 0);
+    free(proj), free(big), free(all), free(k1), free(v1), free(k2), free(v2), free(sc);
+    be_free(be);
+}
+
+/* One prefill (capturing, with a commit), decode rows and MTP rows of the embedded model; outputs
+ * into the given arrays. Returns 0 or an error. */
+static int run_model(const mtplx_model *m, float *logits, float *hidden, float *mtp_out, mtplx_err *err) {
+    const int32_t toks[6] = {785, 3974, 13, 198, 220, 16};
+    model_state *s = NULL;
+    mtp_state *ms = NULL;
+    int H = model_config_of(m)->hidden_size, V = model_config_of(m)->vocab_size, rc;
+    if ((rc = model_state_new(m, 64, 4, &s, err)) || (rc = mtp_state_new(m, 64, &ms, err))) goto out;
+    fwd_request rq = {logits, 0, hidden, 1};
+    if ((rc = model_forward(m, s, toks, 4, &rq, err)) || (rc = model_state_commit(s, 3, err))) goto out;
+    fwd_request r2 = {logits + (size_t)4 * V, 0, hidden + (size_t)4 * H, 0};
+    if ((rc = model_forward(m, s, toks + 3, 3, &r2, err))) goto out;
+    rc = model_mtp_forward(m, ms, hidden, toks + 1, 5, mtp_out, err);
+out:
+    model_state_free(s);
+    mtp_state_free(ms);
+    return rc;
+}
+
+/* The model layer must not rely on backend memory being host memory: with caps.host_memory = 0 it
+ * stages every host array (logits, hidden rows, MTP input / output) through upload / download, and
+ * the results must be the same bits. (The CPU backend's memory is host memory, so this runs; a
+ * direct host access the model layer made would still "work" here, but every path the flag selects
+ * is exercised.) */
+TEST(test_model_without_host_memory_gives_the_same_bits) {
+    mtplx_model *a = NULL, *b = NULL;
+    mtplx_err err = {0};
+    REQUIRE(model_load("models/qwen35-tiny-code", &a, &err) == 0);
+    REQUIRE(model_load("models/qwen35-tiny-code", &b, &err) == 0);
+    b->be->caps.host_memory = 0;
+    int H = model_config_of(a)->hidden_size, V = model_config_of(a)->vocab_size;
+    float *la = calloc((size_t)7 * V, 4), *lb = calloc((size_t)7 * V, 4), *ha = calloc((size_t)7 * H, 4),
+          *hb = calloc((size_t)7 * H, 4), *ma = calloc((size_t)5 * H, 4), *mb = calloc((size_t)5 * H, 4);
+    REQUIRE(la && lb && ha && hb && ma && mb);
+    CHECK_MSG(run_model(a, la, ha, ma, &err) == 0, "%s", err.msg);
+    CHECK_MSG(run_model(b, lb, hb, mb, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(la, lb, (size_t)7 * V * 4) == 0);
+    CHECK(memcmp(ha, hb, (size_t)7 * H * 4) == 0);
+    CHECK(memcmp(ma, mb, (size_t)5 * H * 4) == 0);
+    float mx = 0;
+    for (size_t i = 0; i < (size_t)7 * V; i++) mx = fmaxf(mx, fabsf(la[i]));
+    CHECK_MSG(mx > 0, "logits were written");
+    b->be->caps.host_memory = 1;
+    free(la), free(lb), free(ha), free(hb), free(ma), free(mb);
+    model_free(a);
+    model_free(b);
+}
+
+int main(void) {
+    RUN(test_unknown_backend_refused_with_the_available_ones);
+    RUN(test_cpu_settings_read_from_the_environment);
+    RUN(test_program_override_survives_backend_creation);
+    RUN(test_buffers_round_trip);
+    RUN(test_row_ops_are_row_invariant);
+    RUN(test_attention_op_prefill_equals_decode);
+    RUN(test_model_without_host_memory_gives_the_same_bits);
+    return TEST_SUMMARY();
+}
