@@ -18,7 +18,7 @@
  * documented order (docs/speculative.md) and also by the same enumeration at depth 0.
  * Families of (p, q) include q = 0 where p > 0, p = 0 where q > 0, near-equal, equal, one-hot,
  * disjoint supports; settings include penalties (p only), top-k / top-p / min-p, greedy and a stop
- * id; depth 3 for all, depths 1, 2 and adaptive depth for all families. */
+ * id; depths 1-5 and adaptive depth 3, 6 tokens, for every family and setting. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -509,7 +509,7 @@ static double law_diff(double a[][NSEQ], double b[][NSEQ], double *mass) {
     return m;
 }
 
-static double g_worst; /* largest law difference seen */
+static double g_worst, g_worst_ar; /* largest law differences seen: speculative, depth-0 enumeration */
 
 /* One configuration: exact law at `depth` vs the independent AR law and the enumerated depth-0 law. */
 static void check_config(int fi, int si, int depth, float conf, int max_tokens) {
@@ -527,6 +527,7 @@ static void check_config(int fi, int si, int depth, float conf, int max_tokens) 
     double mass, mass_ar;
     double d_spec = law_diff(RES.law, REF, &mass), d_ar = law_diff(RES_AR.law, REF, &mass_ar);
     if (d_spec > g_worst) g_worst = d_spec;
+    if (d_ar > g_worst_ar) g_worst_ar = d_ar;
     if (getenv("TEST_VERBOSE"))
         fprintf(stderr, "  %-14s %-38s depth %d%s N %d: max|spec - AR| %.2e, max|AR enum - AR| %.2e, mass-1 %.1e, "
                 "%ld paths, E[acc@3] %.3f, P(bonus) %.3f\n", f->name, s->name, depth, conf > 0 ? " adaptive" : "",
@@ -592,7 +593,8 @@ int main(void) {
     RUN(test_exact_law_depths_1_2_4_5_adaptive);
     RUN(test_enumeration_covers_position3_and_bonus);
     RUN(test_broken_residual_is_not_the_ar_law);
-    fprintf(stderr, "  largest |speculative law - AR law| over all configurations: %.3g\n", g_worst);
+    fprintf(stderr, "  largest |speculative law - AR law| over all configurations: %.3g (depth-0 enumeration: %.3g)\n",
+            g_worst, g_worst_ar);
     sampler_free(G.smp);
     sampler_dist_free(&G.pd);
     sampler_dist_free(&G.resid);
