@@ -8,7 +8,7 @@
  * 1, 3, 5 with the unquantized draft head. The marginal law of each token position is compared with
  * a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h): 35 comparisons, each must
  * pass at α = 0.0003 (Bonferroni: family-wise error ≤ 1%; the seeds are fixed, so the outcome is
- * deterministic). N = 1500 samples per arm (150 under the sanitizer build: that run only exercises
+ * deterministic). N = 1500 samples per arm (100 under the sanitizer build: that run only exercises
  * the code, it has no power).
  * Positive controls: the debug broken residual (subtract q only at the drafted id) at depth 2 must be
  * rejected at α = 0.001 on the joint law of tokens 1-2 (in-test), and the planted p/p acceptance at
@@ -148,7 +148,7 @@ TEST(test_mtp_distribution_equals_ar_every_position) {
                 fprintf(stderr, "  %s depth %d%s%s token %d: chi2 %.1f df %d p %.4g\n", st->name, a->depth,
                         a->q4 ? " (q4 draft)" : "", a->conf > 0 ? " (adaptive, min conf 0.3)" : "", pos + 1, r.stat,
                         r.df, r.p);
-                /* the comparison has real bins (the sanitizer's 150 samples may pool a position into one) */
+                /* the comparison has real bins (the sanitizer's 100 samples may pool a position into one) */
                 if (!test_sanitized()) CHECK(r.df >= 2);
                 CHECK_MSG(r.p >= ALPHA_POS, "%s depth %d%s token %d: p = %g < %g — MTP distribution differs from AR",
                           st->name, a->depth, a->conf > 0 ? " (adaptive)" : "", pos + 1, r.p, ALPHA_POS);
@@ -192,7 +192,7 @@ int main(void) {
     gen_session_set_prompt_cache(S, 1);
     gen_session_set_prompt_cache(SQ, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
-    N = env ? atoi(env) : test_sanitized() ? 150 : 1500;
+    N = env ? atoi(env) : test_sanitized() ? 100 : 1500;
     AR1 = calloc(7 * (size_t)N, sizeof *AR1);
     if (!AR1) return 1;
     RUN(test_mtp_distribution_equals_ar_every_position);
