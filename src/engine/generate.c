@@ -13,7 +13,10 @@
  * The MTP head's KV history holds only committed (target hidden, next token) pairs: draft step 1
  * writes the real pair (hidden, x0) at row O; the speculative rows O+1.. are trimmed after verify
  * and replaced by the target pairs (verify hidden[r], y_{r+1}) of the accepted drafts.
- * Depth 0 is the same loop with K = 0: a one-row forward and the bonus is the AR sample. */
+ * Depth 0 is the same loop with K = 0: a one-row forward and the bonus is the AR sample.
+ * The sampling side of the loop (draws, acceptance, residual, bonus, emission) is cycle.c, driven
+ * here through a cycle_model over the real model (model_driver) and the request RNG; the exact
+ * proof of the output law drives the same cycle.c with stand-in logits (docs/speculative.md). */
 #include "generate.h"
 
 #include <math.h>
@@ -22,9 +25,9 @@
 
 #include "../base/clock.h"
 #include "../base/mem.h"
+#include "cycle.h"
 #include "rng.h"
 #include "sampler.h"
-#include "spec.h"
 
 #define MTP_PREFILL_CHUNK 64
 
@@ -227,37 +230,6 @@ static int session_reserve(gen_session *s, int need, int n_prompt, int max_token
     return 0;
 }
 
-/* Emission bookkeeping of one generation. */
-typedef struct {
-    gen_session *s;
-    const gen_params *p;
-    gen_token_fn fn;
-    void *user;
-    int n;               /* completion tokens emitted */
-    const char *finish;  /* set when the generation is over */
-} emitter;
-
-/* Append tok to the completion (penalty counts too) and report it. Returns 1 when the generation
- * is over after it (stop id, max_tokens or cancel), else 0. */
-static int emit(emitter *e, int32_t tok) {
-    e->s->toks[e->n++] = tok;
-    sampler_note_token(e->s->smp, tok);
-    if (e->fn && e->fn(e->user, &tok, 1)) {
-        e->finish = "cancel";
-        return 1;
-    }
-    for (int i = 0; i < e->p->n_stop_ids; i++)
-        if (tok == e->p->stop_ids[i]) {
-            e->finish = "stop";
-            return 1;
-        }
-    if (e->n >= e->p->max_tokens) {
-        e->finish = "length";
-        return 1;
-    }
-    return 0;
-}
-
 /* Remember the states after prefilling prompt (with the MTP history when with_mtp). */
 static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mtp, mtplx_err *err) {
     cache_drop(s);
@@ -287,6 +259,67 @@ static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, 
         int c = n - r < MTP_PREFILL_CHUNK ? n - r : MTP_PREFILL_CHUNK;
         int rc = model_mtp_forward(s->m, s->mst, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, err);
         if (rc) return rc;
+    }
+    return 0;
+}
+
+/* The real model as the cycle's cycle_model (cycle.h): draft = MTP layer + draft head, verify = one
+ * capturing trunk forward, commit = trunk commit + MTP history bookkeeping. */
+typedef struct {
+    gen_session *s;
+    int depth;
+    head_kind dhead;   /* head the drafts use */
+    int n_hist;        /* committed pairs in s->hist_h/hist_t waiting for the next draft step 1 */
+    int O;             /* MTP history row of this cycle's real pair (hidden, x0) */
+    const float *h;    /* [H] input hidden of the next chained draft step */
+    gen_stats *st;     /* mtp_history_s is added here */
+} model_driver;
+
+static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
+    model_driver *v = ctx;
+    gen_session *s = v->s;
+    const size_t H = (size_t)s->H;
+    float *hout = s->dh + (size_t)d * H;
+    int rc;
+    if (d == 1) {
+        /* step 1 also appends the committed pairs of the last cycle: one MTP call of n_hist + 1
+         * rows (row-invariant, so identical to separate calls; the MTP weights are read once) */
+        memcpy(s->hist_h + (size_t)v->n_hist * H, s->cur_hidden, H * sizeof(float));
+        s->hist_t[v->n_hist] = prev;
+        v->O = mtp_state_len(s->mst) + v->n_hist; /* the row of the real pair (hidden, x0) */
+        rc = model_mtp_forward(s->m, s->mst, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, err);
+        memcpy(hout, s->mtp_out + (size_t)v->n_hist * H, H * sizeof(float));
+        v->n_hist = 0;
+    } else
+        rc = model_mtp_forward(s->m, s->mst, v->h, &prev, 1, hout, err);
+    if (!rc) rc = model_lm_head(s->m, v->dhead, hout, 1, logits, err);
+    v->h = hout;
+    return rc;
+}
+
+static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err) {
+    model_driver *v = ctx;
+    fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1};
+    return model_forward(v->s->m, v->s->st, seq, n, &vr, err);
+}
+
+static int drv_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err *err) {
+    model_driver *v = ctx;
+    gen_session *s = v->s;
+    const size_t H = (size_t)s->H;
+    if (keep < n) {
+        int rc = model_state_commit(s->st, keep, err);
+        if (rc) return err_prefix(err, "commit");
+    }
+    if (v->depth > 0) {
+        double th = clock_now();
+        memcpy(s->cur_hidden, s->hidden + (size_t)(keep - 1) * H, H * sizeof(float));
+        int rc = mtp_state_trim(s->mst, v->O + 1, err); /* drop the speculative rows */
+        if (rc) return err_prefix(err, "MTP history");
+        v->n_hist = keep - 1; /* target pairs (verify hidden[r], y_{r+1}), appended by the next draft */
+        memcpy(s->hist_h, s->hidden, (size_t)v->n_hist * H * sizeof(float));
+        memcpy(s->hist_t, seq + 1, (size_t)v->n_hist * sizeof(int32_t));
+        v->st->mtp_history_s += clock_now() - th;
     }
     return 0;
 }
@@ -322,21 +355,11 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     st.seed = p->seed_set ? p->seed : rng_fresh_seed();
     st.depth = depth;
     st.prompt_tokens = n_prompt;
-    rng_state rng;
-    rng_seed(&rng, st.seed);
-    const sampler_params sp_p = target_params(p);
-    sampler_params sp_q = sp_p; /* the draft sampler: same shaping, no penalties */
-    sp_q.presence_penalty = sp_q.frequency_penalty = 0;
-    sp_q.repetition_penalty = 1;
-    const int pen = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1;
-    const head_kind dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT;
-    const spec_residual_kind rkind = p->debug_broken_residual ? SPEC_RESIDUAL_BROKEN_DEBUG : SPEC_RESIDUAL_EXACT;
 
     model_state_reset(s->st);
     if (s->mst) mtp_state_reset(s->mst);
     sampler_reset(s->smp);
     sampler_note_prompt(s->smp, prompt, n_prompt);
-    emitter e = {s, p, on_tokens, user, 0, NULL};
 
     /* ---- prefill: trunk over the prompt, then the MTP history pairs (h_j, x_{j+1}), j < n-1 ---- */
     double t0 = clock_now();
@@ -365,120 +388,33 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     double t1 = clock_now();
     st.prefill_s = t1 - t0;
 
-    /* ---- first token from the prefill logits ---- */
-    int32_t x0;
-    rc = sampler_build(s->smp, s->logits, &sp_p, pen, &s->p, err);
+    /* ---- decode: the first token from the prefill logits, then cycles (cycle.c) ---- */
+    cycle_state c;
+    cycle_init(&c, p, V, s->smp, &s->p, s->q, &s->resid, s->logits, s->dlogits, s->toks, on_tokens, user, &st);
+    cycle_rand_rng rr;
+    cycle_rand_rng_init(&rr, st.seed);
+    model_driver drv = {s, depth, p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, 0, 0, NULL, &st};
+    const cycle_model cm = {&drv, drv_draft, drv_verify, drv_commit};
+    rc = cycle_first(&c, s->logits, &rr.base, err);
+    while (!rc && !c.done) rc = cycle_step(&c, &cm, &rr.base, err);
     if (rc) return rc;
-    x0 = sampler_dist_sample(&s->p, rng_uniform(&rng));
-    int done = emit(&e, x0);
-    int32_t seq[GEN_MAX_DEPTH + 1];
-    int n_hist = 0; /* committed pairs in s->hist_h/hist_t waiting for the next draft step 1 */
-
-    while (!done) {
-        int K = p->max_tokens - e.n;
-        if (K > depth) K = depth;
-        /* draft */
-        int O = 0;
-        seq[0] = x0;
-        if (K > 0) {
-            double td = clock_now();
-            /* step 1 also appends the committed pairs of the last cycle: one MTP call of n_hist + 1
-             * rows (row-invariant, so identical to separate calls; the MTP weights are read once) */
-            memcpy(s->hist_h + (size_t)n_hist * H, s->cur_hidden, (size_t)H * sizeof(float));
-            s->hist_t[n_hist] = x0;
-            O = mtp_state_len(s->mst) + n_hist; /* the row of the real pair (hidden, x0) */
-            const float *h = s->cur_hidden;
-            int32_t t = x0;
-            double conf = 1; /* Π q_i(y_i) of this cycle's drafts (adaptive depth) */
-            for (int d = 1; d <= K; d++) {
-                float *hout = s->dh + (size_t)d * H;
-                if (d == 1) {
-                    rc = model_mtp_forward(s->m, s->mst, s->hist_h, s->hist_t, n_hist + 1, s->mtp_out, err);
-                    memcpy(hout, s->mtp_out + (size_t)n_hist * H, (size_t)H * sizeof(float));
-                    n_hist = 0;
-                } else
-                    rc = model_mtp_forward(s->m, s->mst, h, &t, 1, hout, err);
-                if (!rc) rc = model_lm_head(s->m, dhead, hout, 1, s->dlogits, err);
-                if (!rc) rc = sampler_build(s->smp, s->dlogits, &sp_q, 0, &s->q[d - 1], err);
-                if (rc) return err_prefix(err, "draft %d", d);
-                int idx = sampler_dist_sample_index(&s->q[d - 1], rng_uniform(&rng));
-                t = s->q[d - 1].ids[idx];
-                seq[d] = t;
-                h = hout;
-                conf *= s->q[d - 1].probs[idx];
-                if (d < K && conf < p->draft_min_conf) K = d; /* the rest would likely be rejected */
-            }
-            st.drafted += K;
-            st.draft_s += clock_now() - td;
-        }
-        /* verify (AR: decode) */
-        double tv = clock_now();
-        fwd_request vr = {s->logits, 0, depth > 0 ? s->hidden : NULL, K > 0};
-        rc = model_forward(s->m, s->st, seq, K + 1, &vr, err);
-        if (rc) return err_prefix(err, K > 0 ? "verify" : "decode");
-        st.verify_s += clock_now() - tv;
-        st.cycles++;
-        /* accept loop */
-        int a = 0, rejected = 0;
-        int32_t next = -1;
-        for (int i = 1; i <= K && !done; i++) {
-            rc = sampler_build(s->smp, s->logits + (size_t)(i - 1) * V, &sp_p, pen, &s->p, err);
-            if (rc) return rc;
-            int32_t y = seq[i];
-            double u = rng_uniform(&rng);
-            if (spec_accept(u, sampler_dist_prob(&s->p, y), sampler_dist_prob(&s->q[i - 1], y))) {
-                a++;
-                st.accepted++;
-                st.accepted_per_position[i - 1]++;
-                done = emit(&e, y);
-            } else {
-                spec_residual(&s->p, &s->q[i - 1], y, rkind, s->smp->dense, &s->resid);
-                next = sampler_dist_sample(&s->resid, rng_uniform(&rng));
-                rejected = 1;
-                break;
-            }
-        }
-        if (done) break;
-        int keep = rejected ? a + 1 : K + 1;
-        if (rejected) {
-            rc = model_state_commit(s->st, keep, err);
-            if (rc) return err_prefix(err, "commit");
-        }
-        if (depth > 0) {
-            double th = clock_now();
-            memcpy(s->cur_hidden, s->hidden + (size_t)(keep - 1) * H, (size_t)H * sizeof(float));
-            rc = mtp_state_trim(s->mst, O + 1, err); /* drop the speculative rows */
-            if (rc) return err_prefix(err, "MTP history");
-            n_hist = keep - 1; /* target pairs (verify hidden[r], y_{r+1}), appended by the next draft */
-            memcpy(s->hist_h, s->hidden, (size_t)n_hist * H * sizeof(float));
-            memcpy(s->hist_t, seq + 1, (size_t)n_hist * sizeof(int32_t));
-            st.mtp_history_s += clock_now() - th;
-        }
-        if (!rejected) { /* bonus (AR: the next token) from the last row */
-            rc = sampler_build(s->smp, s->logits + (size_t)K * V, &sp_p, pen, &s->p, err);
-            if (rc) return rc;
-            next = sampler_dist_sample(&s->p, rng_uniform(&rng));
-        }
-        x0 = next;
-        done = emit(&e, x0);
-    }
     double t2 = clock_now();
 
-    st.completion_tokens = e.n;
+    st.completion_tokens = c.n;
     st.decode_s = t2 - t1;
     st.prefill_tok_s = st.prefill_s > 0 ? n_prompt / st.prefill_s : 0;
-    st.decode_tok_s = st.decode_s > 0 ? e.n / st.decode_s : 0;
+    st.decode_tok_s = st.decode_s > 0 ? c.n / st.decode_s : 0;
     st.acceptance_rate = st.drafted ? (double)st.accepted / st.drafted : 0;
-    st.tokens_per_verify = st.cycles ? (double)(e.n - 1) / st.cycles : 0;
-    st.finish_reason = e.finish ? e.finish : "length";
+    st.tokens_per_verify = st.cycles ? (double)(c.n - 1) / st.cycles : 0;
+    st.finish_reason = c.finish ? c.finish : "length";
     if (stats) *stats = st;
     if (out_tokens) {
-        int32_t *o = mem_alloc((size_t)(e.n ? e.n : 1), sizeof *o, "completion", err);
+        int32_t *o = mem_alloc((size_t)(c.n ? c.n : 1), sizeof *o, "completion", err);
         if (!o) return MTPLX_ENOMEM;
-        memcpy(o, s->toks, (size_t)e.n * sizeof *o);
+        memcpy(o, s->toks, (size_t)c.n * sizeof *o);
         *out_tokens = o;
     }
-    if (n_out) *n_out = e.n;
+    if (n_out) *n_out = c.n;
     return 0;
 }
 

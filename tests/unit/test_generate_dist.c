@@ -1,13 +1,19 @@
 /* test_generate_dist.c — at temperature > 0 the MTP speculative output has the same distribution as
- * plain AR decoding. Thousands of seeded short generations (max_tokens 3) under AR and under MTP
- * (depths 1, 3 and adaptive 4 — drafting stops once Π q(y) < 0.3 — at temperature 1.0 without
- * truncation; depth 2 at 0.6 with top_p 0.95 / top_k 20; the depth-3, adaptive and depth-2 arms draft
- * with the default q4 draft copies; 1000 samples per arm) are compared
- * with a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h) on the joint law of
- * the first two tokens and on the third token. Each comparison must pass at α = 0.001 (8
- * comparisons: family-wise error ≈ 0.8%; the seeds are fixed, so the outcome is deterministic).
- * The same test run against the deliberately broken residual (debug switch: subtract q only at the
- * drafted id) must reject at α = 0.001 — the test has the power to see a wrong residual. */
+ * plain AR decoding, at every position a cycle can emit.
+ * Seeded generations of `depth + 2` tokens (so draft positions 1..depth, the bonus after a full
+ * block, and the next cycle are all reached) under MTP at depths 1-5 and adaptive depth 4 (drafting
+ * stops once Π q(y) < 0.3), T = 1.0 without truncation, are compared position by position with AR
+ * generations of 7 tokens from the same prompt; depth 2 at T = 0.6 / top_p 0.95 / top_k 20 with AR
+ * there (4 tokens each). Depths 2, 4 and the adaptive arm draft with the default q4 draft copies,
+ * 1, 3, 5 with the unquantized draft head. The marginal law of each token position is compared with
+ * a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h): 35 comparisons, each must
+ * pass at α = 0.0003 (Bonferroni: family-wise error ≤ 1%; the seeds are fixed, so the outcome is
+ * deterministic). N = 1500 samples per arm (100 under the sanitizer build: that run only exercises
+ * the code, it has no power).
+ * Positive controls: the debug broken residual (subtract q only at the drafted id) at depth 2 must be
+ * rejected at α = 0.001 on the joint law of tokens 1-2 (in-test), and the planted p/p acceptance at
+ * draft positions >= 3 (tests/mutations/accept_pp_pos3.patch) must make this test fail. The exact
+ * law is proven separately (test_spec_exact.c). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -17,15 +23,18 @@
 #include "test.h"
 
 #define MODEL_DIR "models/qwen35-tiny-code"
-#define ALPHA 0.001
+#define ALPHA 0.001       /* the broken-residual control must be rejected at this level */
+#define ALPHA_POS 0.0003  /* per position comparison: 35 of them, family-wise error <= 1% */
 
 static mtplx_model *M, *MQ; /* MQ: same checkpoint with the default q4 draft copies (head + MTP layer) */
 static gen_session *S, *SQ;
 static const int32_t *G; /* golden ids: the prompts are prefixes */
 
-/* n generations of 3 tokens with seeds seed0.. ; out[i*3 + k] = token k of sample i. */
+/* n generations of base->max_tokens (mt) tokens with seeds seed0.. ; out[i*mt + k] = token k of sample
+ * i (-1 when the generation ended before). */
 static int sample(gen_session *sess, const gen_params *base, int depth, int broken, uint64_t seed0, int n,
                   const int32_t *prompt, int n_prompt, int32_t *out) {
+    const int mt = base->max_tokens;
     for (int i = 0; i < n; i++) {
         gen_params p = *base;
         p.depth = depth;
@@ -39,7 +48,7 @@ static int sample(gen_session *sess, const gen_params *base, int depth, int brok
             T_FAIL("depth %d: %s", depth, e.msg);
             return -1;
         }
-        for (int k = 0; k < 3; k++) out[i * 3 + k] = k < nt ? t[k] : -1; /* -1: ended early (stop id) */
+        for (int k = 0; k < mt; k++) out[i * mt + k] = k < nt ? t[k] : -1; /* -1: ended early (stop id) */
         free(t);
     }
     return 0;
@@ -50,15 +59,16 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Chi-square two-sample test on keys key(sample) of two sample sets. */
-static chi2_result compare(const int32_t *a, const int32_t *b, int n, int which) {
+/* Chi-square two-sample test on one key per sample: a[i*sa + k] (or, when joint, the pair
+ * (a[i*sa], a[i*sa + 1])) against the same of b with stride sb. */
+static chi2_result compare(const int32_t *a, int sa, const int32_t *b, int sb, int n, int k, int joint) {
     int64_t *ka = malloc(sizeof(int64_t) * n), *kb = malloc(sizeof(int64_t) * n);
     int64_t *all = malloc(sizeof(int64_t) * 2 * n), *ca = calloc(2 * n, sizeof(int64_t)),
             *cb = calloc(2 * n, sizeof(int64_t));
     for (int i = 0; i < n; i++) {
-        const int32_t *x = a + 3 * i, *y = b + 3 * i;
-        ka[i] = which == 0 ? (int64_t)(x[0] + 1) * 1000003 + (x[1] + 1) : x[2];
-        kb[i] = which == 0 ? (int64_t)(y[0] + 1) * 1000003 + (y[1] + 1) : y[2];
+        const int32_t *x = a + (size_t)sa * i, *y = b + (size_t)sb * i;
+        ka[i] = joint ? (int64_t)(x[0] + 1) * 1000003 + (x[1] + 1) : x[k];
+        kb[i] = joint ? (int64_t)(y[0] + 1) * 1000003 + (y[1] + 1) : y[k];
         all[i] = ka[i];
         all[n + i] = kb[i];
     }
@@ -80,59 +90,73 @@ static chi2_result compare(const int32_t *a, const int32_t *b, int n, int which)
 }
 
 typedef struct {
+    int depth;
+    int q4;     /* 1: draft with the q4 draft copies */
+    float conf; /* draft_min_conf (adaptive depth; 0 = fixed depth) */
+} arm;
+
+typedef struct {
     const char *name;
     float temperature, top_p;
     int top_k;
-    int depths[4];  /* MTP depths compared with AR, 0-terminated */
-    int q4[4];      /* 1: that arm drafts with the q4 draft copies */
-    float conf[4];  /* that arm's draft_min_conf (adaptive depth; 0 = fixed depth) */
-    int n_prompt;   /* golden prefix length */
+    int n_prompt;    /* golden prefix length */
+    int ar_tokens;   /* tokens per AR sample: the longest depth + 2 */
+    arm arms[6];     /* MTP arms, depth 0 ends the list */
 } setting;
 
 /* T = 0.6 uses a 13-token prefix: at 9 tokens its first token is nearly certain after top_p/top_k
  * (one bin); at 13 the first token has 17 candidates (2.0 nats). */
 static const setting k_settings[] = {
-    {"T=1.0", 1.0f, 1.0f, 0, {1, 3, 4, 0}, {0, 1, 1, 0}, {0, 0, 0.3f, 0}, 9},
-    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, {2, 0, 0, 0}, {1, 0, 0, 0}, {0, 0, 0, 0}, 13},
+    {"T=1.0", 1.0f, 1.0f, 0, 9, 7, {{1, 0, 0}, {2, 1, 0}, {3, 0, 0}, {4, 1, 0}, {5, 0, 0}, {4, 1, 0.3f}}},
+    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, 13, 4, {{2, 1, 0}}},
 };
 
 static int N;            /* samples per arm */
 /* golden prefix of 9 tokens: diverse first tokens, and a draft that differs from the target often
  * enough that the broken residual moves the joint law of tokens 1-2 by a chi-square distance of
- * ≈ 0.095 (computed exactly at T = 1: N = 1000 per arm gives a noncentrality ≈ 48) */
+ * ≈ 0.095 (computed exactly at T = 1: N = 1500 per arm gives a noncentrality ≈ 70) */
 static int n_prompt = 9;
-static int32_t *AR1; /* the AR arm at T = 1.0, shared with the broken-residual test */
+static int32_t *AR1; /* the AR arm at T = 1.0 (7 tokens per sample), shared with the broken-residual test */
 
-TEST(test_mtp_distribution_equals_ar) {
-    int32_t *ar = malloc(sizeof(int32_t) * 3 * N), *mtp = malloc(sizeof(int32_t) * 3 * N);
+TEST(test_mtp_distribution_equals_ar_every_position) {
+    int32_t *ar = malloc(sizeof(int32_t) * 7 * N), *mtp = malloc(sizeof(int32_t) * 7 * N);
     REQUIRE(ar && mtp);
+    int comparisons = 0;
+    double pmin = 1;
     for (size_t s = 0; s < sizeof k_settings / sizeof k_settings[0]; s++) {
+        const setting *st = &k_settings[s];
         gen_params p;
         gen_params_default(&p);
-        p.temperature = k_settings[s].temperature;
-        p.top_p = k_settings[s].top_p;
-        p.top_k = k_settings[s].top_k;
-        p.max_tokens = 3;
-        const int np = k_settings[s].n_prompt;
-        if (sample(S, &p, 0, 0, 1000000, N, G, np, ar)) break;
-        if (s == 0) memcpy(AR1, ar, sizeof(int32_t) * 3 * N);
-        for (int k = 0; k < 4 && k_settings[s].depths[k]; k++) {
-            int depth = k_settings[s].depths[k];
-            int q4 = k_settings[s].q4[k];
+        p.temperature = st->temperature;
+        p.top_p = st->top_p;
+        p.top_k = st->top_k;
+        p.max_tokens = st->ar_tokens;
+        if (sample(S, &p, 0, 0, 1000000, N, G, st->n_prompt, ar)) break;
+        if (s == 0) memcpy(AR1, ar, sizeof(int32_t) * 7 * N);
+        for (int k = 0; k < 6 && st->arms[k].depth; k++) {
+            const arm *a = &st->arms[k];
             gen_params pa = p;
-            pa.draft_min_conf = k_settings[s].conf[k];
-            if (sample(q4 ? SQ : S, &pa, depth, 0, 2000000 + 100000 * depth, N, G, np, mtp)) break;
-            for (int which = 0; which < 2; which++) {
-                chi2_result r = compare(ar, mtp, N, which);
-                fprintf(stderr, "  %s depth %d%s%s %s: chi2 %.1f df %d p %.4f\n", k_settings[s].name, depth,
-                        q4 ? " (q4 draft)" : "", pa.draft_min_conf > 0 ? " (adaptive, min conf 0.3)" : "",
-                        which ? "token 3" : "tokens 1-2 joint", r.stat, r.df, r.p);
-                CHECK(r.df >= 3); /* the comparison has real bins */
-                CHECK_MSG(r.p >= ALPHA, "%s depth %d %s: p = %g < %g — MTP distribution differs from AR",
-                          k_settings[s].name, depth, which ? "token 3" : "tokens 1-2", r.p, ALPHA);
+            pa.draft_min_conf = a->conf;
+            pa.max_tokens = a->depth + 2; /* positions 1..depth drafted, the bonus, the next cycle */
+            if (sample(a->q4 ? SQ : S, &pa, a->depth, 0, 2000000 + 100000 * a->depth + 50000 * (a->conf > 0), N, G,
+                       st->n_prompt, mtp))
+                break;
+            for (int pos = 0; pos < pa.max_tokens; pos++) {
+                chi2_result r = compare(ar, st->ar_tokens, mtp, pa.max_tokens, N, pos, 0);
+                comparisons++;
+                if (r.p < pmin) pmin = r.p;
+                fprintf(stderr, "  %s depth %d%s%s token %d: chi2 %.1f df %d p %.4g\n", st->name, a->depth,
+                        a->q4 ? " (q4 draft)" : "", a->conf > 0 ? " (adaptive, min conf 0.3)" : "", pos + 1, r.stat,
+                        r.df, r.p);
+                /* the comparison has real bins (the sanitizer's 100 samples may pool a position into one) */
+                if (!test_sanitized()) CHECK(r.df >= 2);
+                CHECK_MSG(r.p >= ALPHA_POS, "%s depth %d%s token %d: p = %g < %g — MTP distribution differs from AR",
+                          st->name, a->depth, a->conf > 0 ? " (adaptive)" : "", pos + 1, r.p, ALPHA_POS);
             }
         }
     }
+    fprintf(stderr, "  %d comparisons, smallest p %.4g (each must be >= %g)\n", comparisons, pmin, ALPHA_POS);
+    CHECK_INT(comparisons, 35);
     free(ar);
     free(mtp);
 }
@@ -146,7 +170,7 @@ TEST(test_broken_residual_is_caught) {
     p.temperature = 1.0f;
     p.max_tokens = 3;
     if (!sample(S, &p, 2, 1, 3000000, N, G, n_prompt, bad)) { /* same settings as the T = 1.0 AR arm */
-        chi2_result r = compare(AR1, bad, N, 0);
+        chi2_result r = compare(AR1, 7, bad, 3, N, 0, 1);
         fprintf(stderr, "  broken residual, depth 2, tokens 1-2 joint: chi2 %.1f df %d p %.3g\n", r.stat, r.df, r.p);
         CHECK_MSG(r.p < ALPHA, "the broken residual was not detected (p = %g)", r.p);
     }
@@ -169,11 +193,11 @@ int main(void) {
     gen_session_set_prompt_cache(S, 1);
     gen_session_set_prompt_cache(SQ, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
-    N = env ? atoi(env) : test_sanitized() ? 150 : 1000;
-    AR1 = calloc(3 * (size_t)N, sizeof *AR1);
+    N = env ? atoi(env) : test_sanitized() ? 100 : 1500;
+    AR1 = calloc(7 * (size_t)N, sizeof *AR1);
     if (!AR1) return 1;
-    RUN(test_mtp_distribution_equals_ar);
-    RUN(test_broken_residual_is_caught); /* needs the full sample size for power */
+    RUN(test_mtp_distribution_equals_ar_every_position);
+    RUN(test_broken_residual_is_caught); /* needs the full sample size for power: skipped under ASan */
     free(AR1);
     gen_session_free(S);
     gen_session_free(SQ);

@@ -1,0 +1,146 @@
+/* cycle.c — the decode loop (first token, speculative cycles, emission); see cycle.h and
+ * docs/speculative.md ("The cycle"). */
+#include "cycle.h"
+
+#include <string.h>
+
+#include "../base/clock.h"
+
+static double rng_draw(cycle_rand *r, const sampler_dist *d) {
+    (void)d;
+    return rng_uniform(&((cycle_rand_rng *)r)->rng);
+}
+
+static double rng_accept(cycle_rand *r, double ratio) {
+    (void)ratio;
+    return rng_uniform(&((cycle_rand_rng *)r)->rng);
+}
+
+void cycle_rand_rng_init(cycle_rand_rng *r, uint64_t seed) {
+    r->base.draw = rng_draw;
+    r->base.accept = rng_accept;
+    rng_seed(&r->rng, seed);
+}
+
+void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sampler_dist *pd, sampler_dist *q,
+                sampler_dist *resid, float *logits, float *dlogits, int32_t *toks, gen_token_fn fn, void *user,
+                gen_stats *st) {
+    memset(c, 0, sizeof *c);
+    c->p = p;
+    c->V = V;
+    c->sp_p = (sampler_params){p->temperature,      p->top_p,             p->top_k,
+                               p->min_p,            p->presence_penalty, p->frequency_penalty,
+                               p->repetition_penalty};
+    c->sp_q = c->sp_p; /* the draft sampler: same shaping, no penalties */
+    c->sp_q.presence_penalty = c->sp_q.frequency_penalty = 0;
+    c->sp_q.repetition_penalty = 1;
+    c->pen = p->presence_penalty != 0 || p->frequency_penalty != 0 || p->repetition_penalty != 1;
+    c->rkind = p->debug_broken_residual ? SPEC_RESIDUAL_BROKEN_DEBUG : SPEC_RESIDUAL_EXACT;
+    c->smp = smp;
+    c->pd = pd;
+    c->q = q;
+    c->resid = resid;
+    c->logits = logits;
+    c->dlogits = dlogits;
+    c->toks = toks;
+    c->fn = fn;
+    c->user = user;
+    c->st = st;
+}
+
+/* Append tok to the completion (penalty counts too) and report it. Returns 1 when the generation
+ * is over after it (cancel, stop id or max_tokens; c->finish says which), else 0. */
+static int emit(cycle_state *c, int32_t tok) {
+    c->toks[c->n++] = tok;
+    sampler_note_token(c->smp, tok);
+    if (c->fn && c->fn(c->user, &tok, 1)) {
+        c->finish = "cancel";
+        return 1;
+    }
+    for (int i = 0; i < c->p->n_stop_ids; i++)
+        if (tok == c->p->stop_ids[i]) {
+            c->finish = "stop";
+            return 1;
+        }
+    if (c->n >= c->p->max_tokens) {
+        c->finish = "length";
+        return 1;
+    }
+    return 0;
+}
+
+/* A draw from d with the uniform r gives for it. */
+static int32_t draw(cycle_rand *r, const sampler_dist *d) { return sampler_dist_sample(d, r->draw(r, d)); }
+
+int cycle_first(cycle_state *c, const float *logits, cycle_rand *r, mtplx_err *err) {
+    int rc = sampler_build(c->smp, logits, &c->sp_p, c->pen, c->pd, err);
+    if (rc) return rc;
+    c->x0 = draw(r, c->pd);
+    c->done = emit(c, c->x0);
+    return 0;
+}
+
+int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *err) {
+    const gen_params *p = c->p;
+    const size_t V = (size_t)c->V;
+    gen_stats *st = c->st;
+    int32_t seq[GEN_MAX_DEPTH + 1];
+    int rc;
+    int K = p->max_tokens - c->n;
+    if (K > p->depth) K = p->depth;
+    /* draft */
+    seq[0] = c->x0;
+    if (K > 0) {
+        double td = clock_now();
+        double conf = 1; /* Π q_i(y_i) of this cycle's drafts (adaptive depth) */
+        for (int d = 1; d <= K; d++) {
+            rc = m->draft(m->ctx, d, seq[d - 1], c->dlogits, err);
+            if (!rc) rc = sampler_build(c->smp, c->dlogits, &c->sp_q, 0, &c->q[d - 1], err);
+            if (rc) return err_prefix(err, "draft %d", d);
+            const sampler_dist *q = &c->q[d - 1];
+            int idx = sampler_dist_sample_index(q, r->draw(r, q));
+            seq[d] = q->ids[idx];
+            conf *= q->probs[idx];
+            if (d < K && conf < p->draft_min_conf) K = d; /* the rest would likely be rejected */
+        }
+        st->drafted += K;
+        st->draft_s += clock_now() - td;
+    }
+    /* verify (AR: decode) */
+    double tv = clock_now();
+    rc = m->verify(m->ctx, seq, K + 1, c->logits, err);
+    if (rc) return err_prefix(err, K > 0 ? "verify" : "decode");
+    st->verify_s += clock_now() - tv;
+    st->cycles++;
+    /* accept loop: p_i from row i-1 (penalty counts include x0 and the accepted y_1..y_{i-1}) */
+    int a = 0, rejected = 0;
+    int32_t next = -1;
+    for (int i = 1; i <= K; i++) {
+        rc = sampler_build(c->smp, c->logits + (size_t)(i - 1) * V, &c->sp_p, c->pen, c->pd, err);
+        if (rc) return rc;
+        const int32_t y = seq[i];
+        const double p_y = sampler_dist_prob(c->pd, y), q_y = sampler_dist_prob(&c->q[i - 1], y);
+        if (spec_accept(r->accept(r, spec_accept_ratio(p_y, q_y)), p_y, q_y)) {
+            a++;
+            st->accepted++;
+            st->accepted_per_position[i - 1]++;
+            c->done = emit(c, y);
+            if (c->done) return 0; /* nothing after a stop id or max_tokens is emitted */
+        } else {
+            spec_residual(c->pd, &c->q[i - 1], y, c->rkind, c->smp->dense, c->resid);
+            next = draw(r, c->resid);
+            rejected = 1;
+            break;
+        }
+    }
+    rc = m->commit(m->ctx, seq, K + 1, rejected ? a + 1 : K + 1, err);
+    if (rc) return rc;
+    if (!rejected) { /* bonus (AR: the next token) from the last row */
+        rc = sampler_build(c->smp, c->logits + (size_t)K * V, &c->sp_p, c->pen, c->pd, err);
+        if (rc) return rc;
+        next = draw(r, c->pd);
+    }
+    c->x0 = next;
+    c->done = emit(c, next);
+    return 0;
+}
