@@ -84,6 +84,11 @@ void gen_session_free(gen_session *s);
  * results are identical; prefill_s then measures the copy). For many samples of one prompt. */
 void gen_session_set_prompt_cache(gen_session *s, int on);
 
+/* Longest sequence (prompt + completion) the session accepts: n > 0 replaces the model's
+ * max_position_embeddings (which is only what it was trained for: RoPE has no table to run out
+ * of and the states grow on demand), 0 restores it. The caller warns the user about quality. */
+void gen_session_set_context(gen_session *s, int n);
+
 /* Same contract as gen_run, on the session's state (reset first). */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
                     gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
