@@ -18,7 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx serve [--model DIR] [--host 127.0.0.1] [--port 8000]\n"
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
-            "                   [--depth N] [--ctx N] [--max-tokens N] [--quiet]\n"
+            "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -36,6 +36,8 @@ static void usage(FILE *f) {
             "                      than the model was trained for is served as asked, with a warning\n"
             "  --max-tokens N      completion tokens at most per request: a client asking for more gets\n"
             "                      this many (finish_reason length); default: the rest of the context\n"
+            "  --temperature T     for requests that send none, in [0, 2] (0 = greedy; default: the\n"
+            "                      model's generation_config.json); a request's own value wins\n"
             "  --quiet             no per-request log lines on stderr\n"
             "\n"
             "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
@@ -115,6 +117,14 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-tokens")) {
             if (parse_long(a, val, 1, 1L << 24, &v)) goto usage_err;
             cfg.max_tokens = (int)v, i++;
+        } else if (!strcmp(a, "--temperature")) {
+            char *end;
+            double t = val ? strtod(val, &end) : -1;
+            if (!val || !*val || *end || !(t >= 0 && t <= 2)) {
+                cli_error("serve", "--temperature needs a number in [0, 2]; got '%s'", val ? val : "");
+                goto usage_err;
+            }
+            cfg.temperature = (float)t, i++;
         } else if (!strcmp(a, "--quiet")) {
             cfg.quiet = 1;
         } else {

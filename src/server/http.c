@@ -59,6 +59,7 @@ void server_config_default(srv_config *c) {
     c->max_queue = 128;
     c->max_body = 8u << 20;
     c->depth = -1;
+    c->temperature = -1;
 }
 
 int server_host_is_loopback(const char *host) {
@@ -310,6 +311,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         return respond_error(s, c, cc, 500, "oom", NULL, "out of memory", NULL, NULL);
     }
     s->be->default_params(s->be->impl, &j->params);
+    if (s->cfg.temperature >= 0) j->params.temperature = s->cfg.temperature; /* --temperature; the request's wins */
     j->params.max_tokens = 0;
     j->params.depth = -1;
     srv_reqerr e = {0};
@@ -681,6 +683,7 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
         return err_set(err, MTPLX_EINVAL, "--depth %d exceeds what this model supports (%d)", cfg->depth, be->max_depth);
     if (cfg->ctx < 0) return err_set(err, MTPLX_EINVAL, "--ctx must be positive");
     if (cfg->max_tokens < 0) return err_set(err, MTPLX_EINVAL, "--max-tokens must be positive");
+    if (cfg->temperature > 2) return err_set(err, MTPLX_EINVAL, "--temperature must be in [0, 2]");
 
     srv_server *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, MTPLX_ENOMEM, "out of memory");

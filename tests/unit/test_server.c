@@ -26,6 +26,7 @@ typedef struct {
     int         think;      /* 1: rendered prompt ends with an open <think> */
     int         strict_system; /* 1: a system message after the first fails to render (like many templates) */
     int         free_delay_us; /* sleep in decoder_free (the worker's last step after generating) */
+    float       last_temperature; /* what the last generation was asked to sample at */
 } script_be;
 
 static int sb_render(void *impl, const json_t *req, int enable_thinking, char **prompt, mtplx_err *err) {
@@ -104,6 +105,7 @@ static int sb_generate(void *impl, const int32_t *prompt, int n_prompt, const ge
                        gen_stats *st, mtplx_err *err) {
     (void)prompt, (void)err;
     script_be *b = impl;
+    b->last_temperature = p->temperature;
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n_prompt;
     st->depth = p->depth;
@@ -972,14 +974,16 @@ TEST(test_log_lines_for_refusals_and_ignored_fields) {
     CHECK_MSG(strstr(log, "MHD_OPTION_EXTERNAL_LOGGER") == NULL, "log: %s", log);
 }
 
-/* --max-tokens caps what a client asks for; deferred (tool-search) tools stay out of the prompt. */
-TEST(test_server_max_tokens_cap_and_deferred_tools) {
+/* --max-tokens caps what a client asks for, --temperature is the default a request can override;
+ * deferred (tool-search) tools stay out of the prompt. */
+TEST(test_server_max_tokens_temperature_and_deferred_tools) {
     script("abcdefgh", 1, 0);
     srv_config c;
     server_config_default(&c);
     c.port = 0;
     c.quiet = 1;
     c.max_tokens = 3;
+    c.temperature = 0;
     srv_server *s = NULL;
     mtplx_err e = {0};
     REQUIRE(server_start(&c, &BE, &s, &e) == 0);
@@ -989,7 +993,12 @@ TEST(test_server_max_tokens_cap_and_deferred_tools) {
     json_t *j = body_json(&r);
     CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(j, "content"), 0), "text")), "abc");
     CHECK_STR(json_string_value(json_object_get(j, "stop_reason")), "max_tokens");
+    CHECK(SB.last_temperature == 0.0f); /* --temperature 0 for a request that sends none */
     json_decref(j);
+    resp_free(&r);
+    r = http(server_port(s), "POST", "/v1/chat/completions", NULL, "{\"temperature\":0.7,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}");
+    CHECK_INT(r.status, 200);
+    CHECK(SB.last_temperature == 0.7f); /* the request's own value wins */
     resp_free(&r);
     r = http(server_port(s), "POST", "/v1/messages/count_tokens", NULL, req);
     j = body_json(&r);
@@ -1060,7 +1069,7 @@ int main(void) {
     RUN(test_responses_stream_ids_match_final);
     RUN(test_completed_stream_then_hangup_is_not_cancelled);
     RUN(test_log_lines_for_refusals_and_ignored_fields);
-    RUN(test_server_max_tokens_cap_and_deferred_tools);
+    RUN(test_server_max_tokens_temperature_and_deferred_tools);
     RUN(test_health_models_metrics);
     return TEST_SUMMARY();
 }
