@@ -7,7 +7,8 @@
 #   1. complete a tool-call round trip: the model calls a tool, the client sends the result back,
 #      and the server answers that request too (checked on the exchanges a logging proxy saw,
 #      tests/js/agent_proxy.mjs + agents_check.mjs), on a server with --ctx 32768 (more than the
-#      model's max_position_embeddings of 8192) and --max-tokens 48 to keep turns short;
+#      model's max_position_embeddings of 8192), --max-tokens 96 to keep turns short and
+#      --temperature 0 (none of the clients sends one) so that runs repeat;
 #   2. end cleanly on a context overflow: a server with --ctx 512 refuses the first request with the
 #      API's own error, and the client exits by itself with a message (no hang, no crash).
 # Nothing may reach the internet: the whole script re-runs itself in a new network namespace that
@@ -80,7 +81,7 @@ claude_env() {
     env HOME="$home" ANTHROPIC_BASE_URL="$url" ANTHROPIC_API_KEY=test-key CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
         DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 DISABLE_BUG_COMMAND=1 \
         CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1 CLAUDE_CODE_MAX_CONTEXT_TOKENS="$1" \
-        CLAUDE_CODE_MAX_OUTPUT_TOKENS=48 "${@:2}"
+        CLAUDE_CODE_MAX_OUTPUT_TOKENS=96 "${@:2}"
 }
 run_claude() { # CTX -- extra flags
     local ctx=$1; shift
@@ -90,8 +91,11 @@ run_claude() { # CTX -- extra flags
 
 codex_home() { # writes a config.toml for the provider at $url
     mkdir -p "$home/codex"
+    echo "$SYS" >"$home/codex/instructions.md"
     cat >"$home/codex/config.toml" <<EOT
 model = "$MODEL"
+model_instructions_file = "$home/codex/instructions.md"
+web_search = "disabled"
 model_provider = "mtplx"
 model_context_window = $1
 check_for_update_on_startup = false
@@ -124,11 +128,11 @@ run_qwen() {
 
 run_opencode() { # CTX
     local cfg
-    cfg=$(printf '{"autoupdate":false,"share":"disabled","model":"mtplx/%s","provider":{"mtplx":{"npm":"@ai-sdk/openai-compatible","name":"mtplx","options":{"baseURL":"%s/v1","apiKey":"test-key"},"models":{"%s":{"name":"%s","limit":{"context":%d,"output":48}}}}},"agent":{"build":{"steps":2,"prompt":"%s"}},"tools":{"bash":false,"edit":false,"write":false,"webfetch":false,"task":false,"todowrite":false,"glob":false,"grep":false,"skill":false,"list":false}}' \
+    cfg=$(printf '{"autoupdate":false,"share":"disabled","model":"mtplx/%s","provider":{"mtplx":{"npm":"@ai-sdk/openai-compatible","name":"mtplx","options":{"baseURL":"%s/v1","apiKey":"test-key"},"models":{"%s":{"name":"%s","limit":{"context":%d,"output":96}}}}},"agent":{"build":{"steps":2,"maxSteps":2,"prompt":"%s"}},"tools":{"bash":false,"edit":false,"write":false,"webfetch":false,"task":false,"todowrite":false,"glob":false,"grep":false,"skill":false,"list":false}}' \
         "$MODEL" "$url" "$MODEL" "$MODEL" "$1" "$SYS")
     (cd "$proj" && env HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_DATA_HOME="$home/.local/share" XDG_CACHE_HOME="$home/.cache" \
         OPENCODE_CONFIG_CONTENT="$cfg" OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_LSP_DOWNLOAD=1 \
-        OPENCODE_DISABLE_DEFAULT_PLUGINS=1 OPENCODE_DISABLE_SHARE=1 OPENCODE_DISABLE_CLAUDE_CODE=1 OPENCODE_DISABLE_EXTERNAL_SKILLS=1 \
+        OPENCODE_DISABLE_DEFAULT_PLUGINS=1 OPENCODE_DISABLE_SHARE=1 OPENCODE_DISABLE_AUTOCOMPACT=1 OPENCODE_DISABLE_CLAUDE_CODE=1 OPENCODE_DISABLE_EXTERNAL_SKILLS=1 \
         timeout 300 "$OLDPWD/$BIN/opencode" run "$PROMPT")
 }
 
@@ -143,11 +147,21 @@ ended() {
     if [ "$2" -ge 124 ]; then echo "$1: the client did not end by itself (exit $2)"; tail -20 "$tmp/$1.client"; fail=1; fi
 }
 
-serve big --ctx 32768 --max-tokens 80
+serve big --ctx 32768 --max-tokens 96 --temperature 0
 big=$port
-serve small --ctx 512 --max-tokens 48
+serve small --ctx 512 --max-tokens 96 --temperature 0
 small=$port
 grep -q "more than this model was trained for" "$tmp/big.err" || { echo "no warning for --ctx past max_position_embeddings"; fail=1; }
+
+# positions past max_position_embeddings (8192) are served: a prompt of about 8.6k tokens is answered
+node -e '
+const text = require("fs").readFileSync("models/qwen35-tiny-code/val_code.txt", "utf8").slice(0, 34000);
+fetch(process.argv[1] + "/v1/completions", {method: "POST", headers: {"content-type": "application/json"},
+      body: JSON.stringify({prompt: text, max_tokens: 8})}).then(r => r.json()).then(j => {
+    const u = j.usage || {};
+    if (!(u.prompt_tokens > 8192 && u.completion_tokens > 0 && j.choices[0].finish_reason)) { console.log(JSON.stringify(j).slice(0, 400)); process.exit(1); }
+    console.log("a " + u.prompt_tokens + "-token prompt on --ctx 32768: answered (" + j.choices[0].finish_reason + ")");
+}).catch(e => { console.log(String(e)); process.exit(1); });' "http://127.0.0.1:$big" || { echo "a prompt past 8192 tokens was not answered"; fail=1; }
 
 # MTPLX_AGENTS_ONLY="claude codex" runs some of them (while working on one)
 want() { [ -z "${MTPLX_AGENTS_ONLY:-}" ] || [[ " $MTPLX_AGENTS_ONLY " == *" $1 "* ]]; }
@@ -161,12 +175,20 @@ project claude-overflow; proxy claude-overflow "$small"
 run_claude 32768 --tools Read --system-prompt "$SYS" --max-turns 2 >"$tmp/claude-overflow.client" 2>&1; rc=$?
 ended claude-overflow $rc; check claude-overflow overflow anthropic
 grep -qi "prompt is too long" "$tmp/claude-overflow.client" || { echo "claude did not report the overflow:"; cat "$tmp/claude-overflow.client"; fail=1; }
+if [ -n "${MTPLX_AGENTS_FULL:-}" ]; then # the default system prompt and tools (~15k tokens)
+    project claude-full; proxy claude-full "$big"
+    run_claude 32768 --max-turns 1 >"$tmp/claude-full.client" 2>&1
+    check claude-full answered anthropic
+fi
 echo "claude: $((SECONDS - t0))s"; t0=$SECONDS
 fi
 if want opencode; then
 
-# ---- opencode (custom OpenAI-compatible provider, the read tool, two steps) ----
-project opencode; proxy opencode "$big"
+# ---- opencode (custom OpenAI-compatible provider, the read tool) ----
+# opencode keeps going while the model calls tools (its step limit did not stop it), so the round trip
+# runs on a server whose context (about 2.2k tokens of prompt) holds a few turns: it ends on the overflow
+serve opencode-mid --ctx 3000 --max-tokens 96 --temperature 0
+project opencode; proxy opencode "$port"
 run_opencode 32768 >"$tmp/opencode.client" 2>&1
 check opencode roundtrip chat
 project opencode-overflow; proxy opencode-overflow "$small"
@@ -196,7 +218,7 @@ project codex-overflow; proxy codex-overflow "$small"; codex_home 32768
 run_codex 300 >"$tmp/codex-overflow.client" 2>&1; rc=$?
 ended codex-overflow $rc; check codex-overflow overflow responses
 n=$(grep -ho 'the input is [0-9]* tokens' "$tmp/small.err" | tail -1 | grep -o '[0-9]*')
-serve codex-mid --ctx $(( ${n:-8000} + 250 )) --max-tokens 48
+serve codex-mid --ctx $(( ${n:-8000} + 400 )) --max-tokens 96 --temperature 0
 project codex; proxy codex "$port"; codex_home 32768
 run_codex 300 >"$tmp/codex.client" 2>&1; rc=$?
 ended codex $rc; check codex roundtrip responses

@@ -3,6 +3,7 @@
 //                       carried a tool call, and a later request sent that call's result back (by id)
 //                       and was answered too
 //   overflow  API LOG : the server refused with the API's own context-overflow error (400)
+//   answered  API LOG : every generation request got 200 and a well-formed, finished answer
 // API is anthropic | chat | responses. Exit 0 when the check holds; prints what it found.
 import fs from 'node:fs';
 
@@ -89,6 +90,10 @@ while (gens.length && overflowed(gens[gens.length - 1])) gens.pop();
 for (const e of gens) {
     if (e.status !== 200) fail(`${e.path} answered ${e.status}: ${e.response.slice(0, 300)}`);
     if (!complete(e)) fail(`an answer did not finish: ${e.response.slice(-300)}`);
+}
+if (mode === 'answered') {
+    console.log(`agents_check answered ${api}: ok (${gens.length} requests, all answered)`);
+    process.exit(0);
 }
 let trip = null;
 gens.forEach((e, i) => {
