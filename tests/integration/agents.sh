@@ -218,7 +218,7 @@ project codex-overflow; proxy codex-overflow "$small"; codex_home 32768
 run_codex 300 >"$tmp/codex-overflow.client" 2>&1; rc=$?
 ended codex-overflow $rc; check codex-overflow overflow responses
 n=$(grep -ho 'the input is [0-9]* tokens' "$tmp/small.err" | tail -1 | grep -o '[0-9]*')
-serve codex-mid --ctx $(( ${n:-8000} + 400 )) --max-tokens 96 --temperature 0
+serve codex-mid --ctx $(( ${n:-8000} + 250 )) --max-tokens 96 --temperature 0
 project codex; proxy codex "$port"; codex_home 32768
 run_codex 300 >"$tmp/codex.client" 2>&1; rc=$?
 ended codex $rc; check codex roundtrip responses
