@@ -6,9 +6,12 @@
 # holding json/decoder.py, and must
 #   1. complete a tool-call round trip: the model calls a tool, the client sends the result back,
 #      and the server answers that request too (checked on the exchanges a logging proxy saw,
-#      tests/js/agent_proxy.mjs + agents_check.mjs), on a server with --ctx 32768 (more than the
-#      model's max_position_embeddings of 8192), --max-tokens 96 to keep turns short and
-#      --temperature 0 (none of the clients sends one) so that runs repeat;
+#      tests/js/agent_proxy.mjs + agents_check.mjs), on servers run with --max-tokens 96 to keep
+#      turns short and --temperature 0 (none of the clients sends one) so that runs repeat: --ctx
+#      32768 (more than the model's max_position_embeddings of 8192; a 8.9k-token prompt is answered
+#      there too) for Claude Code and qwen-code, which stop after two turns, and a context a few
+#      turns larger than the first prompt for Codex and opencode, which have no working turn limit
+#      and end on that overflow;
 #   2. end cleanly on a context overflow: a server with --ctx 512 refuses the first request with the
 #      API's own error, and the client exits by itself with a message (no hang, no crash).
 # Nothing may reach the internet: the whole script re-runs itself in a new network namespace that
