@@ -3,7 +3,7 @@
 # file under src/<layer>/ joins libmtplx, a new tests/unit/test_*.c becomes a test binary.
 
 CC      ?= gcc
-PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # Baseline x86-64 code; SIMD kernels pick AVX2/AVX-512 at run time (src/kernels/cpu.c).
@@ -15,7 +15,7 @@ SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-LAYERS  := base kernels model tokenizer chat engine server
+LAYERS  := base kernels model tokenizer chat engine server hub
 LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -27,7 +27,7 @@ ASAN_CLI_OBJ := $(CLI_SRC:%.c=build/asan/obj/%.o)
 TESTS      := $(TEST_SRC:tests/unit/%.c=build/tests/%)
 ASAN_TESTS := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
 
-.PHONY: all deps run test check unit asan-unit clean fuzz model
+.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check
 all: model build/mtplx $(TESTS)
 
 # The embedded model's weight shards are committed xz-compressed (32 MB instead of 46 MB, so the
@@ -94,9 +94,14 @@ test:
 	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz
 	@bash tests/run.sh
 
+# Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
+# catch every one (tests/mutations/README.md). Not part of `make test`: it rebuilds per mutation.
+mutation-check:
+	@bash tests/mutations/run.sh
+
 # libFuzzer harnesses: tests/fuzz/fuzz_<name>.c, built with clang against the library sources.
-# `make fuzz` builds them; tests/run.sh replays each one's corpus (tests/fuzz/corpus/<name>/) plus a
-# short random run; `build/fuzz/fuzz_<name> -max_total_time=300 DIR` fuzzes for real.
+# `make fuzz` builds them; tests/run.sh replays each one's committed corpus (tests/fuzz/corpus/<name>/,
+# every file once, deterministic); `bash bench/fuzz.sh [SECONDS]` runs the random campaigns.
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fsanitize=address,undefined $(PKG_CFLAGS) -MMD -MP
@@ -118,3 +123,5 @@ clean:
 	rm -rf build
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+# unit tests too (-MMD writes build/tests/test_x.d): a change to fwd_util.h or cmp.h rebuilds them
+-include $(TESTS:=.d) $(ASAN_TESTS:=.d)

@@ -2,7 +2,7 @@
 # Install the Debian packages the build and tests need, only those missing. Runs as root on a
 # fresh Debian 12 (CI, a newcomer's machine); uses sudo when not root.
 set -euo pipefail
-need=(gcc make pkg-config xz-utils libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev)
+need=(gcc make pkg-config xz-utils libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev)
 if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then need+=(nodejs npm clang iproute2); fi
 missing=()
 for p in "${need[@]}"; do
@@ -20,6 +20,12 @@ if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then
         esac
     done
     missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+# libcurl: either Debian flavour (-openssl or -gnutls, which conflict) serves; keep the one installed.
+if pkg-config --exists libcurl 2>/dev/null; then
+    kept=()
+    for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = libcurl4-openssl-dev ] || kept+=("$p"); done
+    missing=("${kept[@]+"${kept[@]}"}")
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2

@@ -16,6 +16,7 @@
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
+#include "progress.h"
 
 #define RUN_DEFAULT_DEPTH 3 /* used when `mtplx tune` saved nothing for this model and machine */
 
@@ -38,7 +39,9 @@ static void usage(FILE *f) {
             "  --depth N                 MTP drafts per cycle, 0 = plain AR (default: what `mtplx tune`\n"
             "                            saved for this model and machine, else %d)\n"
             "  --json                    one JSON object per generation: text, tokens, seed,\n"
-            "                            finish_reason, stats\n" CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
+            "                            finish_reason, stats\n"
+            "  --quiet                   no progress on stderr (shown for a load or prefill > 1 s)\n"
+            CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
             RUN_DEFAULT_DEPTH);
@@ -95,7 +98,7 @@ static void stats_line(const gen_stats *st) {
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL;
-    int json = 0, chat = 0, depth = -1;
+    int json = 0, chat = 0, depth = -1, quiet = 0;
     long samples = 1, l;
     uint64_t seed = 0;
     int seed_set = 0;
@@ -113,6 +116,7 @@ int cmd_run(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--draft-full-head")) draft_full_head = 1; /* diagnostics */
         else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
@@ -162,7 +166,12 @@ int cmd_run(int argc, char **argv) {
     int n_prompt = 0;
     tok_stream *ts = NULL;
 
-    if (model_load(model, &m, &err)) {
+    cli_progress load_pr, pre_pr; /* shown only when the work takes over a second */
+    cli_progress_start(&load_pr, "load", "layers", 1.0, !json && !quiet);
+    progress_sink load_sink = cli_progress_sink(&load_pr);
+    int lrc = model_load_progress(model, &load_sink, &m, &err);
+    cli_progress_finish(&load_pr, lrc == 0);
+    if (lrc) {
         cli_error("run", "%s", err.msg);
         return 1;
     }
@@ -254,6 +263,8 @@ int cmd_run(int argc, char **argv) {
         gen_stats st;
         int32_t *out_toks = NULL;
         int n_out = 0;
+        cli_progress_start(&pre_pr, "prefill", "tok", 1.0, !json && !quiet);
+        if (pre_pr.enabled) gen_session_set_progress(s, cli_progress_sink(&pre_pr));
         if (gen_session_run(s, prompt, n_prompt, &p, on_tokens, &sc, &out_toks, &n_out, &st, &err)) {
             cli_error("run", "%s", err.msg);
             rc = err.code == MTPLX_EINVAL ? 2 : 1;

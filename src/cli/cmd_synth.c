@@ -6,11 +6,12 @@
 #include "../base/clock.h"
 #include "../model/synth.h"
 #include "commands.h"
+#include "progress.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx synth (--preset NAME | --config F) --out DIR [--dtype bf16|q8|q4] [--group-size N]\n"
-            "                   [--seed S] [--json]\n"
+            "                   [--seed S] [--quiet] [--json]\n"
             "Writes config.json + sharded safetensors with seeded random weights at the config's shapes.\n"
             "  --preset NAME    bench-2b (qwen3_5_text, hidden 2048, 24 layers 3 GDN : 1 attention, vocab 151936,\n"
             "                   untied, one MTP layer)\n"
@@ -18,17 +19,19 @@ static void usage(FILE *f) {
             "  --dtype D        bf16 (default), q8 or q4 (MLX affine, bf16 scales/biases)\n"
             "  --group-size N   quantization group: 32, 64 (default) or 128\n"
             "  --seed S         default 0\n"
+            "  --quiet          no progress on stderr (shown when writing takes over a second; not with --json)\n"
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
 
 int cmd_synth(int argc, char **argv) {
     synth_opts o = {.group_size = 64};
-    int json = 0;
+    int json = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!v) return cli_error("synth", "%s needs a value", a), usage(stderr), 2;
         else if (!strcmp(a, "--preset")) o.preset = v, i++;
         else if (!strcmp(a, "--config")) o.config_path = v, i++;
@@ -48,7 +51,12 @@ int cmd_synth(int argc, char **argv) {
     mtplx_err err = {0};
     uint64_t bytes = 0;
     double t0 = clock_now();
-    if (synth_write(&o, &bytes, &err)) {
+    cli_progress pr;
+    cli_progress_start(&pr, "synth", "shards", 1.0, !json && !quiet);
+    o.progress = cli_progress_sink(&pr);
+    int rc = synth_write(&o, &bytes, &err);
+    cli_progress_finish(&pr, rc == 0);
+    if (rc) {
         cli_error("synth", "%s", err.msg);
         return err.code == MTPLX_EINVAL ? 2 : 1;
     }

@@ -199,6 +199,7 @@ void cli_git_commit(char *out, size_t n) {
 }
 
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code) {
+    const int by_default = !spec; /* the user did not ask for it: a shape it cannot take is no error */
     if (!spec) spec = CLI_DRAFT_QUANT_DEFAULT;
     int bits = 0, layer = 1, gs = 64;
     if (!strcmp(spec, "none")) return 0;
@@ -229,6 +230,11 @@ int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code
     if (err.code == MTPLX_EUNSUPPORTED && layer) { /* e.g. an MoE MTP layer: quantize the head only */
         err_clear(&err);
         if (model_quantize_draft(m, bits, gs, 0, &err) == 0) return 0;
+    }
+    if (by_default && err.code == MTPLX_EINVAL) { /* e.g. hidden 48 with group 64: draft at full precision */
+        fprintf(stderr, "mtplx %s: note: default draft quantization skipped (%s); drafting at full precision\n", cmd,
+                err.msg);
+        return 0;
     }
     cli_error(cmd, "draft quantization: %s", err.msg);
     *code = 1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../hub/hub.h"
 #include "commands.h"
 
 typedef struct {
@@ -29,13 +30,16 @@ static const command k_commands[] = {
     {"inspect", cmd_inspect, "describe a checkpoint and its compatibility tier"},
     {"convert", cmd_convert, "quantize a checkpoint to MLX affine q4/q8"},
     {"synth", cmd_synth, "write a random-weight checkpoint at real shapes"},
+    {"pull", cmd_pull, "download a checkpoint from a Hugging Face-compatible hub into the cache"},
+    {"models", cmd_models, "list cached and local models (size, format, tier, MTP); `models rm`"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: mtplx <command> [options]   (mtplx <command> --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(f, "  %-11s %s\n", k_commands[i].name, k_commands[i].summary);
-    fprintf(f, "\n--model DIR defaults to the embedded model (%s).\n", cli_default_model());
+    fprintf(f, "\n--model DIR defaults to the embedded model (%s);\n"
+               "--model ORG/NAME[@REVISION] uses a model from the cache (see `mtplx pull`).\n", cli_default_model());
 }
 
 void cli_error(const char *cmd, const char *fmt, ...) {
@@ -47,9 +51,21 @@ void cli_error(const char *cmd, const char *fmt, ...) {
     va_end(ap);
 }
 
+int cli_resolve_model(const char *spec, char *dir, size_t n, mtplx_err *err) {
+    hub_ref r;
+    char cache[HUB_PATH_MAX];
+    int rc = hub_parse_ref(spec, &r, err);
+    if (!rc) rc = hub_cache_dir(cache, sizeof cache, err);
+    if (!rc) rc = hub_resolve(cache, &r, dir, n, NULL, err);
+    return rc;
+}
+
 const char *cli_default_model(void) {
     static char path[PATH_MAX + 64];
     const char *env = getenv("MTPLX_MODEL");
+    if (env && *env && !file_is_dir(env) && hub_looks_like_ref(env) &&
+        cli_resolve_model(env, path, sizeof path, NULL) == 0)
+        return path;
     if (env && *env) return env;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -65,13 +81,39 @@ const char *cli_default_model(void) {
     return "models/qwen35-tiny-code";
 }
 
+/* Every `--model X` whose X is not a directory but reads as ORG/NAME[@REVISION] becomes the cached
+ * snapshot's directory, so every command takes cached models without knowing the cache. The
+ * replaced argv strings are heap copies that live as long as the process. Returns 0, or -1 after
+ * printing why (not cached: the message says which `mtplx pull` fetches it). */
+static int resolve_model_args(const char *cmd, int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--model")) continue;
+        const char *v = argv[++i];
+        if (file_is_dir(v) || !hub_looks_like_ref(v)) continue;
+        char dir[HUB_PATH_MAX];
+        mtplx_err err;
+        err_clear(&err);
+        if (cli_resolve_model(v, dir, sizeof dir, &err)) {
+            cli_error(cmd, "--model %s: not a directory, and %s", v, err.msg);
+            return -1;
+        }
+        char *copy = strdup(dir);
+        if (!copy) return -1;
+        argv[i] = copy;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], k_commands[i].name)) {
+            if (resolve_model_args(argv[1], argc - 1, argv + 1)) return 1;
+            return k_commands[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "mtplx: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -61,6 +61,7 @@ struct gen_session {
     int ctx_limit;                 /* > 0: longest prompt + completion, instead of max_position_embeddings */
     float *cache_logits;           /* [V] last prompt row's logits */
     float *cache_hidden;           /* [H] last prompt row's post-norm hidden */
+    progress_sink progress;        /* prefill progress (prompt tokens done, prompt tokens); fn NULL: none */
 };
 
 static void cache_drop(gen_session *s) {
@@ -79,6 +80,27 @@ void gen_session_set_prompt_cache(gen_session *s, int on) {
 }
 
 void gen_session_set_context(gen_session *s, int n) { s->ctx_limit = n > 0 ? n : 0; }
+
+void gen_session_set_progress(gen_session *s, progress_sink p) { s->progress = p; }
+
+/* With a progress sink the prompt goes through the trunk in forwards of this many tokens, with a
+ * report after each; the model splits every forward into 32-row chunks anyway, so this costs nothing. */
+#define PREFILL_PROGRESS_TOKENS 512
+
+/* The trunk over prompt[n] from an empty state: the last row's logits into s->logits and, when
+ * want_hidden, every row's post-norm hidden into s->pre_hidden. Split forwards give the same bits
+ * as one (forwards are row-invariant, DESIGN.md §3). Returns 0 or the forward's error. */
+static int prefill_trunk(gen_session *s, const int32_t *prompt, int n, int want_hidden, mtplx_err *err) {
+    int chunk = s->progress.fn ? PREFILL_PROGRESS_TOKENS : n;
+    for (int c0 = 0; c0 < n; c0 += chunk) {
+        int R = n - c0 < chunk ? n - c0 : chunk, last = c0 + R == n;
+        fwd_request req = {last ? s->logits : NULL, R - 1, want_hidden ? s->pre_hidden + (size_t)c0 * s->H : NULL, 0};
+        int rc = model_forward(s->m, s->st, prompt + c0, R, &req, err);
+        if (rc) return rc;
+        progress_report(&s->progress, (uint64_t)(c0 + R), (uint64_t)n);
+    }
+    return 0;
+}
 
 void gen_params_default(gen_params *p) {
     memset(p, 0, sizeof *p);
@@ -331,8 +353,7 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
         memcpy(s->cur_hidden, s->cache_hidden, (size_t)H * sizeof(float));
         st.prompt_cached = 1;
     } else {
-        fwd_request req = {s->logits, n_prompt - 1, depth > 0 ? s->pre_hidden : NULL, 0};
-        rc = model_forward(s->m, s->st, prompt, n_prompt, &req, err);
+        rc = prefill_trunk(s, prompt, n_prompt, depth > 0, err);
         if (rc) return err_prefix(err, "prefill");
         if (depth > 0) {
             memcpy(s->cur_hidden, s->pre_hidden + (size_t)(n_prompt - 1) * H, (size_t)H * sizeof(float));

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "../base/err.h"
+#include "../base/progress.h"
 #include "../model/model.h"
 
 #define GEN_MAX_DEPTH 8
@@ -88,6 +89,10 @@ void gen_session_set_prompt_cache(gen_session *s, int on);
  * max_position_embeddings (which is only what it was trained for: RoPE has no table to run out
  * of and the states grow on demand), 0 restores it. The caller warns the user about quality. */
 void gen_session_set_context(gen_session *s, int n);
+
+/* Report prefill progress (prompt tokens done, prompt tokens) to p (p.fn NULL: off, the default);
+ * the prompt then goes through the trunk in 512-token forwards (the same results). */
+void gen_session_set_progress(gen_session *s, progress_sink p);
 
 /* Same contract as gen_run, on the session's state (reset first). */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,

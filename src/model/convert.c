@@ -117,6 +117,7 @@ int convert_checkpoint(const convert_opts *o, convert_stats *st, mtplx_err *err)
         n_items += 3;
         st->quantized++;
         if (rc) err_prefix(err, "convert: %s", t->name);
+        progress_report(&o->progress, (uint64_t)i + 1, (uint64_t)n);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/model.safetensors", o->out_dir);

@@ -13,12 +13,14 @@
 #include <stdint.h>
 
 #include "../base/err.h"
+#include "../base/progress.h"
 
 typedef struct {
     const char *in_dir;
     const char *out_dir;     /* created if missing; must differ from in_dir */
     int bits;                /* 4 or 8 */
     int group_size;          /* 32, 64 or 128 */
+    progress_sink progress;  /* (tensors done, tensors) as they are converted; fn NULL: none */
 } convert_opts;
 
 typedef struct {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../base/err.h"
+#include "../base/progress.h"
 #include "config.h"
 
 typedef struct mtplx_model mtplx_model;
@@ -24,6 +25,10 @@ typedef struct mtp_state mtp_state;
 /* Load a checkpoint directory (config.json + safetensors). Validates every tensor the config
  * implies (presence, shape, dtype). Returns 0 and *out, or an error naming file/tensor/problem. */
 int model_load(const char *dir, mtplx_model **out, mtplx_err *err);
+/* The same, reporting (layers bound, layers) to prog (may be NULL) as it goes: binding a layer reads
+ * its weights from the mapped files and packs them for the kernels, which is what takes long on a
+ * large checkpoint. */
+int model_load_progress(const char *dir, const progress_sink *prog, mtplx_model **out, mtplx_err *err);
 void model_free(mtplx_model *m);
 
 const model_config *model_config_of(const mtplx_model *m);

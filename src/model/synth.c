@@ -317,6 +317,7 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
     add(s, "model.", "norm.weight", 1, c.hidden_size, 0, 0, FILL_ZERO, 0, 0);
     snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", ++idx, n_shards);
     rc = write_shard(s, o, fname, wmap, &total, err);
+    progress_report(&o->progress, (uint64_t)idx, (uint64_t)n_shards);
     for (int l = 0; l < c.n_layers && !rc; l++) {
         char p[64];
         snprintf(p, sizeof p, "model.layers.%d.", l);
@@ -326,12 +327,14 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
         add_mlp_norms(s, p, &c, out_scale);
         snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", ++idx, n_shards);
         rc = write_shard(s, o, fname, wmap, &total, err);
+        progress_report(&o->progress, (uint64_t)idx, (uint64_t)n_shards);
     }
     if (!rc && !c.tie_word_embeddings) {
         s->n = 0;
         add(s, "", "lm_head.weight", 2, c.vocab_size, c.hidden_size, 0, FILL_LINEAR, lin(c.hidden_size, 1), 1);
         snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", ++idx, n_shards);
         rc = write_shard(s, o, fname, wmap, &total, err);
+        progress_report(&o->progress, (uint64_t)idx, (uint64_t)n_shards);
     }
     if (!rc && c.mtp_layers > 0) {
         int64_t H = c.hidden_size;
@@ -344,6 +347,7 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
         add_mlp_norms(s, "mtp.layers.0.", &c, out_scale);
         snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", ++idx, n_shards);
         rc = write_shard(s, o, fname, wmap, &total, err);
+        progress_report(&o->progress, (uint64_t)idx, (uint64_t)n_shards);
     }
     free(s);
     if (!rc) {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "../base/err.h"
+#include "../base/progress.h"
 
 typedef struct {
     const char *preset;       /* "bench-2b", or NULL when config_path is set */
@@ -21,6 +22,7 @@ typedef struct {
     int bits;                 /* 0 = bf16 dense, 4 or 8 = MLX affine */
     int group_size;           /* 32, 64 or 128 (quantized only) */
     uint64_t seed;
+    progress_sink progress;   /* (shards written, shards); fn NULL: none */
 } synth_opts;
 
 /* Write config.json, model-XXXXX-of-YYYYY.safetensors shards and model.safetensors.index.json.

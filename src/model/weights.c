@@ -283,7 +283,7 @@ static int bind_mtp(binder *b, const char *mp) {
     return 0;
 }
 
-static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
+static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog, mtplx_err *err) {
     int rc;
     snprintf(m->dir, sizeof m->dir, "%s", dir);
     /* the compatibility tier check every loading path shares with `mtplx inspect` */
@@ -338,6 +338,7 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
         if (c->arch == ARCH_DEEPSEEK_V3) mk = MIXER_MLA;
         if ((rc = bind_layer(&b, lp, i, mk, &m->layers[i]))) return rc;
         m->layers[i].slot = mk == MIXER_GDN ? m->n_gdn++ : m->n_attn++;
+        progress_report(prog, (uint64_t)i + 1, (uint64_t)c->n_layers); /* binding reads + packs the weights */
     }
     if ((rc = bind_norm(&b, prefix, "norm.weight", c->hidden_size, &m->final_norm))) return rc;
 
@@ -366,13 +367,15 @@ static int load_into(mtplx_model *m, const char *dir, mtplx_err *err) {
     return 0;
 }
 
-int model_load(const char *dir, mtplx_model **out, mtplx_err *err) {
+int model_load(const char *dir, mtplx_model **out, mtplx_err *err) { return model_load_progress(dir, NULL, out, err); }
+
+int model_load_progress(const char *dir, const progress_sink *prog, mtplx_model **out, mtplx_err *err) {
     mtplx_err local;
     if (!err) err = &local;
     *out = NULL;
     mtplx_model *m = mem_zalloc(1, sizeof *m, "model", err);
     if (!m) return err->code;
-    int rc = load_into(m, dir, err);
+    int rc = load_into(m, dir, prog, err);
     if (rc) {
         model_free(m);
         return rc;

@@ -10,6 +10,7 @@
 
 #include "../../src/model/model.h"
 #include "../../src/model/safetensors.h"
+#include "cmp.h"
 
 /* A golden: input ids and the fp32 reference tensors (NULL when absent). Owned by the st_set. */
 typedef struct {
@@ -42,13 +43,41 @@ static inline int golden_open(const char *path, golden *g, mtplx_err *err) {
 
 static inline void golden_close(golden *g) { st_close(g->st); }
 
+/* max |a[i] - b[i]| over n elements; +inf when any a[i] or b[i] is NaN or infinite (in either array,
+ * wherever it sits), so a `<= tol` check fails on it (cmp.h). */
 static inline double max_abs_diff(const float *a, const float *b, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m)) m = d; /* NaN propagates as a failure */
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        m = cmp_worst(m, fabs((double)a[i] - (double)b[i]));
     }
     return m;
+}
+
+/* KL(softmax(ref) || softmax(got)) of each of `rows` rows of n logits: returns the largest (nats)
+ * and stores the mean in *mean (may be NULL); +inf when any logit on either side is not finite. */
+static inline double kl_rows(const float *ref, const float *got, int rows, int n, double *mean) {
+    double worst = 0, sum = 0;
+    for (int t = 0; t < rows; t++) {
+        const float *p = ref + (size_t)t * n, *q = got + (size_t)t * n;
+        double mp = -INFINITY, mq = -INFINITY, zp = 0, zq = 0, kl = 0;
+        for (int i = 0; i < n; i++) {
+            if (!isfinite(p[i]) || !isfinite(q[i])) {
+                if (mean) *mean = INFINITY;
+                return INFINITY;
+            }
+            mp = fmax(mp, p[i]), mq = fmax(mq, q[i]);
+        }
+        for (int i = 0; i < n; i++) zp += exp(p[i] - mp), zq += exp(q[i] - mq);
+        for (int i = 0; i < n; i++) {
+            double lp = p[i] - mp - log(zp), lq = q[i] - mq - log(zq);
+            kl += exp(lp) * (lp - lq);
+        }
+        worst = cmp_worst(worst, kl);
+        sum += kl;
+    }
+    if (mean) *mean = rows ? sum / rows : 0;
+    return worst;
 }
 
 static inline int argmax(const float *x, int n) {

@@ -1,7 +1,12 @@
 /* test.h — a minimal test harness: each test file defines TEST(name) functions and lists them in
  * main via RUN(name). A failing CHECK prints file:line, the expression and expected vs got, marks the
- * current test failed and continues. main ends with TEST_SUMMARY(), which prints
- * "<file>: N passed, N failed" and returns non-zero on any failure. */
+ * current test failed and continues. A test that cannot run here (the CPU lacks the instruction set
+ * it checks, the sanitizer build is too slow for it) calls SKIP("why") and returns: it prints
+ * "SKIP <test>: <why>" on stdout and counts as skipped, never as passed. main ends with
+ * TEST_SUMMARY(), which prints "<file>: N passed, N failed, N skipped" and returns 1 on any failure,
+ * else 77 (TEST_EXIT_SKIPPED, automake's "skipped") when every test skipped, else 0.
+ * tests/run.sh reads that protocol: exit 77 counts the binary as skipped, and each "SKIP " line is
+ * listed in the suite's closing report. */
 #ifndef MTPLX_TEST_H
 #define MTPLX_TEST_H
 
@@ -10,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int t_passed, t_failed, t_cur_failed;
+static int t_passed, t_failed, t_skipped, t_cur_failed, t_cur_skipped;
 static const char *t_cur_name;
 
 #define TEST(name) static void name(void)
@@ -19,10 +24,13 @@ static const char *t_cur_name;
     do {                                                                \
         t_cur_name = #name;                                             \
         t_cur_failed = 0;                                               \
+        t_cur_skipped = 0;                                              \
         name();                                                         \
         if (t_cur_failed) {                                             \
             t_failed++;                                                 \
             fprintf(stderr, "FAIL %s\n", #name);                        \
+        } else if (t_cur_skipped) {                                     \
+            t_skipped++;                                                \
         } else {                                                        \
             t_passed++;                                                 \
             if (getenv("TEST_VERBOSE")) fprintf(stderr, "ok   %s\n", #name); \
@@ -76,8 +84,24 @@ static const char *t_cur_name;
         }                                                               \
     } while (0)
 
+/* Skip the rest of the current test: report why (printf format) and return. A test that already
+ * failed a CHECK stays failed. */
+#define SKIP(...)                                                       \
+    do {                                                                \
+        printf("SKIP %s: ", t_cur_name);                                \
+        printf(__VA_ARGS__);                                            \
+        putchar('\n');                                                  \
+        fflush(stdout);                                                 \
+        t_cur_skipped = 1;                                              \
+        return;                                                         \
+    } while (0)
+
+/* The exit status of a binary whose tests all skipped (automake's convention; tests/run.sh). */
+#define TEST_EXIT_SKIPPED 77
+
 #define TEST_SUMMARY()                                                  \
-    (printf("%s: %d passed, %d failed\n", __FILE__, t_passed, t_failed), t_failed ? 1 : 0)
+    (printf("%s: %d passed, %d failed, %d skipped\n", __FILE__, t_passed, t_failed, t_skipped), \
+     t_failed ? 1 : (t_passed == 0 && t_skipped > 0) ? TEST_EXIT_SKIPPED : 0)
 
 /* 1 when running under the sanitizer build (heavy tests may shrink their workload). */
 static inline int test_sanitized(void) { return getenv("MTPLX_SANITIZED") != NULL; }

@@ -22,6 +22,7 @@
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/norm.h"
 #include "../../src/kernels/quant.h"
+#include "cmp.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
@@ -76,7 +77,7 @@ TEST(test_attention_matches_reference_every_path) {
                 double worst = 0;
                 for (int d = 0; d < dv; d++) {
                     double e = fabs(out[d] - ref[d]) / (mag[d] + 1e-30);
-                    if (e > worst) worst = e;
+                    worst = cmp_worst(worst, e);
                 }
                 CHECK_MSG(worst <= 5e-6, "%s dk=%d dv=%d n=%d: relative error %.3g", cpu_isa_name(k_isas[ii]), dk, dv,
                           n, worst);
@@ -157,7 +158,7 @@ static void check_close(const char *what, kern_isa isa, const float *got, const 
     double worst = 0;
     for (int i = 0; i < n; i++) {
         double e = fabs(got[i] - want[i]) / (fabs(want[i]) + floor);
-        if (!(e <= worst)) worst = e;
+        worst = cmp_worst(worst, e);
     }
     CHECK_MSG(worst <= tol, "%s on %s, n=%d: relative error %.3g > %g", what, cpu_isa_name(isa), n, worst, tol);
 }
@@ -292,9 +293,9 @@ TEST(test_gdn_step_matches_reference_every_path) {
             kern_gdn_step(D, S, q, k, v, g, beta, y, delta, dk, dv);
             double ey = 0, ed = 0, es = 0;
             for (int i = 0; i < dv; i++) {
-                ey = fmax(ey, fabs(y[i] - yd[i]));
-                ed = fmax(ed, fabs(delta[i] - dd[i]));
-                for (int j = 0; j < dk; j++) es = fmax(es, fabs(D[i * dk + j] - Sd[i * dk + j]));
+                ey = cmp_worst(ey, fabs(y[i] - yd[i]));
+                ed = cmp_worst(ed, fabs(delta[i] - dd[i]));
+                for (int j = 0; j < dk; j++) es = cmp_worst(es, fabs(D[i * dk + j] - Sd[i * dk + j]));
             }
             /* magnitudes: |S k| <~ 0.5·dk/4, |y| similar; fp32 sums of dk terms */
             CHECK_MSG(ey <= 2e-5 && ed <= 2e-5 && es <= 1e-6, "%s dk=%d dv=%d: |dy| %.3g |ddelta| %.3g |dS| %.3g",

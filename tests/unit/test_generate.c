@@ -1,12 +1,17 @@
-/* test_generate.c — generation on the embedded model: greedy MTP at every depth 1..5 is
- * token-identical to AR (and AR to the HF golden continuation), on >= 30 prompts of different
- * lengths, including generations that end on a stop id or on max_tokens in the middle of a cycle;
- * plus parameter validation, seeds and the stats. */
+/* test_generate.c — generation on the embedded model: greedy MTP at every depth 1..5 (and adaptive
+ * depth) is token-identical to AR (and AR to the HF golden continuation), on 22 distinct prompts
+ * (held-out code at many offsets, prose and other formats, chat-rendered requests with tools and
+ * thinking), including generations that end on a stop id or on max_tokens in the middle of a cycle,
+ * with drafts accepted and rejected at every position; plus parameter validation, seeds and stats. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../src/base/file.h"
+#include "../../src/chat/chat.h"
 #include "../../src/engine/generate.h"
 #include "../../src/model/safetensors.h"
+#include "../../src/tokenizer/tokenizer.h"
+#include "gen_tally.h"
 #include "test.h"
 
 #define MODEL_DIR "models/qwen35-tiny-code"
@@ -74,54 +79,191 @@ TEST(test_greedy_matches_hf_golden_at_every_depth) {
     gen_session_free(s);
 }
 
-/* >= 30 prompts: golden prefixes of many lengths; max_tokens 3..24 (ends mid-cycle at most
- * depths); every third prompt also stops at a token that AR emits half-way (stop mid-cycle). */
-TEST(test_greedy_mtp_identical_to_ar_on_many_prompts) {
+/* ---- distinct prompts: held-out code at many offsets and lengths, hand-written prose and other
+ * formats, and chat requests rendered by the chat module (the path of `mtplx run --chat` and the
+ * server), including a tool-call request, a tool response and a thinking turn ---- */
+
+typedef struct {
+    char name[40];   /* what the prompt is, for messages */
+    int32_t *ids;    /* [n] token ids (heap) */
+    int n;
+} test_prompt;
+
+#define MAX_PROMPTS 32
+static test_prompt PR[MAX_PROMPTS];
+static int N_PR;
+
+static int prompt_add_text(const tokenizer *tok, const char *name, const char *text, size_t len) {
+    mtplx_err e;
+    test_prompt *p = &PR[N_PR];
+    if (N_PR >= MAX_PROMPTS || tok_encode(tok, text, len, &p->ids, &p->n, &e) || p->n == 0) {
+        fprintf(stderr, "setup: prompt %s: %s\n", name, N_PR >= MAX_PROMPTS ? "too many prompts" : e.msg);
+        return 1;
+    }
+    snprintf(p->name, sizeof p->name, "%s", name);
+    N_PR++;
+    return 0;
+}
+
+/* Render an OpenAI chat request (JSON text) with the model's template, then tokenize it. */
+static int prompt_add_chat(const tokenizer *tok, const chat_template *ct, const char *name, const char *request) {
+    mtplx_err e;
+    char *text = NULL;
+    size_t len = 0;
+    if (chat_render_json(ct, request, strlen(request), NULL, &text, &len, &e)) {
+        fprintf(stderr, "setup: chat prompt %s: %s\n", name, e.msg);
+        return 1;
+    }
+    int rc = prompt_add_text(tok, name, text, len);
+    free(text);
+    return rc;
+}
+
+static const char *const PROSE[][2] = {
+    {"prose story", "The lighthouse keeper climbed the spiral stairs every evening at dusk, counting the steps as "
+                    "he went. There were one hundred and twelve of them, and on the night the storm came"},
+    {"markdown", "# Installing the package\n\nThis guide explains how to install the library on a fresh "
+                 "machine.\n\n## Requirements\n\n- "},
+    {"c code", "static int count_words(const char *s) {\n    int n = 0, in_word = 0;\n    for (; *s; s++) {\n"},
+    {"shell", "#!/bin/sh\nset -eu\nfor f in *.txt; do\n    "},
+    {"json", "{\n  \"name\": \"example\",\n  \"version\": \"1.0.0\",\n  \"dependencies\": {\n"},
+    {"sql", "SELECT customers.name, COUNT(orders.id) AS n_orders\nFROM customers\nLEFT JOIN orders ON "},
+    {"numbers", "1, 2, 3, 5, 8, 13, 21, 34,"},
+    {"two tokens", "def "},
+};
+
+static const char *const CHATS[][2] = {
+    {"chat thinking",
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"Write a Python function that checks whether a string "
+     "is a palindrome.\"}]}"},
+    {"chat no thinking",
+     "{\"messages\":[{\"role\":\"system\",\"content\":\"You are a terse assistant.\"},{\"role\":\"user\","
+     "\"content\":\"Explain what a hash map is in two sentences.\"}],\"chat_template_kwargs\":"
+     "{\"enable_thinking\":false}}"},
+    {"chat tool request",
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather in Lisbon right now, in celsius?\"}],"
+     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Current "
+     "weather for a city\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},"
+     "\"unit\":{\"type\":\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},\"required\":[\"city\"]}}}]}"},
+    {"chat tool response",
+     "{\"messages\":[{\"role\":\"user\",\"content\":\"List the files in /tmp and tell me the largest.\"},"
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"I need the directory listing first.\","
+     "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"list_dir\",\"arguments\":"
+     "\"{\\\"path\\\": \\\"/tmp\\\"}\"}}]},{\"role\":\"tool\",\"content\":\"a.log 120\\nb.bin 4096\\nc.txt 12\"}],"
+     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"list_dir\",\"parameters\":{\"type\":\"object\","
+     "\"properties\":{\"path\":{\"type\":\"string\"}}}}}]}"},
+};
+
+/* Build PR[]: code snippets of the held-out file (val_code.txt, never trained on) at spread
+ * offsets, each starting at a line start, with lengths from a line to a few screens; PROSE; CHATS. */
+static int prompts_build(void) {
+    mtplx_err e;
+    tokenizer *tok = NULL;
+    chat_template *ct = NULL;
+    size_t code_len = 0;
+    char *code = file_read_all(MODEL_DIR "/val_code.txt", &code_len, &e);
+    if (!code || tok_load(MODEL_DIR, &tok, &e) || chat_template_load(MODEL_DIR, &ct, &e)) {
+        fprintf(stderr, "setup: %s\n", e.msg);
+        free(code);
+        tok_free(tok);
+        return 1;
+    }
+    static const size_t lens[] = {40, 160, 400, 700, 1200};
+    int rc = 0;
+    for (int i = 0; i < 10 && !rc; i++) {
+        size_t off = (size_t)i * (code_len / 10) + 997 * (size_t)i; /* spread, not aligned to anything */
+        while (off < code_len && off > 0 && code[off - 1] != '\n') off++;
+        size_t len = lens[i % 5];
+        if (off + len > code_len) len = code_len - off;
+        char name[40];
+        snprintf(name, sizeof name, "code @%zu +%zu", off, len);
+        rc = prompt_add_text(tok, name, code + off, len);
+    }
+    for (size_t i = 0; i < sizeof PROSE / sizeof PROSE[0] && !rc; i++)
+        rc = prompt_add_text(tok, PROSE[i][0], PROSE[i][1], strlen(PROSE[i][1]));
+    for (size_t i = 0; i < sizeof CHATS / sizeof CHATS[0] && !rc; i++) rc = prompt_add_chat(tok, ct, CHATS[i][0], CHATS[i][1]);
+    free(code);
+    tok_free(tok);
+    chat_template_free(ct);
+    return rc;
+}
+
+static void prompts_free(void) {
+    for (int i = 0; i < N_PR; i++) free(PR[i].ids);
+    N_PR = 0;
+}
+
+/* Greedy MTP at depths 1..5 and adaptive depth 6 is token-identical to AR on every distinct prompt,
+ * with enough tokens that drafts at every position are both accepted and rejected; every third prompt
+ * also stops at a token AR emits half-way (a stop inside a cycle), the rest end on max_tokens or EOS. */
+TEST(test_greedy_mtp_identical_to_ar_on_distinct_prompts) {
     gen_session *s;
     mtplx_err e;
     REQUIRE(gen_session_new(M, &s, &e) == 0);
-    const int n_prompts = test_sanitized() ? 4 : 32;
-    int stops_hit = 0, lengths_hit = 0;
-    for (int i = 0; i < n_prompts; i++) {
-        int len = 1 + (i * 13) % G_len;
-        int max_tokens = 3 + (i * 7) % 22;
+    gen_session_set_prompt_cache(s, 1); /* as `run --samples`: prefill twice per prompt (AR, then with */
+    const int san = test_sanitized();   /* the MTP history at depth 1), later depths restore it */
+    const int max_tokens = san ? 16 : 48, n_modes = 6; /* depths 1..5, then adaptive depth 6 */
+    pos_tally tally[6];
+    memset(tally, 0, sizeof tally);
+    int stops_hit = 0, lengths_hit = 0, prompts_run = 0;
+    for (int i = 0; i < N_PR; i++) {
+        if (san && i != 6 && i != 13 && i != 19) continue; /* ASan (~10x slower): code, shell, chat */
+        prompts_run++;
+        if (getenv("TEST_VERBOSE")) printf("  prompt %-28s %4d tokens\n", PR[i].name, PR[i].n);
         gen_params ar = greedy(0, max_tokens);
         int32_t *ref;
         int n_ref;
         gen_stats st;
-        if (run(s, G, len, &ar, &ref, &n_ref, &st)) break;
+        if (run(s, PR[i].ids, PR[i].n, &ar, &ref, &n_ref, &st)) break;
         if (i % 3 == 0 && n_ref >= 3) { /* stop at the token AR emits at the middle */
             int32_t stop = ref[n_ref / 2];
             ar.stop_ids[ar.n_stop_ids++] = stop;
             free(ref);
-            if (run(s, G, len, &ar, &ref, &n_ref, &st)) break;
+            if (run(s, PR[i].ids, PR[i].n, &ar, &ref, &n_ref, &st)) break;
             CHECK_INT(ref[n_ref - 1], stop);
             CHECK_STR(st.finish_reason, "stop");
             stops_hit++;
         } else if (!strcmp(st.finish_reason, "length"))
             lengths_hit++;
         const char *ref_finish = st.finish_reason;
-        for (int depth = 1; depth <= 5; depth++) {
-            if (test_sanitized() && depth != 2 && depth != 5) continue;
+        for (int mode = 0; mode < n_modes; mode++) {
+            if (san && mode != 1 && mode != 4 && mode != 5) continue; /* ASan: depths 2, 5, adaptive */
             gen_params p = ar;
-            p.depth = depth;
+            p.depth = mode + 1;
+            if (mode == 5) p.draft_min_conf = 0.5f; /* adaptive; greedy q is one point, so it drafts all 6 */
             int32_t *out;
             int n;
-            if (run(s, G, len, &p, &out, &n, &st)) break;
-            int same = n == n_ref;
-            for (int k = 0; same && k < n; k++) same = out[k] == ref[k];
-            CHECK_MSG(same, "prompt %d (len %d, max_tokens %d): depth %d differs from AR (%d vs %d tokens)", i, len,
-                      max_tokens, depth, n, n_ref);
+            if (run(s, PR[i].ids, PR[i].n, &p, &out, &n, &st)) break;
+            int first = -1;
+            for (int k = 0; first < 0 && k < n && k < n_ref; k++)
+                if (out[k] != ref[k]) first = k;
+            CHECK_MSG(first < 0 && n == n_ref, "prompt '%s' (%d tokens): depth %d%s differs from AR at token %d (%d vs %d tokens)",
+                      PR[i].name, PR[i].n, p.depth, mode == 5 ? " adaptive" : "", first, n, n_ref);
             CHECK_STR(st.finish_reason, ref_finish);
-            /* nothing after a stop id is ever emitted */
-            for (int k = 0; k + 1 < n; k++)
+            for (int k = 0; k + 1 < n; k++) /* nothing after a stop id is ever emitted */
                 for (int j = 0; j < p.n_stop_ids; j++) CHECK(out[k] != p.stop_ids[j]);
+            tally_add(&tally[mode], &st, n, p.depth);
             free(out);
         }
         free(ref);
     }
-    CHECK(stops_hit >= (test_sanitized() ? 1 : 8));
-    CHECK(lengths_hit >= (test_sanitized() ? 1 : 8));
+    printf("greedy MTP == AR on %d distinct prompts x %d tokens; draft outcomes per position (accepted / rejected):\n",
+           prompts_run, max_tokens);
+    for (int mode = 0; mode < n_modes; mode++) {
+        int depth = mode + 1;
+        if (san && mode != 1 && mode != 4 && mode != 5) continue;
+        printf("  depth %d%s:", depth, mode == 5 ? " adaptive" : "");
+        for (int i = 0; i < depth; i++) printf(" %ld/%ld", tally[mode].acc[i], tally[mode].rej[i]);
+        printf("  all accepted: %ld\n", tally[mode].bonus);
+        for (int i = 0; i < depth && i < 5 && !san; i++) /* ASan runs too few tokens to assert this */
+            CHECK_MSG(tally[mode].acc[i] > 0 && tally[mode].rej[i] > 0,
+                      "depth %d position %d: %ld accepted, %ld rejected (both must occur, or the test is trivial)",
+                      depth, i + 1, tally[mode].acc[i], tally[mode].rej[i]);
+        CHECK_MSG(san || tally[mode].bonus > 0, "depth %d: no cycle accepted every draft", depth);
+    }
+    CHECK(prompts_run >= (san ? 3 : 20));
+    CHECK(stops_hit >= (san ? 1 : 6));
+    CHECK(lengths_hit >= (san ? 1 : 6));
     gen_session_free(s);
 }
 
@@ -287,13 +429,15 @@ int main(void) {
     G = ids->data;
     G_len = (int)ids->shape[0];
     G_prompt = *(const int32_t *)pl->data;
+    if (prompts_build()) return 1;
     RUN(test_greedy_matches_hf_golden_at_every_depth);
-    RUN(test_greedy_mtp_identical_to_ar_on_many_prompts);
+    RUN(test_greedy_mtp_identical_to_ar_on_distinct_prompts);
     RUN(test_quantized_draft_keeps_greedy_identical);
     RUN(test_callback_sees_every_token_and_can_cancel);
     RUN(test_seeded_sampling_is_reproducible_and_reports_seed);
     RUN(test_adaptive_depth_stops_drafting_early);
     RUN(test_bad_params_are_einval_naming_the_field);
+    prompts_free();
     st_close(g);
     model_free(M);
     return TEST_SUMMARY();

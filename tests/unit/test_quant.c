@@ -14,6 +14,7 @@
 #include "../../src/kernels/cpu.h"
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/quant.h"
+#include "cmp.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
@@ -86,7 +87,7 @@ TEST(test_quantizer_error_and_edges) {
                                     (sdt_l[si] == DT_F32 ? 1e-6f : (fabsf(mn) + fabsf(mx)) * 0.0079f);
                         for (int i = 0; i < gs; i++) {
                             int c = g * gs + i;
-                            if (fabsf(d[c] - w[(size_t)r * cols + c]) > tol) bad++;
+                            bad += !cmp_close(d[c], w[(size_t)r * cols + c], tol);
                         }
                         if (sdt_l[si] == DT_F32) {
                             float edge = fabsf(mn) > fabsf(mx) ? mn : mx;
@@ -149,7 +150,7 @@ static void check_format(int bits, int gs, mtplx_dtype sdt, int N, int K) {
                 bound += amax / 254.0 * wabs;
             }
             double dl = fabs((double)y1[(size_t)t * N + r] - yr[r]);
-            if (dl > bound * 1.01 + 1e-5 * mag) over++, worst = fmax(worst, dl / (bound + 1e-30));
+            if (!(dl <= bound * 1.01 + 1e-5 * mag)) over++, worst = cmp_worst(worst, dl / (bound + 1e-30));
         }
     }
     CHECK_MSG(over == 0, "%s q%d gs%d %s %dx%d: %d outputs beyond the int8 bound (worst %.3f x bound)",
@@ -199,8 +200,16 @@ static void check_split(int bits, int gs) {
     kern_pack_set_free(set);
 }
 
+/* Skip the calling test when this CPU cannot run `isa` (kern_isa) with VNNI when `vnni`. */
+#define SKIP_WITHOUT_ISA(isa, vnni)                                                                     \
+    do {                                                                                            \
+        if (cpu_best_isa() < (isa))                                                                 \
+            SKIP("this CPU's best path is %s: the %s kernels are not tested", cpu_isa_name(cpu_best_isa()), \
+                 cpu_isa_name(isa));                                                                \
+        if ((vnni) && !cpu_get_features()->avx512vnni) SKIP("this CPU has no AVX512-VNNI");         \
+    } while (0)
+
 static void check_path(kern_isa isa) {
-    if (cpu_best_isa() < isa) return;
     REQUIRE(cpu_isa_set(isa) == 0);
     const int bits_l[] = {4, 8}, gs_l[] = {32, 64, 128};
     const mtplx_dtype sdt_l[] = {DT_BF16, DT_F16, DT_F32};
@@ -214,10 +223,16 @@ static void check_path(kern_isa isa) {
 }
 
 TEST(test_portable_int8_path) { check_path(KERN_ISA_PORTABLE); }
-TEST(test_avx2_int8_path) { check_path(KERN_ISA_AVX2); }
-TEST(test_avx512_int8_path) { check_path(KERN_ISA_AVX512); }
+TEST(test_avx2_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
+    check_path(KERN_ISA_AVX2);
+}
+TEST(test_avx512_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 0);
+    check_path(KERN_ISA_AVX512);
+}
 TEST(test_avx512_packed_int8_path) {
-    if (cpu_best_isa() < KERN_ISA_AVX512 || !cpu_get_features()->avx512vnni) return;
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 1);
     g_packed = 1;
     check_path(KERN_ISA_AVX512);
     check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block */
@@ -228,7 +243,7 @@ TEST(test_avx512_packed_int8_path) {
  * VNNI kernel, so the row invariance checks also prove both kernels give the same bits, for every
  * format and 9..40 rows (fewer rows check VNNI against itself). */
 TEST(test_amx_packed_int8_path) {
-    if (cpu_best_isa() < KERN_ISA_AMX || !cpu_get_features()->avx512vnni) return;
+    SKIP_WITHOUT_ISA(KERN_ISA_AMX, 1);
     g_packed = 1;
     check_path(KERN_ISA_AMX);
     check_format(4, 64, DT_BF16, 100, 2048);
@@ -251,7 +266,7 @@ TEST(test_f32_activation_path_matches_reference) {
             for (int r = 0; r < N; r++) {
                 double mag = 0;
                 for (int c = 0; c < K; c++) mag += fabs((double)x[t * K + c] * m.deq[(size_t)r * K + c]);
-                bad += fabs((double)y[t * N + r] - yr[t * N + r]) > 1e-5 * mag;
+                bad += !cmp_close(y[t * N + r], yr[t * N + r], 1e-5 * mag);
             }
         CHECK_MSG(bad == 0, "q%d: %d outputs of the f32-activation path off the reference", bits, bad);
         free_qmat(&m);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../src/base/sbuf.h"
@@ -19,15 +21,68 @@
 
 /* ---- scripted backend: token id = byte value, 256 = end of turn ---- */
 
+/* How long a test waits for something the server must do before it fails saying so. */
+#define WAIT_LIMIT_S 10.0
+
 typedef struct {
-    const char *script;     /* what the "model" writes */
-    int         chunk;      /* tokens per callback */
-    int         delay_us;   /* per callback */
-    int         think;      /* 1: rendered prompt ends with an open <think> */
-    int         strict_system; /* 1: a system message after the first fails to render (like many templates) */
-    int         free_delay_us; /* sleep in decoder_free (the worker's last step after generating) */
-    float       last_temperature; /* what the last generation was asked to sample at */
+    const char     *script;     /* what the "model" writes */
+    int             chunk;      /* tokens per callback */
+    int             think;      /* 1: rendered prompt ends with an open <think> */
+    int             hold;       /* 1: after its first callback a generation waits at the gate */
+    pthread_mutex_t mu;         /* guards the gate fields below */
+    pthread_cond_t  cv;         /* signalled when the gate opens or a generation arrives at it */
+    int             released;   /* the gate is open: waiting generations go on */
+    int             at_gate;    /* generations that have reached the gate (ever, since script()) */
+    int             timed_out;  /* a generation waited WAIT_LIMIT_S, neither released nor cancelled */
+    int             strict_system; /* 1: a system message after the first fails to render (like many templates) */
+    int             free_delay_us; /* sleep in decoder_free (the worker's last step after generating) */
+    float           last_temperature; /* what the last generation was asked to sample at */
 } script_be;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* The gate of a held generation: wait until the test opens it (returns 0) or the server cancels the
+ * job (returns 1). Cancellation is read from the token callback called with no tokens: the server
+ * answers whether the job is cancelled without anything being emitted. Waits at most WAIT_LIMIT_S,
+ * then records timed_out and returns 1. */
+static int sb_wait_gate(script_be *b, gen_token_fn fn, void *user) {
+    double deadline = now_s() + WAIT_LIMIT_S;
+    int stop = 0;
+    pthread_mutex_lock(&b->mu);
+    b->at_gate++;
+    pthread_cond_broadcast(&b->cv);
+    while (!b->released) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 5 * 1000000L; /* re-ask the server about cancellation every 5 ms */
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+        if (b->released) break;
+        pthread_mutex_unlock(&b->mu);
+        stop = fn(user, NULL, 0);
+        pthread_mutex_lock(&b->mu);
+        if (stop) break;
+        if (now_s() > deadline) {
+            b->timed_out = 1;
+            stop = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return stop;
+}
+
+/* Open the gate: held generations continue, later ones pass it. */
+static void sb_release(script_be *b) {
+    pthread_mutex_lock(&b->mu);
+    b->released = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
 
 static int sb_render(void *impl, const json_t *req, int enable_thinking, char **prompt, mtplx_err *err) {
     script_be *b = impl;
@@ -121,8 +176,8 @@ static int sb_generate(void *impl, const int32_t *prompt, int n_prompt, const ge
             break;
         }
         st->completion_tokens += k;
-        if (b->delay_us) usleep((useconds_t)b->delay_us);
-        if (fn(user, toks, k)) {
+        int first = st->completion_tokens == k;
+        if (fn(user, toks, k) || (first && b->hold && sb_wait_gate(b, fn, user))) {
             st->finish_reason = "cancel";
             break;
         }
@@ -132,6 +187,7 @@ static int sb_generate(void *impl, const int32_t *prompt, int n_prompt, const ge
     return 0;
 }
 
+static script_be SB = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 static srv_backend BE = {.impl = &SB, .model_id = "scripted", .tier = "test", .ctx = 4096, .max_depth = 3,
                          .render_chat = sb_render, .encode = sb_encode, .decoder_new = sb_dec_new,
                          .decoder_push = sb_dec_push, .decoder_flush = sb_dec_flush, .decoder_free = sb_dec_free,
@@ -139,8 +195,12 @@ static srv_backend BE = {.impl = &SB, .model_id = "scripted", .tier = "test", .c
 
 /* ---- a minimal HTTP/1.0 client ---- */
 
+/* A connected socket, or -1. Reads time out after 30 s (then fail), so a server that never answers
+ * fails the test instead of hanging it. */
 static int connect_port(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct timeval tv = {30, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
@@ -272,9 +332,41 @@ static void script(const char *text, int chunk, int think) {
     SB.script = text;
     SB.chunk = chunk;
     SB.think = think;
-    SB.delay_us = 0;
     SB.strict_system = 0;
     SB.free_delay_us = 0;
+    pthread_mutex_lock(&SB.mu);
+    SB.hold = 0;
+    SB.released = 0;
+    SB.at_gate = 0;
+    SB.timed_out = 0;
+    pthread_mutex_unlock(&SB.mu);
+}
+
+static int sb_timed_out(void) {
+    pthread_mutex_lock(&SB.mu);
+    int t = SB.timed_out;
+    pthread_mutex_unlock(&SB.mu);
+    return t;
+}
+
+/* Hold the next generations at the gate after their first chunk (script() resets). */
+static void script_hold(void) {
+    pthread_mutex_lock(&SB.mu);
+    SB.hold = 1;
+    pthread_mutex_unlock(&SB.mu);
+}
+
+/* Wait until n generations have reached the gate; 0 after WAIT_LIMIT_S. */
+static int wait_at_gate(int n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)WAIT_LIMIT_S;
+    pthread_mutex_lock(&SB.mu);
+    int rc = 0;
+    while (SB.at_gate < n && rc == 0) rc = pthread_cond_timedwait(&SB.cv, &SB.mu, &ts);
+    int ok = SB.at_gate >= n;
+    pthread_mutex_unlock(&SB.mu);
+    return ok;
 }
 
 static const char *CHAT = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s}";
@@ -568,21 +660,37 @@ static long long metric(int port, const char *name) {
     return v;
 }
 
+/* Poll the /metrics value `name` until it equals want (a queue count or counter the server updates
+ * on its own threads); returns the last value read, which differs from want after WAIT_LIMIT_S. */
+static long long wait_metric(int port, const char *name, long long want) {
+    double deadline = now_s() + WAIT_LIMIT_S;
+    long long v;
+    while ((v = metric(port, name)) != want && now_s() < deadline) {
+        struct timespec ts = {0, 2 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return v;
+}
+
 TEST(test_disconnect_cancels_and_next_request_works) {
-    script("0123456789012345678901234567890123456789012345678901234567890123456789", 1, 0);
-    SB.delay_us = 20000; /* 20 ms per token: 1.4 s for the whole script */
+    /* the generation writes one chunk, then stays at the gate until the server cancels it */
+    script("0123456789", 1, 0);
+    script_hold();
     srv_server *s = start(NULL, 0, 0, 0);
     REQUIRE(s);
     int p = server_port(s);
     int fd = connect_port(p);
+    REQUIRE(fd >= 0);
     char *b = chat_body(",\"stream\":true");
     send_req(fd, "POST", "/v1/chat/completions", NULL, b, strlen(b));
+    CHECK_MSG(wait_at_gate(1), "the generation did not start within %.0f s", WAIT_LIMIT_S);
     char buf[512];
     CHECK(read(fd, buf, sizeof buf) > 0); /* headers / first chunk arrived */
     close(fd);
-    for (int i = 0; i < 100 && metric(p, "mtplx_generations_cancelled_total") < 1; i++) usleep(20000);
-    CHECK_INT(metric(p, "mtplx_generations_cancelled_total"), 1);
-    SB.delay_us = 0;
+    long long c = wait_metric(p, "mtplx_generations_cancelled_total", 1);
+    CHECK_MSG(c == 1, "mtplx_generations_cancelled_total is %lld %.0f s after the client left, want 1", c, WAIT_LIMIT_S);
+    CHECK_MSG(!sb_timed_out(), "the held generation was never cancelled: the server missed the disconnect");
+    CHECK_INT(metric(p, "mtplx_completion_tokens_total"), 1); /* stopped at the gate, after one token */
     script("fine", 1, 0);
     resp r = http(p, "POST", "/v1/chat/completions", NULL, b);
     CHECK_INT(r.status, 200);
@@ -596,25 +704,33 @@ TEST(test_disconnect_cancels_and_next_request_works) {
 }
 
 TEST(test_queue_full_answers_429_with_retry_after) {
+    /* one running slot, one waiting place: A runs (held at the gate), C waits, B is refused */
     script("0123456789", 1, 0);
-    SB.delay_us = 50000;
+    script_hold();
     srv_server *s = start(NULL, 1, 0, 0);
     REQUIRE(s);
     int p = server_port(s);
     char *b = chat_body(",\"stream\":true");
     int a = connect_port(p);
+    REQUIRE(a >= 0);
     send_req(a, "POST", "/v1/chat/completions", NULL, b, strlen(b));
-    for (int i = 0; i < 100 && metric(p, "mtplx_queue_running") != 1; i++) usleep(10000);
+    CHECK_MSG(wait_at_gate(1), "request A did not start generating within %.0f s", WAIT_LIMIT_S);
+    long long v = wait_metric(p, "mtplx_queue_running", 1);
+    CHECK_MSG(v == 1, "mtplx_queue_running is %lld while A generates, want 1", v);
     int c = connect_port(p);
+    REQUIRE(c >= 0);
     send_req(c, "POST", "/v1/chat/completions", NULL, b, strlen(b));
-    for (int i = 0; i < 100 && metric(p, "mtplx_queue_waiting") != 1; i++) usleep(10000);
+    v = wait_metric(p, "mtplx_queue_waiting", 1);
+    CHECK_MSG(v == 1, "mtplx_queue_waiting is %lld after C was sent, want 1", v);
     resp r = http(p, "POST", "/v1/chat/completions", NULL, b);
     CHECK_INT(r.status, 429);
     CHECK(strstr(r.headers, "Retry-After:") != NULL);
     CHECK(strstr(r.body, "rate_limit_error") != NULL);
     resp_free(&r);
-    /* the two accepted streams complete normally */
+    /* the two accepted streams complete normally once the gate opens */
+    sb_release(&SB);
     resp ra = read_resp(a), rc = read_resp(c);
+    CHECK_MSG(!sb_timed_out(), "a generation waited at the gate for %.0f s", WAIT_LIMIT_S);
     oai_stream o;
     parse_oai_stream(ra.body, &o);
     CHECK_STR(sbuf_str(&o.content), "0123456789");
@@ -625,7 +741,6 @@ TEST(test_queue_full_answers_429_with_retry_after) {
     resp_free(&ra);
     resp_free(&rc);
     free(b);
-    SB.delay_us = 0;
     server_stop(s);
 }
 

@@ -203,7 +203,7 @@ TEST(test_synthetic_prefill_equals_stepwise) {
     CHECK(!memcmp(ha, hb, sizeof(float) * T * H));
     /* the logits are not degenerate */
     double mx = 0;
-    for (int i = 0; i < T * V; i++) mx = fabs(la[i]) > mx ? fabs(la[i]) : mx;
+    for (int i = 0; i < T * V; i++) mx = cmp_worst(mx, fabs(la[i]));
     CHECK(mx > 0.1 && isfinite(mx));
     mtp_state *ma = NULL, *mb = NULL;
     REQUIRE(mtp_state_new(g_m, T, &ma, &err) == 0);
