@@ -190,7 +190,7 @@ if want opencode; then
 # ---- opencode (custom OpenAI-compatible provider, the read tool) ----
 # opencode keeps going while the model calls tools (its step limit did not stop it), so the round trip
 # runs on a server whose context (about 2.2k tokens of prompt) holds a few turns: it ends on the overflow
-serve opencode-mid --ctx 3000 --max-tokens 96 --temperature 0
+serve opencode-mid --ctx 2700 --max-tokens 96 --temperature 0
 project opencode; proxy opencode "$port"
 run_opencode 32768 >"$tmp/opencode.client" 2>&1
 check opencode roundtrip chat
