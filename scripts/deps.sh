@@ -3,7 +3,7 @@
 # fresh Debian 12 (CI, a newcomer's machine); uses sudo when not root.
 set -euo pipefail
 need=(gcc make pkg-config xz-utils libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev)
-if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then need+=(nodejs npm clang); fi
+if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then need+=(nodejs npm clang iproute2); fi
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

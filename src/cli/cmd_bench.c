@@ -73,12 +73,12 @@ static int mode_decode(int argc, char **argv) {
     int depths_given = 0, json = 0;
     long n_prompts = 8, plen = 64, repeats = 3, l;
     uint64_t seed = 1;
-    gen_params flags, untouched;
+    gen_params flags;
     gen_params_default(&flags);
-    untouched = flags;
+    unsigned set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = cli_sampler_flag("bench", argc, argv, &i, &flags);
+        int r = cli_sampler_flag("bench", argc, argv, &i, &flags, &set);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -132,18 +132,7 @@ static int mode_decode(int argc, char **argv) {
         goto out;
     }
     o.base.max_tokens = 128;
-#define TAKE(f) \
-    if (flags.f != untouched.f) o.base.f = flags.f
-    TAKE(temperature);
-    TAKE(top_p);
-    TAKE(top_k);
-    TAKE(min_p);
-    TAKE(presence_penalty);
-    TAKE(frequency_penalty);
-    TAKE(repetition_penalty);
-    TAKE(max_tokens);
-    TAKE(draft_min_conf);
-#undef TAKE
+    cli_sampler_apply(&o.base, &flags, set); /* every flag typed wins, even one equal to a built-in default */
     o.repeats = (int)repeats;
     o.seed = seed;
     o.verbose = !json;

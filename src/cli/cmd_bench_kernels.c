@@ -252,7 +252,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
-        int r = cli_sampler_flag("bench", argc, argv, &i, &gp);
+        int r = cli_sampler_flag("bench", argc, argv, &i, &gp, NULL);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "--membw")) membw = 1;

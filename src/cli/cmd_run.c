@@ -105,11 +105,11 @@ int cmd_run(int argc, char **argv) {
     /* sampler flags are parsed into `flags`; `set` records which ones were given */
     gen_params flags;
     gen_params_default(&flags);
-    gen_params untouched = flags;
+    unsigned set = 0;
     int draft_full_head = 0, broken = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = cli_sampler_flag("run", argc, argv, &i, &flags);
+        int r = cli_sampler_flag("run", argc, argv, &i, &flags, &set);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -236,18 +236,7 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "%s", err.msg);
         goto out;
     }
-#define TAKE(f) \
-    if (flags.f != untouched.f) p.f = flags.f
-    TAKE(temperature);
-    TAKE(top_p);
-    TAKE(top_k);
-    TAKE(min_p);
-    TAKE(presence_penalty);
-    TAKE(frequency_penalty);
-    TAKE(repetition_penalty);
-    TAKE(max_tokens);
-    TAKE(draft_min_conf);
-#undef TAKE
+    cli_sampler_apply(&p, &flags, set); /* every flag typed wins, even one equal to a built-in default */
     if (depth < 0 && !(model_has_mtp(m) && tune_lookup(model, &depth))) depth = model_has_mtp(m) ? RUN_DEFAULT_DEPTH : 0;
     p.depth = depth;
     p.draft_full_head = draft_full_head;

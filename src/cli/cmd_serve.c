@@ -18,7 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx serve [--model DIR] [--host 127.0.0.1] [--port 8000]\n"
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
-            "                   [--depth N] [--ctx N] [--quiet]\n"
+            "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -32,7 +32,12 @@ static void usage(FILE *f) {
             "  --max-queue N       requests waiting for the model at most (default 128); more get 429\n"
             "  --max-body BYTES    request body limit (default 8388608); more get 413\n"
             "  --depth N           default MTP depth (0 = AR; default: `mtplx tune`'s choice, else 3)\n"
-            "  --ctx N             context tokens (prompt + completion; default min(model max, 8192))\n"
+            "  --ctx N             context tokens (prompt + completion; default min(model max, 8192)); more\n"
+            "                      than the model was trained for is served as asked, with a warning\n"
+            "  --max-tokens N      completion tokens at most per request: a client asking for more gets\n"
+            "                      this many (finish_reason length); default: the rest of the context\n"
+            "  --temperature T     for requests that send none, in [0, 2] (0 = greedy; default: the\n"
+            "                      model's generation_config.json); a request's own value wins\n"
             "  --quiet             no per-request log lines on stderr\n"
             "\n"
             "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
@@ -109,6 +114,17 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--ctx")) {
             if (parse_long(a, val, 2, 1L << 24, &v)) goto usage_err;
             cfg.ctx = (int)v, i++;
+        } else if (!strcmp(a, "--max-tokens")) {
+            if (parse_long(a, val, 1, 1L << 24, &v)) goto usage_err;
+            cfg.max_tokens = (int)v, i++;
+        } else if (!strcmp(a, "--temperature")) {
+            char *end;
+            double t = val ? strtod(val, &end) : -1;
+            if (!val || !*val || *end || !(t >= 0 && t <= 2)) {
+                cli_error("serve", "--temperature needs a number in [0, 2]; got '%s'", val ? val : "");
+                goto usage_err;
+            }
+            cfg.temperature = (float)t, i++;
         } else if (!strcmp(a, "--quiet")) {
             cfg.quiet = 1;
         } else {
@@ -145,6 +161,11 @@ int cmd_serve(int argc, char **argv) {
         free(key);
         return 1;
     }
+    if (be.trained_ctx > 0 && be.ctx > be.trained_ctx)
+        fprintf(stderr,
+                "mtplx serve: warning: --ctx %d is more than this model was trained for (max_position_embeddings %d); "
+                "it is served as asked, but text past %d tokens may be of lower quality\n",
+                be.ctx, be.trained_ctx, be.trained_ctx);
     srv_server *s = NULL;
     if (server_start(&cfg, &be, &s, &err)) {
         cli_error("serve", "%s", err.msg);
@@ -156,7 +177,7 @@ int cmd_serve(int argc, char **argv) {
     int v6 = strchr(h, ':') && h[0] != '[';
     printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d%s)\n", v6 ? "[" : "", h,
            v6 ? "]" : "", server_port(s), be.model_id, be.tier, cfg.depth >= 0 ? cfg.depth : be.default_depth,
-           cfg.ctx > 0 && cfg.ctx < be.ctx ? cfg.ctx : be.ctx, key ? ", API key required" : "");
+           cfg.ctx > 0 ? cfg.ctx : be.ctx, key ? ", API key required" : "");
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);

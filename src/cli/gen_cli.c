@@ -79,29 +79,43 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **id
     return 0;
 }
 
-int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p) {
+int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p, unsigned *set) {
     const char *f = argv[*i];
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     long l;
     int rc = 0;
-    if (!strcmp(f, "--temperature")) rc = cli_parse_float(cmd, f, v, &p->temperature);
-    else if (!strcmp(f, "--top-p")) rc = cli_parse_float(cmd, f, v, &p->top_p);
-    else if (!strcmp(f, "--min-p")) rc = cli_parse_float(cmd, f, v, &p->min_p);
-    else if (!strcmp(f, "--presence-penalty")) rc = cli_parse_float(cmd, f, v, &p->presence_penalty);
-    else if (!strcmp(f, "--frequency-penalty")) rc = cli_parse_float(cmd, f, v, &p->frequency_penalty);
-    else if (!strcmp(f, "--repetition-penalty")) rc = cli_parse_float(cmd, f, v, &p->repetition_penalty);
-    else if (!strcmp(f, "--draft-min-conf")) rc = cli_parse_float(cmd, f, v, &p->draft_min_conf);
+    unsigned bit;
+    if (!strcmp(f, "--temperature")) rc = cli_parse_float(cmd, f, v, &p->temperature), bit = CLI_SET_TEMPERATURE;
+    else if (!strcmp(f, "--top-p")) rc = cli_parse_float(cmd, f, v, &p->top_p), bit = CLI_SET_TOP_P;
+    else if (!strcmp(f, "--min-p")) rc = cli_parse_float(cmd, f, v, &p->min_p), bit = CLI_SET_MIN_P;
+    else if (!strcmp(f, "--presence-penalty")) rc = cli_parse_float(cmd, f, v, &p->presence_penalty), bit = CLI_SET_PRESENCE;
+    else if (!strcmp(f, "--frequency-penalty")) rc = cli_parse_float(cmd, f, v, &p->frequency_penalty), bit = CLI_SET_FREQUENCY;
+    else if (!strcmp(f, "--repetition-penalty")) rc = cli_parse_float(cmd, f, v, &p->repetition_penalty), bit = CLI_SET_REPETITION;
+    else if (!strcmp(f, "--draft-min-conf")) rc = cli_parse_float(cmd, f, v, &p->draft_min_conf), bit = CLI_SET_DRAFT_MIN_CONF;
     else if (!strcmp(f, "--top-k")) {
-        rc = cli_parse_long(cmd, f, v, 0, INT_MAX, &l);
+        rc = cli_parse_long(cmd, f, v, 0, INT_MAX, &l), bit = CLI_SET_TOP_K;
         if (!rc) p->top_k = (int)l;
     } else if (!strcmp(f, "--max-tokens")) {
-        rc = cli_parse_long(cmd, f, v, 1, 1 << 24, &l);
+        rc = cli_parse_long(cmd, f, v, 1, 1 << 24, &l), bit = CLI_SET_MAX_TOKENS;
         if (!rc) p->max_tokens = (int)l;
     } else
         return 0;
     if (rc) return -1;
+    if (set) *set |= bit;
     (*i)++;
     return 1;
+}
+
+void cli_sampler_apply(gen_params *dst, const gen_params *flags, unsigned set) {
+    if (set & CLI_SET_TEMPERATURE) dst->temperature = flags->temperature;
+    if (set & CLI_SET_TOP_P) dst->top_p = flags->top_p;
+    if (set & CLI_SET_TOP_K) dst->top_k = flags->top_k;
+    if (set & CLI_SET_MIN_P) dst->min_p = flags->min_p;
+    if (set & CLI_SET_PRESENCE) dst->presence_penalty = flags->presence_penalty;
+    if (set & CLI_SET_FREQUENCY) dst->frequency_penalty = flags->frequency_penalty;
+    if (set & CLI_SET_REPETITION) dst->repetition_penalty = flags->repetition_penalty;
+    if (set & CLI_SET_MAX_TOKENS) dst->max_tokens = flags->max_tokens;
+    if (set & CLI_SET_DRAFT_MIN_CONF) dst->draft_min_conf = flags->draft_min_conf;
 }
 
 int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *tok, int n, int target_tokens,

@@ -18,9 +18,17 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int32_t **id
 
 /* Sampler/length flags common to run, bench and tune (--temperature, --top-p, --top-k, --min-p,
  * --presence-penalty, --frequency-penalty, --repetition-penalty, --max-tokens, --draft-min-conf). If argv[*i] is one
- * of them, parse its value into p (advancing *i) and return 1; return 0 when it is not one; -1 on a
- * bad value (message printed). */
-int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p);
+ * of them, parse its value into p (advancing *i), mark it in *set (CLI_SET_* bits; may be NULL) and
+ * return 1; return 0 when it is not one; -1 on a bad value (message printed). */
+enum {
+    CLI_SET_TEMPERATURE = 1 << 0, CLI_SET_TOP_P = 1 << 1, CLI_SET_TOP_K = 1 << 2, CLI_SET_MIN_P = 1 << 3,
+    CLI_SET_PRESENCE = 1 << 4, CLI_SET_FREQUENCY = 1 << 5, CLI_SET_REPETITION = 1 << 6, CLI_SET_MAX_TOKENS = 1 << 7,
+    CLI_SET_DRAFT_MIN_CONF = 1 << 8
+};
+int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params *p, unsigned *set);
+/* Copy into dst the fields of flags that the user typed (the bits of set), whatever their value: a
+ * flag equal to the built-in default still overrides the model's generation_config. */
+void cli_sampler_apply(gen_params *dst, const gen_params *flags, unsigned set);
 #define CLI_SAMPLER_HELP                                                                              \
     "  --max-tokens N            completion tokens at most\n"                                        \
     "  --temperature T           0 = greedy (default: generation_config.json, else 1)\n"            \

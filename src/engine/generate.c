@@ -61,6 +61,7 @@ struct gen_session {
     int32_t *cache_ids;            /* [cache_n] the cached prompt; NULL = nothing cached */
     int cache_n;
     int cache_mtp;                 /* 1: the MTP history and cache_hidden are valid too */
+    int ctx_limit;                 /* > 0: longest prompt + completion, instead of max_position_embeddings */
     float *cache_logits;           /* [V] last prompt row's logits */
     float *cache_hidden;           /* [H] last prompt row's post-norm hidden */
     progress_sink progress;        /* prefill progress (prompt tokens done, prompt tokens); fn NULL: none */
@@ -80,6 +81,8 @@ void gen_session_set_prompt_cache(gen_session *s, int on) {
     if (!on) cache_drop(s);
     s->cache_on = on;
 }
+
+void gen_session_set_context(gen_session *s, int n) { s->ctx_limit = n > 0 ? n : 0; }
 
 void gen_session_set_progress(gen_session *s, progress_sink p) { s->progress = p; }
 
@@ -343,7 +346,7 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     const int depth = p->depth;
     if (depth > 0 && !s->has_mtp)
         return err_set(err, MTPLX_EUNSUPPORTED, "depth %d needs an MTP head, and this model has none (use depth 0)", depth);
-    const int max_ctx = model_config_of(s->m)->max_position_embeddings;
+    const int max_ctx = s->ctx_limit > 0 ? s->ctx_limit : model_config_of(s->m)->max_position_embeddings;
     long need = (long)n_prompt + p->max_tokens + depth + 1;
     if (max_ctx > 0 && (long)n_prompt + p->max_tokens > max_ctx)
         return err_set(err, MTPLX_ERANGE, "prompt (%d tokens) + max_tokens (%d) exceeds the model's context of %d",

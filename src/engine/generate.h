@@ -85,6 +85,11 @@ void gen_session_free(gen_session *s);
  * results are identical; prefill_s then measures the copy). For many samples of one prompt. */
 void gen_session_set_prompt_cache(gen_session *s, int on);
 
+/* Longest sequence (prompt + completion) the session accepts: n > 0 replaces the model's
+ * max_position_embeddings (which is only what it was trained for: RoPE has no table to run out
+ * of and the states grow on demand), 0 restores it. The caller warns the user about quality. */
+void gen_session_set_context(gen_session *s, int n);
+
 /* Report prefill progress (prompt tokens done, prompt tokens) to p (p.fn NULL: off, the default);
  * the prompt then goes through the trunk in 512-token forwards (the same results). */
 void gen_session_set_progress(gen_session *s, progress_sink p);

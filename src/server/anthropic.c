@@ -37,8 +37,20 @@ static int translate_message(const json_t *m, size_t idx, json_t *msgs, srv_reqe
     const json_t *role = json_object_get(m, "role");
     const char *r = json_is_string(role) ? json_string_value(role) : "";
     int user = !strcmp(r, "user"), assistant = !strcmp(r, "assistant");
-    if (!user && !assistant) return reqerr(e, 400, where, "'%s.role' must be \"user\" or \"assistant\"", where);
     const json_t *c = json_object_get(m, "content");
+    if (!strcmp(r, "system")) {
+        /* a system message inside the conversation (the current API allows one anywhere; it applies
+         * from its position on): string or text blocks, kept at its place */
+        sbuf st = {0};
+        char cw[80];
+        snprintf(cw, sizeof cw, "%s.content", where);
+        int rc = blocks_text(c, cw, &st, e);
+        if (!rc) push_msg(msgs, "system", &st);
+        sbuf_free(&st);
+        return rc;
+    }
+    if (!user && !assistant)
+        return reqerr(e, 400, where, "'%s.role' must be \"user\", \"assistant\" or \"system\"", where);
     if (json_is_string(c)) {
         json_array_append_new(msgs, json_pack("{s:s,s:O}", "role", r, "content", c));
         return 0;
@@ -154,6 +166,7 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
             if (!json_is_object(t) || !json_is_string(nm) || json_string_length(nm) == 0)
                 return json_decref(out), json_decref(tools), reqerr(e, 400, "tools", "'tools[%zu].name' must be a non-empty string", i);
             if (json_is_string(ty) && strcmp(json_string_value(ty), "custom") != 0) continue; /* server tools */
+            if (json_is_true(json_object_get(t, "defer_loading"))) continue; /* loaded by tool search: not in the prompt */
             const json_t *sch = json_object_get(t, "input_schema");
             if (sch && !json_is_object(sch))
                 return json_decref(out), json_decref(tools), reqerr(e, 400, "tools", "'tools[%zu].input_schema' must be an object", i);
@@ -173,11 +186,30 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     }
     const json_t *th = json_object_get(body, "thinking");
     if (th && !json_is_null(th)) {
-        const json_t *ty = json_object_get(th, "type");
+        /* enabled / adaptive / between_tools: the model thinks (budget_tokens is not enforced);
+         * disabled: no think block. display "omitted": thinking blocks carry no text. */
+        const json_t *ty = json_object_get(th, "type"), *dp = json_object_get(th, "display");
         if (!json_is_object(th) || !json_is_string(ty))
             return json_decref(out), json_decref(tools), reqerr(e, 400, "thinking", "'thinking' must be an object with a type");
-        *enable_thinking = strcmp(json_string_value(ty), "disabled") != 0;
+        const char *t = json_string_value(ty);
+        if (strcmp(t, "enabled") && strcmp(t, "adaptive") && strcmp(t, "disabled") && strcmp(t, "between_tools"))
+            return json_decref(out), json_decref(tools),
+                   reqerr(e, 400, "thinking.type", "'thinking.type' must be enabled, adaptive, between_tools or disabled; got '%s'", t);
+        *enable_thinking = strcmp(t, "disabled") != 0;
+        if (json_is_string(dp) && !strcmp(json_string_value(dp), "omitted")) j->hide_reasoning = 1;
     }
+    /* structured output and server-side MCP would change what the answer is: refuse, never ignore */
+    const json_t *oc = json_object_get(body, "output_config");
+    if (oc && !json_is_null(oc) && !json_is_object(oc))
+        return json_decref(out), json_decref(tools), reqerr(e, 400, "output_config", "'output_config' must be an object");
+    const json_t *fmt = json_object_get(oc, "format");
+    if (fmt && !json_is_null(fmt))
+        return json_decref(out), json_decref(tools),
+               reqerr(e, 400, "output_config.format", "'output_config.format' (structured output) is not supported by this server");
+    const json_t *mcp = json_object_get(body, "mcp_servers");
+    if (mcp && !json_is_null(mcp) && !(json_is_array(mcp) && json_array_size(mcp) == 0))
+        return json_decref(out), json_decref(tools),
+               reqerr(e, 400, "mcp_servers", "'mcp_servers' is not supported: this server does not connect to MCP servers; run them in the client");
     json_t *req = json_pack("{s:o}", "messages", out);
     if (tools) json_object_set(req, "tools", tools);
     j->tools = tools;
@@ -227,6 +259,7 @@ int anthropic_delta(srv_job *j, int is_reasoning, const char *s, size_t n) {
                                  : json_pack("{s:s,s:s}", "type", "text", "text", "");
         if (open_block(j, b, kind)) return -1;
     }
+    if (is_reasoning && j->hide_reasoning) return 0; /* thinking.display "omitted" */
     json_t *text = json_stringn(s, n);
     if (!text) return -1;
     json_t *d = is_reasoning ? json_pack("{s:s,s:o}", "type", "thinking_delta", "thinking", text)
@@ -265,7 +298,7 @@ char *anthropic_body(const srv_job *j) {
     json_t *content = json_array();
     if (j->reasoning.len)
         json_array_append_new(content, json_pack("{s:s,s:s%,s:s}", "type", "thinking", "thinking", sbuf_str(&j->reasoning),
-                                                 j->reasoning.len, "signature", ""));
+                                                 j->hide_reasoning ? 0 : j->reasoning.len, "signature", ""));
     if (j->content.len)
         json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text", sbuf_str(&j->content), j->content.len));
     for (int i = 0; i < j->n_calls; i++) {

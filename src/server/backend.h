@@ -21,6 +21,7 @@ struct srv_backend {
     const char *model_id;     /* reported as "model" in every response */
     const char *tier;         /* compatibility tier for /health ("mtp", "ar") */
     int         ctx;          /* context length in tokens (prompt + completion) */
+    int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
 

@@ -124,7 +124,11 @@ int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *er
     out->impl = b;
     out->model_id = b->model_id;
     out->tier = model_has_mtp(b->model) ? "mtp" : "ar";
-    out->ctx = ctx > 0 ? (ctx < max_ctx ? ctx : max_ctx) : (max_ctx < DEFAULT_CTX ? max_ctx : DEFAULT_CTX);
+    /* --ctx is honoured even past what the model was trained for (the caller warns; see
+     * trained_ctx): positions are computed, not looked up, and the states grow on demand */
+    out->ctx = ctx > 0 ? ctx : (max_ctx < DEFAULT_CTX ? max_ctx : DEFAULT_CTX);
+    out->trained_ctx = cfg->max_position_embeddings;
+    gen_session_set_context(b->sess, out->ctx);
     out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
     out->default_depth = depth;
     out->render_chat = mb_render;

@@ -38,6 +38,8 @@ struct srv_server {
     int               ctx;
     int               depth;
     pthread_mutex_t   be_mu;       /* serialises template rendering + encoding */
+    pthread_mutex_t   log_mu;      /* guards ignored_seen */
+    json_t           *ignored_seen;/* "endpoint field" -> true: ignored request fields already logged */
 };
 
 typedef struct {
@@ -46,6 +48,8 @@ typedef struct {
     int    endpoint;
     int    anthropic;             /* errors in Anthropic shape */
     int    responded;
+    char   method[16];            /* for log lines */
+    char   path[128];
 } conn_ctx;
 
 void server_config_default(srv_config *c) {
@@ -55,6 +59,7 @@ void server_config_default(srv_config *c) {
     c->max_queue = 128;
     c->max_body = 8u << 20;
     c->depth = -1;
+    c->temperature = -1;
 }
 
 int server_host_is_loopback(const char *host) {
@@ -136,7 +141,55 @@ static enum MHD_Result respond_error(srv_server *s, struct MHD_Connection *c, co
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (cc) cc->responded = 1;
+    /* every refused request leaves a line: a client that gets 400 on each call is otherwise invisible */
+    if (!s->cfg.quiet)
+        fprintf(stderr, "mtplx serve: %s %s -> %d %s: %s\n", cc ? cc->method : "-", cc ? cc->path : "-", status,
+                cc && cc->anthropic ? anthropic_type(status) : openai_type(status), msg);
     return respond(s, c, status, "application/json", body, hname, hval);
+}
+
+/* Top-level request fields each endpoint reads; anything else a client sends is ignored, and named
+ * once per server in the log (docs/server.md lists what the known agent clients send). */
+static const char *const KNOWN_SAMPLING[] = {"model", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                                             "frequency_penalty", "repetition_penalty", "seed", "mtplx", "stream", NULL};
+static const char *const KNOWN_CHAT[] = {"messages", "max_tokens", "max_completion_tokens", "n", "logprobs", "top_logprobs",
+                                         "logit_bias", "stream_options", "stop", "tools", "tool_choice", "chat_template_kwargs",
+                                         "enable_thinking", "reasoning_effort", NULL};
+static const char *const KNOWN_COMPLETIONS[] = {"prompt", "max_tokens", "max_completion_tokens", "n", "logprobs", "top_logprobs",
+                                                "logit_bias", "stream_options", "stop", "echo", "best_of", "suffix", NULL};
+static const char *const KNOWN_MESSAGES[] = {"messages", "system", "max_tokens", "stop_sequences", "tools", "tool_choice",
+                                             "thinking", "output_config", "mcp_servers", NULL};
+static const char *const KNOWN_RESPONSES[] = {"input", "instructions", "previous_response_id", "background", "max_output_tokens",
+                                              "tools", "tool_choice", "reasoning", NULL};
+
+static int in_list(const char *const *l, const char *k) {
+    for (; *l; l++)
+        if (!strcmp(*l, k)) return 1;
+    return 0;
+}
+
+/* Log the fields of body that endpoint does not read, each (endpoint, field) once per server. */
+static void log_ignored_fields(srv_server *s, const conn_ctx *cc, const json_t *body) {
+    if (s->cfg.quiet) return;
+    const char *const *known = cc->endpoint == EP_CHAT ? KNOWN_CHAT
+                               : cc->endpoint == EP_COMPLETIONS ? KNOWN_COMPLETIONS
+                               : cc->endpoint == EP_RESPONSES ? KNOWN_RESPONSES
+                                                              : KNOWN_MESSAGES;
+    char line[512] = "";
+    size_t n = 0;
+    const char *k;
+    const json_t *v;
+    pthread_mutex_lock(&s->log_mu);
+    json_object_foreach((json_t *)body, k, v) {
+        if (in_list(KNOWN_SAMPLING, k) || in_list(known, k)) continue;
+        char key[260];
+        snprintf(key, sizeof key, "%s %.120s", cc->path, k);
+        if (!s->ignored_seen || json_object_get(s->ignored_seen, key)) continue;
+        json_object_set_new(s->ignored_seen, key, json_true());
+        if (n < sizeof line - 130) n += (size_t)snprintf(line + n, sizeof line - n, "%s%.120s", n ? ", " : "", k);
+    }
+    pthread_mutex_unlock(&s->log_mu);
+    if (n) fprintf(stderr, "mtplx serve: %s %s: ignoring request fields %s\n", cc->method, cc->path, line);
 }
 
 /* ---- client liveness ---- */
@@ -216,6 +269,30 @@ static void stream_free(void *cls) {
 
 /* ---- generation endpoints ---- */
 
+/* Render a chat request. A system message after the first position is allowed by the APIs (Claude
+ * Code sends one) but many chat templates raise on it; then render again with those messages as
+ * user turns, so the request is answered instead of refused. Call with be_mu held. */
+static int render_with_fallback(srv_server *s, json_t *req, int enable_thinking, char **prompt, mtplx_err *err) {
+    int rc = s->be->render_chat(s->be->impl, req, enable_thinking, prompt, err);
+    if (rc != MTPLX_ETEMPLATE) return rc;
+    json_t *msgs = json_object_get(req, "messages");
+    int changed = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const json_t *r = json_object_get(m, "role");
+        if (i > 0 && json_is_string(r) && !strcmp(json_string_value(r), "system")) {
+            json_object_set_new(m, "role", json_string("user"));
+            changed = 1;
+        }
+    }
+    if (!changed) return rc;
+    mtplx_err e2 = {0};
+    if (s->be->render_chat(s->be->impl, req, enable_thinking, prompt, &e2)) return rc; /* report the first error */
+    err_clear(err);
+    return 0;
+}
+
 static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     json_error_t je;
     json_t *body = json_loadb(sbuf_str(&cc->body), cc->body.len, 0, &je);
@@ -234,6 +311,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         return respond_error(s, c, cc, 500, "oom", NULL, "out of memory", NULL, NULL);
     }
     s->be->default_params(s->be->impl, &j->params);
+    if (s->cfg.temperature >= 0) j->params.temperature = s->cfg.temperature; /* --temperature; the request's wins */
     j->params.max_tokens = 0;
     j->params.depth = -1;
     srv_reqerr e = {0};
@@ -249,6 +327,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         rc = anthropic_parse(body, s->be, j, &render_req, &enable_thinking, &e);
     }
     else rc = openai_parse_completion(body, s->be, j, &prompt, &e);
+    if (!rc) log_ignored_fields(s, cc, body);
     json_decref(body);
     if (rc) {
         json_decref(render_req);
@@ -260,7 +339,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     mtplx_err err = {0};
     pthread_mutex_lock(&s->be_mu);
     rc = 0;
-    if (render_req) rc = s->be->render_chat(s->be->impl, render_req, enable_thinking, &prompt, &err);
+    if (render_req) rc = render_with_fallback(s, render_req, enable_thinking, &prompt, &err);
     if (!rc) rc = s->be->encode(s->be->impl, prompt, strlen(prompt), &j->prompt, &j->n_prompt, &err);
     pthread_mutex_unlock(&s->be_mu);
     json_decref(render_req);
@@ -286,15 +365,30 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         return respond_error(s, c, cc, 400, "empty_prompt", "messages", "the prompt is empty after rendering", NULL, NULL);
     }
     if (j->n_prompt >= s->ctx) {
-        char msg[300];
-        snprintf(msg, sizeof msg,
-                 "the prompt is %d tokens but the model's context is %d tokens (at least %d needed for one completion token)",
-                 j->n_prompt, s->ctx, j->n_prompt + 1);
+        /* each API's own wording, which its clients recognise (Claude Code compacts on Anthropic's,
+         * OpenAI clients look for the code context_length_exceeded and these phrases) */
+        char msg[400];
+        const char *param = "messages";
+        if (cc->endpoint == EP_MESSAGES)
+            snprintf(msg, sizeof msg, "prompt is too long: %d tokens > %d maximum", j->n_prompt, s->ctx - 1);
+        else if (cc->endpoint == EP_RESPONSES)
+            param = "input", snprintf(msg, sizeof msg,
+                                      "Your input exceeds the context window of this model: the input is %d tokens and the "
+                                      "context is %d tokens. Please adjust your input and try again.",
+                                      j->n_prompt, s->ctx);
+        else {
+            if (cc->endpoint == EP_COMPLETIONS) param = "prompt";
+            snprintf(msg, sizeof msg,
+                     "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens "
+                     "(at least one more is needed for the completion). Please reduce the length of the %s.",
+                     s->ctx, param, j->n_prompt, param);
+        }
         job_unref(j);
-        return respond_error(s, c, cc, 400, "context_length_exceeded", "messages", msg, NULL, NULL);
+        return respond_error(s, c, cc, 400, "context_length_exceeded", param, msg, NULL, NULL);
     }
     int room = s->ctx - j->n_prompt;
     if (j->params.max_tokens <= 0 || j->params.max_tokens > room) j->params.max_tokens = room;
+    if (s->cfg.max_tokens > 0 && j->params.max_tokens > s->cfg.max_tokens) j->params.max_tokens = s->cfg.max_tokens;
     if (j->params.depth < 0) j->params.depth = s->depth;
     if (s->be->validate && s->be->validate(s->be->impl, &j->params, &err)) {
         job_unref(j);
@@ -379,7 +473,8 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
 
 static enum MHD_Result handle_models(srv_server *s, struct MHD_Connection *c, conn_ctx *cc, const char *one) {
     json_int_t created = (json_int_t)time(NULL) - (json_int_t)(clock_now() - s->m.started);
-    json_t *model = json_pack("{s:s,s:s,s:I,s:s}", "id", s->be->model_id, "object", "model", "created", created, "owned_by", "mtplx");
+    json_t *model = json_pack("{s:s,s:s,s:I,s:s,s:i,s:i}", "id", s->be->model_id, "object", "model", "created", created, "owned_by",
+                              "mtplx", "context_length", s->ctx, "max_model_len", s->ctx);
     json_t *o;
     if (one) {
         if (strcmp(one, s->be->model_id) != 0) {
@@ -485,6 +580,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc = calloc(1, sizeof *cc);
         if (!cc) return MHD_NO;
         *con_cls = cc;
+        snprintf(cc->method, sizeof cc->method, "%s", method);
+        snprintf(cc->path, sizeof cc->path, "%s", url);
         int method_ok;
         const char *model_arg;
         cc->endpoint = route_of(url, method, &method_ok, &model_arg);
@@ -585,14 +682,18 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     if (cfg->depth > be->max_depth)
         return err_set(err, MTPLX_EINVAL, "--depth %d exceeds what this model supports (%d)", cfg->depth, be->max_depth);
     if (cfg->ctx < 0) return err_set(err, MTPLX_EINVAL, "--ctx must be positive");
+    if (cfg->max_tokens < 0) return err_set(err, MTPLX_EINVAL, "--max-tokens must be positive");
+    if (cfg->temperature > 2) return err_set(err, MTPLX_EINVAL, "--temperature must be in [0, 2]");
 
     srv_server *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, MTPLX_ENOMEM, "out of memory");
     s->cfg = *cfg;
     s->be = be;
-    s->ctx = cfg->ctx > 0 && cfg->ctx < be->ctx ? cfg->ctx : be->ctx;
+    s->ctx = cfg->ctx > 0 ? cfg->ctx : be->ctx; /* what the user asked for, never silently less */
     s->depth = cfg->depth >= 0 ? cfg->depth : be->default_depth;
     pthread_mutex_init(&s->be_mu, NULL);
+    pthread_mutex_init(&s->log_mu, NULL);
+    s->ignored_seen = json_object();
     metrics_init(&s->m);
     if (has_key) {
         s->api_key = strdup(cfg->api_key);
@@ -625,10 +726,11 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+    /* the logger must be the first option, or libmicrohttpd warns that earlier options log elsewhere */
+    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         rc = err_set(err, MTPLX_EIO, "cannot listen on %s:%d (address in use or not available)", cfg->host, cfg->port);
@@ -653,6 +755,8 @@ void server_stop(srv_server *s) {
     queue_stop(&s->q);             /* cancels running and queued jobs; their waiters wake up */
     if (s->d) MHD_stop_daemon(s->d);
     pthread_mutex_destroy(&s->be_mu);
+    pthread_mutex_destroy(&s->log_mu);
+    json_decref(s->ignored_seen);
     pthread_mutex_destroy(&s->m.mu);
     free(s->api_key);
     free(s->host);

@@ -58,6 +58,7 @@ struct srv_job {
     int         include_usage;    /* OpenAI stream_options.include_usage */
     int         start_in_reasoning;
     int         split_reasoning;  /* chat/messages: 1; completions: 0 */
+    int         hide_reasoning;   /* Anthropic thinking.display "omitted": thinking blocks without text */
     json_t     *tools;            /* OpenAI-shape tools (owned) or NULL: enables tool-call parsing */
     char       *stops[SRV_MAX_STOPS];
     int         n_stops;
@@ -82,6 +83,7 @@ struct srv_job {
     int               resp_seq;   /* Responses: next sequence_number */
     char              resp_item_id[96]; /* Responses: id of the open reasoning/message item */
     sbuf              resp_text;  /* Responses: text of the open item so far */
+    json_t           *resp_items; /* Responses stream: the finished output items, as streamed (or NULL) */
     sbuf              stage;      /* formatted bytes produced during one callback */
     int               n_completion;
 
@@ -101,6 +103,7 @@ struct srv_job {
     int         started;          /* worker picked it up */
     int         done;             /* worker finished; result complete */
     int         cancelled;        /* client gone or server stopping */
+    int         cancelled_before_done; /* cancelled was set before the worker finished (a real cancel) */
     int         refs;             /* HTTP side + queue/worker */
     srv_job    *next;             /* queue link */
 };

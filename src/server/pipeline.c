@@ -46,6 +46,7 @@ void job_unref(srv_job *j) {
     sbuf_free(&j->stop_hold);
     sbuf_free(&j->stage);
     sbuf_free(&j->resp_text);
+    json_decref(j->resp_items);
     sbuf_free(&j->content);
     sbuf_free(&j->reasoning);
     for (int i = 0; i < j->n_calls; i++) free(j->calls[i].id), free(j->calls[i].name), free(j->calls[i].arguments);
@@ -291,13 +292,18 @@ void pipeline_run(srv_job *j, srv_backend *be) {
         }
         j->finish = finish_reason(j);
         fmt_end(j);
-        job_flush(j);
     }
-    if (j->decoder) be->decoder_free(j->decoder);
-    j->decoder = NULL;
     if (!j->finish) j->finish = j->failed ? "error" : "stop";
+    /* The last bytes and `done` are published together: the HTTP side never sees the final event
+     * without `done`, so a client that hangs up right after reading it had a complete answer and the
+     * generation is not counted as cancelled. */
     pthread_mutex_lock(&j->mu);
+    if (!j->cancelled && j->stage.len) sbuf_append(&j->out, j->stage.p, j->stage.len);
+    j->cancelled_before_done = j->cancelled;
     j->done = 1;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    sbuf_clear(&j->stage);
+    if (j->decoder) be->decoder_free(j->decoder);
+    j->decoder = NULL;
 }

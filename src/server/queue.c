@@ -27,7 +27,7 @@ static void *worker_main(void *arg) {
         double t0 = clock_now();
         pipeline_run(j, q->be);
         pthread_mutex_lock(&j->mu);
-        int cancelled = j->cancelled;
+        int cancelled = j->cancelled_before_done; /* a hang-up after the complete answer is no cancel */
         pthread_mutex_unlock(&j->mu);
         if (j->started && j->finish && !j->failed)
             metrics_generation(q->metrics, &j->stats, cancelled, j->stop_hit != 0, j->n_calls);

@@ -182,15 +182,20 @@ static json_t *response_json(const srv_job *j, int final) {
     if (!final) return o;
     json_t *out = json_object_get(o, "output");
     char id[80];
-    if (j->reasoning.len) {
-        snprintf(id, sizeof id, "rs_%s", j->id + 5);
-        json_array_append_new(out, reasoning_item(j, id, sbuf_str(&j->reasoning), j->reasoning.len));
+    if (j->stream) {
+        /* exactly the items the stream announced, with the same ids */
+        if (j->resp_items) json_array_extend(out, j->resp_items);
+    } else {
+        if (j->reasoning.len) {
+            snprintf(id, sizeof id, "rs_%s", j->id + 5);
+            json_array_append_new(out, reasoning_item(j, id, sbuf_str(&j->reasoning), j->reasoning.len));
+        }
+        if (j->content.len || (!j->n_calls && !j->reasoning.len)) {
+            snprintf(id, sizeof id, "msg_%s", j->id + 5);
+            json_array_append_new(out, message_item(id, "completed", sbuf_str(&j->content), j->content.len, 1));
+        }
+        for (int i = 0; i < j->n_calls; i++) json_array_append_new(out, call_item(&j->calls[i], "completed", 1));
     }
-    if (j->content.len || (!j->n_calls && !j->reasoning.len)) {
-        snprintf(id, sizeof id, "msg_%s", j->id + 5);
-        json_array_append_new(out, message_item(id, "completed", sbuf_str(&j->content), j->content.len, 1));
-    }
-    for (int i = 0; i < j->n_calls; i++) json_array_append_new(out, call_item(&j->calls[i], "completed", 1));
     if (!strcmp(status, "incomplete")) json_object_set_new(o, "incomplete_details", json_pack("{s:s}", "reason", "max_output_tokens"));
     if (j->failed) json_object_set_new(o, "error", json_pack("{s:s,s:s}", "code", "server_error", "message", j->err.msg));
     json_object_set_new(o, "usage", usage_json(j));
@@ -203,6 +208,12 @@ char *responses_body(const srv_job *j) {
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;
+}
+
+/* Remember a finished streamed item for the final response (takes a reference to item). */
+static void keep_item(srv_job *j, json_t *item) {
+    if (!j->resp_items) j->resp_items = json_array();
+    json_array_append(j->resp_items, item);
 }
 
 static int ev(srv_job *j, const char *type, json_t *o) {
@@ -221,14 +232,18 @@ static int close_item(srv_job *j) {
     size_t n = j->resp_text.len;
     if (kind == 1) {
         rc |= ev(j, "response.reasoning_text.done", json_pack("{s:s,s:i,s:i,s:s%}", "item_id", id, "output_index", idx, "content_index", 0, "text", t, n));
-        rc |= ev(j, "response.output_item.done", json_pack("{s:i,s:o}", "output_index", idx, "item", reasoning_item(j, id, t, n)));
+        json_t *item = reasoning_item(j, id, t, n);
+        keep_item(j, item);
+        rc |= ev(j, "response.output_item.done", json_pack("{s:i,s:o}", "output_index", idx, "item", item));
     } else {
         rc |= ev(j, "response.output_text.done",
                  json_pack("{s:s,s:i,s:i,s:s%,s:[]}", "item_id", id, "output_index", idx, "content_index", 0, "text", t, n, "logprobs"));
         rc |= ev(j, "response.content_part.done",
                  json_pack("{s:s,s:i,s:i,s:{s:s,s:s%,s:[],s:[]}}", "item_id", id, "output_index", idx, "content_index", 0, "part", "type",
                            "output_text", "text", t, n, "annotations", "logprobs"));
-        rc |= ev(j, "response.output_item.done", json_pack("{s:i,s:o}", "output_index", idx, "item", message_item(id, "completed", t, n, 1)));
+        json_t *item = message_item(id, "completed", t, n, 1);
+        keep_item(j, item);
+        rc |= ev(j, "response.output_item.done", json_pack("{s:i,s:o}", "output_index", idx, "item", item));
     }
     sbuf_clear(&j->resp_text);
     return rc ? -1 : 0;
@@ -279,7 +294,9 @@ int responses_tool_call(srv_job *j, const srv_call *c, int index) {
     rc |= ev(j, "response.function_call_arguments.delta", json_pack("{s:s,s:i,s:s}", "item_id", iid, "output_index", idx, "delta", c->arguments));
     rc |= ev(j, "response.function_call_arguments.done",
              json_pack("{s:s,s:i,s:s,s:s}", "item_id", iid, "output_index", idx, "name", c->name, "arguments", c->arguments));
-    rc |= ev(j, "response.output_item.done", json_pack("{s:i,s:o}", "output_index", idx, "item", call_item(c, "completed", 1)));
+    json_t *done = call_item(c, "completed", 1);
+    keep_item(j, done);
+    rc |= ev(j, "response.output_item.done", json_pack("{s:i,s:o}", "output_index", idx, "item", done));
     return rc ? -1 : 0;
 }
 

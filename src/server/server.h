@@ -21,6 +21,8 @@ typedef struct {
     size_t      max_body;     /* request body bytes at most; more get 413 */
     int         depth;        /* default MTP depth; -1 = the backend's default */
     int         ctx;          /* context tokens; 0 = the backend's */
+    int         max_tokens;   /* completion tokens at most per request (a larger ask is lowered); 0 = no cap */
+    float       temperature;  /* default temperature for requests that send none; < 0 = the model's */
     int         quiet;        /* 1: no per-request log lines on stderr */
 } srv_config;
 

@@ -41,6 +41,18 @@ b=$(js 'console.log(L[0].tokens.join(","))' "$tmp/s1")
 [ "$a" = "$b" ] || fail "sample 2 of --samples ($a) differs from --seed 42 ($b)"
 echo "--samples reproduces single runs"
 
+# 2b. a flag the user typed always wins, even when it equals the built-in default (T 1, top-p 1,
+# top-k 0) that the model's generation_config (T 0.6, top-p 0.95, top-k 20) would otherwise replace
+r() { "$M" run --prompt-tokens "$prompt" --max-tokens 48 --depth 0 --seed 7 --json "$@" | js 'console.log(L[0].tokens.join(","))' /dev/stdin; }
+model_default=$(r)
+explicit_model=$(r --temperature 0.6 --top-p 0.95 --top-k 20)
+[ "$model_default" = "$explicit_model" ] || fail "the model's own values typed as flags changed the tokens"
+for f in "--temperature 1.0" "--top-p 1" "--top-k 0"; do
+    # shellcheck disable=SC2086
+    [ "$(r $f)" != "$model_default" ] || fail "$f was ignored (same tokens as the model's defaults)"
+done
+echo "flags equal to the built-in defaults are honoured"
+
 # 3. text prompt, plain output: text on stdout, a stats line on stderr
 "$M" run --prompt $'def add(a, b):\n' --max-tokens 12 --temperature 0 --depth 2 >"$tmp/o" 2>"$tmp/e"
 [ -s "$tmp/o" ] || fail "no text on stdout"
