@@ -14,6 +14,7 @@
 # MTPLX_FRESH_WORK (default /var/tmp/mtplx-fresh: the chroot and the logs),
 # MTPLX_FRESH_MIRROR (default http://deb.debian.org/debian).
 set -euo pipefail
+{ # the whole script is one block, parsed before it runs: editing the file meanwhile is harmless
 repo=$(cd "$(dirname "$0")/.." && pwd)
 rebuild=0; keep=0
 while [ $# -gt 0 ]; do
@@ -110,9 +111,12 @@ settings() {
     for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
         [ ! -f "$f" ] || cp "$f" "$root/etc/apt/sources.list.d/"
     done
-    # Acquire:: settings (proxies, validity checks, index targets), not the host's local policies
+    # Acquire:: settings (proxies, validity checks, index targets) that this machine's image wrote;
+    # a file a package owns comes with that package, if deps.sh installs it
     for f in /etc/apt/apt.conf /etc/apt/apt.conf.d/*; do
-        [ -f "$f" ] && grep -qiE '^[^/#]*(Acquire|proxy)' "$f" && cp "$f" "$root$f" && echo "apt: $f"
+        [ -f "$f" ] && grep -qiE '^[^/#]*(Acquire|proxy)' "$f" || continue
+        dpkg -S "$f" >/dev/null 2>&1 && continue
+        cp "$f" "$root$f" && echo "apt: $f"
     done
     if [ -d /etc/apt/auth.conf.d ]; then cp -a /etc/apt/auth.conf.d/. "$root/etc/apt/auth.conf.d/"; fi
     for f in /etc/npmrc /usr/etc/npmrc "$HOME/.npmrc"; do
@@ -156,3 +160,4 @@ inside() { chroot "$root" /usr/bin/env -i "${envs[@]}" /bin/bash -c "cd /root/mt
 step make-run inside 'make run'
 step make-test inside 'make test'
 report 0
+}
