@@ -67,8 +67,10 @@ report() { # STATUS
 # they vanish with it even if it is killed; the trap unmounts them too and removes the chroot.
 if [ -z "${MTPLX_FRESH_NS:-}" ]; then
     export MTPLX_FRESH_NS=1
-    exec unshare --mount --propagation private -- "$0" "$@" \
-        $([ $rebuild = 1 ] && echo --rebuild-base) $([ $keep = 1 ] && echo --keep) --repo "$repo"
+    again=(--repo "$repo")
+    [ $rebuild = 0 ] || again+=(--rebuild-base)
+    [ $keep = 0 ] || again+=(--keep)
+    exec unshare --mount --propagation private -- bash "$0" "${again[@]}"
 fi
 cleanup() {
     local m
@@ -80,6 +82,8 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$cache" "$logs"
+exec 9>"$work/lock"
+flock -n 9 || { echo "fresh-check: another run holds $work/lock" >&2; trap - EXIT; exit 2; }
 rm -f "$logs"/*.log
 
 make_base() { # debootstrap the base system and pack it into $base
