@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fail when the tracked tree grows past the limit: the GPU machine (docs/architecture.md, issue
-# "CUDA backend") takes a working tree of at most 64 MiB, and we keep 8 MiB of room under it.
+# Fail when the tracked tree grows past the limit: the GPU machine that runs the CUDA work takes a
+# working tree of at most 64 MiB, and we keep 8 MiB of room under it (README.md, Testing).
 # Counts the files git tracks, at their size in the work tree (the .xz model shards count packed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
