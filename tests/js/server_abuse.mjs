@@ -97,7 +97,10 @@ await step('huge body: 413, and the server keeps serving', async () => {
 await step('prompt longer than the context: 400 with the numbers', async () => {
   const r = await post('/v1/completions', JSON.stringify({ prompt: 'def f(x):\n    return x\n'.repeat(40), max_tokens: 1 }));
   openaiError(r, 400, 'invalid_request_error');
-  assert.match(r.json.error.message, /prompt is \d+ tokens but the model's context is 128 tokens/);
+  // OpenAI's own wording and code, which its clients parse (issue 15)
+  assert.match(r.json.error.message, /maximum context length is 128 tokens\. However, your prompt resulted in \d+ tokens/);
+  assert.equal(r.json.error.code, 'context_length_exceeded');
+  assert.equal(r.json.error.param, 'prompt');
 });
 
 await step('unknown fields are ignored; unknown route 404; wrong method 405', async () => {
