@@ -35,7 +35,13 @@ else
     echo "network: a namespace with only: $(ip -o link show | awk -F': ' '{print $2}' | tr '\n' ' ')"
 fi
 
-tmp=$(mktemp -d)
+# A fixed folder, not mktemp: each client puts its working directory's path (and the date) into its
+# prompt, and the tiny model's answer depends on every token of it; a random path made the runs
+# differ from one suite to the next. One suite at a time uses it (the lock).
+tmp=${TMPDIR:-/tmp}/mtplx-agents
+exec 9>"$tmp.lock"
+flock -w 900 9 || { echo "another agents.sh holds $tmp.lock"; exit 1; }
+rm -rf "$tmp" && mkdir -p "$tmp"
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -44,7 +50,14 @@ cleanup() {
 trap cleanup EXIT
 fail=0
 MODEL=qwen35-tiny-code
-PROMPT="Show me the first lines of json/decoder.py"
+# The tiny model does not call the tool for every wording of the request inside every client's prompt
+# (a 96-token answer may end inside a made-up path), so a round trip tries these in turn (roundtrip).
+# Measured 2026-12-01 with qwen-code: the first wording made the call from two different folders, the
+# second and fourth from neither; before its extra tools were excluded, none did.
+# Each attempt also gets its own project folder (proj-NAME-K), so a repeated wording meets another path.
+PROMPTS=("Show me the first lines of json/decoder.py" "Read the file json/decoder.py"
+         "Show me the first lines of json/decoder.py" "What is in json/decoder.py?")
+PROMPT=${PROMPTS[0]}
 SYS="You are a coding assistant. Use the tools to read files."
 
 # serve NAME ARGS...: start `mtplx serve --port 0 ARGS`, wait for its listening line; sets $port
@@ -125,7 +138,7 @@ run_qwen() {
     echo '{"security":{"auth":{"selectedType":"openai"}},"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},"general":{"disableAutoUpdate":true,"disableUpdateNag":true},"memory":{"enableManagedAutoMemory":false},"skills":{"disabled":["batch","browser-use","computer-use","dataviz","extension-creator","goal-draft","loop","new-app","qc-helper","review","simplify","stuck","workflow-authoring","workflow-creator"]}}' >"$home/.qwen/settings.json"
     (cd "$proj" && env HOME="$home" QWEN_CODE_SUPPRESS_YOLO_WARNING=1 timeout 300 "$OLDPWD/$BIN/qwen" "$PROMPT" --auth-type openai \
         --openai-base-url "$url/v1" --openai-api-key test-key -m "$MODEL" --core-tools read_file --system-prompt "$SYS" \
-        --exclude-tools agent get_goal list_agents skill tool_call tool_search update_goal \
+        --exclude-tools agent get_goal list_agents skill tool_call tool_search update_goal enter_worktree exit_worktree record_artifact report_findings send_message task_stop \
         --max-session-turns 2 --approval-mode yolo)
 }
 
@@ -144,6 +157,21 @@ check() {
     if ! node tests/js/agents_check.mjs "$2" "$3" "$tmp/$1.log"; then
         echo "--- $1 client output:"; tail -20 "$tmp/$1.client"; fail=1
     fi
+}
+# roundtrip NAME API PORT RUN [ARGS...]: a fresh project and proxy to PORT, then `RUN ARGS`, once per
+# prompt of PROMPTS until the exchange log holds a tool-call round trip; fails if none does
+roundtrip() {
+    local name=$1 api=$2 target=$3 k=0 rc; shift 3
+    for PROMPT in "${PROMPTS[@]}"; do
+        k=$((k + 1))
+        project "$name-$k"; proxy "$name-$k" "$target"
+        rc=0; "$@" >"$tmp/$name-$k.client" 2>&1 || rc=$?
+        if node tests/js/agents_check.mjs roundtrip "$api" "$tmp/$name-$k.log"; then
+            ended "$name-$k" "$rc"; return 0
+        fi
+        echo "$name: no round trip with prompt $k ($PROMPT)"
+    done
+    echo "--- $name client output (last prompt):"; tail -20 "$tmp/$name-$k.client"; fail=1
 }
 # ended NAME RC: the client exited by itself (not killed by the timeout or a signal)
 ended() {
@@ -171,9 +199,8 @@ want() { [ -z "${MTPLX_AGENTS_ONLY:-}" ] || [[ " $MTPLX_AGENTS_ONLY " == *" $1 "
 t0=$SECONDS
 if want claude; then
 # ---- Claude Code (default mode; one tool, a short system prompt, two turns) ----
-project claude; proxy claude "$big"
-run_claude 32768 --tools Read --system-prompt "$SYS" --max-turns 2 >"$tmp/claude.client" 2>&1
-check claude roundtrip anthropic
+roundtrip claude anthropic "$big" run_claude 32768 --tools Read --system-prompt "$SYS" --max-turns 2
+PROMPT=${PROMPTS[0]}
 project claude-overflow; proxy claude-overflow "$small"
 run_claude 32768 --tools Read --system-prompt "$SYS" --max-turns 2 >"$tmp/claude-overflow.client" 2>&1; rc=$?
 ended claude-overflow $rc; check claude-overflow overflow anthropic
@@ -191,9 +218,8 @@ if want opencode; then
 # opencode keeps going while the model calls tools (its step limit did not stop it), so the round trip
 # runs on a server whose context (about 2.2k tokens of prompt) holds a few turns: it ends on the overflow
 serve opencode-mid --ctx 2700 --max-tokens 96 --temperature 0
-project opencode; proxy opencode "$port"
-run_opencode 32768 >"$tmp/opencode.client" 2>&1
-check opencode roundtrip chat
+roundtrip opencode chat "$port" run_opencode 32768
+PROMPT=${PROMPTS[0]}
 project opencode-overflow; proxy opencode-overflow "$small"
 run_opencode 32768 >"$tmp/opencode-overflow.client" 2>&1; rc=$?
 ended opencode-overflow $rc; check opencode-overflow overflow chat
@@ -202,9 +228,8 @@ fi
 if want qwen; then
 
 # ---- qwen-code (OpenAI chat; read_file only, two turns) ----
-project qwen; proxy qwen "$big"
-run_qwen >"$tmp/qwen.client" 2>&1
-check qwen roundtrip chat
+roundtrip qwen chat "$big" run_qwen
+PROMPT=${PROMPTS[0]}
 project qwen-overflow; proxy qwen-overflow "$small"
 run_qwen >"$tmp/qwen-overflow.client" 2>&1; rc=$?
 ended qwen-overflow $rc; check qwen-overflow overflow chat
@@ -222,9 +247,9 @@ run_codex 300 >"$tmp/codex-overflow.client" 2>&1; rc=$?
 ended codex-overflow $rc; check codex-overflow overflow responses
 n=$(grep -ho 'the input is [0-9]* tokens' "$tmp/small.err" | tail -1 | grep -o '[0-9]*')
 serve codex-mid --ctx $(( ${n:-8000} + 250 )) --max-tokens 96 --temperature 0
-project codex; proxy codex "$port"; codex_home 32768
-run_codex 300 >"$tmp/codex.client" 2>&1; rc=$?
-ended codex $rc; check codex roundtrip responses
+codex_run() { codex_home 32768; run_codex 300; }
+roundtrip codex responses "$port" codex_run
+PROMPT=${PROMPTS[0]}
 echo "codex: $((SECONDS - t0))s"
 fi
 
