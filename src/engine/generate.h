@@ -94,6 +94,17 @@ void gen_session_set_context(gen_session *s, int n);
  * the prompt then goes through the trunk in 512-token forwards (the same results). */
 void gen_session_set_progress(gen_session *s, progress_sink p);
 
+/* Run this session's generations through scheduler x (sched.h; NULL: alone, the default): its
+ * states come from x's pool, its forwards are merged with those of the other sessions attached to
+ * x, and each generation first waits for admission (a sequence slot and its KV pages). The tokens
+ * are the same either way (row invariance). Call between generations; x outlives the session. */
+struct sched;
+void gen_session_attach(gen_session *s, struct sched *x);
+
+/* While a generation waits for admission, cancelled(user) is polled; non-zero ends the request with
+ * ECANCELED. NULL: not polled. */
+void gen_session_set_cancel(gen_session *s, int (*cancelled)(void *user), void *user);
+
 /* Same contract as gen_run, on the session's state (reset first). */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
                     gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
