@@ -340,6 +340,7 @@ typedef struct {
     int depth;
     head_kind dhead;   /* head the drafts use */
     int n_hist;        /* committed pairs in s->hist_h/hist_t waiting for the next draft step 1 */
+    int drafted;       /* 1: this cycle ran draft step 1 (it appended the cycle's real pair) */
     int O;             /* MTP history row of this cycle's real pair (hidden, x0) */
     const float *h;    /* [H] input hidden of the next chained draft step */
     gen_stats *st;     /* mtp_history_s is added here */
@@ -357,6 +358,7 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
         memcpy(s->hist_h + (size_t)v->n_hist * H, s->cur_hidden, H * sizeof(float));
         s->hist_t[v->n_hist] = prev;
         v->O = mtp_state_len(s->mst) + v->n_hist; /* the row of the real pair (hidden, x0) */
+        v->drafted = 1;
         rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, err);
         memcpy(hout, s->mtp_out + (size_t)v->n_hist * H, H * sizeof(float));
         v->n_hist = 0;
@@ -372,6 +374,36 @@ static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx
     return sess_forward(v->s, seq, n, &vr, err);
 }
 
+/* The MTP history's invariant after every commit: its rows plus the pairs still waiting are one per
+ * committed trunk position but the last (whose pair needs the next token). A broken history does
+ * not change the output law, only the drafts' quality, so it would go unseen: check it. */
+static int hist_check(const model_driver *v, mtplx_err *err) {
+    int m = mtp_state_len(v->s->mst), t = model_state_len(v->s->st);
+    if (m + v->n_hist != t - 1)
+        return err_set(err, MTPLX_EINTERNAL, "MTP history out of step: %d rows + %d waiting for %d positions", m,
+                       v->n_hist, t);
+    return 0;
+}
+
+/* After a cycle without drafts (the scheduler capped the depth to 0): its real pair (the hidden
+ * before x0, x0) joins the pairs waiting for the next draft step; when the buffer is full they go
+ * into the MTP history now (no logits needed). Keeps the history complete for later drafts. */
+static int hist_keep_ar(model_driver *v, const int32_t *seq, mtplx_err *err) {
+    gen_session *s = v->s;
+    const size_t H = (size_t)s->H;
+    double th = clock_now();
+    if (v->n_hist == GEN_MAX_DEPTH) { /* draft step 1 needs room for n_hist + 1 rows */
+        int rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist, s->mtp_out, HEAD_TARGET, 0, NULL, err);
+        if (rc) return err_prefix(err, "MTP history");
+        v->n_hist = 0;
+    }
+    memcpy(s->hist_h + (size_t)v->n_hist * H, s->cur_hidden, H * sizeof(float));
+    s->hist_t[v->n_hist++] = seq[0];
+    memcpy(s->cur_hidden, s->hidden, H * sizeof(float));
+    v->st->mtp_history_s += clock_now() - th;
+    return hist_check(v, err);
+}
+
 static int drv_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err *err) {
     model_driver *v = ctx;
     gen_session *s = v->s;
@@ -382,6 +414,7 @@ static int drv_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err 
         sess_unlock(s);
         if (rc) return err_prefix(err, "commit");
     }
+    if (v->depth > 0 && !v->drafted) return hist_keep_ar(v, seq, err);
     if (v->depth > 0) {
         double th = clock_now();
         memcpy(s->cur_hidden, s->hidden + (size_t)(keep - 1) * H, H * sizeof(float));
@@ -393,6 +426,8 @@ static int drv_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err 
         memcpy(s->hist_h, s->hidden, (size_t)v->n_hist * H * sizeof(float));
         memcpy(s->hist_t, seq + 1, (size_t)v->n_hist * sizeof(int32_t));
         v->st->mtp_history_s += clock_now() - th;
+        v->drafted = 0;
+        return hist_check(v, err);
     }
     return 0;
 }
@@ -494,10 +529,13 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     cycle_init(&c, p, V, s->smp, &s->p, s->q, &s->resid, s->logits, s->dlogits, s->toks, on_tokens, user, &st);
     cycle_rand_rng rr;
     cycle_rand_rng_init(&rr, st.seed);
-    model_driver drv = {s, depth, p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, 0, 0, NULL, &st};
+    model_driver drv = {.s = s, .depth = depth, .dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, .st = &st};
     const cycle_model cm = {&drv, drv_draft, drv_verify, drv_commit};
     rc = cycle_first(&c, s->logits, &rr.base, err);
-    while (!rc && !c.done) rc = cycle_step(&c, &cm, &rr.base, err);
+    while (!rc && !c.done) {
+        if (s->exec && p->depth_auto && depth > 0) c.depth_cap = sched_depth_cap(s->exec, depth);
+        rc = cycle_step(&c, &cm, &rr.base, err);
+    }
     if (rc) return rc;
     double t2 = clock_now();
 

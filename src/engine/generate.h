@@ -33,6 +33,10 @@ typedef struct {
                                  q_i(y_i) over this cycle's drafts falls below it (the draft's own
                                  estimate that they all survive); depth is then the maximum. Uses
                                  draft-side values only, so the output law is unchanged. */
+    int depth_auto;           /* 1: a scheduler may draft fewer than `depth` per cycle when many
+                                 sequences share its forwards (sched_depth_cap); the output law is
+                                 unchanged, but seeded tokens then depend on the load. 0: always
+                                 `depth` (reproducible) */
     int draft_full_head;      /* 1: draft with HEAD_MTP (full precision) instead of HEAD_DRAFT (diagnostics) */
     int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
                                  drafted id); exists so the distribution test can show it catches it */

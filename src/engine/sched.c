@@ -65,6 +65,7 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->max_batch_rows = imax(128, imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
     c->capacity = capacity;
     c->wait_ms = 2.0;
+    c->knee_rows = 16;
 }
 
 int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err) {
@@ -336,6 +337,14 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
         if (rc) return rc;
     }
     return 0;
+}
+
+int sched_depth_cap(sched *s, int depth) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_active > 0 ? s->n_active : 1;
+    pthread_mutex_unlock(&s->mu);
+    int cap = s->cfg.knee_rows / n - 1;
+    return cap < 0 ? 0 : cap > depth ? depth : cap;
 }
 
 void sched_get_stats(sched *s, sched_stats *o) {

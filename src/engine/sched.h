@@ -31,6 +31,8 @@ typedef struct {
     int capacity;        /* positions one sequence may hold (prompt + completion + draft rows) */
     int kv_pages;        /* pages in the pool; 0 = max_seqs sequences of `capacity` positions */
     double wait_ms;      /* how long a ready forward waits for sequences still sampling */
+    int knee_rows;       /* rows a trunk forward carries at about the cost of one (memory-bound);
+                            the depth policy keeps the running sequences' verify rows near it */
 } sched_config;
 
 /* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */
@@ -56,6 +58,11 @@ void sched_leave(sched *s, int positions);
 int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err);
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
               head_kind head, int logits_row, float *logits, mtplx_err *err);
+
+/* The MTP depth policy under load (docs/architecture.md, "MTP depth under load"): the most drafts a
+ * cycle of a depth_auto request may make now, with n sequences running: knee_rows / n - 1, clamped
+ * to [0, depth]. Returns depth when one sequence runs. */
+int sched_depth_cap(sched *s, int depth);
 
 /* Hold the model for per-sequence work that must not overlap a forward (commit, trim, copies). */
 void sched_lock(sched *s);

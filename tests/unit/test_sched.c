@@ -171,6 +171,86 @@ TEST(test_batched_equals_solo) {
     for (int i = 0; i < NREQ; i++) free(solo[i].toks);
 }
 
+/* The depth policy: with knee_rows 1 every cycle of a depth_auto request is capped to 0 drafts (AR
+ * steps, the MTP history kept by hist_keep_ar); with knee 3 two sequences get 0 and one alone gets 2,
+ * so staggered requests switch between both. Greedy output must stay AR's; the cycles that do draft
+ * must still be accepted about as often as with the policy off (a history missing pairs would make
+ * the drafts guess from the wrong context). */
+static void *depth_job(void *arg) {
+    job *j = arg;
+    struct timespec d = {0, (long)j->r->delay_ms * 1000000L};
+    nanosleep(&d, NULL);
+    gen_session *s;
+    mtplx_err e;
+    if (gen_session_new(M, &s, &e)) return NULL;
+    gen_session_attach(s, j->x);
+    gen_stats st;
+    j->r->rc = gen_session_run(s, j->r->prompt, j->r->n_prompt, &j->r->p, NULL, NULL, &j->r->toks, &j->r->n, &st, &e);
+    j->r->seen = st.drafted ? (int)(1000.0 * st.accepted / st.drafted) : -1; /* acceptance, per mille */
+    snprintf(j->r->msg, sizeof j->r->msg, "%s", e.msg);
+    gen_session_free(s);
+    return NULL;
+}
+
+TEST(test_depth_policy_keeps_greedy_and_history) {
+    uint32_t seed = 99;
+    req r[3];
+    gen_session *s;
+    mtplx_err e;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    int solo_acc[3];
+    for (int i = 0; i < 3; i++) {
+        req_make(&r[i], 0, &seed); /* greedy, depth 0 */
+        r[i].p.max_tokens = 60;
+        r[i].p.n_stop_ids = 0;
+        req ar = r[i];
+        req_run(s, &ar);
+        r[i].toks = ar.toks; /* AR's tokens, the reference */
+        r[i].n = ar.n;
+        req mtp = r[i];
+        mtp.p.depth = 3;
+        mtp.toks = NULL;
+        gen_stats st;
+        REQUIRE(gen_session_run(s, mtp.prompt, mtp.n_prompt, &mtp.p, NULL, NULL, &mtp.toks, &mtp.n, &st, &e) == 0);
+        solo_acc[i] = (int)(1000.0 * st.accepted / st.drafted);
+        free(mtp.toks);
+    }
+    gen_session_free(s);
+    const int knees[2] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        sched_config c;
+        sched_config_default(&c, 3, 160);
+        c.knee_rows = knees[k];
+        sched *x;
+        REQUIRE(sched_new(M, &c, &x, &e) == 0);
+        CHECK_INT(sched_depth_cap(x, 3), knees[k] - 1); /* nothing running: as for one sequence */
+        req q[3];
+        job jobs[3];
+        pthread_t th[3];
+        for (int i = 0; i < 3; i++) {
+            q[i] = r[i];
+            q[i].p.depth = 3;
+            q[i].p.depth_auto = 1;
+            q[i].toks = NULL;
+            q[i].delay_ms = 25 * i; /* joins at different times: the cap changes while they run */
+            jobs[i] = (job){x, &q[i]};
+            REQUIRE(pthread_create(&th[i], NULL, depth_job, &jobs[i]) == 0);
+        }
+        for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < 3; i++) {
+            CHECK_MSG(q[i].rc == 0, "knee %d request %d: %s", knees[k], i, q[i].msg);
+            CHECK_MSG(q[i].n == r[i].n && !memcmp(q[i].toks, r[i].toks, sizeof(int32_t) * q[i].n),
+                      "knee %d request %d: greedy with the depth policy differs from AR", knees[k], i);
+            if (q[i].seen >= 0) /* some cycles drafted */
+                CHECK_MSG(q[i].seen * 2 >= solo_acc[i], "knee %d request %d: acceptance %d/1000, without the policy %d",
+                          knees[k], i, q[i].seen, solo_acc[i]);
+            free(q[i].toks);
+        }
+        sched_free(x);
+    }
+    for (int i = 0; i < 3; i++) free(r[i].toks);
+}
+
 static int always(void *u) {
     (void)u;
     return 1;
@@ -204,6 +284,7 @@ int main(void) {
     }
     RUN(test_batched_equals_solo);
     RUN(test_admission);
+    RUN(test_depth_policy_keeps_greedy_and_history);
     model_free(M);
     return TEST_SUMMARY();
 }
