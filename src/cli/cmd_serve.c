@@ -20,6 +20,7 @@ static void usage(FILE *f) {
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
+            "                   [--knee-rows N]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -48,6 +49,9 @@ static void usage(FILE *f) {
             "                      max_tokens could need are free, and one that can never fit gets an error\n"
             "  --prefill-chunk N   prompt tokens of one request per forward (default 64): smaller keeps\n"
             "                      other streams flowing while a long prompt is read\n"
+            "  --knee-rows N       MTP depth under load (default 16): a request that does not set\n"
+            "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
+            "                      steps); the output distribution is the same, only the speed changes\n"
             "\n"
             "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
             cli_default_model());
@@ -146,6 +150,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--kv-pages")) {
             if (parse_long(a, val, 1, 1L << 28, &v)) goto usage_err;
             mo.kv_pages = (int)v, i++;
+        } else if (!strcmp(a, "--knee-rows")) {
+            if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
+            mo.knee_rows = (int)v, i++;
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.prefill_chunk = (int)v, i++;

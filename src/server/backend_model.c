@@ -101,6 +101,7 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
     if (o->prefill_chunk > 0) c.prefill_chunk = o->prefill_chunk;
     if (c.prefill_chunk > c.max_batch_rows) c.prefill_chunk = c.max_batch_rows;
     c.kv_pages = o->kv_pages;
+    if (o->knee_rows > 0) c.knee_rows = o->knee_rows;
     int rc = sched_new(b->model, &c, &b->sched, err);
     if (rc) return rc;
     b->sess = calloc((size_t)b->n_slots, sizeof *b->sess);

@@ -11,6 +11,7 @@ typedef struct {
     int max_batch_rows;  /* rows per merged forward (0 = the scheduler's default) */
     int kv_pages;        /* KV cache pages (0 = max_seqs sequences of the whole context) */
     int prefill_chunk;   /* prompt rows of one sequence per forward (0 = the scheduler's default) */
+    int knee_rows;       /* the depth policy's knee (0 = the scheduler's default, sched.h) */
 } srv_model_opts;
 
 /* Load dir (weights, tokenizer, chat template, generation_config) into *out, with a scheduler for
