@@ -37,7 +37,7 @@ check() { # check NAME COMMAND...: runs it, prints PASS/FAIL and the tail of its
 export MTPLX_DEVICE=cuda
 
 # 1. unit tests that load models: every model of them on the GPU
-for t in $TESTS; do check "$t" timeout 300 build/tests/$t; done
+for t in $TESTS; do check "$t" timeout "${T_TIMEOUT:-300}" build/tests/$t; done
 
 # 2. greedy MTP ≡ AR through the CLI
 P='def quicksort(arr):'
