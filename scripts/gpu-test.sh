@@ -36,6 +36,9 @@ check() { # check NAME COMMAND...: runs it, prints PASS/FAIL and the tail of its
 }
 export MTPLX_DEVICE=cuda
 
+uses_gpu() { MTPLX_CUDA_VERBOSE=1 build/mtplx run --prompt hi --max-tokens 2 2>&1 | grep "CUDA backend on GPU"; }
+check default_device_is_the_gpu uses_gpu
+
 # 1. unit tests that load models: every model of them on the GPU
 for t in $TESTS; do check "$t" timeout "${T_TIMEOUT:-300}" build/tests/$t; done
 
@@ -59,7 +62,7 @@ check cli_greedy_gpu_equals_cpu cpu_equal
 # 3. bad input
 corrupt() {
     local d=/tmp/gpu-corrupt; rm -rf $d; cp -r models/qwen35-tiny-code $d; rm -f $d/*.xz
-    local f=$(ls $d/*.safetensors | head -1); truncate -s 1000 "$f"
+    local f=$(ls $d/model-*.safetensors | head -1); truncate -s 1000 "$f"
     ! build/mtplx run --model $d --prompt hi --max-tokens 4 > /tmp/gpu-bad.txt 2>&1 || return 1
     cat /tmp/gpu-bad.txt; grep -qi "safetensors\|truncat\|header\|size" /tmp/gpu-bad.txt
 }

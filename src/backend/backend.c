@@ -40,7 +40,7 @@ static int parse_spec(const char *spec, int *gpu, mtplx_err *err) {
     if (!strncmp(spec, "cuda:", 5)) {
         char *end;
         long n = strtol(spec + 5, &end, 10);
-        if (end != spec + 5 && !*end && n >= 0 && n < 64) return *gpu = (int)n, 0;
+        if (end != spec + 5 && !*end && n >= 0 && n < (1L << 20)) return *gpu = (int)n, 0;
     }
     return err_set(err, MTPLX_EINVAL, "device must be cpu, cuda or cuda:N, got '%s'", spec);
 }
@@ -151,5 +151,20 @@ int be_device_preflight(const char *model_dir, mtplx_err *err) {
     return 0;
 #else
     return err_set(err, MTPLX_EINTERNAL, "device %s: no CUDA in this build", spec);
+#endif
+}
+
+int be_device_membw(size_t bytes, int reps, double *gbs, char *name, size_t name_len, mtplx_err *err) {
+    int gpu;
+    *gbs = 0;
+    if (parse_spec(be_device_resolved(), &gpu, err)) return err->code;
+    if (gpu < 0) return err_set(err, MTPLX_EUNSUPPORTED, "device bandwidth: the device is the CPU");
+#ifdef MTPLX_CUDA
+    size_t fr, tot;
+    int rc = be_cuda_mem_info(gpu, &fr, &tot, name, name_len, err);
+    return rc ? rc : be_cuda_membw(gpu, bytes, reps, gbs, err);
+#else
+    (void)bytes, (void)reps, (void)name, (void)name_len;
+    return err_set(err, MTPLX_EINTERNAL, "no CUDA in this build");
 #endif
 }

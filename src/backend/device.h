@@ -27,4 +27,8 @@ int be_device_has_cuda(void);
  * (bytes) caps the free memory seen (to test the refusal). Returns 0 on the CPU or when it fits. */
 int be_device_preflight(const char *model_dir, mtplx_err *err);
 
+/* When the resolved device is a GPU: its device-memory read bandwidth (best GB/s of `reps` reads of a
+ * `bytes` buffer) into *gbs and its name into name. Returns 0, or MTPLX_EUNSUPPORTED on the CPU. */
+int be_device_membw(size_t bytes, int reps, double *gbs, char *name, size_t name_len, mtplx_err *err);
+
 #endif

@@ -421,6 +421,10 @@ extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
     be->ops = &cu_ops;
     be->caps.host_memory = 0;
     be->impl = c;
+    const char *v = getenv("MTPLX_CUDA_VERBOSE");
+    if (v && *v && strcmp(v, "0"))
+        fprintf(stderr, "mtplx: CUDA backend on GPU %d (%s, sm_%d%d, %.1f GiB free)\n", device, p.name, p.major,
+                p.minor, fr / 1073741824.0);
     *out = be;
     return 0;
 }
@@ -439,4 +443,53 @@ static void cu_destroy(be_backend *be) {
     pthread_mutex_destroy(&c->lock);
     free(c);
     free(be);
+}
+
+/* ------------------------------------------------------------------ bandwidth */
+
+/* Reads n uint4 once (grid-stride) and folds them into *sink so the loads cannot be dropped. */
+__global__ void k_stream_read(const uint4 *p, size_t n, unsigned *sink) {
+    unsigned acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 v = __ldcs(p + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9E3779B9u) atomicAdd(sink, acc);
+}
+
+extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mtplx_err *err) {
+    *gbs = 0;
+    if (cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(err, MTPLX_EIO, "CUDA device %d cannot be used", device);
+    }
+    size_t n = bytes / sizeof(uint4);
+    uint4 *buf = NULL;
+    unsigned *sink = NULL;
+    if (cudaMalloc(&buf, n * sizeof(uint4)) != cudaSuccess || cudaMalloc(&sink, sizeof(unsigned)) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(buf);
+        return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: %zu bytes do not fit on GPU %d", bytes, device);
+    }
+    CU_CHECK(cudaMemset(buf, 1, n * sizeof(uint4)), "membw");
+    cudaDeviceProp p;
+    CU_CHECK(cudaGetDeviceProperties(&p, device), "membw");
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int r = 0; r < reps + 1; r++) { /* the first read warms up */
+        cudaEventRecord(e0);
+        k_stream_read<<<p.multiProcessorCount * 8, 512>>>(buf, n, sink);
+        cudaEventRecord(e1);
+        CU_CHECK(cudaEventSynchronize(e1), "membw");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        double g = n * sizeof(uint4) / (ms * 1e-3) / 1e9;
+        if (r > 0 && g > *gbs) *gbs = g;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(buf);
+    cudaFree(sink);
+    return 0;
 }

@@ -24,6 +24,10 @@ int be_cuda_device_count(void);
 int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes, char *name, size_t name_len,
                      mtplx_err *err);
 
+/* Device-memory read bandwidth of GPU `device`: best GB/s (1e9 bytes/s) of `reps` streaming reads of a
+ * `bytes` buffer (after one warm-up read). Returns 0 or an error. */
+int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mtplx_err *err);
+
 #ifdef __cplusplus
 }
 #endif
