@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SYNTH=${SYNTH:-/tmp/mtplx-synth}
 FORMATS=${FORMATS:-bf16 q4}
+mkdir -p "$SYNTH"
 run() { echo "+ $*"; "$@"; }
 for f in $FORMATS; do
     d=$SYNTH/qwen35-27b-16l-$f
