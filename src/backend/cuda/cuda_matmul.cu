@@ -2,8 +2,9 @@
  * affine q8 / q4 with groups of 32 / 64 / 128), and embedding rows (docs/architecture.md, "The CUDA
  * backend").
  *
- * One warp computes MM_NB consecutive outputs for a block of up to 16 rows: each lane streams its
- * chunks of the weight rows (16 bytes per row per step: 4 f32, 8 f16/bf16, 16 q8 or 32 q4 values),
+ * One warp computes NB consecutive outputs (8 for up to 4 rows, 4 for 8, 2 for 16: the activation
+ * loads are shared by NB weight rows, the accumulators stay at 32 registers) for a block of up to
+ * 16 rows: each lane streams its chunks of the weight rows (4 f32 or 8 f16 / bf16 / q8 / q4 values),
  * dequantizes them once and multiplies them into every row of the block; then the warp adds its
  * lanes by a fixed butterfly. A row's sum therefore depends only on K — the same chunks, in the same
  * order, through the same butterfly — whatever R is and whichever rows share the block: the kernel
@@ -15,7 +16,6 @@ extern "C" {
 #include "../../base/dtype.h"
 }
 
-#define MM_NB 2        /* outputs per warp */
 #define MM_WARPS 8     /* warps per block */
 #define MM_ROWS_MAX 16 /* rows per launch */
 
@@ -25,8 +25,8 @@ template <int F> struct fmt_info;
 template <> struct fmt_info<F_F32> { static constexpr int EPL = 4; };
 template <> struct fmt_info<F_F16> { static constexpr int EPL = 8; };
 template <> struct fmt_info<F_BF16> { static constexpr int EPL = 8; };
-template <> struct fmt_info<F_Q8> { static constexpr int EPL = 16; };
-template <> struct fmt_info<F_Q4> { static constexpr int EPL = 32; };
+template <> struct fmt_info<F_Q8> { static constexpr int EPL = 8; };
+template <> struct fmt_info<F_Q4> { static constexpr int EPL = 8; };
 
 /* Scale / bias i of an MLX affine weight stored as sdt (DT_F32, DT_F16 or DT_BF16). */
 __device__ __forceinline__ float load_sb(const void *p, int sdt, size_t i) {
@@ -61,10 +61,16 @@ __device__ __forceinline__ void load_chunk(const wdesc &w, int n, int chunk, flo
     } else {
         constexpr int BITS = F == F_Q8 ? 8 : 4;
         size_t words = (size_t)w.K * BITS / 32;
-        uint4 a = __ldg((const uint4 *)((const uint32_t *)w.data + (size_t)n * words + k0 * BITS / 32));
+        const uint32_t *src = (const uint32_t *)w.data + (size_t)n * words + k0 * BITS / 32;
+        uint32_t u[2];
+        if (F == F_Q8) {
+            uint2 a = __ldg((const uint2 *)src);
+            u[0] = a.x, u[1] = a.y;
+        } else {
+            u[0] = __ldg(src), u[1] = 0;
+        }
         size_t g = (size_t)n * (w.K / w.gs) + k0 / w.gs;
         float s = load_sb(w.scales, w.sdt, g), b = load_sb(w.biases, w.sdt, g);
-        uint32_t u[4] = {a.x, a.y, a.z, a.w};
         constexpr int PER = 32 / BITS;
 #pragma unroll
         for (int i = 0; i < EPL; i++) {
@@ -90,7 +96,7 @@ __device__ __forceinline__ float load_one(const wdesc &w, int n, int k) {
 
 /* y[r·ldy + n] = Σ_k x[r·ldx + k] · W[n][k] for r < rows (<= RB), n < N. vec: the rows are whole
  * chunks (K % EPL == 0); xal: x rows are 16-byte aligned. */
-template <int F, int RB>
+template <int F, int RB, int MM_NB>
 __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(float *y, int ldy, const float *x, int ldx, int rows,
                                                           wdesc w, int vec, int xal) {
     constexpr int EPL = fmt_info<F>::EPL;
@@ -164,12 +170,14 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(float *y, int ldy, con
 
 template <int F>
 static void launch_rows(float *y, int ldy, const float *x, int ldx, int rows, const wdesc &w, int vec, int xal) {
-    dim3 grid((w.N + MM_WARPS * MM_NB - 1) / (MM_WARPS * MM_NB)), block(MM_WARPS * 32);
-    if (rows <= 1) k_matmul<F, 1><<<grid, block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 2) k_matmul<F, 2><<<grid, block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 4) k_matmul<F, 4><<<grid, block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 8) k_matmul<F, 8><<<grid, block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else k_matmul<F, 16><<<grid, block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    dim3 block(MM_WARPS * 32);
+#define MM_GRID(NB) dim3((w.N + MM_WARPS * (NB) - 1) / (MM_WARPS * (NB)))
+    if (rows <= 1) k_matmul<F, 1, 8><<<MM_GRID(8), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 2) k_matmul<F, 2, 8><<<MM_GRID(8), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 4) k_matmul<F, 4, 8><<<MM_GRID(8), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 8) k_matmul<F, 8, 4><<<MM_GRID(4), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else k_matmul<F, 16, 2><<<MM_GRID(2), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+#undef MM_GRID
 }
 
 static int fmt_of(const be_weight *w) {
@@ -181,7 +189,7 @@ static int fmt_of(const be_weight *w) {
     }
 }
 
-static const int epl_of[5] = {4, 8, 8, 16, 32};
+static const int epl_of[5] = {4, 8, 8, 8, 8};
 
 void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
     if (R <= 0 || w->rows <= 0) return;
