@@ -2,21 +2,21 @@
  * affine q8 / q4 with groups of 32 / 64 / 128), and embedding rows (docs/architecture.md, "The CUDA
  * backend").
  *
- * One warp computes NB consecutive outputs (8 for up to 4 rows, 4 for 8, 2 for 16: the activation
- * loads are shared by NB weight rows, the accumulators stay at 32 registers) for a block of up to
- * 16 rows: each lane streams its chunks of the weight rows (4 f32 or 8 f16 / bf16 / q8 / q4 values),
- * dequantizes them once and multiplies them into every row of the block; then the warp adds its
- * lanes by a fixed butterfly. A row's sum therefore depends only on K — the same chunks, in the same
- * order, through the same butterfly — whatever R is and whichever rows share the block: the kernel
- * is batch-invariant (DESIGN.md §3), so a verify row equals the decode row bit for bit. Decode (R =
- * 1..16) reads each weight byte once per call; larger R runs blocks of 16 rows one after another. */
+ * One thread block computes NB consecutive outputs (4, or 2 for 9..16 rows: the activation loads are
+ * shared by NB weight rows) for up to 16 rows: its 256 threads split K into chunks (4 f32 or 8 f16 /
+ * bf16 / q8 / q4 values; chunk c to thread c mod 256), each dequantized once and multiplied into every
+ * row; then the block adds its threads in a fixed order. A row's sum therefore depends only on K —
+ * the same chunks, in the same order, through the same reduction — whatever R is and whichever rows
+ * share the block: the kernel is batch-invariant (DESIGN.md §3), so a verify row equals the decode row
+ * bit for bit. Decode (R = 1..16) reads each weight byte once per call; larger R runs blocks of 16
+ * rows one after another (prefill: a tensor-core GEMM is future work, bench/cuda.md). */
 #include "cuda_internal.cuh"
 
 extern "C" {
 #include "../../base/dtype.h"
 }
 
-#define MM_WARPS 8     /* warps per block */
+#define MM_THREADS 256 /* threads per block: they split every output's K */
 #define MM_ROWS_MAX 16 /* rows per launch */
 
 enum { F_F32 = 0, F_F16, F_BF16, F_Q8, F_Q4 };
@@ -94,28 +94,31 @@ __device__ __forceinline__ float load_one(const wdesc &w, int n, int k) {
     return load_sb(w.scales, w.sdt, g) * (float)q + load_sb(w.biases, w.sdt, g);
 }
 
-/* y[r·ldy + n] = Σ_k x[r·ldx + k] · W[n][k] for r < rows (<= RB), n < N. vec: the rows are whole
- * chunks (K % EPL == 0); xal: x rows are 16-byte aligned. */
-template <int F, int RB, int MM_NB>
-__global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(float *y, int ldy, const float *x, int ldx, int rows,
-                                                          wdesc w, int vec, int xal) {
+/* y[r·ldy + n] = Σ_k x[r·ldx + k] · W[n][k] for r < rows (<= RB), n < N. Block b computes outputs
+ * b·NB .. b·NB + NB - 1: thread i of the block takes chunks i, i + MM_THREADS, ... of those weight rows
+ * (each loaded once, used for every row), then the block adds its threads in a fixed order (warp
+ * butterfly, then the warps in order). vec: rows are whole chunks (K % EPL == 0); xal: x rows are
+ * 16-byte aligned. */
+template <int F, int RB, int NB>
+__global__ void __launch_bounds__(MM_THREADS) k_matmul(float *y, int ldy, const float *x, int ldx, int rows,
+                                                      wdesc w, int vec, int xal) {
     constexpr int EPL = fmt_info<F>::EPL;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int n0 = (blockIdx.x * MM_WARPS + warp) * MM_NB;
-    if (n0 >= w.N) return;
-    int nb = w.N - n0 < MM_NB ? w.N - n0 : MM_NB;
-    float acc[RB][MM_NB];
+    __shared__ float red[MM_THREADS / 32][RB * NB];
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int n0 = blockIdx.x * NB;
+    int nb = w.N - n0 < NB ? w.N - n0 : NB;
+    float acc[RB][NB];
 #pragma unroll
     for (int r = 0; r < RB; r++)
 #pragma unroll
-        for (int j = 0; j < MM_NB; j++) acc[r][j] = 0.f;
+        for (int j = 0; j < NB; j++) acc[r][j] = 0.f;
     if (vec) {
         int chunks = w.K / EPL;
-#pragma unroll 2
-        for (int c = lane; c < chunks; c += 32) {
-            float wv[MM_NB][EPL];
+#pragma unroll 4
+        for (int c = tid; c < chunks; c += MM_THREADS) {
+            float wv[NB][EPL];
 #pragma unroll
-            for (int j = 0; j < MM_NB; j++)
+            for (int j = 0; j < NB; j++)
                 if (j < nb) load_chunk<F>(w, n0 + j, c, wv[j]);
                 else
 #pragma unroll
@@ -136,47 +139,54 @@ __global__ void __launch_bounds__(MM_WARPS * 32) k_matmul(float *y, int ldy, con
                     for (int e = 0; e < EPL; e++) xv[e] = __ldg(xr + e);
                 }
 #pragma unroll
-                for (int j = 0; j < MM_NB; j++)
+                for (int j = 0; j < NB; j++)
 #pragma unroll
                     for (int e = 0; e < EPL; e++) acc[r][j] = fmaf(xv[e], wv[j][e], acc[r][j]);
             }
         }
     } else {
-        for (int k = lane; k < w.K; k += 32) {
-            float wv[MM_NB];
+        for (int k = tid; k < w.K; k += MM_THREADS) {
+            float wv[NB];
 #pragma unroll
-            for (int j = 0; j < MM_NB; j++) wv[j] = j < nb ? load_one<F>(w, n0 + j, k) : 0.f;
+            for (int j = 0; j < NB; j++) wv[j] = j < nb ? load_one<F>(w, n0 + j, k) : 0.f;
 #pragma unroll
             for (int r = 0; r < RB; r++) {
                 if (r >= rows) break;
                 float xv = x[(size_t)r * ldx + k];
 #pragma unroll
-                for (int j = 0; j < MM_NB; j++) acc[r][j] = fmaf(xv, wv[j], acc[r][j]);
+                for (int j = 0; j < NB; j++) acc[r][j] = fmaf(xv, wv[j], acc[r][j]);
             }
         }
     }
 #pragma unroll
-    for (int r = 0; r < RB; r++) {
-        if (r >= rows) break;
+    for (int r = 0; r < RB; r++)
 #pragma unroll
-        for (int j = 0; j < MM_NB; j++) {
+        for (int j = 0; j < NB; j++) {
             float v = acc[r][j];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0 && j < nb) y[(size_t)r * ldy + n0 + j] = v;
+            if (lane == 0) red[warp][r * NB + j] = v;
+        }
+    __syncthreads();
+    if (tid < rows * NB) {
+        int r = tid / NB, j = tid % NB;
+        if (j < nb) {
+            float v = 0.f;
+#pragma unroll
+            for (int i = 0; i < MM_THREADS / 32; i++) v += red[i][r * NB + j];
+            y[(size_t)r * ldy + n0 + j] = v;
         }
     }
 }
 
 template <int F>
 static void launch_rows(float *y, int ldy, const float *x, int ldx, int rows, const wdesc &w, int vec, int xal) {
-    dim3 block(MM_WARPS * 32);
-#define MM_GRID(NB) dim3((w.N + MM_WARPS * (NB) - 1) / (MM_WARPS * (NB)))
-    if (rows <= 1) k_matmul<F, 1, 8><<<MM_GRID(8), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 2) k_matmul<F, 2, 8><<<MM_GRID(8), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 4) k_matmul<F, 4, 8><<<MM_GRID(8), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 8) k_matmul<F, 8, 4><<<MM_GRID(4), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else k_matmul<F, 16, 2><<<MM_GRID(2), block>>>(y, ldy, x, ldx, rows, w, vec, xal);
+#define MM_GRID(NB) dim3((w.N + (NB) - 1) / (NB))
+    if (rows <= 1) k_matmul<F, 1, 4><<<MM_GRID(4), MM_THREADS>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 2) k_matmul<F, 2, 4><<<MM_GRID(4), MM_THREADS>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 4) k_matmul<F, 4, 4><<<MM_GRID(4), MM_THREADS>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 8) k_matmul<F, 8, 4><<<MM_GRID(4), MM_THREADS>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    else k_matmul<F, 16, 2><<<MM_GRID(2), MM_THREADS>>>(y, ldy, x, ldx, rows, w, vec, xal);
 #undef MM_GRID
 }
 
