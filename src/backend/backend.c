@@ -105,6 +105,7 @@ void be_free(be_backend *be) {
 
 int be_moe_router_check(const moe_router *r, mtplx_err *err) { return kern_moe_router_check(r, err); }
 
+#ifdef MTPLX_CUDA
 /* Bytes of the *.safetensors files in dir (0 when none can be read). */
 static size_t checkpoint_bytes(const char *dir) {
     DIR *d = opendir(dir);
@@ -122,13 +123,15 @@ static size_t checkpoint_bytes(const char *dir) {
     closedir(d);
     return total;
 }
+#endif
 
 #define GIB 1073741824.0
 
 int be_device_preflight(const char *model_dir, mtplx_err *err) {
     const char *spec = be_device_resolved();
     int gpu;
-    if (parse_spec(spec, &gpu, err)) return err->code;
+    int rc0 = check_spec(spec, &gpu, err); /* no CUDA in this build / no such GPU: say so now */
+    if (rc0) return rc0;
     if (gpu < 0) return 0;
 #ifdef MTPLX_CUDA
     size_t fr = 0, tot = 0;
