@@ -3,7 +3,7 @@
 # on a GPU"). Builds with `make CUDA=1` (through scripts/device-build.sh on the GPU machine, which has
 # no package registry: `scripts/device-build.sh fetch` here first and carry build/device-debs; with
 # NATIVE=1, plain make with the system's headers), then with every model on the GPU (MTPLX_DEVICE=cuda):
-#   1. the model-level unit tests: HF / family / MLX / quantized goldens within the CPU tolerances,
+#   1. the CUDA ops against references and their row invariance (test_backend_cuda); the model-level unit tests: HF / family / MLX / quantized goldens within the CPU tolerances,
 #      row invariance (prefill ≡ decode, R = 1 vs n), greedy MTP ≡ AR at depths 1..5 on 22 prompts,
 #      the chi-square distribution test, synthetic shapes;
 #   2. greedy MTP ≡ AR through the CLI at depths 1..5 (same text as depth 0);
@@ -13,7 +13,7 @@
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TESTS="test_forward test_rows test_generate test_generate_dist test_family_goldens test_family_layouts
+TESTS="test_backend_cuda test_forward test_rows test_generate test_generate_dist test_family_goldens test_family_layouts
        test_family_mtp test_mlx_goldens test_quant_goldens test_shapes test_synth test_fwd_pool"
 targets="model build/mtplx"
 for t in $TESTS; do targets="$targets build/tests/$t"; done
