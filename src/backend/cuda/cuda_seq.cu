@@ -24,8 +24,10 @@ typedef struct {
     int page_size, heads, kw, vw;
 } kv_view;
 
-/* The view of kv for a layer with `heads` cached heads of widths kw / vw (today's contiguous form
- * is one page of `capacity` positions; a paged be_seq_kv stages its host page table here). */
+/* The view of kv for a layer with `heads` cached heads of widths kw / vw. Today's contiguous form is
+ * one page of `capacity` positions. With the paged be_seq_kv (issue 12) the body becomes:
+ *     v.pages = cu_stage_idx(cu_of(be), kv->pages, kv->n_pages); v.page_size = kv->page_size;
+ * (the staged table stays valid for the op's kernels: the next staging copy is ordered after them). */
 static kv_view kv_view_of(const be_seq_kv *kv, int heads, int kw, int vw) {
     kv_view v;
     v.k = kv->k;
