@@ -39,6 +39,8 @@ void cpu_settings_from_env(cpu_settings *s) {
     k.amx_pf = env_int("MTPLX_AMX_PF", k.amx_pf);
     k.qpack_pf = env_int("MTPLX_QPACK_PF", k.qpack_pf);
     k.qpack_pf2 = env_int("MTPLX_QPACK_PF2", k.qpack_pf2);
+    k.bf16dp = env_int("MTPLX_BF16DP", k.bf16dp);
+    k.bf16_pf = env_int("MTPLX_BF16_PF", k.bf16_pf);
     s->knobs = k;
 }
 
@@ -110,7 +112,7 @@ static int cpu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
         if (!c->min_group || w->group_size < c->min_group) c->min_group = w->group_size;
     }
     int rc = kern_pack_set_add(&c->packs, w, err);
-    if (!rc && w->amx) c->needs_scratch = 1;
+    if (!rc && w->dtype == DT_BF16) c->needs_scratch = 1; /* AMX / AVX512-BF16 packed activations */
     return rc;
 }
 
