@@ -10,10 +10,11 @@
  * fp32, so the only differences from the fp32 reference are the 2^-17 split residue and the
  * summation order.
  *
- * Row invariance (DESIGN.md §3): output (t, r) is reduce(acc_hi + acc_lo) of two accumulator
- * chains over k = 0, 32, 64, ... (the tail by a zero-masked weight load against zero-padded
- * activations), one VDPBF16PS per step and chain; neither T, nor the other rows of the tile, nor the
- * thread split change that sequence.
+ * Row invariance (DESIGN.md §3): output (t, r) is the horizontal sum of one accumulator chain over
+ * k = 0, 32, 64, ... (the tail by a zero-masked weight load against zero-padded activations), two
+ * VDPBF16PS per step (x_hi, then x_lo); neither T, nor the other rows of the tile, nor the thread
+ * split change that sequence. A tile is 4 weight rows × up to 4 activation rows (16 chains), so a
+ * verify of 4 rows reads each weight vector once, like one row.
  *
  * Software prefetch (the bf16_pf knob): while a block of 4 weight rows is read, the same columns of
  * the block 4 rows ahead are prefetched into L2, so the four row streams keep a whole block in
@@ -27,7 +28,7 @@
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #define INL static inline __attribute__((always_inline)) TGT
 
-enum { BD_ROWS = 4, BD_T = 2 }; /* weight rows × activation rows per tile */
+enum { BD_ROWS = 4, BD_T = 4 }; /* weight rows × activation rows per tile */
 
 /* Inputs rounded up to whole 32-element steps. */
 static int k_pad(int K) { return (K + 31) & ~31; }
@@ -61,9 +62,9 @@ TGT void mm_bf16dp_pack_x(void *buf, const float *x, int ldx, int T, int K) {
  * not stored), packed activation rows xp[0..TT). pf: byte distance of the prefetch, 0 = none. */
 INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp, int ks, int K, float *y,
               int ldy, int r, const int TT, size_t pf) {
-    __m512 ah[BD_ROWS][BD_T], al[BD_ROWS][BD_T];
+    __m512 acc[BD_ROWS][BD_T];
     _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++)
-        _Pragma("GCC unroll 2") for (int t = 0; t < TT; t++) ah[i][t] = al[i][t] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
     int s = 0;
     const int full = K / 32;
     for (; s < full; s++) {
@@ -73,12 +74,11 @@ INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp,
             if (pf) _mm_prefetch((const char *)p + pf, _MM_HINT_T1);
             wv[i] = (__m512bh)_mm512_loadu_si512(p);
         }
-        _Pragma("GCC unroll 2") for (int t = 0; t < TT; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {
             const uint16_t *xs = xp + ((size_t)t * ks + s) * 64;
             __m512bh xh = (__m512bh)_mm512_loadu_si512(xs), xl = (__m512bh)_mm512_loadu_si512(xs + 32);
             _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
-                ah[i][t] = _mm512_dpbf16_ps(ah[i][t], wv[i], xh);
-                al[i][t] = _mm512_dpbf16_ps(al[i][t], wv[i], xl);
+                acc[i][t] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[i][t], wv[i], xh), wv[i], xl);
             }
         }
     }
@@ -87,19 +87,18 @@ INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp,
         __m512bh wv[BD_ROWS];
         _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++)
             wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, W + wrow[i] + (size_t)s * 32);
-        _Pragma("GCC unroll 2") for (int t = 0; t < TT; t++) {
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {
             const uint16_t *xs = xp + ((size_t)t * ks + s) * 64;
             __m512bh xh = (__m512bh)_mm512_loadu_si512(xs), xl = (__m512bh)_mm512_loadu_si512(xs + 32);
             _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
-                ah[i][t] = _mm512_dpbf16_ps(ah[i][t], wv[i], xh);
-                al[i][t] = _mm512_dpbf16_ps(al[i][t], wv[i], xl);
+                acc[i][t] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[i][t], wv[i], xh), wv[i], xl);
             }
         }
     }
     _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
         if (i >= nr) break;
-        _Pragma("GCC unroll 2") for (int t = 0; t < TT; t++)
-            y[(size_t)t * ldy + r + i] = _mm512_reduce_add_ps(_mm512_add_ps(ah[i][t], al[i][t]));
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++)
+            y[(size_t)t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
     }
 }
 
@@ -120,6 +119,11 @@ TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const
         int t = 0;
         for (; t + BD_T <= T; t += BD_T)
             tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, BD_T, t ? 0 : pf);
-        if (t < T) tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 1, t ? 0 : pf);
+        switch (T - t) {
+        case 3: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 3, t ? 0 : pf); break;
+        case 2: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 2, t ? 0 : pf); break;
+        case 1: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 1, t ? 0 : pf); break;
+        default: break;
+        }
     }
 }
