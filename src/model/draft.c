@@ -13,9 +13,17 @@
 
 /* One quantized copy: *dst becomes a DT_U32 be_weight over freshly allocated buffers, which are
  * appended to m->draft_bufs (freed by model_free), repacked for the VNNI kernel where the CPU has it
- * (the backend's prepared copy is owned by m->be, also freed by model_free). */
+ * (the backend's prepared copy is owned by m->be, also freed by model_free). A source already in
+ * the requested bits and group size is shared instead (*dst = *src, nothing allocated). */
 static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs, be_weight *dst, mtplx_err *err) {
     int rows = src->rows, cols = src->cols;
+    if (src->dtype == DT_U32 && src->bits == bits && src->group_size == gs) {
+        /* already in the draft format (a q4 checkpoint under the default q4:64 draft): the
+         * checkpoint's own weight and its prepared copy, exactly what a lossless requantization
+         * would give; dequantizing and requantizing it only cost load time (issue 17) */
+        *dst = *src;
+        return 0;
+    }
     if (!m->be->caps.host_memory) /* dequantizes into host rows through embed_rows */
         return err_set(err, MTPLX_EUNSUPPORTED, "draft quantization: backend %s computes in device memory",
                        m->be->ops->name);
