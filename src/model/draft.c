@@ -7,9 +7,44 @@
 
 #include "../base/mem.h"
 #include "../kernels/quant.h"
+#include "../kernels/threadpool.h"
 #include "model_internal.h"
 
 #define DRAFT_CHUNK_ROWS 256
+
+/* Chunks of DRAFT_CHUNK_ROWS rows quantized independently on the thread pool (the kernels' pool,
+ * as quant_affine is a kernel; host-memory backends only). */
+typedef struct {
+    mtplx_model *m;
+    const be_weight *src;
+    int bits, gs, n_chunks;
+    unsigned char *q, *sc, *bi;
+    size_t qrow, srow;
+    int rc;              /* first failure (under the pool's ordering: any failing chunk sets it) */
+    mtplx_err err;
+} quant_job;
+
+static void quant_task(void *ctx, int task, int n_tasks) {
+    quant_job *j = ctx;
+    int cols = j->src->cols, rows = j->src->rows;
+    float *tmp = malloc(sizeof(float) * (size_t)DRAFT_CHUNK_ROWS * cols);
+    for (int c = task; c < j->n_chunks; c += n_tasks) {
+        int r0 = c * DRAFT_CHUNK_ROWS, n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
+        int32_t ids[DRAFT_CHUNK_ROWS];
+        mtplx_err e = {0};
+        int rc = MTPLX_ENOMEM;
+        if (tmp) {
+            for (int r = 0; r < n; r++) ids[r] = r0 + r;
+            j->m->be->ops->embed_rows(j->m->be, tmp, cols, j->src, ids, n); /* dequantize (host memory: CPU) */
+            rc = quant_affine(tmp, n, cols, j->bits, j->gs, DT_BF16, (uint32_t *)(j->q + (size_t)r0 * j->qrow),
+                              j->sc + (size_t)r0 * j->srow, j->bi + (size_t)r0 * j->srow, &e);
+        }
+        if (rc && __atomic_exchange_n(&j->rc, rc, __ATOMIC_ACQ_REL) == 0)
+            j->err = tmp ? e : (mtplx_err){.code = MTPLX_ENOMEM};
+        if (rc) break;
+    }
+    free(tmp);
+}
 
 /* One quantized copy: *dst becomes a DT_U32 be_weight over freshly allocated buffers, which are
  * appended to m->draft_bufs (freed by model_free), repacked for the VNNI kernel where the CPU has it
@@ -32,26 +67,22 @@ static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs,
     size_t qrow = wb / rows, srow = sb / rows;
     unsigned char *q = mem_aligned(wb, "draft weights", err), *sc = mem_aligned(sb, "draft scales", err),
                   *bi = mem_aligned(sb, "draft biases", err);
-    float *tmp = mem_alloc((size_t)DRAFT_CHUNK_ROWS * cols, sizeof(float), "draft quantization rows", err);
     void **list = realloc(m->draft_bufs, sizeof(void *) * (size_t)(m->n_draft_bufs + 3));
     if (list) m->draft_bufs = list;
-    if (!q || !sc || !bi || !tmp || !list) {
+    if (!q || !sc || !bi || !list) {
         free(q);
         free(sc);
         free(bi);
-        free(tmp);
         return err_set(err, MTPLX_ENOMEM, "draft quantization: out of memory");
     }
-    int rc = 0;
-    for (int r0 = 0; r0 < rows && !rc; r0 += DRAFT_CHUNK_ROWS) {
-        int n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
-        int32_t ids[DRAFT_CHUNK_ROWS];
-        for (int r = 0; r < n; r++) ids[r] = r0 + r;
-        m->be->ops->embed_rows(m->be, tmp, cols, src, ids, n); /* dequantize rows r0.. (host memory: CPU) */
-        rc = quant_affine(tmp, n, cols, bits, gs, DT_BF16, (uint32_t *)(q + (size_t)r0 * qrow), sc + (size_t)r0 * srow,
-                          bi + (size_t)r0 * srow, err);
-    }
-    free(tmp);
+    quant_job j = {m, src, bits, gs, (rows + DRAFT_CHUNK_ROWS - 1) / DRAFT_CHUNK_ROWS, q, sc, bi, qrow, srow, 0, {0}};
+    tpool *pool = tpool_global();
+    int tasks = tpool_threads(pool);
+    if (tasks > j.n_chunks) tasks = j.n_chunks;
+    if (tasks <= 1) quant_task(&j, 0, 1);
+    else tpool_run(pool, tasks, quant_task, &j);
+    int rc = j.rc;
+    if (rc) err_set(err, rc, "draft quantization: %s", j.err.msg[0] ? j.err.msg : "out of memory");
     m->draft_bufs[m->n_draft_bufs++] = q;
     m->draft_bufs[m->n_draft_bufs++] = sc;
     m->draft_bufs[m->n_draft_bufs++] = bi;
