@@ -33,8 +33,9 @@ int family_layer_is_moe(const mtplx_model *m, int i, const char *lp);
 /* Bind the MoE block under lp ("model.layers.3."): router, experts in any of the numbered
  * (`mlp.experts.{e}.{gate,up,down}_proj.weight`), fused (`mlp.experts.gate_up_proj` [E,2I,H] +
  * `mlp.experts.down_proj` [E,H,I]) or MLX (`mlp.switch_mlp.{gate,up,down}_proj` [E,..], dense or
- * affine-quantized) layouts, the shared expert(s) and Qwen's shared gate. Returns 0 or an error
- * naming the missing/misshapen tensor. */
+ * affine-quantized) layouts, with the family's routing (moe_router), then what the family adds
+ * (bind_moe_extra: shared experts, correction biases). Returns 0 or an error naming the
+ * missing/misshapen tensor. */
 int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *err);
 
 /* Bind MLA attention under lp (families/deepseek_v3.c; the layer binder calls it for MIXER_MLA). */
@@ -51,7 +52,7 @@ int model_bind_qwen_mtp(mtplx_model *m, const char *prefix, mtplx_err *err);
  * (family_kv_shape_of in families/family_ops.h works from a config alone). */
 void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_width);
 
-/* Shared with deepseek.c: bind a linear [rows][cols] named base(.weight) (dense or MLX affine), and
+/* For the family files: bind a linear [rows][cols] named base(.weight) (dense or MLX affine), and
  * copy a 1-D tensor of n elements into the family arena as fp32 plus `add`. */
 int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err);
 int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const float **out, mtplx_err *err);

@@ -2,7 +2,9 @@
  *
  * Row t: c = fc([pre_fc_norm_embedding(embed(next_tokens[t])) | pre_fc_norm_hidden(hidden[t])]),
  * then one full-attention decoder layer at MTP position len + t (causal over the MTP cache), then
- * mtp.norm. The output is post-norm: it feeds the LM head and, at depth > 1, the next MTP step. */
+ * mtp.norm. The output is post-norm: it feeds the LM head and, at depth > 1, the next MTP step.
+ * The layer itself is the family's (model_family.mtp_rows: families/qwen3_5.c for the Qwen
+ * `mtp.*` layer, families/deepseek_v3.c for DeepSeek's); this file owns states, checks and heads. */
 #include <stdlib.h>
 #include <string.h>
 

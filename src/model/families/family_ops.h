@@ -68,8 +68,9 @@ struct model_family {
     void (*kv_shape)(const model_config *c, int *heads, int *k_width, int *v_width);
     /* Floats per row of the family scratch rows (s->fam) its layer parts need. NULL: none. */
     int (*scratch_row_floats)(const model_config *c);
-    /* Fused GDN projections of R rows (family.h, family_gdn_project's contract). Set with
-     * bind_gdn_fused. */
+    /* The fused projections of R rows of a[R][H], regrouped into the split layout: qkv rows
+     * [q | k | v] at qkv (stride ldqkv), z / b / a rows at z, b, av (stride ld), exactly as
+     * in_proj_qkv / z / b / a would write them. Set with bind_gdn_fused; called per GDN layer. */
     void (*gdn_project)(const mtplx_model *m, const gdn_fused_weights *w, const float *a, int R, float *qkv,
                         int ldqkv, float *z, float *b, float *av, int ld, fwd_scratch *s);
     family_mtp_rows_fn mtp_rows;      /* its MTP layer's rows; set with bind_mtp */
