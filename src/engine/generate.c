@@ -294,9 +294,13 @@ static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err);
 /* Remember the states after prefilling prompt (with the MTP history when with_mtp). */
 static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mtp, mtplx_err *err) {
     cache_drop(s);
-    sess_lock(s);
+    /* on host memory no model lock: the snapshot's pages come from its own pool, only this session
+     * writes the pages it copies, and holding the lock while the snapshot is allocated would stall
+     * every other stream; a device backend's memory ops are not promised to be thread-safe */
+    int lock = !model_memory_is_host(s->m);
+    if (lock) sess_lock(s);
     int rc = cache_copy(s, with_mtp, err);
-    sess_unlock(s);
+    if (lock) sess_unlock(s);
     if (rc) {
         cache_drop(s);
         return rc;

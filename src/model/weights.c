@@ -410,3 +410,4 @@ void model_free(mtplx_model *m) {
 const model_config *model_config_of(const mtplx_model *m) { return &m->cfg; }
 const char *model_dir(const mtplx_model *m) { return m->dir; }
 int model_has_mtp(const mtplx_model *m) { return m->has_mtp; }
+int model_memory_is_host(const mtplx_model *m) { return m->be->caps.host_memory; }
