@@ -195,7 +195,8 @@ static void *depth_job(void *arg) {
     gen_session_attach(s, j->x);
     gen_stats st;
     j->r->rc = gen_session_run(s, j->r->prompt, j->r->n_prompt, &j->r->p, NULL, NULL, &j->r->toks, &j->r->n, &st, &e);
-    j->r->seen = st.drafted ? (int)(1000.0 * st.accepted / st.drafted) : -1; /* acceptance, per mille */
+    /* acceptance per mille, when enough drafts were made to compare (the exact check is hist_check) */
+    j->r->seen = st.drafted >= 20 ? (int)(1000.0 * st.accepted / st.drafted) : -1;
     snprintf(j->r->msg, sizeof j->r->msg, "%s", e.msg);
     gen_session_free(s);
     return NULL;
