@@ -77,6 +77,7 @@ typedef struct {
     gen_token_fn fn;           /* emission callback (may be NULL) */
     void *user;
     gen_stats *st;             /* counters and draft/verify seconds are added here */
+    const gen_constraint *con; /* structured output (p->constraint): masks p and q; NULL = none */
 } cycle_state;
 
 /* Set c up for request p (already validated) over a vocabulary of V ids with caller-owned sampler
