@@ -37,6 +37,8 @@ int grammar_from_schema(const json_t *schema, grammar **out, mtplx_err *err);
 int grammar_from_schema_text(const char *text, size_t n, grammar **out, mtplx_err *err);
 /* Any JSON object (OpenAI response_format json_object). */
 int grammar_json_object(grammar **out, mtplx_err *err);
+/* Any UTF-8 text (a thinking budget without a response format). */
+int grammar_free_text(grammar **out, mtplx_err *err);
 
 /* Tool-call dialects for forced calls (the model's own format, see src/chat/toolcall.h). */
 typedef enum {

@@ -24,7 +24,7 @@
 #define GR_MAX_ALTS 64           /* anyOf branches after flattening */
 #define GR_MAX_DEPTH 40          /* frames per stack: deeper parses die (bounded recursion) */
 #define GR_MAX_STACKS 16         /* stacks per state: further ambiguous parses are dropped */
-#define GR_MAX_WS 16             /* whitespace bytes per gap between JSON tokens */
+#define GR_MAX_INDENT 20         /* spaces after a newline between JSON tokens (match.c gap_ws) */
 #define GR_MAX_DIGITS 15         /* integer / fraction digits of a number (exact in a double) */
 #define GR_MAX_EXP_DIGITS 2
 
@@ -39,6 +39,7 @@ typedef enum {
     GN_REPEAT, /* kid[0] min..max times, separated by kid[1] (-1: no separator) */
     GN_WS,     /* 0..max whitespace bytes */
     GN_TEXT,   /* any UTF-8 text not containing the terminator, then the terminator */
+    GN_ANYTEXT,/* any UTF-8 text (free text after a bounded think block) */
 } gn_kind;
 
 typedef struct {
@@ -71,7 +72,8 @@ typedef struct {
     int32_t node;          /* grammar node; KEY frames: the object node */
     uint8_t key;           /* 1: this frame matches an object key (of `node`) */
     uint8_t phase;         /* node-specific progress, 0 = nothing consumed */
-    uint16_t ws;           /* whitespace in the current gap; STRING: code points; LITS/KEY: position */
+    uint16_t ws;           /* whitespace state of the current gap (gap_ws); STRING: code points;
+                              LITS/KEY: position; TEXT: terminator bytes matched; NUMBER: 1 = negative */
     int32_t a, b;          /* node-specific: literal range [a, b), UTF-8 / escape state, counters */
     union {
         double v;          /* NUMBER: the digits so far as an integer mantissa */

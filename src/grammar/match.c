@@ -45,6 +45,22 @@ static void out_add(gset *out, const gstack *s) {
 
 static int is_ws(int c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
+/* Whitespace between the tokens of an object or array (state in f->ws, 0 at the gap's start): one
+ * space, or a newline followed by up to GR_MAX_INDENT spaces of indentation. A subset of what JSON
+ * allows that keeps compact and pretty-printed output and stops a model from flooding whitespace.
+ * Returns 1 when c is taken. */
+static int gap_ws(gframe *f, int c) {
+    if (f->ws == 0 && (c == ' ' || c == '\n')) {
+        f->ws = c == ' ' ? 1 : 2;
+        return 1;
+    }
+    if (f->ws >= 2 && c == ' ' && f->ws < 2 + GR_MAX_INDENT) {
+        f->ws++;
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- numbers ---- */
 
 enum { N_START, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
@@ -243,6 +259,7 @@ static int may_end(const grammar *g, const gframe *f) {
                num_in_bounds(n, f);
     case GN_LITS: return f->phase == 1 && n->lens[f->a] == f->ws;
     case GN_WS: return 1;
+    case GN_ANYTEXT: return f->a == 0;
     case GN_SEQ: return f->phase == 0 && n->n == 0;
     case GN_REPEAT: return (f->phase == 0 || f->phase == 2) && f->a >= n->min;
     default: return 0;
@@ -382,7 +399,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         case 1:
         case 7:
             if (is_ws(c)) {
-                if (f->ws < GR_MAX_WS) f->ws++, out_add(out, s);
+                if (gap_ws(f, c)) out_add(out, s);
             } else if (c == '"' && keys_left(n, f->u.bits)) key_start(g, s, n, out);
             else if (c == '}' && f->phase == 1 && req_ok) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
@@ -390,12 +407,12 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
             return;
         case 3:
             if (is_ws(c)) {
-                if (f->ws < GR_MAX_WS) f->ws++, out_add(out, s);
+                if (gap_ws(f, c)) out_add(out, s);
             } else if (c == ':') f->phase = 4, f->ws = 0, out_add(out, s);
             return;
         case 4:
             if (is_ws(c)) {
-                if (f->ws < GR_MAX_WS) f->ws++, out_add(out, s);
+                if (gap_ws(f, c)) out_add(out, s);
             } else {
                 int vn = f->a >= 0 ? n->kids[f->a] : n->additional;
                 f->phase = 5;
@@ -405,7 +422,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
             return;
         case 6:
             if (is_ws(c)) {
-                if (f->ws < GR_MAX_WS) f->ws++, out_add(out, s);
+                if (gap_ws(f, c)) out_add(out, s);
             } else if (c == ',' && keys_left(n, f->u.bits)) f->phase = 7, f->ws = 0, out_add(out, s);
             else if (c == '}' && req_ok) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
@@ -422,7 +439,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         case 1:
         case 4:
             if (is_ws(c)) {
-                if (f->ws < GR_MAX_WS) f->ws++, out_add(out, s);
+                if (gap_ws(f, c)) out_add(out, s);
             } else if (c == ']' && f->phase == 1 && n->min == 0) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
             } else if (n->max != 0) {
@@ -433,7 +450,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
             return;
         case 3:
             if (is_ws(c)) {
-                if (f->ws < GR_MAX_WS) f->ws++, out_add(out, s);
+                if (gap_ws(f, c)) out_add(out, s);
             } else if (c == ',' && (n->max < 0 || f->a < n->max)) f->phase = 4, f->ws = 0, out_add(out, s);
             else if (c == ']' && f->a >= n->min) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
@@ -506,6 +523,13 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         return;
     case GN_WS:
         if (is_ws(c) && f->ws < n->max) f->ws++, out_add(out, s);
+        return;
+    case GN_ANYTEXT:
+        if (f->a || c >= 0x80) {
+            if (str_byte(f, c) < 0) return;
+        } else if (c == 0)
+            return;
+        out_add(out, s);
         return;
     case GN_TEXT: {
         const char *term = n->strs[0];

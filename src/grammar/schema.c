@@ -630,6 +630,12 @@ int grammar_json_object(grammar **out, mtplx_err *err) {
     return finish(out, &cx, r);
 }
 
+int grammar_free_text(grammar **out, mtplx_err *err) {
+    cctx cx;
+    if (begin(out, &cx, err)) return MTPLX_ENOMEM;
+    return finish(out, &cx, node_new(&cx, GN_ANYTEXT));
+}
+
 /* ---- forced tool calls ---- */
 
 /* The schema of a tool's arguments and its name, from an OpenAI {"type":"function","function":{…}}

@@ -13,6 +13,7 @@
 
 #include "../base/err.h"
 #include "../engine/generate.h"
+#include "../grammar/grammar.h"
 
 typedef struct srv_backend srv_backend;
 
@@ -24,6 +25,9 @@ struct srv_backend {
     int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
+    const grammar_vocab *vocab;   /* token bytes for structured output (src/server/structured.c);
+                                     NULL: not a byte-level tokenizer, structured requests get a 400 */
+    grammar_tool_dialect tool_dialect; /* how the chat template writes tool calls (forced calls) */
 
     /* Render an OpenAI chat request (messages, tools, chat_template_kwargs already validated
      * shapes; `enable_thinking` given separately: -1 = template default, 0/1 = forced) to prompt

@@ -21,6 +21,7 @@ typedef struct {
     chat_template *tmpl;
     gen_session   *sess;
     gen_params     defaults;    /* generation_config.json + end-of-turn ids */
+    grammar_vocab *vocab;       /* structured output; NULL when the tokenizer is not byte-level */
     char           model_id[256];
 } model_backend;
 
@@ -140,6 +141,10 @@ int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *er
     out->default_params = mb_defaults;
     out->validate = mb_validate;
     out->generate = mb_generate;
+    mtplx_err verr; /* structured output: optional (a non-byte-level tokenizer has no token bytes) */
+    if (!grammar_vocab_new(b->tok, &b->vocab, &verr)) out->vocab = b->vocab;
+    const char *ct = tok_get_config(b->tok)->chat_template;
+    out->tool_dialect = ct && strstr(ct, "<function=") ? GRAMMAR_TOOLS_XML : GRAMMAR_TOOLS_JSON;
     return 0;
 }
 
@@ -147,6 +152,7 @@ void backend_model_close(srv_backend *be) {
     model_backend *b = be->impl;
     if (!b) return;
     gen_session_free(b->sess);
+    grammar_vocab_free(b->vocab);
     chat_template_free(b->tmpl);
     tok_free(b->tok);
     model_free(b->model);
