@@ -589,11 +589,84 @@ static int begin(grammar **out, cctx *cx, mtplx_err *err) {
     return cx->g ? 0 : MTPLX_ENOMEM;
 }
 
+/* Node i can produce a finite sentence, given the current guesses prod[] (fixpoint step). */
+static int productive_now(const grammar *g, const uint8_t *prod, int i) {
+    const gnode *n = &g->nodes[i];
+    switch (n->kind) {
+    case GN_OBJECT:
+        for (int k = 0; k < n->n; k++)
+            if (((n->required >> k) & 1) && !prod[n->kids[k]]) return 0;
+        return 1;
+    case GN_ARRAY: return n->min == 0 || prod[n->kids[0]];
+    case GN_ANYOF:
+        for (int k = 0; k < n->n; k++)
+            if (prod[n->kids[k]]) return 1;
+        return 0;
+    case GN_SEQ:
+        for (int k = 0; k < n->n; k++)
+            if (!prod[n->kids[k]]) return 0;
+        return 1;
+    case GN_REPEAT: return n->min == 0 || (prod[n->kids[0]] && (n->min < 2 || n->kids[1] < 0 || prod[n->kids[1]]));
+    default: return n->kind != GN_LITS || n->n > 0;
+    }
+}
+
+/* Make every parse completable: find the nodes that can produce a finite sentence (a least fixpoint:
+ * a $ref cycle with no way out produces nothing), then cut what cannot — anyOf branches, optional
+ * properties, array items and repetitions whose node is not productive — so that no allowed token
+ * leads into a dead end. Returns 0, or EINVAL when the root itself produces nothing. */
+static int prune(cctx *cx, int root) {
+    grammar *g = cx->g;
+    uint8_t *prod = calloc((size_t)g->n_nodes, 1);
+    if (!prod) return err_set(cx->err, MTPLX_ENOMEM, "schema: out of memory");
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!prod[i] && productive_now(g, prod, i)) prod[i] = 1, changed = 1;
+    }
+    if (!prod[root]) {
+        free(prod);
+        return err_set(cx->err, MTPLX_EINVAL, "schema: it matches no finite document (a $ref cycle with no way out?)");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        gnode *n = &g->nodes[i];
+        if (n->kind == GN_ANYOF) {
+            int m = 0;
+            for (int k = 0; k < n->n; k++)
+                if (prod[n->kids[k]]) n->kids[m++] = n->kids[k];
+            n->n = m;
+        } else if (n->kind == GN_OBJECT) {
+            int m = 0;
+            uint64_t req = 0;
+            for (int k = 0; k < n->n; k++) {
+                if (!prod[n->kids[k]]) { /* optional (a required one would make the object unproductive) */
+                    free(n->strs[k]);
+                    continue;
+                }
+                if ((n->required >> k) & 1) req |= 1ULL << m;
+                n->kids[m] = n->kids[k], n->strs[m] = n->strs[k], n->lens[m] = n->lens[k], n->key_hash[m] = n->key_hash[k];
+                m++;
+            }
+            n->n = m;
+            n->required = req;
+            if (n->additional >= 0 && !prod[n->additional]) n->additional = -1;
+        } else if ((n->kind == GN_ARRAY || n->kind == GN_REPEAT) && !prod[n->kids[0]])
+            n->max = 0;
+    }
+    free(prod);
+    return 0;
+}
+
 static int finish(grammar **out, cctx *cx, int root) {
     cctx_done(cx);
     if (root < 0) {
         grammar_free(cx->g);
         return root;
+    }
+    int rc = prune(cx, root);
+    if (rc) {
+        grammar_free(cx->g);
+        return rc;
     }
     cx->g->root = root;
     *out = cx->g;

@@ -102,6 +102,9 @@ static const acc_case k_cases[] = {
      "[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/node\"}",
      "{\"v\": 1, \"next\": {\"v\": 2}}", 0},
     {"{}", "[true, {\"a\": -0.5e3}, \"\"]", 1},
+    /* a branch that can never finish is cut (no dead ends): only null is left of the anyOf */
+    {"{\"$defs\":{\"loop\":{\"type\":\"object\",\"properties\":{\"y\":{\"$ref\":\"#/$defs/loop\"}},\"required\":[\"y\"]}},\"anyOf\":[{\"$ref\":\"#/$defs/loop\"},{\"type\":\"null\"}]}", "null", 1},
+    {"{\"$defs\":{\"loop\":{\"type\":\"object\",\"properties\":{\"y\":{\"$ref\":\"#/$defs/loop\"}},\"required\":[\"y\"]}},\"anyOf\":[{\"$ref\":\"#/$defs/loop\"},{\"type\":\"null\"}]}", "{\"y\": null}", 0},
     {"{\"type\":\"object\"}", "  {}", 1},
     {"{\"type\":\"object\"}", "{} x", 0},
 };
@@ -142,7 +145,9 @@ TEST(test_unsupported_keywords_are_named) {
         CHECK_MSG(rc && strstr(e.msg, bad[i][1]), "message for %s: %s", bad[i][0], rc ? e.msg : "(none)");
     }
     const char *empty[] = {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
-                           "{\"enum\":[]}", "false", "{\"type\":\"integer\",\"exclusiveMinimum\":1,\"exclusiveMaximum\":2}"};
+                           "{\"enum\":[]}", "false", "{\"type\":\"integer\",\"exclusiveMinimum\":1,\"exclusiveMaximum\":2}",
+                           "{\"$ref\":\"#\"}", "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
+                           "{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#\"}},\"required\":[\"x\"]}"};
     for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
         grammar *g;
         mtplx_err e;

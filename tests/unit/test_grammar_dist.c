@@ -6,7 +6,7 @@
  * bins pooled, chi2.h): per token position and on the whole completion (joint), each at
  * α = 0.001 / comparisons (Bonferroni: family-wise error ≤ 0.1%; seeds are fixed, so the outcome is
  * deterministic). Every output that ended (not cut by MAXT; at most 10% are) must parse as JSON and be
- * accepted by the grammar. N = 500 samples per arm (60 under the sanitizer: that run only exercises the code).
+ * accepted by the grammar. N = 200 samples per arm (40 under the sanitizer: that run only exercises the code).
  * Positive control: tests/mutations/grammar_mask_p_only.patch (the acceptance test and residual use
  * the unmasked q while drafts come from the masked q) must make this test fail. The exact law under a
  * constraint is proven separately (test_spec_exact.c, test_exact_law_under_a_constraint). */
@@ -175,7 +175,7 @@ int main(void) {
     }
     gen_session_set_prompt_cache(S, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
-    N = env ? atoi(env) : test_sanitized() ? 60 : 500;
+    N = env ? atoi(env) : test_sanitized() ? 40 : 200;
     RUN(test_constrained_mtp_law_equals_constrained_ar);
     grammar_matcher_free(GM);
     grammar_vocab_free(GV);
