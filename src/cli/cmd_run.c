@@ -124,7 +124,7 @@ static int structured_setup(const char *schema_file, const tokenizer *tok, const
         return rc;
     if ((rc = grammar_vocab_new(tok, gv, err))) return rc;
     int32_t close[8];
-    grammar_think th = {think_budget, close, 0};
+    grammar_think th = {think_budget, close, 0, 0};
     if (think_budget >= 0) {
         th.n_close = gen_think_close_ids(tok, close, 8);
         if (!th.n_close) return err_set(err, MTPLX_EINVAL, "the prompt opens a think block but the tokenizer has no </think>");

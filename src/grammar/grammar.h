@@ -74,6 +74,8 @@ typedef struct {
     int budget;                /* free thinking tokens (>= 0) */
     const int32_t *close_ids;  /* the template's closing tag tokens, e.g. "</think>" then "\n\n" */
     int n_close;               /* 1..8 */
+    int allow_stop;            /* 1: stop ids may end the turn inside the think block (free text after
+                                  it; with a structure to produce they never do) */
 } grammar_think;
 
 /* A matcher of g over v for one sequence. Stop ids are allowed exactly when the grammar has

@@ -204,7 +204,8 @@ int grammar_matcher_new(const grammar *g, const grammar_vocab *v, const int32_t 
     }
     memset(m->think_bits, 0, bits_bytes);
     for (int i = 0; i < v->V; i++) m->think_bits[i >> 5] |= 1u << (i & 31);
-    for (int i = 0; i < n_stop; i++) m->think_bits[stop_ids[i] >> 5] &= ~(1u << (stop_ids[i] & 31));
+    if (!(think && think->allow_stop))
+        for (int i = 0; i < n_stop; i++) m->think_bits[stop_ids[i] >> 5] &= ~(1u << (stop_ids[i] & 31));
     grammar_matcher_reset(m);
     *out = m;
     return 0;
@@ -339,7 +340,11 @@ static int next_state(grammar_matcher *m, const mstate *s, int32_t tok, mstate *
     d->st.n = 0;
     switch (s->phase) {
     case PH_THINK:
-        if (is_stop(m, tok)) return err_set(err, MTPLX_EINVAL, "grammar: a stop id inside the thinking block");
+        if (is_stop(m, tok)) {
+            if (!m->think.allow_stop) return err_set(err, MTPLX_EINVAL, "grammar: a stop id inside the thinking block");
+            d->phase = PH_DONE;
+            return 0;
+        }
         gset_copy(&d->st, &s->st);
         if (tok == m->close_ids[0]) d->phase = PH_GRAMMAR, d->count = 0;
         else if (++d->count >= m->think.budget) d->phase = PH_FORCE, d->count = 0;

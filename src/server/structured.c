@@ -127,8 +127,10 @@ int structured_parse(const json_t *body, srv_backend *be, srv_job *j, srv_reqerr
 }
 
 int structured_attach(srv_backend *be, srv_job *j, mtplx_err *err) {
-    const int think = j->start_in_reasoning && j->think_budget >= 0;
+    /* a budget the completion cannot reach changes nothing (agent clients send large ones) */
+    const int think = j->start_in_reasoning && j->think_budget >= 0 && j->think_budget < j->params.max_tokens;
     if (!j->grammar && !think) return 0;
+    const int free_text = !j->grammar;
     if (!j->grammar) { /* a budget alone: free text after the think block */
         int rc = grammar_free_text(&j->grammar, err);
         if (rc) return rc;
@@ -139,7 +141,7 @@ int structured_attach(srv_backend *be, srv_job *j, mtplx_err *err) {
         int rc = be->encode(be->impl, "</think>\n\n", 10, &close, &n_close, err);
         if (rc) return rc;
     }
-    grammar_think th = {think ? j->think_budget : 1 << 30, close, n_close > 8 ? 8 : n_close};
+    grammar_think th = {think ? j->think_budget : 1 << 30, close, n_close > 8 ? 8 : n_close, free_text};
     int rc = grammar_matcher_new(j->grammar, be->vocab, j->params.stop_ids, j->params.n_stop_ids,
                                  j->start_in_reasoning && n_close ? &th : NULL, &j->matcher, err);
     free(close);

@@ -284,7 +284,7 @@ TEST(test_thinking_budget_then_forced_close_then_grammar) {
     close[0] = tok_token_to_id(TOK, "</think>", 8);
     close[1] = tok_token_to_id(TOK, "\xc4\x8a\xc4\x8a", 4); /* "\n\n" in the byte-level alphabet */
     REQUIRE(close[0] >= 0 && close[1] >= 0);
-    grammar_think th = {3, close, 2};
+    grammar_think th = {3, close, 2, 0};
     grammar_matcher *m;
     mtplx_err e;
     REQUIRE(!grammar_matcher_new(g, VOC, STOP, 2, &th, &m, &e));
