@@ -16,9 +16,6 @@
  * (the backend's prepared copy is owned by m->be, also freed by model_free). */
 static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs, be_weight *dst, mtplx_err *err) {
     int rows = src->rows, cols = src->cols;
-    if (!m->be->caps.host_memory) /* dequantizes into host rows through embed_rows */
-        return err_set(err, MTPLX_EUNSUPPORTED, "draft quantization: backend %s computes in device memory",
-                       m->be->ops->name);
     if (cols % gs) return err_set(err, MTPLX_EINVAL, "draft quantization: %d columns are not a multiple of group size %d", cols, gs);
     size_t wb = quant_weight_bytes(rows, cols, bits), sb = quant_scales_bytes(rows, cols, gs, DT_BF16);
     size_t qrow = wb / rows, srow = sb / rows;
@@ -34,15 +31,24 @@ static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs,
         free(tmp);
         return err_set(err, MTPLX_ENOMEM, "draft quantization: out of memory");
     }
+    /* a device backend dequantizes into its own memory, then the rows come down to tmp */
+    be_buf *dev = NULL;
+    float *rows_at = tmp;
     int rc = 0;
+    if (!m->be->caps.host_memory) {
+        rc = m->be->ops->buf_alloc(m->be, sizeof(float) * DRAFT_CHUNK_ROWS * cols, 0, "draft quantization rows", &dev, err);
+        if (!rc) rows_at = be_buf_addr(m->be, dev);
+    }
     for (int r0 = 0; r0 < rows && !rc; r0 += DRAFT_CHUNK_ROWS) {
         int n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
         int32_t ids[DRAFT_CHUNK_ROWS];
         for (int r = 0; r < n; r++) ids[r] = r0 + r;
-        m->be->ops->embed_rows(m->be, tmp, cols, src, ids, n); /* dequantize rows r0.. (host memory: CPU) */
+        m->be->ops->embed_rows(m->be, rows_at, cols, src, ids, n); /* dequantize rows r0.. */
+        if (rows_at != tmp) m->be->ops->download(m->be, tmp, rows_at, sizeof(float) * (size_t)n * cols);
         rc = quant_affine(tmp, n, cols, bits, gs, DT_BF16, (uint32_t *)(q + (size_t)r0 * qrow), sc + (size_t)r0 * srow,
                           bi + (size_t)r0 * srow, err);
     }
+    m->be->ops->buf_free(m->be, dev);
     free(tmp);
     m->draft_bufs[m->n_draft_bufs++] = q;
     m->draft_bufs[m->n_draft_bufs++] = sc;
