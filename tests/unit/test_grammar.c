@@ -144,6 +144,17 @@ TEST(test_unsupported_keywords_are_named) {
         CHECK_INT(rc, MTPLX_EUNSUPPORTED);
         CHECK_MSG(rc && strstr(e.msg, bad[i][1]), "message for %s: %s", bad[i][0], rc ? e.msg : "(none)");
     }
+    /* limits: more enum values than GR_MAX_LITS is refused, not compiled */
+    {
+        sbuf big = {0};
+        sbuf_printf(&big, "{\"enum\":[");
+        for (int i = 0; i <= GR_MAX_LITS; i++) sbuf_printf(&big, "%s%d", i ? "," : "", i);
+        sbuf_printf(&big, "]}");
+        grammar *g;
+        mtplx_err e;
+        CHECK_INT(grammar_from_schema_text(sbuf_str(&big), big.len, &g, &e), MTPLX_EINVAL);
+        sbuf_free(&big);
+    }
     const char *empty[] = {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
                            "{\"enum\":[]}", "false", "{\"type\":\"integer\",\"exclusiveMinimum\":1,\"exclusiveMaximum\":2}",
                            "{\"$ref\":\"#\"}", "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}",
