@@ -5,7 +5,8 @@
 # NATIVE=1, plain make with the system's headers), then with every model on the GPU (MTPLX_DEVICE=cuda):
 #   1. the CUDA ops against references and their row invariance (test_backend_cuda); the model-level unit tests: HF / family / MLX / quantized goldens within the CPU tolerances,
 #      row invariance (prefill ≡ decode, R = 1 vs n), greedy MTP ≡ AR at depths 1..5 on 22 prompts,
-#      the chi-square distribution test, synthetic shapes;
+#      the chi-square distribution test, synthetic shapes; batch invariance (test_batch: every family,
+#      random batches bit-identical to solo; test_sched: 16 concurrent generations token for token);
 #   2. greedy MTP ≡ AR through the CLI at depths 1..5 (same text as depth 0);
 #   3. bad input refused clearly: a corrupt checkpoint, a model larger than the GPU's free memory
 #      (MTPLX_GPU_MEM_LIMIT), --device cuda:99;
@@ -14,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TESTS="test_backend_cuda test_forward test_rows test_generate test_generate_dist test_family_goldens test_family_layouts
-       test_family_mtp test_mlx_goldens test_quant_goldens test_shapes test_synth test_fwd_pool"
+       test_family_mtp test_mlx_goldens test_quant_goldens test_shapes test_synth test_fwd_pool test_batch test_sched"
 targets="model build/mtplx"
 for t in $TESTS; do targets="$targets build/tests/$t"; done
 t0=$(date +%s)

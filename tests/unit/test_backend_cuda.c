@@ -155,7 +155,8 @@ TEST(test_attention_prefill_equals_decode_and_cpu) {
     be_attn_args a = {cbig, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, 1, inv_freq, 1.0f, qn, kn, 1e-6f,
                       0.125f};
     memcpy(cbig, proj, sizeof(float) * R * bw);
-    be_seq_kv ckv = {ck, cv, CAP};
+    const int32_t pages[2] = {1, 0}; /* two pages of 4 positions, in reverse pool order */
+    be_seq_kv ckv = {ck, cv, pages, 2, CAP / 2};
     cpu->ops->attention(cpu, &a, &ckv, 0, R, sc);
     be_buf *bb, *bk1, *bv1, *bk2, *bv2;
     float *dbig = dev_floats(be, proj, (size_t)R * bw, &bb);
@@ -164,7 +165,7 @@ TEST(test_attention_prefill_equals_decode_and_cpu) {
     REQUIRE(dbig && k1 && v1 && k2 && v2);
     be_attn_args g = a;
     g.big = dbig;
-    be_seq_kv kv1 = {k1, v1, CAP}, kv2 = {k2, v2, CAP};
+    be_seq_kv kv1 = {k1, v1, pages, 2, CAP / 2}, kv2 = {k2, v2, pages, 2, CAP / 2};
     be->ops->attention(be, &g, &kv1, 0, R, NULL);
     be->ops->download(be, gall, dbig, sizeof(float) * R * bw);
     double worst = 0;

@@ -24,16 +24,15 @@ typedef struct {
     int page_size, heads, kw, vw;
 } kv_view;
 
-/* The view of kv for a layer with `heads` cached heads of widths kw / vw. Today's contiguous form is
- * one page of `capacity` positions. With the paged be_seq_kv (issue 12) the body becomes:
- *     v.pages = cu_stage_idx(cu_of(be), kv->pages, kv->n_pages); v.page_size = kv->page_size;
- * (the staged table stays valid for the op's kernels: the next staging copy is ordered after them). */
-static kv_view kv_view_of(const be_seq_kv *kv, int heads, int kw, int vw) {
+/* The view of kv for a layer with `heads` cached heads of widths kw / vw: the host page table is
+ * staged to the device (the staged table stays valid for the op's kernels: the next staging copy is
+ * ordered after them). */
+static kv_view kv_view_of(cu_ctx *c, const be_seq_kv *kv, int heads, int kw, int vw) {
     kv_view v;
     v.k = kv->k;
     v.v = kv->v;
-    v.pages = NULL;
-    v.page_size = kv->capacity;
+    v.pages = cu_stage_idx(c, kv->pages, (size_t)kv->n_pages);
+    v.page_size = kv->page_size;
     v.heads = heads;
     v.kw = kw;
     v.vw = vw;
@@ -174,7 +173,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     int Dh = a->head_dim, rd = a->rotary_dim;
-    kv_view v = kv_view_of(kv, a->n_kv_heads, Dh, Dh);
+    kv_view v = kv_view_of(c, kv, a->n_kv_heads, Dh, Dh);
     attn_prep_args p = {a->big, a->ldb, a->q_stride, a->k_off, a->v_off, a->n_heads, a->n_kv_heads, Dh, rd, pos0,
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
@@ -233,7 +232,7 @@ void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0,
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     int Dk = a->nope_dim + a->rope_dim;
-    kv_view v = kv_view_of(kv, a->n_heads, Dk, a->v_dim);
+    kv_view v = kv_view_of(c, kv, a->n_heads, Dk, a->v_dim);
     mla_prep_args p = {a->rows, a->ldr, a->q_off, a->ckv_off, a->kvb_off, a->n_heads, a->nope_dim, a->rope_dim,
                        a->v_dim, a->kv_lora, a->interleave, pos0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
