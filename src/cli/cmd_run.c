@@ -9,6 +9,9 @@
 
 #include "../base/file.h"
 #include "../chat/chat.h"
+#include "../chat/reasoning.h"
+#include "../engine/constraint.h"
+#include "../grammar/grammar.h"
 #include "../engine/gen_config.h"
 #include "../engine/generate.h"
 #include "../engine/rng.h"
@@ -21,13 +24,14 @@
 #include "gen_cli.h"
 #include "progress.h"
 
-#define RUN_DEFAULT_DEPTH 3 /* used when `mtplx tune` saved nothing for this model and machine */
+#define RUN_DEFAULT_DEPTH 3
+#define RUN_DEFAULT_THINKING 128 /* thinking budget in front of a grammar (--max-thinking-tokens) */ /* used when `mtplx tune` saved nothing for this model and machine */
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx run [--model DIR] (--prompt TEXT | --prompt-file F | --prompt-tokens 1,2,3)\n"
             "                 [--chat] [--samples N [--parallel [--max-seqs M]]] [--seed S] [--depth N]\n"
-            "                 [--json] [sampler flags]\n"
+            "                 [--json] [sampler flags] [--json-schema F | --grammar json] [--max-thinking-tokens N]\n"
             "\n"
             "Generate a completion. Sampler defaults come from the model's generation_config.json and\n"
             "its EOS ids stop the generation.\n"
@@ -50,10 +54,15 @@ static void usage(FILE *f) {
             "  --json                    one JSON object per generation: text, tokens, seed,\n"
             "                            finish_reason, stats\n"
             "  --quiet                   no progress on stderr (shown for a load or prefill > 1 s)\n"
+            "  --json-schema F           structured output: the completion is JSON valid under the JSON\n"
+            "                            Schema in file F (docs/structured-output.md)\n"
+            "  --grammar json            structured output: any JSON object\n"
+            "  --max-thinking-tokens N   with --chat and a grammar, when the template opens a think block:\n"
+            "                            think at most N tokens, then close it (default %d)\n"
             CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
-            RUN_DEFAULT_DEPTH);
+            RUN_DEFAULT_DEPTH, RUN_DEFAULT_THINKING);
 }
 
 typedef struct {
@@ -103,6 +112,32 @@ static void stats_line(const gen_stats *st) {
         fprintf(stderr, "], %.2f tok/verify", st->tokens_per_verify);
     }
     fprintf(stderr, " | %s | seed %llu (%s)]\n", st->finish_reason, (unsigned long long)st->seed, st->rng);
+}
+
+/* The grammar of --json-schema F (or any JSON object when schema_file is NULL), the tokenizer's
+ * vocabulary and a matcher stopping at p's stop ids, with a thinking prelude of think_budget tokens
+ * when >= 0. Returns 0 or an error (the caller frees what was made). */
+static int structured_setup(const char *schema_file, const tokenizer *tok, const gen_params *p, int think_budget,
+                            grammar **gr, grammar_vocab **gv, grammar_matcher **gm, mtplx_err *err) {
+    if (!tok) return err_set(err, MTPLX_EINVAL, "structured output needs the model's tokenizer");
+    int rc;
+    if (schema_file) {
+        size_t n;
+        char *txt = file_read_all(schema_file, &n, err);
+        if (!txt) return err->code;
+        rc = grammar_from_schema_text(txt, n, gr, err);
+        free(txt);
+        if (rc) return err_prefix(err, "--json-schema %s", schema_file);
+    } else if ((rc = grammar_json_object(gr, err)))
+        return rc;
+    if ((rc = grammar_vocab_new(tok, gv, err))) return rc;
+    int32_t close[8];
+    grammar_think th = {think_budget, close, 0, 0};
+    if (think_budget >= 0) {
+        th.n_close = gen_think_close_ids(tok, close, 8);
+        if (!th.n_close) return err_set(err, MTPLX_EINVAL, "the prompt opens a think block but the tokenizer has no </think>");
+    }
+    return grammar_matcher_new(*gr, *gv, p->stop_ids, p->n_stop_ids, think_budget >= 0 ? &th : NULL, gm, err);
 }
 
 /* One finished sample: a JSON line, or the rest of the streamed text (ts) — or all of it (whole:
@@ -234,6 +269,8 @@ out:
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL;
+    const char *schema_file = NULL, *grammar_kind = NULL;
+    long think_budget = RUN_DEFAULT_THINKING;
     int json = 0, chat = 0, depth = -1, quiet = 0, parallel = 0;
     long samples = 1, l, max_seqs = 0;
     uint64_t seed = 0;
@@ -266,6 +303,12 @@ int cmd_run(int argc, char **argv) {
         else if (v && !strcmp(a, "--prompt")) prompt_text = argv[++i];
         else if (v && !strcmp(a, "--prompt-file")) prompt_file = argv[++i];
         else if (v && !strcmp(a, "--prompt-tokens")) prompt_tokens = argv[++i];
+        else if (v && !strcmp(a, "--json-schema")) schema_file = argv[++i];
+        else if (v && !strcmp(a, "--grammar")) grammar_kind = argv[++i];
+        else if (!strcmp(a, "--max-thinking-tokens")) {
+            if (cli_parse_long("run", a, v, 0, 1000000, &think_budget)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--samples")) {
             if (cli_parse_long("run", a, v, 1, 100000000, &samples)) return 2;
             i++;
@@ -294,6 +337,18 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "--chat renders text; it cannot be combined with --prompt-tokens");
         return 2;
     }
+    if (schema_file && grammar_kind) {
+        cli_error("run", "give at most one of --json-schema and --grammar");
+        return 2;
+    }
+    if ((schema_file || grammar_kind) && parallel) { /* one matcher per sample would be needed */
+        cli_error("run", "--json-schema / --grammar cannot be combined with --parallel yet");
+        return 2;
+    }
+    if (grammar_kind && strcmp(grammar_kind, "json")) {
+        cli_error("run", "--grammar: only 'json' (any JSON object) is known, got '%s'", grammar_kind);
+        return 2;
+    }
     if (!model) model = cli_default_model();
 
     mtplx_err err;
@@ -306,6 +361,11 @@ int cmd_run(int argc, char **argv) {
     char *file_text = NULL;
     int n_prompt = 0;
     tok_stream *ts = NULL;
+    int opens_think = 0;            /* the rendered prompt leaves a think block open */
+    grammar *gr = NULL;             /* --json-schema / --grammar */
+    grammar_vocab *gv = NULL;
+    grammar_matcher *gm = NULL;
+    gen_constraint gc;
 
     cli_progress load_pr, pre_pr; /* shown only when the work takes over a second */
     cli_progress_start(&load_pr, "load", "layers", 1.0, !json && !quiet);
@@ -357,6 +417,7 @@ int cmd_run(int argc, char **argv) {
                 goto out;
             }
             text = rendered;
+            opens_think = reasoning_prompt_opens_think(rendered);
         }
         int erc = tok_encode(tok, text, len, &prompt, &n_prompt, &err);
         free(rendered);
@@ -387,6 +448,15 @@ int cmd_run(int argc, char **argv) {
         rc = 2;
         goto out;
     }
+    if (schema_file || grammar_kind) {
+        if (structured_setup(schema_file, tok, &p, opens_think ? (int)think_budget : -1, &gr, &gv, &gm, &err)) {
+            cli_error("run", "%s", err.msg);
+            rc = err.code == MTPLX_EINVAL || err.code == MTPLX_EUNSUPPORTED ? 2 : 1;
+            goto out;
+        }
+        gc = gen_constraint_of_matcher(gm);
+        p.constraint = &gc;
+    }
     if (!seed_set) seed = rng_fresh_seed();
     if (parallel) {
         rc = run_parallel(m, tok, prompt, n_prompt, &p, seed, (int)samples, json,
@@ -405,6 +475,7 @@ int cmd_run(int argc, char **argv) {
     for (long k = 0; k < samples; k++) {
         p.seed = seed + (uint64_t)k;
         p.seed_set = 1;
+        if (gm) grammar_matcher_reset(gm);
         stream_ctx sc = {ts, json, 1};
         gen_stats st;
         int32_t *out_toks = NULL;
@@ -424,6 +495,9 @@ int cmd_run(int argc, char **argv) {
     }
     rc = 0;
 out:
+    grammar_matcher_free(gm);
+    grammar_vocab_free(gv);
+    grammar_free(gr);
     if (ts) tok_stream_free(ts);
     gen_session_free(s);
     free(prompt);

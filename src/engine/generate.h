@@ -15,6 +15,24 @@
 #define GEN_MAX_DEPTH 8
 #define GEN_MAX_STOP_IDS 16
 
+/* Structured output hook (docs/structured-output.md): a per-sequence automaton over token ids that
+ * the decode loop (cycle.c) consults. Its mask is applied to the target logits of every verify row
+ * AND to every draft's logits before the sampler, the state advances with each emitted token and
+ * with each draft, and drafts are rolled back before verification. Owned by the caller; NULL in
+ * gen_params = unconstrained. */
+typedef struct {
+    void *ctx;
+    /* allowed next ids: bitset of ceil(V / 32) words (bit j % 32 of word j / 32), valid until the
+     * next call; NULL with err set on failure */
+    const uint32_t *(*mask)(void *ctx, mtplx_err *err);
+    /* take tok (0), or an error when tok is not allowed */
+    int (*advance)(void *ctx, int32_t tok, mtplx_err *err);
+    /* undo the last n advances (n <= GEN_MAX_DEPTH + 1) */
+    void (*rollback)(void *ctx, int n);
+    /* 1 when the structure is complete and nothing may follow (the generation stops) */
+    int (*ended)(void *ctx);
+} gen_constraint;
+
 typedef struct {
     float temperature;        /* 0 = greedy */
     float top_p;              /* (0, 1]; 1 = off */
@@ -40,6 +58,7 @@ typedef struct {
     int draft_full_head;      /* 1: draft with HEAD_MTP (full precision) instead of HEAD_DRAFT (diagnostics) */
     int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
                                  drafted id); exists so the distribution test can show it catches it */
+    const gen_constraint *constraint; /* NULL = unconstrained; else masks p and every q (see above) */
 } gen_params;
 
 /* Neutral defaults: temperature 1, top_p 1, top_k 0, min_p 0, penalties 0,

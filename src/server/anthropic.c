@@ -186,7 +186,7 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     }
     const json_t *th = json_object_get(body, "thinking");
     if (th && !json_is_null(th)) {
-        /* enabled / adaptive / between_tools: the model thinks (budget_tokens is not enforced);
+        /* enabled / adaptive / between_tools: the model thinks (budget_tokens: structured.c);
          * disabled: no think block. display "omitted": thinking blocks carry no text. */
         const json_t *ty = json_object_get(th, "type"), *dp = json_object_get(th, "display");
         if (!json_is_object(th) || !json_is_string(ty))
@@ -198,14 +198,11 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
         *enable_thinking = strcmp(t, "disabled") != 0;
         if (json_is_string(dp) && !strcmp(json_string_value(dp), "omitted")) j->hide_reasoning = 1;
     }
-    /* structured output and server-side MCP would change what the answer is: refuse, never ignore */
+    /* output_config.format (structured output) is structured.c's; server-side MCP would change what
+     * the answer is: refuse, never ignore */
     const json_t *oc = json_object_get(body, "output_config");
     if (oc && !json_is_null(oc) && !json_is_object(oc))
         return json_decref(out), json_decref(tools), reqerr(e, 400, "output_config", "'output_config' must be an object");
-    const json_t *fmt = json_object_get(oc, "format");
-    if (fmt && !json_is_null(fmt))
-        return json_decref(out), json_decref(tools),
-               reqerr(e, 400, "output_config.format", "'output_config.format' (structured output) is not supported by this server");
     const json_t *mcp = json_object_get(body, "mcp_servers");
     if (mcp && !json_is_null(mcp) && !(json_is_array(mcp) && json_array_size(mcp) == 0))
         return json_decref(out), json_decref(tools),
@@ -216,6 +213,11 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     j->api = API_MESSAGES;
     j->split_reasoning = 1;
     *render_req = req;
+    if (structured_parse(body, be, j, e)) {
+        json_decref(req);
+        *render_req = NULL;
+        return -1;
+    }
     return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "../base/err.h"
 #include "../engine/generate.h"
+#include "../grammar/grammar.h"
 #include "../engine/sched.h"
 
 typedef struct srv_backend srv_backend;
@@ -26,6 +27,9 @@ struct srv_backend {
     int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
+    const grammar_vocab *vocab;   /* token bytes for structured output (src/server/structured.c);
+                                     NULL: not a byte-level tokenizer, structured requests get a 400 */
+    grammar_tool_dialect tool_dialect; /* how the chat template writes tool calls (forced calls) */
     int         n_slots;      /* generations at once (worker threads); 0 is taken as 1 */
     int         kv_pages;     /* KV cache pages shared by the generations (0 = no limit to check) */
     int         kv_page_size; /* positions per page */

@@ -25,6 +25,7 @@ typedef struct {
     gen_session  **sess;        /* [n_slots], one per worker slot, attached to sched */
     int            n_slots;
     gen_params     defaults;    /* generation_config.json + end-of-turn ids */
+    grammar_vocab *vocab;       /* structured output; NULL when the tokenizer is not byte-level */
     char           model_id[256];
 } model_backend;
 
@@ -180,6 +181,10 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     out->default_params = mb_defaults;
     out->validate = mb_validate;
     out->generate = mb_generate;
+    mtplx_err verr; /* structured output: optional (a non-byte-level tokenizer has no token bytes) */
+    if (!grammar_vocab_new(b->tok, &b->vocab, &verr)) out->vocab = b->vocab;
+    const char *ct = tok_get_config(b->tok)->chat_template;
+    out->tool_dialect = ct && strstr(ct, "<function=") ? GRAMMAR_TOOLS_XML : GRAMMAR_TOOLS_JSON;
     return 0;
 }
 
@@ -189,6 +194,7 @@ void backend_model_close(srv_backend *be) {
     for (int i = 0; b->sess && i < b->n_slots; i++) gen_session_free(b->sess[i]);
     free(b->sess);
     sched_free(b->sched);
+    grammar_vocab_free(b->vocab);
     chat_template_free(b->tmpl);
     tok_free(b->tok);
     model_free(b->model);

@@ -154,13 +154,13 @@ static const char *const KNOWN_SAMPLING[] = {"model", "temperature", "top_p", "t
                                              "frequency_penalty", "repetition_penalty", "seed", "mtplx", "stream", NULL};
 static const char *const KNOWN_CHAT[] = {"messages", "max_tokens", "max_completion_tokens", "n", "logprobs", "top_logprobs",
                                          "logit_bias", "stream_options", "stop", "tools", "tool_choice", "chat_template_kwargs",
-                                         "enable_thinking", "reasoning_effort", NULL};
+                                         "enable_thinking", "reasoning_effort", "response_format", "parallel_tool_calls", NULL};
 static const char *const KNOWN_COMPLETIONS[] = {"prompt", "max_tokens", "max_completion_tokens", "n", "logprobs", "top_logprobs",
                                                 "logit_bias", "stream_options", "stop", "echo", "best_of", "suffix", NULL};
 static const char *const KNOWN_MESSAGES[] = {"messages", "system", "max_tokens", "stop_sequences", "tools", "tool_choice",
                                              "thinking", "output_config", "mcp_servers", NULL};
 static const char *const KNOWN_RESPONSES[] = {"input", "instructions", "previous_response_id", "background", "max_output_tokens",
-                                              "tools", "tool_choice", "reasoning", NULL};
+                                              "tools", "tool_choice", "reasoning", "text", "parallel_tool_calls", NULL};
 
 static int in_list(const char *const *l, const char *k) {
     for (; *l; l++)
@@ -408,6 +408,10 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     if (s->be->validate && s->be->validate(s->be->impl, &j->params, &err)) {
         job_unref(j);
         return respond_error(s, c, cc, 400, "invalid_request", NULL, err.msg, NULL, NULL);
+    }
+    if (structured_attach(s->be, j, &err)) { /* structured output: the matcher, now that the prompt is known */
+        job_unref(j);
+        return respond_error(s, c, cc, err.code == MTPLX_ENOMEM ? 500 : 400, "invalid_request", NULL, err.msg, NULL, NULL);
     }
 
     char hex[33];

@@ -9,6 +9,7 @@
 #include "../base/sbuf.h"
 #include "../chat/reasoning.h"
 #include "../chat/toolcall.h"
+#include "../engine/constraint.h"
 #include "server.h"
 
 #define SRV_MAX_STOPS 4
@@ -70,6 +71,10 @@ struct srv_job {
     long long   created;
     const char *model_id;
     int         conn_fd;          /* client socket, polled for hang-up; -1 unknown */
+    grammar    *grammar;          /* structured output (structured.c), owned; NULL = unconstrained */
+    int         think_budget;     /* thinking tokens before the answer is forced; -1 = no budget */
+    grammar_matcher *matcher;     /* per-request automaton state; params.constraint points at con */
+    gen_constraint con;
 
     /* worker-only state while generating */
     void             *decoder;
@@ -198,6 +203,11 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
                     srv_reqerr *e);
 int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **render_req, int *enable_thinking,
                     srv_reqerr *e);
+/* structured output (structured.c): parse the request's response format / forced tool choice /
+ * thinking budget into j (after j->api and j->tools are set); 0 or -1 with e. Then, once the prompt
+ * is rendered (start_in_reasoning known) and j->params are final, attach the matcher: 0 or an error. */
+int structured_parse(const json_t *body, srv_backend *be, srv_job *j, srv_reqerr *e);
+int structured_attach(srv_backend *be, srv_job *j, mtplx_err *err);
 /* shared sampler fields (temperature, top_p, top_k, min_p, penalties, seed, depth) */
 int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqerr *e);
 int reqerr(srv_reqerr *e, int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

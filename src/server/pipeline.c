@@ -38,6 +38,8 @@ void job_unref(srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left > 0) return;
     json_decref(j->tools);
+    grammar_matcher_free(j->matcher);
+    grammar_free(j->grammar);
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
     reasoning_free(&j->rp);

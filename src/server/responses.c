@@ -143,6 +143,11 @@ int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     j->api = API_RESPONSES;
     j->split_reasoning = 1;
     *render_req = req;
+    if (structured_parse(body, be, j, e)) {
+        json_decref(req);
+        *render_req = NULL;
+        return -1;
+    }
     return 0;
 }
 
