@@ -124,7 +124,7 @@
 
   function stat(parent, id, title, text) {
     const { card: c, svg, val } = card(parent, id, title, null, true);
-    svg.remove();
+    if (svg) svg.remove();
     val.textContent = text;
     c.dataset.last = text;
   }
@@ -165,6 +165,7 @@
     for (const s of samples) {
       const counter = types[s.name] === 'counter';
       lines(all, `m:${s.key}`, s.key + (counter ? ' (/s)' : ''), [s.key], null, fmt(s.value), true);
+      document.querySelector(`[data-chart="${CSS.escape(`m:${s.key}`)}"]`).dataset.value = String(s.value);
     }
     $('model-line').textContent = health ? `${health.model} · ${health.tier} · ctx ${health.context} · updated ${new Date().toLocaleTimeString()}`
       : `updated ${new Date().toLocaleTimeString()}`;
@@ -173,18 +174,20 @@
   function banner(text) { const b = $('banner'); b.textContent = text || ''; b.hidden = !text; }
 
   async function poll() {
+    let r = null, text = '';
     try {
       if (!health) {
         const h = await fetch('/health', { headers });
         if (h.ok) health = await h.json();
       }
-      const r = await fetch('/metrics', { headers });
-      if (r.status === 401) banner('This server needs an API key: enter it on the chat page (Settings), then reload.');
-      else if (!r.ok) banner(`/metrics answered ${r.status}.`);
-      else { banner(''); update(await r.text(), performance.now()); }
+      r = await fetch('/metrics', { headers });
+      text = await r.text();
     } catch {
       banner('Cannot reach the server: is `mtplx serve` still running?');
     }
+    if (r && r.status === 401) banner('This server needs an API key: enter it on the chat page (Settings), then reload.');
+    else if (r && !r.ok) banner(`/metrics answered ${r.status}.`);
+    else if (r) { banner(''); update(text, performance.now()); }
     setTimeout(poll, POLL_MS);
   }
   poll();
