@@ -47,7 +47,7 @@ models/%.safetensors: models/%.safetensors.xz
 deps:
 	@bash scripts/deps.sh
 
-$(WEB_GEN): $(WEB_FILES) scripts/embed-web.sh
+$(WEB_GEN): $(WEB_FILES) web scripts/embed-web.sh   # web: its mtime changes when a file is added or removed
 	@mkdir -p $(dir $@)
 	bash scripts/embed-web.sh $@ $(WEB_FILES)
 
