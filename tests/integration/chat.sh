@@ -7,7 +7,8 @@
 # --hide-thinking hides the reasoning; piped input gives answers-only stdout.
 set -u
 cd "$(dirname "$0")/../.."
-[ -x build/mtplx ] || { echo "build/mtplx is needed (make test builds it)"; exit 1; }
+bin=${MTPLX_CHAT_BIN:-build/mtplx}   # e.g. build/asan/mtplx
+[ -x "$bin" ] || { echo "$bin is needed (make test builds build/mtplx)"; exit 1; }
 command -v tmux >/dev/null || MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 tmp=$(mktemp -d)
 sock="mtplx-chat-test-$$"
@@ -32,7 +33,7 @@ send() { T send-keys -t chat -l -- "$1"; T send-keys -t chat Enter; }
 start() { # ARGS...: a fresh session running mtplx chat
     T kill-session -t chat 2>/dev/null
     T new-session -d -s chat -x 160 -y 50 \
-        "build/mtplx chat --history '$tmp/history' --seed 2 $*; echo CHAT-EXITED-\$?; sleep 60"
+        "$bin chat --history '$tmp/history' --seed 2 $*; echo CHAT-EXITED-\$?; sleep 60"
     wait_for '^mtplx chat — ' 60
 }
 
@@ -101,7 +102,7 @@ wait_for '^CHAT-EXITED-0$' 10
 
 # 7. not a terminal: stdout holds the answers only
 printf 'Show me the first lines of json/decoder.py\n/set temperature 0\n' |
-    build/mtplx chat --no-history --max-tokens 60 >"$tmp/out" 2>"$tmp/err" || fail "piped chat exited with $?"
+    "$bin" chat --no-history --max-tokens 60 >"$tmp/out" 2>"$tmp/err" || fail "piped chat exited with $?"
 grep -q 'tool_call' "$tmp/out" || fail "no answer on stdout: $(cat "$tmp/out")"
 grep -qE 'tok/verify|temperature|\x1b' "$tmp/out" && fail "stdout is not plain: $(cat -v "$tmp/out")"
 grep -q 'tok/verify' "$tmp/err" && grep -q 'temperature = 0' "$tmp/err" || fail "stats and messages missing on stderr: $(cat "$tmp/err")"

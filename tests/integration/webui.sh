@@ -32,7 +32,7 @@ start() {
 
 start open || exit 1
 open_port=$port
-start keyed --api-key webui-test-key || exit 1
+start keyed --api-key webui-test-key --ctx 256 || exit 1
 keyed_port=$port
 args=()
 [ -n "${MTPLX_WEBUI_SHOTS:-}" ] && args+=(--screenshots "$MTPLX_WEBUI_SHOTS")

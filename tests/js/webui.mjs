@@ -249,10 +249,11 @@ if (shotDir) {
   });
 }
 
-await step('API key: the page asks for the key, refuses a wrong one, then chats', async () => {
+await step('API key: the page asks for the key, refuses a wrong one, then chats; a too-long prompt is explained', async () => {
   const kctx = await browser.newContext();
-  // the 401 answers of the wrong-key attempts are expected; Chromium logs each as a console error
-  const kp = watch(await kctx.newPage(), [/status of 401/]);
+  // the 401 answers of the wrong-key attempts and the 400 of the too-long prompt are expected;
+  // Chromium logs each as a console error
+  const kp = watch(await kctx.newPage(), [/status of 40[01]/]);
   await kp.goto(`${keyedBase}/`);
   await kp.waitForSelector('#key-dialog[open]');
   await kp.fill('#key-input', 'wrong-key');
@@ -270,6 +271,11 @@ await step('API key: the page asks for the key, refuses a wrong one, then chats'
   await kp.press('#input', 'Enter');
   await kp.waitForSelector('.msg.assistant .stats');
   assert.equal(await kp.locator('.msg.assistant .error').count(), 0);
+  // this server has a 256-token context: a longer message is refused with a message saying so
+  await kp.fill('#input', 'word '.repeat(400));
+  await kp.press('#input', 'Enter');
+  await kp.waitForSelector('.msg.assistant .error');
+  assert.match(await kp.locator('.msg.assistant .error').last().innerText(), /no longer fits the model's context/);
   const d = watch(await kctx.newPage());
   await d.goto(`${keyedBase}/dashboard`);
   await d.waitForFunction(() => +document.querySelector('[data-chart="queue"]')?.dataset.points >= 1);
