@@ -179,7 +179,7 @@ await step('a tool result continues the conversation with a tool message', async
   assert.match(await page.locator('.tool-card .result-text').first().innerText(), /import json/);
 });
 
-await step('reload keeps the conversations', async () => {
+await step('reload keeps the conversations; Copy copies a code block', async () => {
   const before = await page.locator('.msg').count();
   await page.reload();
   await page.waitForSelector('.tool-card');
@@ -189,6 +189,12 @@ await step('reload keeps the conversations', async () => {
   await page.click('#conversations li:nth-child(2) button.open');
   await page.waitForSelector('.msg.assistant .cancelled');
   assert.match(await page.locator('.msg.user').first().innerText(), /long Python module/);
+  // the code block's Copy button puts the code, without markup, on the clipboard
+  await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+  await page.click('.msg.assistant .copy-code');
+  const clip = await page.evaluate(() => navigator.clipboard.readText());
+  assert.equal(clip, await page.locator('.msg.assistant .code code').first().textContent());
+  assert.ok(clip.length > 20 && !clip.includes('<span'));
 });
 
 let dash;
@@ -249,11 +255,13 @@ if (shotDir) {
   });
 }
 
-await step('API key: the page asks for the key, refuses a wrong one, then chats; a too-long prompt is explained', async () => {
+await step('API key: the page asks for the key, refuses a wrong one, then chats; edit and resend; a too-long prompt is explained', async () => {
   const kctx = await browser.newContext();
   // the 401 answers of the wrong-key attempts and the 400 of the too-long prompt are expected;
   // Chromium logs each as a console error
   const kp = watch(await kctx.newPage(), [/status of 40[01]/]);
+  const kSent = [];
+  kp.on('request', (r) => { if (r.url().endsWith('/v1/chat/completions')) kSent.push(JSON.parse(r.postData())); });
   await kp.goto(`${keyedBase}/`);
   await kp.waitForSelector('#key-dialog[open]');
   await kp.fill('#key-input', 'wrong-key');
@@ -271,6 +279,15 @@ await step('API key: the page asks for the key, refuses a wrong one, then chats;
   await kp.press('#input', 'Enter');
   await kp.waitForSelector('.msg.assistant .stats');
   assert.equal(await kp.locator('.msg.assistant .error').count(), 0);
+  // edit and resend: the conversation is cut at the edited message, its text returns to the input
+  const n = kSent.length;
+  await kp.click('.msg.user button.edit');
+  assert.equal(await kp.locator('.msg').count(), 0);
+  assert.equal(await kp.inputValue('#input'), 'def add(a, b):');
+  await kp.fill('#input', 'def mul(a, b):');
+  await kp.press('#input', 'Enter');
+  await kp.waitForSelector('.msg.assistant .stats');
+  assert.deepEqual(kSent[n].messages, [{ role: 'user', content: 'def mul(a, b):' }]);
   // this server has a 256-token context: a longer message is refused with a message saying so
   await kp.fill('#input', 'word '.repeat(400));
   await kp.press('#input', 'Enter');
