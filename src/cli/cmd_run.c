@@ -12,7 +12,10 @@
 #include "../engine/gen_config.h"
 #include "../engine/generate.h"
 #include "../engine/rng.h"
+#include "../engine/sched.h"
 #include "../engine/tune.h"
+#include "../base/clock.h"
+#include <pthread.h>
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
@@ -23,7 +26,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx run [--model DIR] (--prompt TEXT | --prompt-file F | --prompt-tokens 1,2,3)\n"
-            "                 [--chat] [--samples N] [--seed S] [--depth N] [--json] [sampler flags]\n"
+            "                 [--chat] [--samples N [--parallel [--max-seqs M]]] [--seed S] [--depth N]\n"
+            "                 [--json] [sampler flags]\n"
             "\n"
             "Generate a completion. Sampler defaults come from the model's generation_config.json and\n"
             "its EOS ids stop the generation.\n"
@@ -34,6 +38,11 @@ static void usage(FILE *f) {
             "  --prompt-tokens 1,2,3     prompt as token ids\n"
             "  --chat                    render the prompt as a user message with the chat template\n"
             "  --samples N               N generations with seeds S, S+1, ... (default 1)\n"
+            "  --parallel                run the N samples at once through the scheduler (continuous\n"
+            "                            batching: their forwards are merged; the same tokens as one by\n"
+            "                            one); outputs are printed in seed order when all are done, with\n"
+            "                            an aggregate line on stderr\n"
+            "  --max-seqs M              with --parallel: at most M at once (default min(N, 16))\n"
             "  --seed S                  RNG seed (xoshiro256** seeded by splitmix64; default: random,\n"
             "                            reported)\n"
             "  --depth N                 MTP drafts per cycle, 0 = plain AR (default: what `mtplx tune`\n"
@@ -96,10 +105,137 @@ static void stats_line(const gen_stats *st) {
     fprintf(stderr, " | %s | seed %llu (%s)]\n", st->finish_reason, (unsigned long long)st->seed, st->rng);
 }
 
+/* One finished sample: a JSON line, or the rest of the streamed text (ts) — or all of it (whole:
+ * decoded, or ids without a tokenizer) — and the stats line. Returns 0, or 1 after printing an error. */
+static int print_sample(tokenizer *tok, tok_stream *ts, int json, int whole, const int32_t *toks, int n,
+                        const gen_stats *st) {
+    mtplx_err err;
+    err_clear(&err);
+    if (json) {
+        char *text = NULL;
+        if (tok && tok_decode(tok, toks, n, 1, &text, NULL, &err)) {
+            cli_error("run", "%s", err.msg);
+            return 1;
+        }
+        json_t *ids = json_array();
+        for (int i = 0; i < n; i++) json_array_append_new(ids, json_integer(toks[i]));
+        json_t *o = json_pack("{s:s?, s:o, s:I, s:s, s:o}", "text", text, "tokens", ids, "seed", (json_int_t)st->seed,
+                              "finish_reason", st->finish_reason, "stats", stats_json(st));
+        if (!text) json_object_set_new(o, "text", json_null());
+        char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+        if (line) puts(line);
+        free(line);
+        json_decref(o);
+        free(text);
+    } else {
+        if (ts) {
+            const char *t;
+            size_t len;
+            if (tok_stream_flush(ts, &t, &len, &err) == 0 && len) fwrite(t, 1, len, stdout);
+        } else if (whole && tok) {
+            char *text = NULL;
+            if (tok_decode(tok, toks, n, 1, &text, NULL, &err)) {
+                cli_error("run", "%s", err.msg);
+                return 1;
+            }
+            fputs(text, stdout);
+            free(text);
+        } else if (whole) {
+            for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", toks[i]);
+        }
+        putchar('\n');
+        fflush(stdout);
+        stats_line(st);
+    }
+    return 0;
+}
+
+/* One sample of --parallel, on its own thread and session attached to the shared scheduler. */
+typedef struct {
+    const mtplx_model *m;
+    sched *x;
+    const int32_t *prompt;
+    int n_prompt;
+    gen_params p;
+    int32_t *toks;
+    int n;
+    gen_stats st;
+    int rc;
+    mtplx_err err;
+} par_sample;
+
+static void *par_main(void *arg) {
+    par_sample *a = arg;
+    gen_session *s;
+    err_clear(&a->err);
+    if ((a->rc = gen_session_new(a->m, &s, &a->err))) return NULL;
+    gen_session_attach(s, a->x);
+    a->rc = gen_session_run(s, a->prompt, a->n_prompt, &a->p, NULL, NULL, &a->toks, &a->n, &a->st, &a->err);
+    gen_session_free(s);
+    return NULL;
+}
+
+/* --samples N --parallel: N generations (seeds seed..) at once, max_seqs of them running, through
+ * one scheduler; printed in seed order, then an aggregate line. Returns the exit status. */
+static int run_parallel(const mtplx_model *m, tokenizer *tok, const int32_t *prompt, int n_prompt, const gen_params *p,
+                        uint64_t seed, int n, int json, int max_seqs) {
+    sched_config c;
+    sched_config_default(&c, max_seqs, n_prompt + p->max_tokens + p->depth + 1);
+    sched *x = NULL;
+    mtplx_err err;
+    err_clear(&err);
+    par_sample *a = calloc((size_t)n, sizeof *a);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    int rc = 1, started = 0;
+    if (!a || !th) {
+        cli_error("run", "out of memory for %d samples", n);
+        goto out;
+    }
+    if (sched_new(m, &c, &x, &err)) {
+        cli_error("run", "%s", err.msg);
+        goto out;
+    }
+    double t0 = clock_now();
+    for (; started < n; started++) {
+        a[started] = (par_sample){m, x, prompt, n_prompt, *p};
+        a[started].p.seed = seed + (uint64_t)started;
+        a[started].p.seed_set = 1;
+        if (pthread_create(&th[started], NULL, par_main, &a[started])) {
+            cli_error("run", "cannot start a thread for sample %d", started);
+            break;
+        }
+    }
+    long tokens = 0;
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    double wall = clock_now() - t0;
+    rc = started == n ? 0 : 1;
+    for (int i = 0; i < started; i++) {
+        if (a[i].rc) {
+            cli_error("run", "sample %d: %s", i, a[i].err.msg);
+            rc = a[i].err.code == MTPLX_EINVAL ? 2 : 1;
+            continue;
+        }
+        tokens += a[i].n;
+        if (!rc && print_sample(tok, NULL, json, 1, a[i].toks, a[i].n, &a[i].st)) rc = 1;
+    }
+    sched_stats ss;
+    sched_get_stats(x, &ss);
+    fprintf(stderr, "[%d samples at most %d at once: %ld tokens in %.2f s = %.1f tok/s aggregate | %.1f rows per "
+                    "forward]\n",
+            n, max_seqs, tokens, wall, wall > 0 ? tokens / wall : 0.0,
+            ss.forwards ? (double)ss.rows / (double)ss.forwards : 0.0);
+out:
+    for (int i = 0; a && i < n; i++) free(a[i].toks);
+    free(a);
+    free(th);
+    sched_free(x);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL;
-    int json = 0, chat = 0, depth = -1, quiet = 0;
-    long samples = 1, l;
+    int json = 0, chat = 0, depth = -1, quiet = 0, parallel = 0;
+    long samples = 1, l, max_seqs = 0;
     uint64_t seed = 0;
     int seed_set = 0;
     /* sampler flags are parsed into `flags`; `set` records which ones were given */
@@ -118,6 +254,11 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--chat")) chat = 1;
+        else if (!strcmp(a, "--parallel")) parallel = 1;
+        else if (!strcmp(a, "--max-seqs")) {
+            if (cli_parse_long("run", a, v, 1, BATCH_SEQS_MAX, &max_seqs)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--draft-full-head")) draft_full_head = 1; /* diagnostics */
         else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
         else if (v && !strcmp(a, "--model")) model = argv[++i];
@@ -247,6 +388,11 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     if (!seed_set) seed = rng_fresh_seed();
+    if (parallel) {
+        rc = run_parallel(m, tok, prompt, n_prompt, &p, seed, (int)samples, json,
+                          max_seqs ? (int)max_seqs : (samples < 16 ? (int)samples : 16));
+        goto out;
+    }
     if (gen_session_new(m, &s, &err)) {
         cli_error("run", "%s", err.msg);
         goto out;
@@ -270,32 +416,9 @@ int cmd_run(int argc, char **argv) {
             rc = err.code == MTPLX_EINVAL ? 2 : 1;
             goto out;
         }
-        if (json) {
-            char *text = NULL;
-            if (tok && tok_decode(tok, out_toks, n_out, 1, &text, NULL, &err)) {
-                free(out_toks);
-                cli_error("run", "%s", err.msg);
-                goto out;
-            }
-            json_t *ids = json_array();
-            for (int i = 0; i < n_out; i++) json_array_append_new(ids, json_integer(out_toks[i]));
-            json_t *o = json_pack("{s:s?, s:o, s:I, s:s, s:o}", "text", text, "tokens", ids, "seed",
-                                  (json_int_t)st.seed, "finish_reason", st.finish_reason, "stats", stats_json(&st));
-            if (!text) json_object_set_new(o, "text", json_null());
-            char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
-            if (line) puts(line);
-            free(line);
-            json_decref(o);
-            free(text);
-        } else {
-            if (ts) {
-                const char *t;
-                size_t len;
-                if (tok_stream_flush(ts, &t, &len, &err) == 0 && len) fwrite(t, 1, len, stdout);
-            }
-            putchar('\n');
-            fflush(stdout);
-            stats_line(&st);
+        if (print_sample(tok, ts, json, 0, out_toks, n_out, &st)) {
+            free(out_toks);
+            goto out;
         }
         free(out_toks);
     }

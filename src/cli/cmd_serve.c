@@ -19,6 +19,8 @@ static void usage(FILE *f) {
             "usage: mtplx serve [--model DIR] [--host 127.0.0.1] [--port 8000]\n"
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
+            "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
+            "                   [--knee-rows N]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -39,6 +41,17 @@ static void usage(FILE *f) {
             "  --temperature T     for requests that send none, in [0, 2] (0 = greedy; default: the\n"
             "                      model's generation_config.json); a request's own value wins\n"
             "  --quiet             no per-request log lines on stderr\n"
+            "  --max-seqs N        generations at once (default 4): their rows share each forward\n"
+            "                      (continuous batching, docs/architecture.md); more requests queue\n"
+            "  --max-batch-rows N  rows in one forward at most (default max(128, 9 x max-seqs))\n"
+            "  --kv-pages N        KV cache pages of 16 positions shared by all generations (default:\n"
+            "                      max-seqs full contexts); a request waits until the pages its prompt +\n"
+            "                      max_tokens could need are free, and one that can never fit gets an error\n"
+            "  --prefill-chunk N   prompt tokens of one request per forward (default 64): smaller keeps\n"
+            "                      other streams flowing while a long prompt is read\n"
+            "  --knee-rows N       MTP depth under load (default 16): a request that does not set\n"
+            "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
+            "                      steps); the output distribution is the same, only the speed changes\n"
             "\n"
             "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
             cli_default_model());
@@ -83,6 +96,7 @@ int cmd_serve(int argc, char **argv) {
     server_config_default(&cfg);
     const char *model = NULL, *key_file = NULL;
     char *key = NULL;
+    srv_model_opts mo = {0};
     long v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -127,6 +141,21 @@ int cmd_serve(int argc, char **argv) {
             cfg.temperature = (float)t, i++;
         } else if (!strcmp(a, "--quiet")) {
             cfg.quiet = 1;
+        } else if (!strcmp(a, "--max-seqs")) {
+            if (parse_long(a, val, 1, 64, &v)) goto usage_err;
+            mo.max_seqs = (int)v, i++;
+        } else if (!strcmp(a, "--max-batch-rows")) {
+            if (parse_long(a, val, GEN_MAX_DEPTH + 1, 1 << 16, &v)) goto usage_err;
+            mo.max_batch_rows = (int)v, i++;
+        } else if (!strcmp(a, "--kv-pages")) {
+            if (parse_long(a, val, 1, 1L << 28, &v)) goto usage_err;
+            mo.kv_pages = (int)v, i++;
+        } else if (!strcmp(a, "--knee-rows")) {
+            if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
+            mo.knee_rows = (int)v, i++;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
+            mo.prefill_chunk = (int)v, i++;
         } else {
             cli_error("serve", "unknown or incomplete option '%s' (see mtplx serve --help)", a);
             goto usage_err;
@@ -156,7 +185,8 @@ int cmd_serve(int argc, char **argv) {
 
     mtplx_err err = {0};
     srv_backend be;
-    if (backend_model_open(model, cfg.ctx, &be, &err)) {
+    mo.ctx = cfg.ctx;
+    if (backend_model_open(model, &mo, &be, &err)) {
         cli_error("serve", "%s", err.msg);
         free(key);
         return 1;
@@ -175,9 +205,12 @@ int cmd_serve(int argc, char **argv) {
     }
     const char *h = cfg.host;
     int v6 = strchr(h, ':') && h[0] != '[';
-    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d%s)\n", v6 ? "[" : "", h,
-           v6 ? "]" : "", server_port(s), be.model_id, be.tier, cfg.depth >= 0 ? cfg.depth : be.default_depth,
-           cfg.ctx > 0 ? cfg.ctx : be.ctx, key ? ", API key required" : "");
+    sched_stats ss;
+    be.sched_stats(be.impl, &ss);
+    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d, %d at once, %d KV pages%s)\n",
+           v6 ? "[" : "", h, v6 ? "]" : "", server_port(s), be.model_id, be.tier,
+           cfg.depth >= 0 ? cfg.depth : be.default_depth, cfg.ctx > 0 ? cfg.ctx : be.ctx, be.n_slots, ss.pages_total,
+           key ? ", API key required" : "");
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -45,6 +45,7 @@ void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sample
     c->toks = toks;
     c->fn = fn;
     c->user = user;
+    c->depth_cap = -1;
     c->st = st;
 }
 
@@ -88,6 +89,7 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     int rc;
     int K = p->max_tokens - c->n;
     if (K > p->depth) K = p->depth;
+    if (c->depth_cap >= 0 && K > c->depth_cap) K = c->depth_cap;
     /* draft */
     seq[0] = c->x0;
     if (K > 0) {

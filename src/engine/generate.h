@@ -33,6 +33,10 @@ typedef struct {
                                  q_i(y_i) over this cycle's drafts falls below it (the draft's own
                                  estimate that they all survive); depth is then the maximum. Uses
                                  draft-side values only, so the output law is unchanged. */
+    int depth_auto;           /* 1: a scheduler may draft fewer than `depth` per cycle when many
+                                 sequences share its forwards (sched_depth_cap); the output law is
+                                 unchanged, but seeded tokens then depend on the load. 0: always
+                                 `depth` (reproducible) */
     int draft_full_head;      /* 1: draft with HEAD_MTP (full precision) instead of HEAD_DRAFT (diagnostics) */
     int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
                                  drafted id); exists so the distribution test can show it catches it */
@@ -93,6 +97,17 @@ void gen_session_set_context(gen_session *s, int n);
 /* Report prefill progress (prompt tokens done, prompt tokens) to p (p.fn NULL: off, the default);
  * the prompt then goes through the trunk in 512-token forwards (the same results). */
 void gen_session_set_progress(gen_session *s, progress_sink p);
+
+/* Run this session's generations through scheduler x (sched.h; NULL: alone, the default): its
+ * states come from x's pool, its forwards are merged with those of the other sessions attached to
+ * x, and each generation first waits for admission (a sequence slot and its KV pages). The tokens
+ * are the same either way (row invariance). Call between generations; x outlives the session. */
+struct sched;
+void gen_session_attach(gen_session *s, struct sched *x);
+
+/* While a generation waits for admission, cancelled(user) is polled; non-zero ends the request with
+ * ECANCELED. NULL: not polled. */
+void gen_session_set_cancel(gen_session *s, int (*cancelled)(void *user), void *user);
 
 /* Same contract as gen_run, on the session's state (reset first). */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,

@@ -43,7 +43,7 @@ int family_bind_mla(mtplx_model *m, const char *lp, mla_weights *w, mtplx_err *e
     return family_linear_bind(m, n, H, nH * Dv, &w->o, err);
 }
 
-void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int capacity, int pos0, int R,
+void layer_mla(const mtplx_model *m, const mla_weights *w, int layer, const attn_seg *sg, int n, int R,
                fwd_scratch *s) {
     const model_config *c = &m->cfg;
     be_backend *be = m->be;
@@ -66,10 +66,12 @@ void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int cap
     be_rmsnorm_rows(be, rows + o_lat, tw, rows + o_ckv, tw, w->kv_a_norm, kvl, R, eps);
     be_matmul(be, rows + o_kvb, tw, rows + o_lat, tw, R, &w->kv_b);
 
-    be_mla_args a = {rows, tw, o_q, o_ckv, o_kvb, o_att, nH, Dn, Dr, Dv, kvl, m->fam.rope_interleave,
-                     m->rope_inv_freq, m->fam.rope_attn_factor, scale};
-    be_seq_kv skv = {kv->k, kv->v, capacity};
-    be->ops->mla(be, &a, &skv, pos0, R, s->attn);
+    for (int i = 0; i < n; i++) {
+        be_mla_args a = {rows + (size_t)sg[i].r0 * tw, tw, o_q, o_ckv, o_kvb, o_att, nH, Dn, Dr, Dv, kvl,
+                         m->fam.rope_interleave, m->rope_inv_freq, m->fam.rope_attn_factor, scale};
+        be_seq_kv skv = kv_table_view(sg[i].kv, layer);
+        be->ops->mla(be, &a, &skv, sg[i].pos0, sg[i].R, s->attn);
+    }
     be_matmul(be, s->o, H, rows + o_att, tw, R, &w->o);
 }
 
@@ -131,35 +133,27 @@ int deepseek_bind_mtp(mtplx_model *m, const char *prefix, mtplx_err *err) {
     return 0;
 }
 
-int deepseek_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
-                         float *hidden_out, mtplx_err *err) {
+/* The DeepSeek MTP layer over R gathered rows of n sequences: hid [R][H] (backend memory) and the
+ * next tokens [R] in, the shared head's post-norm rows into out [R][H] (backend memory). */
+void deepseek_mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as, int n, const float *hid,
+                       const int32_t *next, int R, float *out) {
     const model_config *c = &m->cfg;
     const family_model *f = &m->fam;
     const layer_weights *L = &m->mtp.layer;
-    fwd_scratch *scr = &s->scr;
     be_backend *be = m->be;
     int H = c->hidden_size, tw = scr->fam_w;
     float eps = c->rms_norm_eps;
     float *rows = scr->fam;
-    for (int c0 = 0; c0 < T; c0 += scr->rows) {
-        int R = T - c0 < scr->rows ? T - c0 : scr->rows;
-        size_t RH = (size_t)R * H;
-        const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
-        be->ops->embed_rows(be, scr->a, H, &f->ds_embed, next_tokens + c0, R);
-        be_rmsnorm_rows(be, rows, tw, scr->a, H, f->ds_enorm, H, R, eps);
-        be_rmsnorm_rows(be, rows + H, tw, hid, H, f->ds_hnorm, H, R, eps);
-        be_matmul(be, scr->x, H, rows, tw, R, &f->ds_eh_proj);
-        rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
-        layer_mla(m, &L->mla, &s->kv, s->capacity, s->len, R, scr);
-        be_add(be, scr->x, scr->o, RH);
-        rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
-        layer_ffn(m, L, R, scr);
-        be_add(be, scr->x, scr->o, RH);
-        float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
-        rows_rmsnorm(m, out, scr->x, f->ds_head_norm, R);
-        fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
-        s->len += R;
-    }
-    (void)err;
-    return 0;
+    size_t RH = (size_t)R * H;
+    be->ops->embed_rows(be, scr->a, H, &f->ds_embed, next, R);
+    be_rmsnorm_rows(be, rows, tw, scr->a, H, f->ds_enorm, H, R, eps);
+    be_rmsnorm_rows(be, rows + H, tw, hid, H, f->ds_hnorm, H, R, eps);
+    be_matmul(be, scr->x, H, rows, tw, R, &f->ds_eh_proj);
+    rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
+    layer_mla(m, &L->mla, 0, as, n, R, scr);
+    be_add(be, scr->x, scr->o, RH);
+    rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
+    layer_ffn(m, L, R, scr);
+    be_add(be, scr->x, scr->o, RH);
+    rows_rmsnorm(m, out, scr->x, f->ds_head_norm, R);
 }

@@ -76,13 +76,14 @@ void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch 
 void family_gdn_project(const mtplx_model *m, const gdn_fused_weights *w, const float *a, int R, float *qkv,
                         int ldqkv, float *z, float *b, float *av, int ld, fwd_scratch *s);
 
-/* MLA attention over R rows at positions pos0..: s->a in, s->o out; keys/values of each row are
- * written into kv at its position before it attends (causal). */
-void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int capacity, int pos0, int R,
+/* MLA attention over the R rows of n sequences: s->a in, s->o out; projections and the output
+ * matmul over all rows, then per sequence the keys/values of each row are written into its pages of
+ * layer `layer` at its position before it attends (causal). */
+void layer_mla(const mtplx_model *m, const mla_weights *w, int layer, const attn_seg *sg, int n, int R,
                fwd_scratch *s);
 
-/* DeepSeek MTP rows (the model_mtp_forward contract, see model.h). */
-int deepseek_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
-                         float *hidden_out, mtplx_err *err);
+/* DeepSeek MTP rows over n sequences (mtp.c's mtp_rows contract). */
+void deepseek_mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as, int n, const float *hid,
+                       const int32_t *next, int R, float *out);
 
 #endif

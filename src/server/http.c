@@ -390,7 +390,10 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     int room = s->ctx - j->n_prompt;
     if (j->params.max_tokens <= 0 || j->params.max_tokens > room) j->params.max_tokens = room;
     if (s->cfg.max_tokens > 0 && j->params.max_tokens > s->cfg.max_tokens) j->params.max_tokens = s->cfg.max_tokens;
-    if (j->params.depth < 0) j->params.depth = s->depth;
+    if (j->params.depth < 0) { /* the server's depth, which the scheduler may lower under load */
+        j->params.depth = s->depth;
+        j->params.depth_auto = 1;
+    }
     if (s->be->validate && s->be->validate(s->be->impl, &j->params, &err)) {
         job_unref(j);
         return respond_error(s, c, cc, 400, "invalid_request", NULL, err.msg, NULL, NULL);

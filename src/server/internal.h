@@ -32,6 +32,7 @@ typedef struct {
     uint64_t cycles_with_pos[GEN_MAX_DEPTH];/* cycles that drafted a token at position d+1 */
     double   prefill_s, decode_s;           /* summed over generations */
     double   last_decode_tok_s, last_prefill_tok_s;
+    srv_backend *be;                        /* for the scheduler's gauges (set by queue_start) */
 } srv_metrics;
 
 void metrics_init(srv_metrics *m);
@@ -114,21 +115,31 @@ void job_cancel(srv_job *j);
 
 /* ---- the worker and its queue (queue.c) ---- */
 
+typedef struct srv_queue srv_queue;
+
+/* One worker thread: it runs the jobs it takes as generation slot `slot`. */
 typedef struct {
+    srv_queue *q;
+    int        slot;
+    pthread_t  thread;
+    int        started;
+    srv_job   *current;           /* the job it runs (for cancel on stop), or NULL */
+} srv_worker;
+
+struct srv_queue {
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     srv_job   *head, *tail;
     int        waiting;           /* jobs queued, not yet started */
-    int        running;           /* 0 or 1 */
-    srv_job   *current;           /* the running job (for cancel on stop) */
+    int        running;           /* jobs taken by a worker (0..n_workers) */
     int        max;
     int        stopping;
-    pthread_t  thread;
-    int        thread_started;
+    srv_worker *workers;          /* [n_workers], one per generation slot of the backend */
+    int        n_workers;
     srv_backend *be;
     srv_metrics *metrics;
     int        quiet;
-} srv_queue;
+};
 
 int queue_start(srv_queue *q, srv_backend *be, srv_metrics *m, int max, int quiet, mtplx_err *err);
 /* Queue j (takes a reference). Returns 0, or -1 when the queue is full or stopping. */
@@ -138,8 +149,8 @@ void queue_counts(srv_queue *q, int *waiting, int *running);
 
 /* ---- output pipeline (pipeline.c): tokens -> text -> reasoning/content -> stop -> tools ---- */
 
-/* Run the whole generation of j on the worker thread; formats output into j's channel. */
-void pipeline_run(srv_job *j, srv_backend *be);
+/* Run the whole generation of j on worker `slot`'s thread; formats output into j's channel. */
+void pipeline_run(srv_job *j, srv_backend *be, int slot);
 
 /* ---- formatting (openai.c / anthropic.c) ---- */
 

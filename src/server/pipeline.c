@@ -258,7 +258,16 @@ static const char *finish_reason(const srv_job *j) {
     return "stop";
 }
 
-void pipeline_run(srv_job *j, srv_backend *be) {
+/* 1 when j's client went away (polled while the generation waits for room). */
+static int job_cancelled(void *user) {
+    srv_job *j = user;
+    pthread_mutex_lock(&j->mu);
+    int c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+void pipeline_run(srv_job *j, srv_backend *be, int slot) {
     pthread_mutex_lock(&j->mu);
     j->started = 1;
     int cancelled = j->cancelled;
@@ -277,7 +286,8 @@ void pipeline_run(srv_job *j, srv_backend *be) {
     if (!cancelled && !j->failed) {
         fmt_begin(j);
         job_flush(j);
-        if (be->generate(be->impl, j->prompt, j->n_prompt, &j->params, on_tokens, &c, &j->stats, &e)) {
+        if (be->generate(be->impl, slot, j->prompt, j->n_prompt, &j->params, on_tokens, &c, job_cancelled, j,
+                         &j->stats, &e)) {
             j->failed = 1;
             j->err = e;
         }

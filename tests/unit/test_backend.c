@@ -124,8 +124,9 @@ TEST(test_row_ops_are_row_invariant) {
     be_free(be);
 }
 
-/* Attention over a sequence's KV: R rows at positions 0..R-1 in one call equal R one-row calls
- * (decode), outputs and the K/V written. */
+/* Attention over a sequence's paged KV: R rows at positions 0..R-1 in one call equal R one-row calls
+ * (decode), outputs and the K/V written — with the two caches' pages in different pool orders, so
+ * the op must follow the page table for every key it writes and reads. */
 TEST(test_attention_op_prefill_equals_decode) {
     be_backend *be;
     mtplx_err err = {0};
@@ -143,7 +144,9 @@ TEST(test_attention_op_prefill_equals_decode) {
     be_attn_args a = {big, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, 1, inv_freq, 1.0f, qn, kn, 1e-6f,
                       0.25f};
     memcpy(big, proj, sizeof(float) * R * bw);
-    be_seq_kv kv1 = {k1, v1, CAP}, kv2 = {k2, v2, CAP};
+    enum { PS = 4, NP = CAP / PS };
+    const int32_t pages1[NP] = {1, 0}, pages2[NP] = {0, 1};
+    be_seq_kv kv1 = {k1, v1, pages1, NP, PS}, kv2 = {k2, v2, pages2, NP, PS};
     be->ops->attention(be, &a, &kv1, 0, R, sc);
     float *all = malloc(sizeof(float) * R * bw);
     REQUIRE(all);
@@ -154,7 +157,11 @@ TEST(test_attention_op_prefill_equals_decode) {
         CHECK_MSG(memcmp(big + att_off, all + (size_t)t * bw + att_off, sizeof(float) * nH * Dh) == 0,
                   "attention row %d: prefill and decode differ", t);
     }
-    CHECK(memcmp(k1, k2, 4 * kvn) == 0 && memcmp(v1, v2, 4 * kvn) == 0);
+    size_t page = (size_t)nKV * PS * Dh; /* floats of one page */
+    for (int i = 0; i < NP; i++) {
+        CHECK_MSG(memcmp(k1 + pages1[i] * page, k2 + pages2[i] * page, 4 * page) == 0, "keys of page %d differ", i);
+        CHECK_MSG(memcmp(v1 + pages1[i] * page, v2 + pages2[i] * page, 4 * page) == 0, "values of page %d differ", i);
+    }
     free(proj), free(big), free(all), free(k1), free(v1), free(k2), free(v2), free(sc);
     be_free(be);
 }
