@@ -157,6 +157,14 @@
     lines(g, 'tok_per_verify', 'Mean tokens per verify', ['derived:tok_per_verify']);
     lines(g, 'queue', 'Requests running / waiting', ['mtplx_queue_running', 'mtplx_queue_waiting'], ['running', 'waiting'],
       `${get('mtplx_queue_running')} / ${get('mtplx_queue_waiting')}`);
+    // the scheduler's gauges (continuous batching), when the server has them
+    if (values.has('mtplx_sequences_running'))
+      lines(g, 'sequences', 'Sequences running / waiting', ['mtplx_sequences_running', 'mtplx_sequences_waiting'],
+        ['running', 'waiting'], `${get('mtplx_sequences_running')} / ${get('mtplx_sequences_waiting')}`);
+    if (values.has('mtplx_rows_per_forward')) lines(g, 'rows', 'Rows per forward', ['mtplx_rows_per_forward']);
+    if (values.has('mtplx_kv_pages_used'))
+      lines(g, 'kv', 'KV pages used / free', ['mtplx_kv_pages_used', 'mtplx_kv_pages_free'], ['used', 'free'],
+        `${get('mtplx_kv_pages_used')} / ${get('mtplx_kv_pages_free')}`);
     lines(g, 'time', 'Prefill vs decode (busy fraction)', ['derived:prefill_share', 'derived:decode_share'], ['prefill', 'decode']);
     lines(g, 'memory', 'Server memory (RSS, MiB)', ['derived:rss_mib']);
     if (health) stat(g, 'depth', 'MTP depth in use (default / max)', `${health.depth} / ${health.max_depth}`);

@@ -247,7 +247,6 @@ static int cmd_set(chat_state *cs, const char *name, const char *val) {
         cs->thinking = !strcmp(val, "on");
         return 0;
     }
-    int is_float = 1;
     float *fp = !strcmp(name, "temperature") ? &p.temperature : !strcmp(name, "top_p") ? &p.top_p
               : !strcmp(name, "min_p") ? &p.min_p : !strcmp(name, "presence_penalty") ? &p.presence_penalty
               : !strcmp(name, "frequency_penalty") ? &p.frequency_penalty
@@ -259,7 +258,6 @@ static int cmd_set(chat_state *cs, const char *name, const char *val) {
         if (end == val || *end) return fprintf(stderr, "mtplx chat: %s needs a number, not '%s'\n", name, val), -1;
         *fp = f;
     } else if (ip) {
-        is_float = 0;
         l = strtol(val, &end, 10);
         if (end == val || *end || l < 0 || l > 1 << 30) return fprintf(stderr, "mtplx chat: %s needs a whole number >= 0, not '%s'\n", name, val), -1;
         *ip = (int)l;
@@ -274,7 +272,6 @@ static int cmd_set(chat_state *cs, const char *name, const char *val) {
     } else {
         return fprintf(stderr, "mtplx chat: unknown setting '%s' (see /help)\n", name), -1;
     }
-    (void)is_float;
     if (!strcmp(name, "depth") && p.depth > 0 && !model_has_mtp(cs->m))
         return fprintf(stderr, "mtplx chat: this model has no MTP head: depth must be 0\n"), -1;
     if (!strcmp(name, "max_tokens") && p.max_tokens == 0) return fprintf(stderr, "mtplx chat: max_tokens must be > 0\n"), -1;

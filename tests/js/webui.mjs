@@ -225,6 +225,9 @@ await step('the dashboard charts update while a generation runs', async () => {
   assert.ok(await dash.locator('[data-chart="acceptance"] rect.bar').count() >= 2, 'acceptance bars per draft position');
   assert.ok(+(await dash.getAttribute('[data-chart="memory"]', 'data-last')) > 10, 'resident memory in MiB');
   assert.ok(await dash.locator('[data-chart^="m:"]').count() >= 30, 'every /metrics series has a chart');
+  // the scheduler's gauges get their own charts, and saw the generation
+  assert.ok(+(await dash.getAttribute('[data-chart="sequences"]', 'data-max')) >= 1, 'a running sequence was charted');
+  assert.ok(await dash.isVisible('[data-chart="kv"]') && await dash.isVisible('[data-chart="rows"]'));
   assert.ok(await dash.isHidden('#banner'));
 });
 
