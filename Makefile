@@ -26,6 +26,27 @@ CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
+
+# `make CUDA=1`: the same build/mtplx with the CUDA backend (src/backend/cuda/*.cu, CUDA C++ by nvcc
+# for sm_90; docs/architecture.md, "The CUDA backend"). Plain C everywhere else; without CUDA=1
+# nothing here changes. The variant is recorded in build/.variant so that switching between the two
+# rebuilds backend.o (the only C file that knows) and relinks.
+VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
+$(shell mkdir -p build; [ "$$(cat build/.variant 2>/dev/null)" = "$(VARIANT)" ] || echo $(VARIANT) > build/.variant)
+NVCC      ?= $(firstword $(shell command -v nvcc 2>/dev/null) /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= sm_90
+NVCCFLAGS ?= -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -Xcompiler -fno-strict-aliasing,-pthread,-Wall -MMD -MP
+ifeq ($(VARIANT),cuda)
+CU_OBJ    := $(patsubst %.cu,build/obj/%.o,$(wildcard src/backend/cuda/*.cu))
+LIB_OBJ   += $(CU_OBJ)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+build/obj/src/backend/backend.o: CFLAGS += -DMTPLX_CUDA
+endif
+build/obj/src/backend/backend.o: build/.variant
+build/obj/src/backend/cuda/%.o: src/backend/cuda/%.cu Makefile
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
 ASAN_LIB_OBJ := $(LIB_SRC:%.c=build/asan/obj/%.o)
 ASAN_CLI_OBJ := $(CLI_SRC:%.c=build/asan/obj/%.o)
@@ -75,16 +96,16 @@ build/asan/libmtplx.a: $(ASAN_LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/mtplx: $(CLI_OBJ) build/libmtplx.a
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libmtplx.a $(LDLIBS)
+build/mtplx: $(CLI_OBJ) build/libmtplx.a build/.variant
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libmtplx.a $(LDLIBS) $(CUDA_LIBS)
 
 # The sanitizer build of the CLI: integration tests of error paths run it.
 build/asan/mtplx: $(ASAN_CLI_OBJ) build/asan/libmtplx.a
 	$(CC) $(SANFLAGS) -pthread -o $@ $(ASAN_CLI_OBJ) build/asan/libmtplx.a $(LDLIBS)
 
-build/tests/%: tests/unit/%.c build/libmtplx.a tests/unit/test.h
+build/tests/%: tests/unit/%.c build/libmtplx.a tests/unit/test.h build/.variant
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< build/libmtplx.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< build/libmtplx.a $(LDLIBS) $(CUDA_LIBS)
 
 build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
 	@mkdir -p $(dir $@)

@@ -406,9 +406,22 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
     const be_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
     if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
     if (T <= 0) return 0;
-    if (!m->be->caps.host_memory) /* needs a state's staging buffers; no such backend yet */
-        return err_set(err, MTPLX_EUNSUPPORTED, "model_lm_head: backend %s computes in device memory",
-                       m->be->ops->name);
-    be_matmul(m->be, logits, m->cfg.vocab_size, hidden, m->cfg.hidden_size, T, w);
-    return 0;
+    be_backend *be = m->be;
+    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    if (be->caps.host_memory) {
+        be_matmul(be, logits, V, hidden, H, T, w);
+        return 0;
+    }
+    /* a device backend: the rows go up, the logits come down, through buffers of this call */
+    be_buf *x = NULL, *y = NULL;
+    int rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &x, err);
+    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &y, err);
+    if (!rc) {
+        be->ops->upload(be, be_buf_addr(be, x), hidden, sizeof(float) * (size_t)T * H);
+        be_matmul(be, be_buf_addr(be, y), V, be_buf_addr(be, x), H, T, w);
+        be->ops->download(be, logits, be_buf_addr(be, y), sizeof(float) * (size_t)T * V);
+    }
+    be->ops->buf_free(be, x);
+    be->ops->buf_free(be, y);
+    return rc;
 }

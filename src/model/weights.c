@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/device.h"
 #include "../base/mem.h"
 #include "family.h"
 #include "inspect.h"
@@ -297,7 +298,9 @@ static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog,
                        m->arch->reason);
     if ((rc = check_config(m, err))) return rc;
     if ((rc = family_model_init(m, err))) return rc; /* RoPE scaling / MoE / MLA checks, family arena */
-    /* the backend, chosen at load with its settings read once (docs/architecture.md) */
+    /* the backend, chosen at load with its settings read once (docs/architecture.md); on a GPU the
+     * checkpoint must fit first (backend/device.h) */
+    if ((rc = be_device_preflight(dir, err))) return rc;
     if ((rc = be_create(NULL, &m->be, err))) return rc;
     m->key_dim = c->lin_k_heads * c->lin_k_dim;
     m->value_dim = c->lin_v_heads * c->lin_v_dim;

@@ -27,6 +27,8 @@ struct srv_backend {
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
     int         n_slots;      /* generations at once (worker threads); 0 is taken as 1 */
+    int         kv_pages;     /* KV cache pages shared by the generations (0 = no limit to check) */
+    int         kv_page_size; /* positions per page */
 
     /* Render an OpenAI chat request (messages, tools, chat_template_kwargs already validated
      * shapes; `enable_thinking` given separately: -1 = template default, 0/1 = forced) to prompt

@@ -166,6 +166,8 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
         return rc;
     }
     out->n_slots = b->n_slots;
+    out->kv_pages = sched_config_of(b->sched)->kv_pages;
+    out->kv_page_size = model_kv_page_size();
     out->sched_stats = mb_sched_stats;
     out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
     out->default_depth = depth;

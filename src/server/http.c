@@ -394,6 +394,18 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         j->params.depth = s->depth;
         j->params.depth_auto = 1;
     }
+    if (s->be->kv_pages > 0) { /* a request the KV pool could never hold would wait forever */
+        int need = j->n_prompt + j->params.max_tokens + j->params.depth + 1, P = s->be->kv_page_size;
+        if ((need + P - 1) / P > s->be->kv_pages) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "the server's KV cache holds %d positions (--kv-pages %d); this request may need %d (prompt %d + "
+                     "max_tokens %d + draft rows): lower max_tokens or restart the server with more --kv-pages",
+                     s->be->kv_pages * P, s->be->kv_pages, need, j->n_prompt, j->params.max_tokens);
+            job_unref(j);
+            return respond_error(s, c, cc, 503, "kv_cache_too_small", "max_tokens", msg, NULL, NULL);
+        }
+    }
     if (s->be->validate && s->be->validate(s->be->impl, &j->params, &err)) {
         job_unref(j);
         return respond_error(s, c, cc, 400, "invalid_request", NULL, err.msg, NULL, NULL);

@@ -2,7 +2,8 @@
 # batching.sh — continuous batching end to end on the ASan/UBSan build of `mtplx serve`: 32 clients
 # for 20 s (tests/js/batch_load.mjs) with cancels and hang-ups, 8 generations at once through a small
 # KV page budget (requests wait for pages); every completed answer equals its solo answer, the server
-# ends idle with every KV page free, shuts down cleanly on SIGTERM and has no sanitizer report.
+# ends idle with every KV page free, shuts down cleanly on SIGTERM and has no sanitizer report. A
+# request that the KV pool could never hold gets 503 with the numbers.
 # The long run for bench/batching.md is the same script with SECONDS=180.
 set -u
 cd "$(dirname "$0")/../.."
@@ -36,5 +37,20 @@ pid=
 if grep -qE "LeakSanitizer|AddressSanitizer|runtime error:" "$tmp/err"; then
     echo "sanitizer report from the server:"; head -60 "$tmp/err"; fail=1
 fi
+# a request the KV pool can never hold: 503 naming the numbers, at once (not a wait); a small one works
+build/mtplx serve --host 127.0.0.1 --port 0 --quiet --kv-pages 8 --ctx 256 >"$tmp/out2" 2>"$tmp/err2" &
+pid=$!
+port=
+for _ in $(seq 1 300); do
+    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/out2")
+    [ -n "$port" ] && break; sleep 0.1
+done
+code=$(curl -s -o "$tmp/big" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+       -d '{"prompt":"def f(x):","max_tokens":200}')
+{ [ "$code" = 503 ] && grep -q "KV cache holds 128 positions" "$tmp/big"; } || { echo "oversized request: $code $(cat "$tmp/big")"; fail=1; }
+code=$(curl -s -o "$tmp/small" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+       -d '{"prompt":"def f(x):","max_tokens":20}')
+[ "$code" = 200 ] || { echo "a request that fits the KV pool: $code $(cat "$tmp/small")"; fail=1; }
+kill -TERM "$pid"; wait "$pid"; pid=
 [ $fail -eq 0 ] && echo "batching: all passed"
 exit $fail
