@@ -16,7 +16,7 @@ SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-LAYERS  := base kernels backend backend/cpu model tokenizer chat engine server hub
+LAYERS  := base kernels backend backend/cpu model model/families tokenizer chat engine server hub
 # The browser UI (web/) is compiled into the library as one generated C file (scripts/embed-web.sh;
 # src/server/web.h): `mtplx serve` needs no files at run time and the build needs no npm.
 WEB_FILES := $(sort $(wildcard web/*))

@@ -295,16 +295,25 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
 
 /* ------------------------------------------------------------------ requests */
 
+/* Prompt rows one sequence puts in the next step: prefill_chunk alone, but only knee_rows (at least
+ * 8) while other sequences are decoding, so that their steps cost about what they cost without the
+ * prompt and they keep streaming (the long prompt then takes more steps). */
+static int prefill_rows(sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int busy = s->n_active > 1;
+    pthread_mutex_unlock(&s->mu);
+    return busy ? imin(s->cfg.prefill_chunk, imax(s->cfg.knee_rows, 8)) : s->cfg.prefill_chunk;
+}
+
 int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err) {
     if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_forward: T = %d rows (need >= 1)", T);
     fwd_request r = req ? *req : (fwd_request){0};
-    int chunk = r.capture ? T : s->cfg.prefill_chunk;
     if (T > s->cfg.max_batch_rows && r.capture)
         return err_set(err, MTPLX_EINVAL, "sched_forward: capturing %d rows, a forward holds %d", T,
                        s->cfg.max_batch_rows);
     int H = s->H, V = s->V;
-    for (int c0 = 0; c0 < T; c0 += chunk) {
-        int R = imin(chunk, T - c0);
+    for (int c0 = 0, R; c0 < T; c0 += R) {
+        R = imin(r.capture ? T : prefill_rows(s), T - c0);
         sub x = {.kind = SUB_TRUNK, .rows = R};
         fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture};
         if (r.logits && r.logits_from < c0 + R) {
@@ -324,9 +333,9 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
     if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_mtp: T = %d rows (need >= 1)", T);
     if (logits && (logits_row < 0 || logits_row >= T))
         return err_set(err, MTPLX_EINVAL, "sched_mtp: logits row %d outside [0, %d)", logits_row, T);
-    int chunk = s->cfg.prefill_chunk, H = s->H;
-    for (int c0 = 0; c0 < T; c0 += chunk) {
-        int R = imin(chunk, T - c0);
+    int H = s->H;
+    for (int c0 = 0, R; c0 < T; c0 += R) {
+        R = imin(prefill_rows(s), T - c0);
         sub x = {.kind = SUB_MTP, .rows = R, .head = head};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
         if (logits && logits_row >= c0 && logits_row < c0 + R) {

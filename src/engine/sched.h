@@ -27,7 +27,8 @@ typedef struct sched sched;
 typedef struct {
     int max_seqs;        /* sequences generating at once (>= 1) */
     int max_batch_rows;  /* rows in one forward (>= prefill_chunk and >= GEN_MAX_DEPTH + 1) */
-    int prefill_chunk;   /* prompt rows of one sequence in one forward */
+    int prefill_chunk;   /* prompt rows of one sequence in one forward when it runs alone; while
+                            others decode, min(prefill_chunk, max(knee_rows, 8)) */
     int capacity;        /* positions one sequence may hold (prompt + completion + draft rows) */
     int kv_pages;        /* pages in the pool; 0 = max_seqs sequences of `capacity` positions */
     double wait_ms;      /* how long a ready forward waits for sequences still sampling */

@@ -14,6 +14,7 @@
 
 #include "../base/mem.h"
 #include "family.h"
+#include "families/family_ops.h"
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -143,7 +144,7 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, cons
     float *qkv = n == 1 ? win0 + (size_t)kc1 * C : s->big + u_off;
     int ldq = n == 1 ? C : bw;
     if (w->fz.fused) { /* Qwen3-Next: in_proj_qkvz / in_proj_ba, regrouped into the split layout */
-        family_gdn_project(m, &w->fz, s->a, R, qkv, ldq, s->big, s->big + b_off, s->big + a_off, bw, s);
+        m->family->gdn_project(m, &w->fz, s->a, R, qkv, ldq, s->big, s->big + b_off, s->big + a_off, bw, s);
     } else {
         be_mm_out in[4] = {{qkv, ldq, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
                            {s->big + a_off, bw, &w->a}};

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "../backend/backend.h"
-#include "arch.h"
 #include "config.h"
 #include "family_types.h"
 #include "model.h"
@@ -71,7 +70,7 @@ typedef struct {
 struct mtplx_model {
     char dir[4096];
     model_config cfg;
-    const arch_info *arch;
+    const model_family *family; /* its entry of the family table (families/family_ops.h) */
     st_set *st;               /* the mapped checkpoint; every be_weight points into it */
     int hf_layout;            /* 1: HF checkpoint (zero-centred norms get +1 at load) */
     be_weight embed;        /* [V][H] */

@@ -2,12 +2,15 @@
  *
  * Row t: c = fc([pre_fc_norm_embedding(embed(next_tokens[t])) | pre_fc_norm_hidden(hidden[t])]),
  * then one full-attention decoder layer at MTP position len + t (causal over the MTP cache), then
- * mtp.norm. The output is post-norm: it feeds the LM head and, at depth > 1, the next MTP step. */
+ * mtp.norm. The output is post-norm: it feeds the LM head and, at depth > 1, the next MTP step.
+ * The layer itself is the family's (model_family.mtp_rows: families/qwen3_5.c for the Qwen
+ * `mtp.*` layer, families/deepseek_v3.c for DeepSeek's); this file owns states, checks and heads. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/mem.h"
 #include "family.h"
+#include "families/family_ops.h"
 
 #define MTP_CHUNK_ROWS 32
 
@@ -87,33 +90,6 @@ void mtp_state_reset(mtp_state *s) {
     kv_table_trim(&s->kv, 0);
 }
 
-/* The Qwen MTP layer over R gathered rows of n sequences: hid [R][H] (backend memory) and the next
- * tokens [R] in, post-`mtp.norm` rows into out [R][H] (backend memory). */
-static void mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as, int n, const float *hid,
-                     const int32_t *next, int R, float *out) {
-    if (m->fam.ds_mtp) {
-        deepseek_mtp_rows(m, scr, as, n, hid, next, R, out);
-        return;
-    }
-    const mtp_weights *w = &m->mtp;
-    const layer_weights *L = &w->layer;
-    be_backend *be = m->be;
-    int H = m->cfg.hidden_size, bw = scr->big_w;
-    float eps = m->cfg.rms_norm_eps;
-    size_t RH = (size_t)R * H;
-    be->ops->embed_rows(be, scr->a, H, &m->embed, next, R);
-    be_rmsnorm_rows(be, scr->big, bw, scr->a, H, w->pre_fc_norm_embedding, H, R, eps);
-    be_rmsnorm_rows(be, scr->big + H, bw, hid, H, w->pre_fc_norm_hidden, H, R, eps);
-    be_matmul(be, scr->x, H, scr->big, bw, R, &w->fc);
-    rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
-    layer_attention(m, &L->attn, 0, as, n, R, scr);
-    be_add(be, scr->x, scr->o, RH);
-    rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
-    layer_ffn(m, L, R, scr);
-    be_add(be, scr->x, scr->o, RH);
-    rows_rmsnorm(m, out, scr->x, w->norm, R);
-}
-
 /* Check one sequence's MTP rows. Returns 0 or an error naming the problem. */
 static int mtp_check(const mtplx_model *m, const mtp_state *s, const int32_t *next_tokens, int T, mtplx_err *err) {
     if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: the model has no MTP head", m->dir);
@@ -145,7 +121,7 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
         const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
         float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
         attn_seg as = {&s->kv, s->len, 0, R};
-        mtp_rows(m, scr, &as, 1, hid, next_tokens + c0, R, out);
+        m->family->mtp_rows(m, scr, &as, 1, hid, next_tokens + c0, R, out); /* the family's MTP layer */
         fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
         s->len += R;
     }
@@ -178,7 +154,7 @@ int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq 
         memcpy(b->tokens + r0, q[i].next_tokens, sizeof(int32_t) * q[i].T);
     }
     /* both layer kinds read the gathered hiddens before anything writes `o`; the output goes to `a` */
-    mtp_rows(m, scr, as, n, scr->o, b->tokens, R, scr->a);
+    m->family->mtp_rows(m, scr, as, n, scr->o, b->tokens, R, scr->a); /* the family's MTP layer */
     for (int i = 0; i < n; i++) {
         m->be->ops->download(m->be, q[i].hidden_out, scr->a + (size_t)as[i].r0 * H, sizeof(float) * (size_t)q[i].T * H);
         q[i].s->len += q[i].T;

@@ -1,5 +1,6 @@
-/* deepseek.c — DeepSeek-V3: multi-head latent attention (MLA) and the MTP layer stored as
- * model.layers.{num_hidden_layers}.* (DeepSeek-V3 paper §2.2).
+/* deepseek_v3.c — the deepseek_v3 family: its config fields (MLA shapes, grouped sigmoid routing),
+ * multi-head latent attention (MLA), its MoE block's extras, and the MTP layer stored as
+ * model.layers.{num_hidden_layers}.* (DeepSeek-V3 paper §2.2); the table entry is at the end.
  *
  * MLA per row (HF DeepseekV3Attention):
  *   q      = q_b(rmsnorm(q_a(x)))          (or q_proj(x) without q LoRA), per head [nope Dn | rope Dr]
@@ -14,7 +15,103 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "family.h"
+#include "../family.h"
+#include "family_ops.h"
+
+/* ------------------------------------------------------------------ config.json */
+
+/* MLA shapes (q_lora_rank 0: a plain q_proj) and rope_interleave; the head is [nope | rope] wide
+ * and only the rope part rotates. */
+static int parse_attention(cfg_ctx *c, model_config *cfg) {
+    int rc;
+    if ((rc = cfg_int(c, "q_lora_rank", 0, 0, 0, &cfg->q_lora_rank)) ||
+        (rc = cfg_int(c, "kv_lora_rank", 1, 0, 1, &cfg->kv_lora_rank)) ||
+        (rc = cfg_int(c, "qk_nope_head_dim", 1, 0, 0, &cfg->qk_nope_head_dim)) ||
+        (rc = cfg_int(c, "qk_rope_head_dim", 1, 0, 2, &cfg->qk_rope_head_dim)) ||
+        (rc = cfg_int(c, "v_head_dim", 1, 0, 1, &cfg->v_head_dim)))
+        return rc;
+    if (cfg->qk_rope_head_dim % 2) return cfg_bad(c, "qk_rope_head_dim", "must be even");
+    cfg->head_dim = cfg->qk_nope_head_dim + cfg->qk_rope_head_dim;
+    cfg->rotary_dim = cfg->qk_rope_head_dim;
+    return cfg_bool(c, "rope_interleave", 1, &cfg->rope_interleave);
+}
+
+/* n_routed_experts with grouped top-k (n_group / topk_group), sigmoid or softmax scores, shared
+ * experts n_shared_experts × moe_intermediate_size wide; layers >= first_k_dense_replace and on
+ * the moe_layer_freq grid are MoE. */
+static int parse_moe(cfg_ctx *c, model_config *cfg) {
+    int rc, step = 1;
+    if ((rc = cfg_int(c, "n_routed_experts", 1, 0, 1, &cfg->n_experts)) ||
+        (rc = cfg_int(c, "n_shared_experts", 0, 0, 0, &cfg->n_shared_experts)) ||
+        (rc = cfg_int(c, "n_group", 0, 1, 1, &cfg->n_group)) || (rc = cfg_int(c, "topk_group", 0, 1, 1, &cfg->topk_group)) ||
+        (rc = cfg_num(c, NULL, "routed_scaling_factor", 1.0, &cfg->routed_scaling_factor)) ||
+        (rc = cfg_int(c, "first_k_dense_replace", 0, 0, 0, &cfg->first_k_dense_replace)) ||
+        (rc = cfg_int(c, "moe_layer_freq", 0, 1, 1, &step)))
+        return rc;
+    json_t *sf = cfg_get(c, "scoring_func");
+    cfg_copy_str(cfg->scoring_func, sizeof cfg->scoring_func, json_is_string(sf) ? json_string_value(sf) : "sigmoid");
+    if (strcmp(cfg->scoring_func, "sigmoid") && strcmp(cfg->scoring_func, "softmax"))
+        return err_set(c->err, MTPLX_EUNSUPPORTED, "%s: field \"scoring_func\" = \"%s\" is not supported", c->what,
+                       cfg->scoring_func);
+    if (cfg->n_experts % cfg->n_group || cfg->topk_group > cfg->n_group)
+        return cfg_bad(c, "n_group", "must divide n_routed_experts and be >= topk_group");
+    cfg->decoder_sparse_step = step;
+    if ((rc = cfg_moe_common(c, cfg))) return rc;
+    cfg->shared_expert_intermediate_size = cfg->n_shared_experts * cfg->moe_intermediate_size;
+    for (int i = 0; i < cfg->n_layers; i++) cfg->layer_moe[i] = i >= cfg->first_k_dense_replace && i % step == 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ load */
+
+static int check(const mtplx_model *m, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    if (c->kv_lora_rank <= 0 || c->qk_rope_head_dim <= 0 || c->qk_rope_head_dim % 2 || c->v_head_dim <= 0 ||
+        c->qk_nope_head_dim < 0 || c->q_lora_rank < 0)
+        return err_set(err, MTPLX_EBADFILE, "%s/config.json: MLA shapes impossible (kv_lora_rank %d, q_lora_rank %d, "
+                       "qk_nope_head_dim %d, qk_rope_head_dim %d, v_head_dim %d)", m->dir, c->kv_lora_rank,
+                       c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim);
+    return 0;
+}
+
+/* Sigmoid (or softmax) scores, grouped top-k, routed_scaling_factor on the weights. */
+static void moe_router_of(const model_config *c, moe_router *r) {
+    r->score = strcmp(c->scoring_func, "softmax") ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX;
+    r->n_group = c->n_group > 0 ? c->n_group : 1;
+    r->topk_group = c->topk_group > 0 ? c->topk_group : 1;
+    r->scaling = (float)c->routed_scaling_factor;
+}
+
+/* The router's e_score_correction_bias (when stored) and the ungated `shared_experts`. */
+static int bind_moe_extra(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *err) {
+    const model_config *c = &m->cfg;
+    char n[600];
+    int rc;
+    snprintf(n, sizeof n, "%smlp.gate.e_score_correction_bias", lp);
+    if (st_find(m->st, n) && (rc = family_vec_bind(m, n, c->n_experts, 0.f, &w->router.correction_bias, err)))
+        return rc;
+    if (c->n_shared_experts <= 0) return 0;
+    w->shared_inter = c->shared_expert_intermediate_size;
+    snprintf(n, sizeof n, "%smlp.shared_experts.", lp);
+    return family_bind_swiglu(m, n, w->shared_inter, c->hidden_size, &w->shared, err);
+}
+
+/* ------------------------------------------------------------------ forward sizes */
+
+/* The cache keeps expanded per-head keys [Dn+Dr] and values [Dv] of every query head. */
+static void kv_shape(const model_config *c, int *heads, int *k_width, int *v_width) {
+    *heads = c->n_heads;
+    *k_width = c->qk_nope_head_dim + c->qk_rope_head_dim;
+    *v_width = c->v_head_dim;
+}
+
+/* Floats per row of the MLA projections in s->fam: qa | q | ckv | lat | kvb | att. */
+static int scratch_row_floats(const model_config *c) {
+    int nH = c->n_heads, Dn = c->qk_nope_head_dim, Dr = c->qk_rope_head_dim, Dv = c->v_head_dim;
+    return c->q_lora_rank + nH * (Dn + Dr) + c->kv_lora_rank + Dr + c->kv_lora_rank + nH * (Dn + Dv) + nH * Dv;
+}
+
+/* ------------------------------------------------------------------ MLA */
 
 int family_bind_mla(mtplx_model *m, const char *lp, mla_weights *w, mtplx_err *err) {
     const model_config *c = &m->cfg;
@@ -77,7 +174,11 @@ void layer_mla(const mtplx_model *m, const mla_weights *w, int layer, const attn
 
 /* ------------------------------------------------------------------ MTP layer */
 
-int deepseek_bind_mtp(mtplx_model *m, const char *prefix, mtplx_err *err) {
+/* When the checkpoint holds `model.layers.{N}.eh_proj.weight` (N = num_hidden_layers), bind that
+ * MTP layer (enorm, hnorm, eh_proj, its decoder block, shared_head.{norm,head}, its own
+ * embed_tokens when present), set m->has_mtp and make HEAD_DRAFT its shared_head.head. Returns 0
+ * (also when absent) or an error. */
+static int bind_mtp_layer(mtplx_model *m, const char *prefix, mtplx_err *err) {
     const model_config *c = &m->cfg;
     family_model *f = &m->fam;
     int H = c->hidden_size, V = c->vocab_size, N = c->n_layers, rc;
@@ -133,9 +234,15 @@ int deepseek_bind_mtp(mtplx_model *m, const char *prefix, mtplx_err *err) {
     return 0;
 }
 
+/* bind_mtp: the MTP layer, errors prefixed "MTP layer". */
+static int bind_mtp(mtplx_model *m, const char *prefix, mtplx_err *err) {
+    int rc = bind_mtp_layer(m, prefix, err);
+    return rc ? err_prefix(err, "MTP layer") : 0;
+}
+
 /* The DeepSeek MTP layer over R gathered rows of n sequences: hid [R][H] (backend memory) and the
  * next tokens [R] in, the shared head's post-norm rows into out [R][H] (backend memory). */
-void deepseek_mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as, int n, const float *hid,
+static void mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as, int n, const float *hid,
                        const int32_t *next, int R, float *out) {
     const model_config *c = &m->cfg;
     const family_model *f = &m->fam;
@@ -157,3 +264,26 @@ void deepseek_mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *a
     be_add(be, scr->x, scr->o, RH);
     rows_rmsnorm(m, out, scr->x, f->ds_head_norm, R);
 }
+
+/* ------------------------------------------------------------------ the entry */
+
+const model_family family_deepseek_v3 = {
+    .arch = ARCH_DEEPSEEK_V3,
+    .name = "deepseek_v3",
+    .model_types = {"deepseek_v3"},
+    .runnable = 1,
+    .mtp = 1,
+    .reason = "",
+    .moe = 1,
+    .parse_attention = parse_attention,
+    .parse_moe = parse_moe,
+    .attn_mixer = MIXER_MLA,
+    .check = check,
+    .moe_router = moe_router_of,
+    .bind_moe_extra = bind_moe_extra,
+    .bind_mtp = bind_mtp,
+    .mtp_layout = MTP_LAYOUT_DEEPSEEK,
+    .kv_shape = kv_shape,
+    .scratch_row_floats = scratch_row_floats,
+    .mtp_rows = mtp_rows,
+};
