@@ -17,7 +17,11 @@ SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 LAYERS  := base kernels backend backend/cpu model model/families tokenizer chat grammar engine server hub
-LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+# The browser UI (web/) is compiled into the library as one generated C file (scripts/embed-web.sh;
+# src/server/web.h): `mtplx serve` needs no files at run time and the build needs no npm.
+WEB_FILES := $(sort $(wildcard web/*))
+WEB_GEN  := build/gen/web_files.c
+LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)) $(WEB_GEN)
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 
@@ -63,6 +67,10 @@ models/%.safetensors: models/%.safetensors.xz
 
 deps:
 	@bash scripts/deps.sh
+
+$(WEB_GEN): $(WEB_FILES) web scripts/embed-web.sh   # web: its mtime changes when a file is added or removed
+	@mkdir -p $(dir $@)
+	bash scripts/embed-web.sh $@ $(WEB_FILES)
 
 # The SIMD kernels build at -O3 (src/backend/ and everything else at -O2: the CPU backend's glue
 # was measured at -O2, docs/architecture.md): its complete unrolling keeps their small fixed-size accumulator

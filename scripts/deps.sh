@@ -19,7 +19,7 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
 
 needs=(cc make pkgconfig xz)
 for m in $PKGS; do needs+=("pc:$m"); done
-if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then needs+=(asan fuzz node npm cacerts netns); fi
+if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then needs+=(asan fuzz node npm cacerts netns browser tmux); fi
 
 # packages NEED: the Debian 12 packages that provide it
 packages() {
@@ -39,6 +39,8 @@ packages() {
         npm) echo npm ;;
         cacerts) echo ca-certificates ;;           # npm reaches its registry over HTTPS
         netns) echo iproute2 util-linux ;;         # agents.sh: clients run in a loopback-only namespace
+        browser) echo chromium ;;                  # webui.sh: playwright-core drives it headless
+        tmux) echo tmux ;;                         # chat.sh: drives `mtplx chat` on a terminal
     esac
 }
 
@@ -68,6 +70,8 @@ probe() {
         npm) command -v npm && npm --version ;;
         cacerts) [ -s /etc/ssl/certs/ca-certificates.crt ] ;;
         netns) command -v ip && command -v unshare ;;
+        browser) command -v chromium && chromium --headless --no-sandbox --disable-gpu --dump-dom 'data:text/html,<p>mtplx</p>' | grep -q mtplx ;;
+        tmux) command -v tmux && tmux -V ;;
     esac
 }
 

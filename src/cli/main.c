@@ -20,7 +20,7 @@ typedef struct {
 
 static const command k_commands[] = {
     {"run", cmd_run, "generate text from a prompt (AR or MTP speculative)"},
-    {"chat", cmd_chat, "(not built yet) interactive chat; use `run --chat` or `serve`"},
+    {"chat", cmd_chat, "chat with a model in the terminal (multi-turn, streaming, no server)"},
     {"logits", cmd_logits, "compute logits/hidden (and MTP logits) for a token sequence"},
     {"tokenize", cmd_tokenize, "text -> token ids"},
     {"detokenize", cmd_detokenize, "token ids -> text"},

@@ -22,6 +22,7 @@
 #include "../base/clock.h"
 #include "internal.h"
 #include "sse.h"
+#include "web.h"
 
 #define HARD_BODY_CAP (64u << 20)  /* above this a too-large body is refused without reading it */
 
@@ -529,8 +530,27 @@ static enum MHD_Result handle_metrics(srv_server *s, struct MHD_Connection *c, c
     int waiting, running;
     queue_counts(&s->q, &waiting, &running);
     cc->responded = 1;
-    return respond(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_render(&s->m, waiting, running, s->cfg.max_queue),
-                   NULL, NULL);
+    char *text = metrics_render(&s->m, waiting, running, s->cfg.max_queue), *proc = web_process_metrics();
+    sbuf b = {0};
+    if (text && (sbuf_puts(&b, text) || (proc && sbuf_puts(&b, proc)))) sbuf_free(&b);
+    free(text);
+    free(proc);
+    return respond(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.len ? sbuf_take(&b) : NULL, NULL, NULL);
+}
+
+/* A file of the embedded browser UI (web.h), served without the API key: the pages hold no data
+ * and ask for the key themselves. */
+static enum MHD_Result respond_web(srv_server *s, struct MHD_Connection *c, const web_file *f) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(f->len, (void *)f->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", web_content_type(f->name));
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; img-src 'self' data:");
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    metrics_status(&s->m, 200);
+    return rc;
 }
 
 /* ---- routing ---- */
@@ -609,6 +629,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!strcmp(method, "OPTIONS")) {
             cc->responded = 1;
             return respond(s, c, 204, "text/plain", strdup(""), NULL, NULL);
+        }
+        const web_file *wf = cc->endpoint == EP_OTHER && (!strcmp(method, "GET") || !strcmp(method, "HEAD")) ? web_file_for_url(url) : NULL;
+        if (wf) {
+            cc->responded = 1;
+            return respond_web(s, c, wf);
         }
         if (!authorized(s, c))
             return respond_error(s, c, cc, 401, "invalid_api_key", NULL, "missing or invalid API key", "WWW-Authenticate", "Bearer");
