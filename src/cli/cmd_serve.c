@@ -48,7 +48,7 @@ static void usage(FILE *f) {
             "                      model's generation_config.json); a request's own value wins\n"
             "  --quiet             no per-request log lines on stderr\n"
             "  --max-connections N open client connections at most (default 1024; one thread each);\n"
-            "                      connections past it are closed at once\n"
+            "                      more wait in the listen backlog until one closes\n"
             "  --max-connections-per-ip N  per client address (default 0 = no limit)\n"
             "  --idle-timeout S    close a connection silent for S seconds, e.g. a half-sent request or a\n"
             "                      client that stopped reading its stream (default 60; 0 = never)\n"

@@ -24,7 +24,7 @@ typedef struct {
     int         max_tokens;   /* completion tokens at most per request (a larger ask is lowered); 0 = no cap */
     float       temperature;  /* default temperature for requests that send none; < 0 = the model's */
     int         quiet;        /* 1: no per-request log lines on stderr */
-    int         max_connections;        /* open client connections at most (one thread each); more are closed at once */
+    int         max_connections;        /* open client connections at most (one thread each); more wait in the listen backlog */
     int         max_connections_per_ip; /* per client address; 0 = no per-address limit */
     int         idle_timeout;           /* seconds a connection may stay silent (no bytes either way); 0 = none */
 } srv_config;

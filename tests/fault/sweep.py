@@ -205,7 +205,7 @@ API = {
     "messages": ("/v1/messages", {"model": "x", "messages": [{"role": "user", "content": "def f("}], "max_tokens": 6, "temperature": 0}),
     "chat-tools": ("/v1/chat/completions", {"model": "x", "messages": TEMPLATE_REQ["messages"], "tools": TEMPLATE_REQ["tools"], "max_tokens": 6, "temperature": 0}),
 }
-VOLATILE = {"id", "created", "created_at", "mtplx", "system_fingerprint"}
+VOLATILE = {"id", "item_id", "created", "created_at", "mtplx", "system_fingerprint"}
 
 
 def normalize(v):
@@ -329,17 +329,19 @@ def sweep_server(name, api, args, rng, log):
                 elif isinstance(res, tuple) and res[0] == "error" and fired:
                     verdict, detail = "clean", res[1][:200]
                 else:
-                    verdict, detail = "WRONG", "200 with %s" % str(res)[:300]
+                    verdict, detail = "WRONG", "200 with %s%s" % (str(res)[:300], "" if fired else " (no fault fired)")
             elif st is None:
                 verdict, detail = ("dropped" if fired else "CRASH"), str(res)
             else:
                 verdict, detail = ("clean" if fired and st >= 400 else "WRONG"), "HTTP %s %s" % (st, res[:200])
             counts[verdict] = counts.get(verdict, 0) + 1
+            if args.verbose:
+                print("  %s %s #%d: %s %s" % (name, kind, n, verdict, detail[:200]), flush=True)
             if verdict in ("WRONG", "CRASH", "HANG"):
                 log.append("%s %s #%d: %s %s" % (name, kind, n, verdict, detail))
                 if verdict != "WRONG":
                     break
-            if verdict == "unfired":
+            if verdict == "unfired" or (verdict == "WRONG" and not fired):
                 misses += 1
                 if misses >= 3:
                     break
@@ -380,6 +382,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--verbose", action="store_true", help="one line per server request")
     args = ap.parse_args()
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 prints where a stuck sweep waits
     if not os.access(BIN, os.X_OK):
