@@ -110,7 +110,7 @@ run: deps
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz
 	@bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
