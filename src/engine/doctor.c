@@ -214,7 +214,7 @@ static int verify_blobs(const char *dir, int *checked, char *bad, size_t badn) {
         if (file_sha256(p, hex) || strcmp(hex, base)) {
             mism++;
             size_t l = strlen(bad);
-            snprintf(bad + l, badn - l, "%s%s", l ? ", " : "", e->d_name);
+            snprintf(bad + l, badn - l, "%s%.100s", l ? ", " : "", e->d_name);
         }
     }
     closedir(d);
