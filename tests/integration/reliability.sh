@@ -8,9 +8,9 @@ cd "$(dirname "$0")/../.."
 fail=0
 python3 tests/integration/serve_reliability.py signals hostile || fail=1
 if [ -x build/fault/mtplx ]; then
-    # 6 sampled points per scenario (a random seed each run, printed), servers every 25th point
-    python3 tests/fault/sweep.py --sample 6 --stride 25 --timeout 120 \
-        --only load-llama,load-deepseek_v3_mtp,load-qwen3_next,tokenizer,template,run-mtp,server-chat-stream,server-messages,server-responses-stream || fail=1
+    # 4 sampled points per scenario (a random seed each run, printed), servers every 25th point
+    python3 tests/fault/sweep.py --sample 4 --stride 25 --timeout 120 \
+        --only load-llama,load-deepseek_v3_mtp,tokenizer,template,run-mtp,server-chat-stream,server-messages,server-responses-stream || fail=1
 else
     echo "build/fault/mtplx is missing (make fault); the failure-injection sweep did not run"; fail=1
 fi
