@@ -53,7 +53,7 @@ ASAN_CLI_OBJ := $(CLI_SRC:%.c=build/asan/obj/%.o)
 TESTS      := $(TEST_SRC:tests/unit/%.c=build/tests/%)
 ASAN_TESTS := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
 
-.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check
+.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check fault
 all: model build/mtplx $(TESTS)
 
 # The embedded model's weight shards are committed xz-compressed (32 MB instead of 46 MB, so the
@@ -111,6 +111,23 @@ build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -o $@ $< build/asan/libmtplx.a $(LDLIBS)
 
+# The fault-injection build (src/base/fault.h): ASan/UBSan plus -DMTPLX_FAULT, and the link routes
+# every allocation call of mtplx code through src/base/fault.c's counting wrappers.
+# tests/fault/sweep.py runs scenarios with the n-th allocation or I/O failing.
+FAULT_LIB_OBJ := $(LIB_SRC:%.c=build/fault/obj/%.o)
+FAULT_CLI_OBJ := $(CLI_SRC:%.c=build/fault/obj/%.o)
+FAULT_WRAP := $(foreach f,malloc calloc realloc strdup strndup aligned_alloc posix_memalign,-Wl,--wrap=$(f))
+$(FAULT_LIB_OBJ) $(FAULT_CLI_OBJ): Makefile
+fault: build/fault/mtplx
+build/fault/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -DMTPLX_FAULT -c $< -o $@
+build/fault/libmtplx.a: $(FAULT_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fault/mtplx: $(FAULT_CLI_OBJ) build/fault/libmtplx.a
+	$(CC) $(SANFLAGS) -pthread $(FAULT_WRAP) -o $@ $(FAULT_CLI_OBJ) build/fault/libmtplx.a $(LDLIBS)
+
 # README command 1: build and generate text with the embedded model.
 RUN_ARGS ?= --prompt 'def fibonacci(n):' --max-tokens 64 --seed 1
 run: deps
@@ -122,7 +139,7 @@ run: deps
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz
 	@bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
@@ -153,6 +170,6 @@ build/fuzz/%: tests/fuzz/%.c build/fuzz/libmtplx.a
 clean:
 	rm -rf build
 
--include $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+-include $(FAULT_LIB_OBJ:.o=.d) $(FAULT_CLI_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
 # unit tests too (-MMD writes build/tests/test_x.d): a change to fwd_util.h or cmp.h rebuilds them
 -include $(TESTS:=.d) $(ASAN_TESTS:=.d)

@@ -1,7 +1,13 @@
 /* cmd_serve.c — `mtplx serve`: load a model and serve the OpenAI and Anthropic APIs until SIGINT or
  * SIGTERM. Prints one line "mtplx serve: listening on http://HOST:PORT ..." to stdout once ready.
+ * Signals (docs/server.md): SIGTERM or SIGINT drains (stop accepting, let running requests finish
+ * for --drain-timeout seconds, cancel the rest, exit 0); a second SIGINT or SIGTERM exits at once
+ * (status 128 + signal); SIGHUP reopens the --log-file.
  * Exit codes: 0 after a clean shutdown, 1 runtime error (model, bind), 2 usage error. */
 #include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,6 +27,8 @@ static void usage(FILE *f) {
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
             "                   [--knee-rows N]\n"
+            "                   [--max-connections N] [--max-connections-per-ip N] [--idle-timeout S]\n"
+            "                   [--drain-timeout S] [--log-file F]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -53,8 +61,19 @@ static void usage(FILE *f) {
             "  --knee-rows N       MTP depth under load (default 16): a request that does not set\n"
             "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
             "                      steps); the output distribution is the same, only the speed changes\n"
+            "  --max-connections N open client connections at most (default 1024; one thread each);\n"
+            "                      more wait in the listen backlog until one closes\n"
+            "  --max-connections-per-ip N  per client address (default 0 = no limit)\n"
+            "  --idle-timeout S    close a connection silent for S seconds, e.g. a half-sent request or a\n"
+            "                      client that stopped reading its stream (default 60; 0 = never)\n"
+            "  --drain-timeout S   on SIGTERM/SIGINT, let running requests finish for up to S seconds\n"
+            "                      before cancelling them (default 30)\n"
+            "  --log-file F        append log lines (stderr) to F; SIGHUP reopens it (log rotation)\n"
             "\n"
-            "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
+            "Signals: SIGTERM or SIGINT stops accepting connections, answers new requests on open ones\n"
+            "with 503, lets running requests finish (--drain-timeout), then exits 0; a second SIGTERM or\n"
+            "SIGINT exits at once (status 128 + signal number); SIGHUP reopens --log-file.\n"
+            "Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
             cli_default_model());
 }
 
@@ -92,13 +111,74 @@ static char *read_key_file(const char *path) {
     return k;
 }
 
+/* Point stderr (the log) at the end of `path`, created if missing. Returns 0, or -1 with a message
+ * on stderr as it was. */
+static int log_reopen(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        cli_error("serve", "--log-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fflush(stderr);
+    int rc = dup2(fd, STDERR_FILENO) < 0 ? -1 : 0;
+    if (rc) cli_error("serve", "--log-file %s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
+
+/* Take SIGHUP (reopen the log), SIGINT and SIGTERM from `sigs` (blocked in every thread) until a
+ * shutdown: the first SIGINT/SIGTERM drains for up to drain_timeout seconds, a second one exits the
+ * process at once. Returns when the drain is over; server_stop then cancels what still runs. */
+static void wait_for_shutdown(srv_server *s, const sigset_t *sigs, const char *log_file, int drain_timeout) {
+    struct timespec deadline = {0}, tick = {0, 100 * 1000000L};
+    int draining = 0;
+    for (;;) {
+        int sig;
+        if (!draining) {
+            if (sigwait(sigs, &sig)) continue;
+        } else {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            int left = server_inflight(s);
+            if (!left) {
+                fprintf(stderr, "mtplx serve: drained, stopping\n");
+                return;
+            }
+            if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) {
+                fprintf(stderr, "mtplx serve: drain timeout, cancelling %d request%s\n", left, left == 1 ? "" : "s");
+                return;
+            }
+            sig = sigtimedwait(sigs, NULL, &tick);
+            if (sig < 0) continue;
+        }
+        if (sig == SIGHUP) {
+            if (log_file && log_reopen(log_file) == 0) fprintf(stderr, "mtplx serve: SIGHUP: reopened %s\n", log_file);
+            else if (!log_file) fprintf(stderr, "mtplx serve: SIGHUP ignored (no --log-file)\n");
+            continue;
+        }
+        if (draining) {
+            fprintf(stderr, "mtplx serve: second %s, exiting now\n", sig_name(sig));
+            _exit(128 + sig);
+        }
+        draining = 1;
+        fprintf(stderr, "mtplx serve: %s received, draining (%d in flight, up to %d s; send it again to exit now)\n",
+                sig_name(sig), server_inflight(s), drain_timeout);
+        server_drain_begin(s);
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += drain_timeout;
+    }
+}
+
 int cmd_serve(int argc, char **argv) {
     srv_config cfg;
     server_config_default(&cfg);
-    const char *model = NULL, *key_file = NULL;
+    const char *model = NULL, *key_file = NULL, *log_file = NULL;
     char *key = NULL;
     srv_model_opts mo = {0};
     long v;
+    int drain_timeout = 30;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -157,6 +237,20 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.prefill_chunk = (int)v, i++;
+        } else if (!strcmp(a, "--max-connections")) {
+            if (parse_long(a, val, 1, 100000, &v)) goto usage_err;
+            cfg.max_connections = (int)v, i++;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            if (parse_long(a, val, 0, 100000, &v)) goto usage_err;
+            cfg.max_connections_per_ip = (int)v, i++;
+        } else if (!strcmp(a, "--idle-timeout")) {
+            if (parse_long(a, val, 0, 86400, &v)) goto usage_err;
+            cfg.idle_timeout = (int)v, i++;
+        } else if (!strcmp(a, "--drain-timeout")) {
+            if (parse_long(a, val, 0, 86400, &v)) goto usage_err;
+            drain_timeout = (int)v, i++;
+        } else if (!strcmp(a, "--log-file") && val) {
+            log_file = val, i++;
         } else {
             cli_error("serve", "unknown or incomplete option '%s' (see mtplx serve --help)", a);
             goto usage_err;
@@ -175,12 +269,14 @@ int cmd_serve(int argc, char **argv) {
         goto usage_err;
     }
     if (!model) model = cli_default_model();
+    if (log_file && log_reopen(log_file)) goto usage_err;
 
-    /* SIGINT/SIGTERM are taken by sigwait below; every thread created from here inherits the mask */
+    /* SIGINT/SIGTERM/SIGHUP are taken by sigwait below; every thread created from here inherits the mask */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -213,9 +309,7 @@ int cmd_serve(int argc, char **argv) {
            cfg.depth >= 0 ? cfg.depth : be.default_depth, cfg.ctx > 0 ? cfg.ctx : be.ctx, be.n_slots, ss.pages_total,
            key ? ", API key required" : "");
     fflush(stdout);
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "mtplx serve: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    wait_for_shutdown(s, &sigs, log_file, drain_timeout);
     server_stop(s);
     backend_model_close(&be);
     free(key);

@@ -33,6 +33,7 @@ static const command k_commands[] = {
     {"synth", cmd_synth, "write a random-weight checkpoint at real shapes"},
     {"pull", cmd_pull, "download a checkpoint from a Hugging Face-compatible hub into the cache"},
     {"models", cmd_models, "list cached and local models (size, format, tier, MTP); `models rm`"},
+    {"doctor", cmd_doctor, "check the machine and the install; print what to fix"},
 };
 
 static void usage(FILE *f) {

@@ -12,14 +12,17 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../base/clock.h"
+#include "../base/fault.h"
 #include "internal.h"
 #include "sse.h"
 #include "web.h"
@@ -41,6 +44,9 @@ struct srv_server {
     pthread_mutex_t   be_mu;       /* serialises template rendering + encoding */
     pthread_mutex_t   log_mu;      /* guards ignored_seen */
     json_t           *ignored_seen;/* "endpoint field" -> true: ignored request fields already logged */
+    atomic_int        inflight;    /* requests received and not yet completed (server_drain waits on it) */
+    atomic_int        draining;    /* 1 after server_drain_begin: new requests get 503 */
+    int               listen_fd;   /* the quiesced listening socket, closed by server_stop; -1 before */
 };
 
 typedef struct {
@@ -61,6 +67,8 @@ void server_config_default(srv_config *c) {
     c->max_body = 8u << 20;
     c->depth = -1;
     c->temperature = -1;
+    c->max_connections = 1024;
+    c->idle_timeout = 60;
 }
 
 int server_host_is_loopback(const char *host) {
@@ -232,8 +240,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (j->done) {
+            /* a job cut before it was done (out of memory, server stop) must not look complete */
+            int cut = j->cancelled_before_done;
             pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_OF_STREAM;
+            return cut ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (j->cancelled) {
             pthread_mutex_unlock(&j->mu);
@@ -616,9 +626,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     srv_server *s = cls;
     conn_ctx *cc = *con_cls;
     if (!cc) {
+        fault_phase("request"); /* the fault build's sweep counts failure points per request */
         cc = calloc(1, sizeof *cc);
         if (!cc) return MHD_NO;
         *con_cls = cc;
+        atomic_fetch_add(&s->inflight, 1); /* on_completed takes it back */
         snprintf(cc->method, sizeof cc->method, "%s", method);
         snprintf(cc->path, sizeof cc->path, "%s", url);
         int method_ok;
@@ -630,6 +642,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             cc->responded = 1;
             return respond(s, c, 204, "text/plain", strdup(""), NULL, NULL);
         }
+        if (atomic_load(&s->draining)) /* server_drain: finish what runs, take nothing new */
+            return respond_error(s, c, cc, 503, "shutting_down", NULL, "the server is shutting down", "Connection", "close");
         const web_file *wf = cc->endpoint == EP_OTHER && (!strcmp(method, "GET") || !strcmp(method, "HEAD")) ? web_file_for_url(url) : NULL;
         if (wf) {
             cc->responded = 1;
@@ -701,6 +715,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     sbuf_free(&cc->body);
     free(cc);
     *con_cls = NULL;
+    atomic_fetch_sub(&((srv_server *)cls)->inflight, 1);
 }
 
 /* libmicrohttpd's own diagnostics ("Failed to send ...": a client went away) — only when not quiet */
@@ -728,10 +743,14 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     if (cfg->ctx < 0) return err_set(err, MTPLX_EINVAL, "--ctx must be positive");
     if (cfg->max_tokens < 0) return err_set(err, MTPLX_EINVAL, "--max-tokens must be positive");
     if (cfg->temperature > 2) return err_set(err, MTPLX_EINVAL, "--temperature must be in [0, 2]");
+    if (cfg->max_connections < 1) return err_set(err, MTPLX_EINVAL, "--max-connections must be at least 1");
+    if (cfg->max_connections_per_ip < 0) return err_set(err, MTPLX_EINVAL, "--max-connections-per-ip must be 0 (off) or more");
+    if (cfg->idle_timeout < 0) return err_set(err, MTPLX_EINVAL, "--idle-timeout must be 0 (none) or more seconds");
 
     srv_server *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, MTPLX_ENOMEM, "out of memory");
     s->cfg = *cfg;
+    s->listen_fd = -1;
     s->be = be;
     s->ctx = cfg->ctx > 0 ? cfg->ctx : be->ctx; /* what the user asked for, never silently less */
     s->depth = cfg->depth >= 0 ? cfg->depth : be->default_depth;
@@ -773,7 +792,9 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     /* the logger must be the first option, or libmicrohttpd warns that earlier options log elsewhere */
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
@@ -793,11 +814,28 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
 
 int server_port(const srv_server *s) { return s->port; }
 
+/* Close the listening socket for new connections (once): MHD_quiesce_daemon stops accepting but
+ * leaves the socket listening, so connects would wait in the backlog; shutdown() makes the kernel
+ * refuse them. The descriptor itself is closed by server_stop after the daemon's threads are gone. */
+static void stop_listening(srv_server *s) {
+    if (!s->d || s->listen_fd >= 0) return;
+    s->listen_fd = MHD_quiesce_daemon(s->d);
+    if (s->listen_fd >= 0) shutdown(s->listen_fd, SHUT_RDWR);
+}
+
+void server_drain_begin(srv_server *s) {
+    atomic_store(&s->draining, 1);
+    stop_listening(s);
+}
+
+int server_inflight(srv_server *s) { return atomic_load(&s->inflight); }
+
 void server_stop(srv_server *s) {
     if (!s) return;
-    if (s->d) MHD_quiesce_daemon(s->d);
+    stop_listening(s);
     queue_stop(&s->q);             /* cancels running and queued jobs; their waiters wake up */
     if (s->d) MHD_stop_daemon(s->d);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     pthread_mutex_destroy(&s->be_mu);
     pthread_mutex_destroy(&s->log_mu);
     json_decref(s->ignored_seen);
