@@ -20,7 +20,7 @@ static void usage(FILE *f) {
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
-            "                   [--knee-rows N]\n"
+            "                   [--knee-rows N] [--cache-ram MIB]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -53,6 +53,11 @@ static void usage(FILE *f) {
             "  --knee-rows N       MTP depth under load (default 16): a request that does not set\n"
             "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
             "                      steps); the output distribution is the same, only the speed changes\n"
+            "  --cache-ram MIB     prefix cache: a request restores the longest cached prefix of its prompt\n"
+            "                      (earlier turns, shared system prompts) instead of prefilling it\n"
+            "                      (docs/prefix-cache.md). MIB bounds its recurrent-state copies (default\n"
+            "                      1024); its KV pages come from --kv-pages and are given back on demand.\n"
+            "                      0 = off\n"
             "\n"
             "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
             cli_default_model());
@@ -154,6 +159,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--knee-rows")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.knee_rows = (int)v, i++;
+        } else if (!strcmp(a, "--cache-ram")) {
+            if (parse_long(a, val, 0, 1L << 30, &v)) goto usage_err;
+            mo.cache_ram_mb = v ? v : -1, i++;
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.prefill_chunk = (int)v, i++;

@@ -566,12 +566,11 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
  * only for its new tokens. n_hist >= 0 (a speculative run): the committed MTP pairs still pending
  * are appended first, so the MTP history is complete. Skipped (0) when the trunk holds other rows
  * than those (a stop inside accepted drafts leaves rows past the output). Returns 0 or an error. */
-static int store_turn(gen_session *s, const int32_t *prompt, int n_prompt, int n_out, int n_hist, mtplx_err *err) {
+static int store_turn(gen_session *s, int n_prompt, int n_out, int n_hist, mtplx_err *err) {
     int L = n_prompt + n_out - 1;
     if (n_out < 1 || model_state_len(s->st) != L || L <= n_prompt) return 0;
     if (n_hist > 0 && mtp_append(s, s->hist_h, s->hist_t, n_hist, err)) return err->code;
     int mtp = n_hist >= 0 && mtp_state_len(s->mst) == L - 1;
-    (void)prompt;
     return checkpoint(s, mtp, s->cur_hidden, err);
 }
 
@@ -713,7 +712,7 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
         if (keep >= 1 && keep <= drv.vn) rc = drv_commit(&drv, drv.vseq, drv.vn, keep, err);
     }
     s->last_out = c.n;
-    if (!rc && s->pcache) rc = store_turn(s, prompt, n_prompt, c.n, depth > 0 ? drv.n_hist : -1, err);
+    if (!rc && s->pcache) rc = store_turn(s, n_prompt, c.n, depth > 0 ? drv.n_hist : -1, err);
     if (rc) return err_prefix(err, "prefix cache");
     double t2 = clock_now();
 
