@@ -390,7 +390,7 @@ static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_promp
     int32_t *ids = s->n_pend ? malloc(sizeof *ids * (size_t)n_ids) : NULL;
     if (ids) {
         memcpy(ids, prompt, sizeof *ids * (size_t)n_prompt);
-        memcpy(ids + n_prompt, s->toks, sizeof *ids * (size_t)s->last_out);
+        if (s->last_out) memcpy(ids + n_prompt, s->toks, sizeof *ids * (size_t)s->last_out);
     }
     sess_lock(s);
     for (int i = 0; i < s->n_pend; i++) {

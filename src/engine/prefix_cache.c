@@ -181,7 +181,7 @@ int prefix_cache_restore(prefix_cache *pc, const int32_t *tokens, int max_len, i
             const int32_t *ids = model_snap_pages(x->snap, m, &l.n[m]);
             if (m && !need_mtp) l.n[m] = 0;
             l.ids[m] = malloc(sizeof(int32_t) * (size_t)(l.n[m] ? l.n[m] : 1));
-            if (l.ids[m]) memcpy(l.ids[m], ids, sizeof(int32_t) * (size_t)l.n[m]);
+            if (l.ids[m] && l.n[m]) memcpy(l.ids[m], ids, sizeof(int32_t) * (size_t)l.n[m]);
         }
         int rc = !l.ids[0] || !l.ids[1] ? err_set(err, MTPLX_ENOMEM, "prefix cache: out of memory for a lease")
                                         : model_snap_restore(x->snap, s, need_mtp ? ms : NULL, err);
