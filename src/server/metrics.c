@@ -102,6 +102,8 @@ static void metrics_render_cache(sbuf *b, srv_backend *be) {
     sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"kv\"} %zu\n", (size_t)c.pages_held * c.page_bytes);
     HDR(b, "mtplx_prefix_cache_budget_bytes", "gauge", "RAM budget of the recurrent-state copies (--cache-ram).");
     sbuf_printf(b, "mtplx_prefix_cache_budget_bytes %zu\n", c.ram_budget);
+    HDR(b, "mtplx_prefix_cache_kv_pages_held", "gauge", "KV pages (trunk pool) the cache's checkpoints reference.");
+    sbuf_printf(b, "mtplx_prefix_cache_kv_pages_held %d\n", c.pages_held);
     HDR(b, "mtplx_prefix_cache_kv_pages", "gauge", "KV pages the cache counts against --kv-pages (referenced or lent).");
     sbuf_printf(b, "mtplx_prefix_cache_kv_pages %d\n", c.pages_counted);
 }

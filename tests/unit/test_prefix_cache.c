@@ -242,6 +242,62 @@ TEST(test_pages_reclaimed) {
     sched_free(x);
 }
 
+static int always(void *u) {
+    (void)u;
+    return 1;
+}
+
+/* A request that restored a prefix and is then cancelled while waiting for admission gives its
+ * lease back: the cache counts only its entries' pages again, and the next request still hits. */
+TEST(test_cancel_returns_lease) {
+    mtplx_err e;
+    sched_config c;
+    sched_config_default(&c, 1, 256);
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache_config pcc = {0, 32};
+    prefix_cache *pc;
+    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[100];
+    for (int i = 0; i < 100; i++) a[i] = 7 * i + 3;
+    gen_params p;
+    params(&p, 1, 0, 8);
+    result r = {0};
+    REQUIRE(run(s, a, 100, &p, &r) == 0);
+    prefix_cache_stats before, after;
+    prefix_cache_get_stats(pc, &before);
+    REQUIRE(sched_join(x, 16, NULL, NULL, &e) == 0); /* the only slot is taken */
+    gen_session_set_cancel(s, always, NULL);
+    int32_t *t = NULL;
+    int n = 0;
+    CHECK_INT(gen_session_run(s, a, 100, &p, NULL, NULL, &t, &n, NULL, &e), MTPLX_ECANCELED);
+    free(t);
+    CHECK_MSG(before.pages_counted > 0, "nothing cached by the first request");
+    sched_lock(x);
+    int held = prefix_cache_reclaim(pc, 0); /* every entry evicted: only leases still out would count */
+    sched_unlock(x);
+    prefix_cache_get_stats(pc, &after);
+    CHECK_MSG(held == 0 && after.entries == 0, "a cancelled request kept its lease: %d pages still counted", held);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    CHECK_MSG(st.pages_used == 0, "%d pages held after the cancel and a full eviction", st.pages_used);
+    sched_leave(x, 16);
+    gen_session_set_cancel(s, NULL, NULL);
+    REQUIRE(run(s, a, 100, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 0);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_get_stats(x, &st);
+    CHECK_INT(st.pages_used, 0);
+    sched_free(x);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -251,6 +307,7 @@ int main(void) {
     RUN(test_cached_equals_cold);
     RUN(test_evictions_exact);
     RUN(test_pages_reclaimed);
+    RUN(test_cancel_returns_lease);
     model_free(M);
     return TEST_SUMMARY();
 }
