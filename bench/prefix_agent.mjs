@@ -39,12 +39,14 @@ async function post(body) {
 // one agent session of TURNS turns on task; returns [prompt tokens, cached tokens]
 async function session(task) {
   const messages = [{ role: 'system', content: SYSTEM }, { role: 'user', content: task }];
-  let prompt = 0, cached = 0;
+  let prompt = 0, cached = 0, seen = 0, prev = 0;
   for (let t = 1; t <= TURNS; t++) {
     const r = await post({ model: 'm', messages, tools: TOOLS, max_tokens: 48, temperature: 0 });
     const u = r.usage, m = r.choices[0].message;
     prompt += u.prompt_tokens;
     cached += u.prompt_tokens_details.cached_tokens;
+    seen += prev; // the previous prompt is a prefix of this one: the most a cache of this session could serve
+    prev = u.prompt_tokens;
     console.log(`turn ${String(t).padStart(2)}: ${u.prompt_tokens} prompt tokens, ${u.prompt_tokens_details.cached_tokens} from the cache`);
     if (m.tool_calls && m.tool_calls.length) {
       messages.push({ role: 'assistant', content: m.content ?? '', tool_calls: m.tool_calls });
@@ -54,7 +56,8 @@ async function session(task) {
       messages.push({ role: 'user', content: `Tool result (read_file src/math_${t}.py):\n${fileText(t)}` });
     }
   }
-  console.log(`session: ${cached} of ${prompt} prompt tokens from the cache (${(100 * cached / prompt).toFixed(1)}%)`);
+  console.log(`session: ${cached} of ${prompt} prompt tokens from the cache (${(100 * cached / prompt).toFixed(1)}%); ` +
+              `the earlier prompts of the session held ${seen}`);
   return [prompt, cached];
 }
 
