@@ -421,6 +421,16 @@ static int restore_prefix(gen_session *s, const int32_t *prompt, int n, int mtp,
     return 0;
 }
 
+/* Back to empty states and no lease (a restore that is not used). */
+static void undo_restore(gen_session *s) {
+    sess_lock(s);
+    model_state_reset(s->st);
+    if (s->mst) mtp_state_reset(s->mst);
+    sess_unlock(s);
+    if (s->pcache) prefix_cache_return(s->pcache, &s->lease);
+    s->restored = 0;
+}
+
 /* Prefill prompt[n] through the prefix cache (docs/prefix-cache.md): from the restored prefix
  * (s->restored), forward the rest in segments that end on the cache's checkpoint grid and at n - 1, storing a
  * checkpoint at each segment end (trunk, GDN states and, with mtp, the MTP history of the pairs
@@ -584,33 +594,30 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     if (rc) return rc;
     if (n_prompt <= 0 || !prompt) return err_set(err, MTPLX_EINVAL, "prompt is empty (at least one token is needed)");
     int need = n_prompt + p->max_tokens + p->depth + 1, join = need;
+    const sched_config *sc = sched_config_of(s->exec);
     s->restored = 0;
-    if (s->pcache && need <= sched_config_of(s->exec)->capacity) {
-        /* restore first: the pages it shares are the cache's to count, not the request's; one page
-         * more for the copy of a shared page the restored prefix ends inside */
+    if (s->pcache && need <= sc->capacity) {
+        /* restore first: the pages it shares are the cache's to count (lent), not the request's. It
+         * takes pages from index floor(L / P) on: the copy of the page the prefix ends inside, and
+         * the growth after it */
         int P = model_kv_page_size();
         if ((rc = session_reserve(s, need, n_prompt, p->max_tokens, err)) ||
             (rc = restore_prefix(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, err)))
             return rc;
-        join = need + P - s->restored / P * P;
+        join = need - s->restored / P * P;
+        int lent = s->lease.n[0] > s->lease.n[1] ? s->lease.n[0] : s->lease.n[1];
+        if (join > sc->capacity || (join + P - 1) / P + lent > sc->kv_pages) {
+            undo_restore(s); /* it could never be admitted with the lease: cold fits */
+            join = need;
+        }
     }
     if ((rc = sched_join(s->exec, join, s->cancelled, s->cancel_user, err))) {
-        sess_lock(s);
-        model_state_reset(s->st);
-        if (s->mst) mtp_state_reset(s->mst);
-        sess_unlock(s);
-        if (s->pcache) prefix_cache_return(s->pcache, &s->lease);
-        s->restored = 0;
+        undo_restore(s);
         return rc;
     }
     rc = session_run(s, prompt, n_prompt, p, on_tokens, user, out_tokens, n_out, stats, err);
     if (s->pcache) flush_checkpoints(s, prompt, n_prompt);
-    sess_lock(s); /* give the pages back now: the next request may wait for them */
-    model_state_reset(s->st);
-    if (s->mst) mtp_state_reset(s->mst);
-    sess_unlock(s);
-    if (s->pcache) prefix_cache_return(s->pcache, &s->lease);
-    s->restored = 0;
+    undo_restore(s); /* give the pages back now: the next request may wait for them */
     sched_leave(s->exec, join);
     return rc;
 }

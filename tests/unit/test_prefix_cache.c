@@ -78,33 +78,33 @@ static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
     int32_t base[200], other[200], turn2[400];
     for (int i = 0; i < 200; i++) base[i] = (int32_t)(rnd(&seed) % 8000);
     gen_params p;
-    params(&p, depth, sampled, 24);
+    params(&p, depth, sampled, 12);
     result r = {0};
 
-    /* 1. first sight of a 150-token prompt: nothing to reuse (fresh tokens), checkpoints stored */
-    int got = same_as_cold(cold, hot, base, 150, &p, &r);
+    /* 1. first sight of a 90-token prompt: nothing to reuse (fresh tokens), checkpoints stored */
+    int got = same_as_cold(cold, hot, base, 90, &p, &r);
     CHECK_MSG(got == 0, "first request reused %d tokens", got);
     /* 2. the same prompt again: everything but the last token */
-    got = same_as_cold(cold, hot, base, 150, &p, &r);
-    CHECK_INT(got, 149);
-    /* 3. diverges at token 100 (inside a block): the deepest grid checkpoint at or below 100 */
+    got = same_as_cold(cold, hot, base, 90, &p, &r);
+    CHECK_INT(got, 89);
+    /* 3. diverges at token 60 (inside a block): the deepest grid checkpoint at or below 60 */
     memcpy(other, base, sizeof other);
-    other[100] = (other[100] + 1) % 8000;
-    got = same_as_cold(cold, hot, other, 140, &p, &r);
-    CHECK_INT(got, 100 / S * S);
+    other[60] = (other[60] + 1) % 8000;
+    got = same_as_cold(cold, hot, other, 80, &p, &r);
+    CHECK_INT(got, 60 / S * S);
     /* 4. the next turn: prompt + completion + new tokens restores the whole first conversation */
-    REQUIRE(run(hot, base, 150, &p, &r) == 0);
+    REQUIRE(run(hot, base, 90, &p, &r) == 0);
     int n1 = r.n;
-    memcpy(turn2, base, sizeof(int32_t) * 150);
-    memcpy(turn2 + 150, r.toks, sizeof(int32_t) * (size_t)n1);
-    for (int i = 0; i < 30; i++) turn2[150 + n1 + i] = (int32_t)(rnd(&seed) % 8000);
-    got = same_as_cold(cold, hot, turn2, 150 + n1 + 30, &p, &r);
-    CHECK_MSG(got == 150 + n1 - 1, "second turn reused %d tokens, expected the conversation's %d", got, 150 + n1 - 1);
+    memcpy(turn2, base, sizeof(int32_t) * 90);
+    memcpy(turn2 + 90, r.toks, sizeof(int32_t) * (size_t)n1);
+    for (int i = 0; i < 20; i++) turn2[90 + n1 + i] = (int32_t)(rnd(&seed) % 8000);
+    got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
+    CHECK_MSG(got == 90 + n1 - 1, "second turn reused %d tokens, expected the conversation's %d", got, 90 + n1 - 1);
     /* 5. the next turn where the earlier reply was re-rendered differently (one token changed): the
      * cache must not serve the old reply; it falls back to a checkpoint before the change */
-    turn2[150 + 3] = (turn2[150 + 3] + 5) % 8000;
-    got = same_as_cold(cold, hot, turn2, 150 + n1 + 30, &p, &r);
-    CHECK_MSG(got <= 153, "a changed reply still reused %d tokens", got);
+    turn2[90 + 3] = (turn2[90 + 3] + 5) % 8000;
+    got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
+    CHECK_MSG(got <= 93, "a changed reply still reused %d tokens", got);
     free(r.toks);
     gen_session_free(cold);
     gen_session_free(hot);
@@ -112,13 +112,14 @@ static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
 
 TEST(test_cached_equals_cold) {
     mtplx_err e;
-    for (int depth = 0; depth <= 3; depth += depth ? 2 : 1)
-        for (int sampled = 0; sampled <= 1; sampled++) {
+    static const int cases[4][2] = {{0, 0}, {1, 1}, {3, 0}, {3, 1}}; /* (depth, seeded) */
+    for (int k = 0; k < 4; k++) {
+            int depth = cases[k][0], sampled = cases[k][1];
             sched_config c;
             sched_config_default(&c, 2, CAP);
             sched *x;
             REQUIRE(sched_new(M, &c, &x, &e) == 0);
-            prefix_cache_config pcc = {0, 32};
+            prefix_cache_config pcc = {0, 16};
             prefix_cache *pc;
             REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
             sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
@@ -142,7 +143,7 @@ TEST(test_evictions_exact) {
     sched_config_default(&c, 2, CAP);
     sched *x;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
-    prefix_cache_config pcc = {0, 32};
+    prefix_cache_config pcc = {0, 16};
     prefix_cache *pc;
     prefix_cache_stats ps;
     size_t per = 0;
@@ -158,14 +159,14 @@ TEST(test_evictions_exact) {
         gen_params p;
         params(&p, 0, 0, 1);
         result r = {0};
-        run(s, t, 40, &p, &r); /* checkpoints at 32 and 39 */
+        run(s, t, 40, &p, &r); /* checkpoints at 16, 32 and 39 */
         prefix_cache_get_stats(big, &ps);
         per = ps.ram_bytes / (size_t)(ps.entries ? ps.entries : 1);
         free(r.toks);
         gen_session_free(s);
         prefix_cache_free(big);
     }
-    pcc.ram_bytes = per * 8 + per / 2; /* a 150-token prompt leaves 6 checkpoints (spacing 32) */
+    pcc.ram_bytes = per * 8 + per / 2; /* an 80-token prompt leaves 6 checkpoints (spacing 16) */
     REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
     sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
     gen_session *cold, *hot;
@@ -184,8 +185,8 @@ TEST(test_evictions_exact) {
         int k = order[i];
         gen_params p;
         params(&p, k % 2 ? 3 : 0, i % 2, 12);
-        int got = same_as_cold(cold, hot, pr[k], 150, &p, &r);
-        if (i == 1 || i == 6) CHECK_MSG(got == 149, "request %d: reused %d of 150 tokens", i, got);
+        int got = same_as_cold(cold, hot, pr[k], 80, &p, &r);
+        if (i == 1 || i == 6) CHECK_MSG(got == 79, "request %d: reused %d of 80 tokens", i, got);
         prefix_cache_get_stats(pc, &ps);
         CHECK_MSG(ps.ram_bytes <= ps.ram_budget, "cache holds %zu bytes over its budget %zu", ps.ram_bytes,
                   ps.ram_budget);
@@ -201,16 +202,16 @@ TEST(test_evictions_exact) {
 }
 
 /* A pool just big enough for one request: the cache's pages of an earlier prompt must be given
- * back when a different request needs them (admission would wait forever otherwise), and a request
- * reusing them still fits. */
+ * back when a different request needs them (admission would wait forever otherwise); a request
+ * reusing them reserves only its own pages; one that could not fit with its lease runs cold. */
 TEST(test_pages_reclaimed) {
     mtplx_err e;
     sched_config c;
-    sched_config_default(&c, 1, 256);
-    c.kv_pages = 256 / model_kv_page_size();
+    sched_config_default(&c, 1, 128);
+    c.kv_pages = 128 / model_kv_page_size();
     sched *x;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
-    prefix_cache_config pcc = {0, 32};
+    prefix_cache_config pcc = {0, 16};
     prefix_cache *pc;
     REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
     sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
@@ -218,21 +219,29 @@ TEST(test_pages_reclaimed) {
     REQUIRE(gen_session_new(M, &s, &e) == 0);
     gen_session_attach(s, x);
     gen_session_set_prefix_cache(s, pc);
-    int32_t a[200], b[200];
+    int32_t a[100], b[100];
     uint32_t seed = 5;
-    for (int i = 0; i < 200; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
+    for (int i = 0; i < 100; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
     gen_params p;
-    params(&p, 3, 0, 20);
+    params(&p, 3, 0, 12);
     result r = {0};
-    REQUIRE(run(s, a, 200, &p, &r) == 0);
+    REQUIRE(run(s, a, 100, &p, &r) == 0);
     prefix_cache_stats ps;
     prefix_cache_get_stats(pc, &ps);
     CHECK_MSG(ps.pages_counted > 0, "the cache holds no pages after a request");
-    REQUIRE(run(s, b, 200, &p, &r) == 0); /* needs the whole pool: the cache must give its pages back */
+    REQUIRE(run(s, b, 100, &p, &r) == 0); /* needs the whole pool: the cache must give its pages back */
     prefix_cache_get_stats(pc, &ps);
     CHECK_MSG(ps.evictions > 0, "admission did not evict");
-    REQUIRE(run(s, b, 200, &p, &r) == 0);
-    CHECK_INT(r.st.cached_tokens, 199);
+    /* b again, with a shorter completion: its restored pages are lent, it reserves only its own */
+    params(&p, 3, 0, 4);
+    REQUIRE(run(s, b, 100, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 99);
+    /* b with the long completion again: with the lease it would need 9 of the 8 pages (the cache
+     * keeps the page the prefix ends inside while the request copies it): it runs cold, it does
+     * not wait forever */
+    params(&p, 3, 0, 12);
+    REQUIRE(run(s, b, 100, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 0);
     free(r.toks);
     gen_session_free(s);
     prefix_cache_free(pc);
@@ -255,7 +264,7 @@ TEST(test_cancel_returns_lease) {
     sched_config_default(&c, 1, 256);
     sched *x;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
-    prefix_cache_config pcc = {0, 32};
+    prefix_cache_config pcc = {0, 16};
     prefix_cache *pc;
     REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
     sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
