@@ -251,6 +251,35 @@ TEST(test_pages_reclaimed) {
     sched_free(x);
 }
 
+/* A request whose prompt + completion fill the whole context still runs when it restores a prefix
+ * (its reservation never exceeds what it needs cold). */
+TEST(test_full_context) {
+    mtplx_err e;
+    sched_config c;
+    sched_config_default(&c, 1, 48);
+    c.kv_pages = 4; /* 3 for the sequence + the shared page its 2-token prefix ends inside */
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache *pc;
+    REQUIRE(prefix_cache_new(M, sched_pool(x), NULL, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[3] = {11, 22, 33};
+    gen_params p;
+    params(&p, 0, 0, 48 - 3 - 1); /* prompt + max_tokens + depth + 1 = the capacity */
+    result r = {0};
+    REQUIRE(run(s, a, 3, &p, &r) == 0);
+    REQUIRE(run(s, a, 3, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 2);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_free(x);
+}
+
 static int always(void *u) {
     (void)u;
     return 1;
@@ -317,6 +346,7 @@ int main(void) {
     RUN(test_evictions_exact);
     RUN(test_pages_reclaimed);
     RUN(test_cancel_returns_lease);
+    RUN(test_full_context);
     model_free(M);
     return TEST_SUMMARY();
 }
