@@ -26,7 +26,7 @@ static void usage(FILE *f) {
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
-            "                   [--knee-rows N]\n"
+            "                   [--knee-rows N] [--cache-ram MIB]\n"
             "                   [--max-connections N] [--max-connections-per-ip N] [--idle-timeout S]\n"
             "                   [--drain-timeout S] [--log-file F]\n"
             "\n"
@@ -61,6 +61,11 @@ static void usage(FILE *f) {
             "  --knee-rows N       MTP depth under load (default 16): a request that does not set\n"
             "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
             "                      steps); the output distribution is the same, only the speed changes\n"
+            "  --cache-ram MIB     prefix cache: a request restores the longest cached prefix of its prompt\n"
+            "                      (earlier turns, shared system prompts) instead of prefilling it\n"
+            "                      (docs/prefix-cache.md). MIB bounds its recurrent-state copies (default\n"
+            "                      1024); its KV pages come from --kv-pages and are given back on demand.\n"
+            "                      0 = off\n"
             "  --max-connections N open client connections at most (default 1024; one thread each);\n"
             "                      more wait in the listen backlog until one closes\n"
             "  --max-connections-per-ip N  per client address (default 0 = no limit)\n"
@@ -234,6 +239,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--knee-rows")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.knee_rows = (int)v, i++;
+        } else if (!strcmp(a, "--cache-ram")) {
+            if (parse_long(a, val, 0, 1L << 30, &v)) goto usage_err;
+            mo.cache_ram_mb = v ? v : -1, i++;
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.prefill_chunk = (int)v, i++;

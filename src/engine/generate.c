@@ -26,6 +26,8 @@
 #include "../base/clock.h"
 #include "../base/mem.h"
 #include "cycle.h"
+#include "../model/snapshot.h"
+#include "prefix_cache.h"
 #include "rng.h"
 #include "sampler.h"
 #include "sched.h"
@@ -67,6 +69,13 @@ struct gen_session {
     float *cache_hidden;           /* [H] last prompt row's post-norm hidden */
     progress_sink progress;        /* prefill progress (prompt tokens done, prompt tokens); fn NULL: none */
     sched *exec;                   /* the scheduler forwards go through, or NULL (alone) */
+    prefix_cache *pcache;          /* prefix cache over exec's pool, or NULL (then the prompt cache above) */
+    model_snap **pend;             /* [pend_cap] checkpoints taken by this request, added to pcache when */
+    float **pend_hidden;           /* it ends; their hidden at L - 1 ([H], NULL without MTP history) */
+    int n_pend, pend_cap;
+    int last_out;                  /* completion tokens of the last run in s->toks */
+    int restored;                  /* positions restored from pcache before admission (0: none) */
+    prefix_lease lease;            /* the pages that restore lent */
     int (*cancelled)(void *user);  /* polled while waiting for admission */
     void *cancel_user;
 };
@@ -108,12 +117,18 @@ static void cache_drop(gen_session *s) {
 void gen_session_attach(gen_session *s, sched *x) {
     if (s->exec == x) return;
     cache_drop(s);
+    s->pcache = NULL;
     model_state_free(s->st);
     if (s->mst) mtp_state_free(s->mst);
     s->st = NULL;
     s->mst = NULL;
     s->capacity = 0;
     s->exec = x;
+}
+
+void gen_session_set_prefix_cache(gen_session *s, prefix_cache *pc) {
+    if (pc) cache_drop(s);
+    s->pcache = s->exec ? pc : NULL;
 }
 
 void gen_session_set_cancel(gen_session *s, int (*cancelled)(void *user), void *user) {
@@ -221,6 +236,9 @@ int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
 
 void gen_session_free(gen_session *s) {
     if (!s) return;
+    for (int i = 0; i < s->n_pend; i++) model_snap_free(s->pend[i]), free(s->pend_hidden[i]);
+    free(s->pend);
+    free(s->pend_hidden);
     cache_drop(s);
     free(s->cache_logits);
     free(s->cache_hidden);
@@ -337,6 +355,117 @@ static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, 
     return 0;
 }
 
+/* Checkpoint the live states now (their GDN states are copied; the KV pages are referenced when the
+ * request ends, flush_checkpoints), with the trunk's hidden at L - 1 when mtp. Returns 0 or an error. */
+static int checkpoint(gen_session *s, int mtp, const float *hidden, mtplx_err *err) {
+    if (s->n_pend == s->pend_cap) {
+        int cap = s->pend_cap ? 2 * s->pend_cap : 16;
+        model_snap **p = realloc(s->pend, sizeof *p * (size_t)cap);
+        if (p) s->pend = p;
+        float **h = p ? realloc(s->pend_hidden, sizeof *h * (size_t)cap) : NULL;
+        if (h) s->pend_hidden = h;
+        if (!p || !h) return err_set(err, MTPLX_ENOMEM, "out of memory for %d checkpoints", cap);
+        s->pend_cap = cap;
+    }
+    float *hc = NULL;
+    if (mtp) {
+        hc = mem_alloc((size_t)s->H, sizeof(float), "checkpoint hidden", err);
+        if (!hc) return MTPLX_ENOMEM;
+        memcpy(hc, hidden, sizeof(float) * (size_t)s->H);
+    }
+    model_snap *snap;
+    sess_lock(s);
+    int rc = model_snap_take(s->st, mtp ? s->mst : NULL, &snap, err);
+    sess_unlock(s);
+    if (rc) {
+        free(hc);
+        return rc;
+    }
+    s->pend[s->n_pend] = snap;
+    s->pend_hidden[s->n_pend++] = hc;
+    return 0;
+}
+
+/* The request's checkpoints into the prefix cache, before its states are reset: each references
+ * its pages now (nothing writes them any more) and is keyed by its prefix of prompt + completion.
+ * A checkpoint that cannot be kept is dropped (the cache is an optimisation, never an error). */
+static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_prompt) {
+    int n_ids = n_prompt + s->last_out;
+    int32_t *ids = s->n_pend ? malloc(sizeof *ids * (size_t)n_ids) : NULL;
+    if (ids) {
+        memcpy(ids, prompt, sizeof *ids * (size_t)n_prompt);
+        if (s->last_out) memcpy(ids + n_prompt, s->toks, sizeof *ids * (size_t)s->last_out);
+    }
+    sess_lock(s);
+    for (int i = 0; i < s->n_pend; i++) {
+        mtplx_err e = {0};
+        if (ids && model_snap_len(s->pend[i]) <= n_ids && !model_snap_attach(s->pend[i], s->st, s->pend_hidden[i] ? s->mst : NULL, &e))
+            prefix_cache_put(s->pcache, ids, s->pend[i], s->pend_hidden[i], &e);
+        else
+            model_snap_free(s->pend[i]);
+        free(s->pend_hidden[i]);
+    }
+    sess_unlock(s);
+    s->n_pend = 0;
+    free(ids);
+}
+
+/* Restore into the (empty) states the deepest cached prefix of prompt[0, n - 1) (the last token
+ * always runs: its row gives the first logits), before admission so that its pages need not be
+ * reserved. Sets s->restored and s->lease; cur_hidden gets the hidden at L - 1 when mtp. */
+static int restore_prefix(gen_session *s, const int32_t *prompt, int n, int mtp, mtplx_err *err) {
+    sess_lock(s);
+    model_state_reset(s->st);
+    if (s->mst) mtp_state_reset(s->mst);
+    int L = prefix_cache_restore(s->pcache, prompt, n - 1, mtp, s->st, mtp ? s->mst : NULL, s->cur_hidden, &s->lease,
+                                 err);
+    sess_unlock(s);
+    if (L < 0) return -L;
+    s->restored = L;
+    return 0;
+}
+
+/* Back to empty states and no lease (a restore that is not used). */
+static void undo_restore(gen_session *s) {
+    sess_lock(s);
+    model_state_reset(s->st);
+    if (s->mst) mtp_state_reset(s->mst);
+    sess_unlock(s);
+    if (s->pcache) prefix_cache_return(s->pcache, &s->lease);
+    s->restored = 0;
+}
+
+/* Prefill prompt[n] through the prefix cache (docs/prefix-cache.md): from the restored prefix
+ * (s->restored), forward the rest in segments that end on the cache's checkpoint grid and at n - 1, storing a
+ * checkpoint at each segment end (trunk, GDN states and, with mtp, the MTP history of the pairs
+ * whose next token lies inside the segment). Leaves the last row's logits in s->logits and, with
+ * mtp, the last hidden in s->cur_hidden. *cached = the restored positions. Returns 0 or an error. */
+static int prefill_cached(gen_session *s, const int32_t *prompt, int n, int mtp, int *cached, mtplx_err *err) {
+    const size_t H = (size_t)s->H;
+    int L = s->restored; /* restore_prefix ran before admission; cur_hidden holds the hidden at L - 1 */
+    *cached = L;
+    if (L > 0 && mtp) memcpy(s->pre_hidden + (size_t)(L - 1) * H, s->cur_hidden, H * sizeof(float));
+    const int S = prefix_cache_spacing(s->pcache);
+    for (int pos = L; pos < n;) {
+        int end = (pos / S + 1) * S;
+        if (end >= n - 1) end = pos < n - 1 ? n - 1 : n;
+        if (s->progress.fn && end - pos > PREFILL_PROGRESS_TOKENS) end = pos + PREFILL_PROGRESS_TOKENS;
+        fwd_request req = {end == n ? s->logits : NULL, end - pos - 1, mtp ? s->pre_hidden + (size_t)pos * H : NULL, 0};
+        int rc = sess_forward(s, prompt + pos, end - pos, &req, err);
+        if (!rc && mtp) { /* the pairs (h_j, x_{j+1}) with j + 1 < end */
+            int j0 = pos > 0 ? pos - 1 : 0;
+            rc = mtp_append(s, s->pre_hidden + (size_t)j0 * H, prompt + j0 + 1, end - 1 - j0, err);
+        }
+        if (!rc && end < n && !prefix_cache_has(s->pcache, prompt, end, mtp))
+            rc = checkpoint(s, mtp, s->pre_hidden + (size_t)(end - 1) * H, err);
+        if (rc) return rc;
+        progress_report(&s->progress, (uint64_t)end, (uint64_t)n);
+        pos = end;
+    }
+    if (mtp) memcpy(s->cur_hidden, s->pre_hidden + (size_t)(n - 1) * H, H * sizeof(float));
+    return 0;
+}
+
 /* The real model as the cycle's cycle_model (cycle.h): draft = MTP layer + draft head, verify = one
  * capturing trunk forward, commit = trunk commit + MTP history bookkeeping. */
 typedef struct {
@@ -348,6 +477,8 @@ typedef struct {
     int O;             /* MTP history row of this cycle's real pair (hidden, x0) */
     const float *h;    /* [H] input hidden of the next chained draft step */
     gen_stats *st;     /* mtp_history_s is added here */
+    int32_t vseq[GEN_MAX_DEPTH + 1]; /* the last verify's rows [vn] and whether they still wait for */
+    int vn, uncommitted;             /* their commit (a stop among accepted drafts skips it) */
 } model_driver;
 
 static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
@@ -375,6 +506,9 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
 static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err) {
     model_driver *v = ctx;
     fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1};
+    memcpy(v->vseq, seq, sizeof *seq * (size_t)n);
+    v->vn = n;
+    v->uncommitted = 1;
     return sess_forward(v->s, seq, n, &vr, err);
 }
 
@@ -412,6 +546,7 @@ static int drv_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err 
     model_driver *v = ctx;
     gen_session *s = v->s;
     const size_t H = (size_t)s->H;
+    v->uncommitted = 0;
     if (keep < n) {
         sess_lock(s);
         int rc = model_state_commit(s->st, keep, err);
@@ -440,6 +575,19 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
                        gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
                        mtplx_err *err);
 
+/* After a generation: checkpoint the conversation (prompt + the n_out - 1 completion tokens in the
+ * trunk; the last one is still pending) so that the next turn, whose prompt starts with it, pays
+ * only for its new tokens. n_hist >= 0 (a speculative run): the committed MTP pairs still pending
+ * are appended first, so the MTP history is complete. Skipped (0) when the trunk holds other rows
+ * than those (a stop inside accepted drafts leaves rows past the output). Returns 0 or an error. */
+static int store_turn(gen_session *s, int n_prompt, int n_out, int n_hist, mtplx_err *err) {
+    int L = n_prompt + n_out - 1;
+    if (n_out < 1 || model_state_len(s->st) != L || L <= n_prompt) return 0;
+    if (n_hist > 0 && mtp_append(s, s->hist_h, s->hist_t, n_hist, err)) return err->code;
+    int mtp = n_hist >= 0 && mtp_state_len(s->mst) == L - 1;
+    return checkpoint(s, mtp, s->cur_hidden, err);
+}
+
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
                     gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
                     mtplx_err *err) {
@@ -449,14 +597,32 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     int rc = gen_params_validate(p, s->V, err);
     if (rc) return rc;
     if (n_prompt <= 0 || !prompt) return err_set(err, MTPLX_EINVAL, "prompt is empty (at least one token is needed)");
-    int need = n_prompt + p->max_tokens + p->depth + 1;
-    if ((rc = sched_join(s->exec, need, s->cancelled, s->cancel_user, err))) return rc;
+    int need = n_prompt + p->max_tokens + p->depth + 1, join = need;
+    const sched_config *sc = sched_config_of(s->exec);
+    s->restored = 0;
+    if (s->pcache && need <= sc->capacity) {
+        /* restore first: the pages it shares are the cache's to count (lent), not the request's. It
+         * takes pages from index floor(L / P) on: the copy of the page the prefix ends inside, and
+         * the growth after it */
+        int P = model_kv_page_size();
+        if ((rc = session_reserve(s, need, n_prompt, p->max_tokens, err)) ||
+            (rc = restore_prefix(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, err)))
+            return rc;
+        join = need - s->restored / P * P;
+        int lent = s->lease.n[0] > s->lease.n[1] ? s->lease.n[0] : s->lease.n[1];
+        if (join > sc->capacity || (join + P - 1) / P + lent > sc->kv_pages) {
+            undo_restore(s); /* it could never be admitted with the lease: cold fits */
+            join = need;
+        }
+    }
+    if ((rc = sched_join(s->exec, join, s->cancelled, s->cancel_user, err))) {
+        undo_restore(s);
+        return rc;
+    }
     rc = session_run(s, prompt, n_prompt, p, on_tokens, user, out_tokens, n_out, stats, err);
-    sess_lock(s); /* give the pages back now: the next request may wait for them */
-    model_state_reset(s->st);
-    if (s->mst) mtp_state_reset(s->mst);
-    sess_unlock(s);
-    sched_leave(s->exec, need);
+    if (s->pcache) flush_checkpoints(s, prompt, n_prompt);
+    undo_restore(s); /* give the pages back now: the next request may wait for them */
+    sched_leave(s->exec, join);
     return rc;
 }
 
@@ -465,6 +631,7 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
                        mtplx_err *err) {
     if (out_tokens) *out_tokens = NULL;
     if (n_out) *n_out = 0;
+    s->last_out = 0;
     gen_stats st;
     memset(&st, 0, sizeof st);
     st.rng = RNG_ALGORITHM;
@@ -492,16 +659,19 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     st.depth = depth;
     st.prompt_tokens = n_prompt;
 
-    sess_lock(s);
-    model_state_reset(s->st);
-    if (s->mst) mtp_state_reset(s->mst);
-    sess_unlock(s);
+    if (!s->restored) {
+        sess_lock(s);
+        model_state_reset(s->st);
+        if (s->mst) mtp_state_reset(s->mst);
+        sess_unlock(s);
+    }
     sampler_reset(s->smp);
     sampler_note_prompt(s->smp, prompt, n_prompt);
 
     /* ---- prefill: trunk over the prompt, then the MTP history pairs (h_j, x_{j+1}), j < n-1 ---- */
     double t0 = clock_now();
-    int hit = s->cache_on && s->cache_ids && s->cache_n == n_prompt && (depth == 0 || s->cache_mtp) &&
+    int cached = 0;
+    int hit = !s->pcache && s->cache_on && s->cache_ids && s->cache_n == n_prompt && (depth == 0 || s->cache_mtp) &&
               !memcmp(s->cache_ids, prompt, (size_t)n_prompt * sizeof *prompt);
     if (hit) {
         sess_lock(s);
@@ -512,6 +682,12 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
         memcpy(s->logits, s->cache_logits, (size_t)V * sizeof(float));
         memcpy(s->cur_hidden, s->cache_hidden, (size_t)H * sizeof(float));
         st.prompt_cached = 1;
+        cached = n_prompt;
+    } else if (s->pcache) {
+        rc = prefill_cached(s, prompt, n_prompt, depth > 0, &cached, err);
+        if (rc) return err_prefix(err, "prefill");
+        prefix_cache_note(s->pcache, n_prompt, cached);
+        st.prompt_cached = cached > 0;
     } else {
         rc = prefill_trunk(s, prompt, n_prompt, depth > 0, err);
         if (rc) return err_prefix(err, "prefill");
@@ -527,6 +703,7 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     }
     double t1 = clock_now();
     st.prefill_s = t1 - t0;
+    st.cached_tokens = cached;
 
     /* ---- decode: the first token from the prefill logits, then cycles (cycle.c) ---- */
     cycle_state c;
@@ -541,6 +718,13 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
         rc = cycle_step(&c, &cm, &rr.base, err);
     }
     if (rc) return rc;
+    if (s->pcache && drv.uncommitted) { /* keep the verify rows up to the last emitted token */
+        int keep = n_prompt + c.n - 1 - (model_state_len(s->st) - drv.vn);
+        if (keep >= 1 && keep <= drv.vn) rc = drv_commit(&drv, drv.vseq, drv.vn, keep, err);
+    }
+    s->last_out = c.n;
+    if (!rc && s->pcache) rc = store_turn(s, n_prompt, c.n, depth > 0 ? drv.n_hist : -1, err);
+    if (rc) return err_prefix(err, "prefix cache");
     double t2 = clock_now();
 
     st.completion_tokens = c.n;

@@ -82,7 +82,8 @@ typedef struct {
     const char *rng;          /* RNG algorithm name (rng.h RNG_ALGORITHM) */
     double draft_s;           /* seconds in MTP draft steps (MTP layer + draft head + draft sampler) */
     double verify_s;          /* seconds in trunk verify / decode forwards */
-    int prompt_cached;        /* 1: the prefill was restored from the session's prompt cache */
+    int prompt_cached;        /* 1: the prefill was restored (wholly or in part) from a cache */
+    int cached_tokens;        /* prompt tokens restored from a cache instead of prefilled */
     double mtp_history_s;     /* decode seconds appending committed pairs to the MTP history
                                  (prefill's part counts in prefill_s) */
 } gen_stats;
@@ -107,6 +108,13 @@ void gen_session_free(gen_session *s);
  * prefill, and a request with the same prompt ids restores them instead of prefilling again (the
  * results are identical; prefill_s then measures the copy). For many samples of one prompt. */
 void gen_session_set_prompt_cache(gen_session *s, int on);
+
+/* Prefix cache (src/engine/prefix_cache.h; NULL: none, the default): a session attached to a
+ * scheduler restores the deepest cached prefix of each prompt, checkpoints its prefill and, after
+ * the generation, the conversation. pc must be over the scheduler's pool and outlive the session;
+ * it replaces the single-entry prompt cache. Call after gen_session_attach. */
+struct prefix_cache;
+void gen_session_set_prefix_cache(gen_session *s, struct prefix_cache *pc);
 
 /* Longest sequence (prompt + completion) the session accepts: n > 0 replaces the model's
  * max_position_embeddings (which is only what it was trained for: RoPE has no table to run out

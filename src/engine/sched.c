@@ -52,6 +52,8 @@ struct sched {
     int n_active, n_waiting; /* joined sequences; sequences waiting to join */
     int pages_reserved;
     int executing;           /* 1 while some thread runs a step */
+    int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
+    void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
 };
 
@@ -143,7 +145,17 @@ int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user
                        s->cfg.kv_pages);
     pthread_mutex_lock(&s->mu);
     s->n_waiting++;
-    while (s->n_active >= s->cfg.max_seqs || s->pages_reserved + pages > s->cfg.kv_pages) {
+    for (;;) {
+        int held = 0;
+        if (s->reclaim && s->n_active < s->cfg.max_seqs) { /* pages a cache holds count against the budget */
+            int room = s->cfg.kv_pages - s->pages_reserved - pages;
+            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_lock(&s->exec);
+            held = s->reclaim(s->reclaim_user, room > 0 ? room : 0);
+            pthread_mutex_unlock(&s->exec);
+            pthread_mutex_lock(&s->mu);
+        }
+        if (s->n_active < s->cfg.max_seqs && s->pages_reserved + pages + held <= s->cfg.kv_pages) break;
         if (cancelled && cancelled(user)) {
             s->n_waiting--;
             pthread_mutex_unlock(&s->mu);
@@ -158,6 +170,13 @@ int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user
     s->pages_reserved += pages;
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void *user) {
+    pthread_mutex_lock(&s->mu);
+    s->reclaim = reclaim;
+    s->reclaim_user = user;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void sched_leave(sched *s, int positions) {

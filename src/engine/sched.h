@@ -53,6 +53,12 @@ const sched_config *sched_config_of(const sched *s);
 int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user, mtplx_err *err);
 void sched_leave(sched *s, int positions);
 
+/* Pages of the pool held by something other than the running sequences (the prefix cache,
+ * src/engine/prefix_cache.h). reclaim(user, max_pages) gives back what it can until it holds at most
+ * max_pages pages that no sequence holds too, and returns how many it holds then; sched_join counts
+ * those against the page budget and calls reclaim, with the model held, before admitting. */
+void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void *user);
+
 /* A joined sequence's trunk rows (model_forward's contract) or MTP rows (model_mtp_forward's), run
  * in the next merged forward; blocks until done. With logits != NULL, the MTP call also gives the
  * logits of row logits_row through head `head` (model_lm_head). */

@@ -289,9 +289,12 @@ int anthropic_end(srv_job *j) {
         if (open_block(j, json_pack("{s:s,s:s}", "type", "text", "text", ""), 2) || close_block(j)) return -1;
     }
     int out = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    json_t *md = json_pack("{s:s,s:{s:s,s:s*},s:{s:i,s:i},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(j),
-                           "stop_sequence", j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage", "input_tokens", j->n_prompt,
-                           "output_tokens", out, "mtplx", job_stats_json(j));
+    /* Anthropic's input_tokens are the ones not read from the cache (docs/prefix-cache.md) */
+    int cached = j->stats.cached_tokens;
+    json_t *md = json_pack("{s:s,s:{s:s,s:s*},s:{s:i,s:i,s:i},s:o}", "type", "message_delta", "delta", "stop_reason",
+                           stop_reason(j), "stop_sequence", j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage",
+                           "input_tokens", j->n_prompt - cached, "cache_read_input_tokens", cached, "output_tokens", out,
+                           "mtplx", job_stats_json(j));
     if (sse_event(&j->stage, "message_delta", md)) return -1;
     return sse_event(&j->stage, "message_stop", json_pack("{s:s}", "type", "message_stop"));
 }
@@ -312,10 +315,12 @@ char *anthropic_body(const srv_job *j) {
     }
     if (json_array_size(content) == 0) json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", ""));
     int out = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s*,s:{s:i,s:i},s:o}", "id", j->id, "type", "message", "role", "assistant",
-                          "model", j->model_id, "content", content, "stop_reason", stop_reason(j), "stop_sequence",
-                          j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage", "input_tokens", j->n_prompt, "output_tokens",
-                          out, "mtplx", job_stats_json(j));
+    int cached = j->stats.cached_tokens;
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s*,s:{s:i,s:i,s:i},s:o}", "id", j->id, "type", "message", "role",
+                          "assistant", "model", j->model_id, "content", content, "stop_reason", stop_reason(j),
+                          "stop_sequence", j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage", "input_tokens",
+                          j->n_prompt - cached, "cache_read_input_tokens", cached, "output_tokens", out, "mtplx",
+                          job_stats_json(j));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;

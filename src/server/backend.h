@@ -15,6 +15,7 @@
 #include "../base/err.h"
 #include "../engine/generate.h"
 #include "../grammar/grammar.h"
+#include "../engine/prefix_cache.h"
 #include "../engine/sched.h"
 
 typedef struct srv_backend srv_backend;
@@ -65,6 +66,8 @@ struct srv_backend {
 
     /* The scheduler's counters for /metrics; NULL when there is none. */
     void (*sched_stats)(void *impl, sched_stats *out);
+    /* The prefix cache's counters for /metrics (src/engine/prefix_cache.h); NULL when there is none. */
+    void (*cache_stats)(void *impl, prefix_cache_stats *out);
 };
 
 #endif

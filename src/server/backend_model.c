@@ -22,6 +22,7 @@ typedef struct {
     tokenizer     *tok;
     chat_template *tmpl;
     sched         *sched;
+    prefix_cache  *pcache;      /* over sched's pool; NULL with --cache-ram 0 */
     gen_session  **sess;        /* [n_slots], one per worker slot, attached to sched */
     int            n_slots;
     gen_params     defaults;    /* generation_config.json + end-of-turn ids */
@@ -93,6 +94,11 @@ static void mb_sched_stats(void *impl, sched_stats *out) {
     sched_get_stats(b->sched, out);
 }
 
+static void mb_cache_stats(void *impl, prefix_cache_stats *out) {
+    model_backend *b = impl;
+    prefix_cache_get_stats(b->pcache, out);
+}
+
 /* The scheduler and the sessions of every slot, for contexts of ctx tokens. */
 static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mtplx_err *err) {
     sched_config c;
@@ -105,6 +111,11 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
     if (o->knee_rows > 0) c.knee_rows = o->knee_rows;
     int rc = sched_new(b->model, &c, &b->sched, err);
     if (rc) return rc;
+    if (o->cache_ram_mb >= 0) { /* the prefix cache (docs/prefix-cache.md): its pages count against --kv-pages */
+        prefix_cache_config pc = {(size_t)o->cache_ram_mb << 20, 0};
+        if ((rc = prefix_cache_new(b->model, sched_pool(b->sched), &pc, &b->pcache, err))) return rc;
+        sched_set_reclaim(b->sched, prefix_cache_reclaim_hook, b->pcache);
+    }
     b->sess = calloc((size_t)b->n_slots, sizeof *b->sess);
     if (!b->sess) return err_set(err, MTPLX_ENOMEM, "out of memory for %d sessions", b->n_slots);
     for (int i = 0; i < b->n_slots; i++) {
@@ -113,6 +124,7 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
         /* identical prompts (retries, a streamed and a non-streamed copy of one request) restore the
          * slot's last prefill instead of recomputing it; the results are the same either way */
         gen_session_set_prompt_cache(b->sess[i], 1);
+        gen_session_set_prefix_cache(b->sess[i], b->pcache); /* replaces the above when there is one */
         gen_session_set_context(b->sess[i], ctx);
     }
     return 0;
@@ -170,6 +182,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     out->kv_pages = sched_config_of(b->sched)->kv_pages;
     out->kv_page_size = model_kv_page_size();
     out->sched_stats = mb_sched_stats;
+    out->cache_stats = b->pcache ? mb_cache_stats : NULL;
     out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
     out->default_depth = depth;
     out->render_chat = mb_render;
@@ -193,6 +206,7 @@ void backend_model_close(srv_backend *be) {
     if (!b) return;
     for (int i = 0; b->sess && i < b->n_slots; i++) gen_session_free(b->sess[i]);
     free(b->sess);
+    prefix_cache_free(b->pcache);
     sched_free(b->sched);
     grammar_vocab_free(b->vocab);
     chat_template_free(b->tmpl);

@@ -79,6 +79,35 @@ static void metrics_render_sched(sbuf *b, srv_backend *be) {
     sbuf_printf(b, "mtplx_kv_pages_reserved %d\n", st.pages_reserved);
 }
 
+/* The prefix cache's counters and gauges (src/engine/prefix_cache.h). */
+static void metrics_render_cache(sbuf *b, srv_backend *be) {
+    prefix_cache_stats c;
+    be->cache_stats(be->impl, &c);
+    HDR(b, "mtplx_prefix_cache_lookups_total", "counter", "Requests that looked up the prefix cache.");
+    sbuf_printf(b, "mtplx_prefix_cache_lookups_total %llu\n", (unsigned long long)c.lookups);
+    HDR(b, "mtplx_prefix_cache_hits_total", "counter", "Requests that restored a cached prefix.");
+    sbuf_printf(b, "mtplx_prefix_cache_hits_total %llu\n", (unsigned long long)c.hits);
+    HDR(b, "mtplx_prefix_cache_hit_rate", "gauge", "Hits per lookup since start.");
+    sbuf_printf(b, "mtplx_prefix_cache_hit_rate %.6f\n", c.lookups ? (double)c.hits / (double)c.lookups : 0.0);
+    HDR(b, "mtplx_prefix_cache_prompt_tokens_total", "counter", "Prompt tokens of the requests that looked.");
+    sbuf_printf(b, "mtplx_prefix_cache_prompt_tokens_total %llu\n", (unsigned long long)c.prompt_tokens);
+    HDR(b, "mtplx_prefix_cache_cached_tokens_total", "counter", "Prompt tokens restored from the cache (prefill saved).");
+    sbuf_printf(b, "mtplx_prefix_cache_cached_tokens_total %llu\n", (unsigned long long)c.cached_tokens);
+    HDR(b, "mtplx_prefix_cache_entries", "gauge", "Checkpoints held.");
+    sbuf_printf(b, "mtplx_prefix_cache_entries %d\n", c.entries);
+    HDR(b, "mtplx_prefix_cache_evictions_total", "counter", "Checkpoints evicted (RAM budget or KV pages).");
+    sbuf_printf(b, "mtplx_prefix_cache_evictions_total %llu\n", (unsigned long long)c.evictions);
+    HDR(b, "mtplx_prefix_cache_bytes", "gauge", "Bytes held by tier: ram = recurrent-state copies, kv = KV pages referenced.");
+    sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"ram\"} %zu\n", c.ram_bytes);
+    sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"kv\"} %zu\n", (size_t)c.pages_held * c.page_bytes);
+    HDR(b, "mtplx_prefix_cache_budget_bytes", "gauge", "RAM budget of the recurrent-state copies (--cache-ram).");
+    sbuf_printf(b, "mtplx_prefix_cache_budget_bytes %zu\n", c.ram_budget);
+    HDR(b, "mtplx_prefix_cache_kv_pages_held", "gauge", "KV pages (trunk pool) the cache's checkpoints reference.");
+    sbuf_printf(b, "mtplx_prefix_cache_kv_pages_held %d\n", c.pages_held);
+    HDR(b, "mtplx_prefix_cache_kv_pages", "gauge", "KV pages the cache counts against --kv-pages (referenced or lent).");
+    sbuf_printf(b, "mtplx_prefix_cache_kv_pages %d\n", c.pages_counted);
+}
+
 char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int queue_max) {
     sbuf b = {0};
     pthread_mutex_lock(&m->mu);
@@ -132,5 +161,6 @@ char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int q
     HDR(&b, "mtplx_queue_capacity", "gauge", "Waiting requests allowed before 429.");
     sbuf_printf(&b, "mtplx_queue_capacity %d\n", queue_max);
     if (m->be && m->be->sched_stats) metrics_render_sched(&b, m->be);
+    if (m->be && m->be->cache_stats) metrics_render_cache(&b, m->be);
     return sbuf_take(&b);
 }

@@ -68,8 +68,8 @@ int fmt_end(srv_job *j) {
 
 json_t *job_usage_json(const srv_job *j) {
     int c = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
-                     j->n_prompt + c);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
+                     j->n_prompt + c, "prompt_tokens_details", "cached_tokens", j->stats.cached_tokens);
 }
 
 json_t *job_stats_json(const srv_job *j) {

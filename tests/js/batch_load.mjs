@@ -104,13 +104,16 @@ let m = '';
 for (let i = 0; i < 100; i++) { // cancelled generations end at their next cycle
   m = await (await fetch(`${base}/metrics`)).text();
   const v = (n) => Number((m.match(new RegExp(`^${n} (\\S+)`, 'm')) || [])[1]);
-  if (v('mtplx_sequences_running') === 0 && v('mtplx_kv_pages_used') === 0 && v('mtplx_sequences_waiting') === 0 &&
+  // idle: the only pages held are the prefix cache's checkpoints (docs/prefix-cache.md)
+  if (v('mtplx_sequences_running') === 0 && v('mtplx_kv_pages_used') === (v('mtplx_prefix_cache_kv_pages_held') || 0) &&
+      v('mtplx_sequences_waiting') === 0 &&
       v('mtplx_queue_running') === 0) break;
   await new Promise((r) => setTimeout(r, 100));
 }
 const v = (n) => Number((m.match(new RegExp(`^${n} (\\S+)`, 'm')) || [])[1]);
-const idle = v('mtplx_sequences_running') === 0 && v('mtplx_kv_pages_used') === 0 && v('mtplx_queue_running') === 0;
-if (!idle) { bad = true; console.error('after the load the server is not idle:\n' + m.split('\n').filter((l) => /^mtplx_(seq|kv|queue)/.test(l)).join('\n')); }
+const idle = v('mtplx_sequences_running') === 0 && v('mtplx_queue_running') === 0 &&
+             v('mtplx_kv_pages_used') === (v('mtplx_prefix_cache_kv_pages_held') || 0);
+if (!idle) { bad = true; console.error('after the load the server is not idle:\n' + m.split('\n').filter((l) => /^mtplx_(seq|kv|queue|prefix_cache_kv)/.test(l)).join('\n')); }
 console.log(`batch load: ${clients} clients ${seconds}s: ${counts.full} completed, ${counts.cancel} cancelled mid-stream, ` +
             `${counts.hangup} hung up, ${counts.errors} errors; ${compared} answers of ${got.size} kinds equal solo: ${!bad}; ` +
             `rows per forward ${v('mtplx_rows_per_forward')}, KV pages used ${v('mtplx_kv_pages_used')} of ` +
