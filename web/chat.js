@@ -63,7 +63,8 @@
     server = await r.json();
     banner('');
     $('model-line').textContent = `${server.model} · ${server.tier} · ctx ${server.context} · depth ${server.depth}`;
-    const rows = [['name', server.model], ['tier', server.tier], ['context', `${server.context} tokens`],
+    const rows = [['name', server.model], ['family', server.family || 'unknown'], ['tier', server.tier],
+      ['context', `${server.context} tokens`],
       ['MTP depth', `${server.depth} (max ${server.max_depth})`], ['API key', server.api_key_required ? 'required' : 'not required']];
     const info = $('model-info');
     info.textContent = '';

@@ -24,6 +24,7 @@ struct srv_backend {
     void       *impl;
     const char *model_id;     /* reported as "model" in every response */
     const char *tier;         /* compatibility tier for /health ("mtp", "ar") */
+    const char *family;       /* model family for /health ("qwen3_5", ...), or NULL */
     int         ctx;          /* context length in tokens (prompt + completion) */
     int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */

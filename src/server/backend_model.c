@@ -170,6 +170,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     out->impl = b;
     out->model_id = b->model_id;
     out->tier = model_has_mtp(b->model) ? "mtp" : "ar";
+    out->family = config_arch_name(cfg->arch);
     /* --ctx is honoured even past what the model was trained for (the caller warns; see
      * trained_ctx): positions are computed, not looked up, and KV pages are taken as sequences grow */
     out->ctx = o->ctx > 0 ? o->ctx : (max_ctx < DEFAULT_CTX ? max_ctx : DEFAULT_CTX);

@@ -526,8 +526,8 @@ static enum MHD_Result handle_models(srv_server *s, struct MHD_Connection *c, co
 static enum MHD_Result handle_health(srv_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     int waiting, running;
     queue_counts(&s->q, &waiting, &running);
-    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:{s:i,s:i,s:i},s:b}", "status", "ok", "model", s->be->model_id, "tier",
-                          s->be->tier, "depth", s->depth, "max_depth", s->be->max_depth, "context", s->ctx, "uptime_s",
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s?,s:i,s:i,s:i,s:f,s:{s:i,s:i,s:i},s:b}", "status", "ok", "model", s->be->model_id,
+                          "tier", s->be->tier, "family", s->be->family, "depth", s->depth, "max_depth", s->be->max_depth, "context", s->ctx, "uptime_s",
                           clock_now() - s->m.started, "queue", "waiting", waiting, "running", running, "max", s->cfg.max_queue,
                           "api_key_required", s->api_key != NULL);
     char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);

@@ -81,6 +81,7 @@ await step('chat page loads from the binary: page weight and first paint, no req
   assert.deepEqual([...origins], [base], 'every request goes to the server itself');
   measured.chat = perf;
   assert.match(await page.textContent('#model-line'), /qwen35-tiny-code/);
+  assert.match(await page.textContent('#model-info'), /family\s*qwen3_5/, 'the settings panel names the model family');
 });
 
 await step('keyboard: Shift+Enter adds a line, nothing is sent', async () => {
