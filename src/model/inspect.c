@@ -168,7 +168,7 @@ static void estimate_memory(inspect_report *r) {
     size_t per_layer_tok; /* bytes of K+V per attention layer per position, fp32 */
     int heads, kw, vw;
     family_kv_shape_of(family_of(c->arch), c, &heads, &kw, &vw);
-    per_layer_tok = mul_sat((size_t)heads, (size_t)(kw + vw) * 4);
+    per_layer_tok = mul_sat((size_t)heads, mul_sat(add_sat((size_t)kw, (size_t)vw), 4));
     for (int i = 0; i < c->n_layers; i++) {
         if (c->layer_kinds[i] == LAYER_ATTN) r->n_attn_layers++;
         else r->n_gdn_layers++;
