@@ -166,7 +166,7 @@ be_seq_kv kv_table_view(const kv_table *t, int layer) {
 size_t seq_pool_page_bytes(const mtplx_model *m) {
     int heads, kw, vw;
     family_kv_shape(m, &heads, &kw, &vw);
-    size_t one = sizeof(float) * (size_t)heads * KV_PAGE * (kw + vw);
+    size_t one = sizeof(float) * (size_t)heads * KV_PAGE * ((size_t)kw + (size_t)vw);
     return one * (size_t)(m->n_attn + (m->has_mtp ? 1 : 0));
 }
 
