@@ -169,7 +169,10 @@ int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user
     s->n_active++;
     s->pages_reserved += pages;
     pthread_mutex_unlock(&s->mu);
-    return 0;
+    /* this thread may run merged forwards for everyone: their scratch must not be allocated then */
+    int rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
+    if (rc) sched_leave(s, positions);
+    return rc;
 }
 
 void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void *user) {

@@ -39,6 +39,10 @@ int model_has_mtp(const mtplx_model *m);          /* 1 when mtp.* weights are lo
 /* 1 when the model's backend computes in host memory (the CPU backend): its memory ops are plain
  * memory copies that any thread may run beside a forward on other buffers. */
 int model_memory_is_host(const mtplx_model *m);
+/* Make forwards of up to `rows` rows allocation-free on the calling thread (the backend's
+ * thread-local scratch; states and batches do this for the thread that makes them). A thread that
+ * runs forwards for others (the scheduler's executor) calls it first. Returns 0 or ENOMEM. */
+int model_reserve_thread(const mtplx_model *m, int rows, mtplx_err *err);
 
 /* ---- trunk state of one sequence ---- */
 

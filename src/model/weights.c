@@ -411,3 +411,6 @@ const model_config *model_config_of(const mtplx_model *m) { return &m->cfg; }
 const char *model_dir(const mtplx_model *m) { return m->dir; }
 int model_has_mtp(const mtplx_model *m) { return m->has_mtp; }
 int model_memory_is_host(const mtplx_model *m) { return m->be->caps.host_memory; }
+int model_reserve_thread(const mtplx_model *m, int rows, mtplx_err *err) {
+    return m->be->ops->reserve_rows(m->be, rows, m->max_cols, err);
+}

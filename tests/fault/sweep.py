@@ -208,9 +208,18 @@ API = {
 VOLATILE = {"id", "item_id", "created", "created_at", "mtplx", "system_fingerprint"}
 
 
+# how much of the prompt the prefix cache served depends on the requests before (docs/prefix-cache.md):
+# compare the whole prompt count (Anthropic's input_tokens counts only the uncached part)
+CACHE_FIELDS = {"cache_read_input_tokens", "cache_creation_input_tokens", "prompt_tokens_details",
+                "input_tokens_details"}
+
+
 def normalize(v):
     if isinstance(v, dict):
-        return {k: normalize(x) for k, x in v.items() if k not in VOLATILE}
+        v = dict(v)
+        if isinstance(v.get("input_tokens"), int) and isinstance(v.get("cache_read_input_tokens"), int):
+            v["input_tokens"] += v["cache_read_input_tokens"]
+        return {k: normalize(x) for k, x in v.items() if k not in VOLATILE and k not in CACHE_FIELDS}
     if isinstance(v, list):
         return [normalize(x) for x in v]
     return v
