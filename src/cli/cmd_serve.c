@@ -58,7 +58,7 @@ static void usage(FILE *f) {
             "  --prefill-chunk N   prompt tokens of one request per forward (default 64): smaller keeps\n"
             "                      other streams flowing while a long prompt is read (with others decoding:\n"
             "                      at most max(knee-rows, 8) per forward)\n"
-            "  --knee-rows N       MTP depth under load (default 16): a request that does not set\n"
+            "  --knee-rows N       MTP depth under load (default 8): a request that does not set\n"
             "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
             "                      steps); the output distribution is the same, only the speed changes\n"
             "  --cache-ram MIB     prefix cache: a request restores the longest cached prefix of its prompt\n"

@@ -50,6 +50,7 @@ struct sched {
     sub *head, *tail;        /* queued requests, oldest first */
     int n_pending;           /* queued requests (one per waiting sequence) */
     int n_active, n_waiting; /* joined sequences; sequences waiting to join */
+    int n_prefill;           /* joined sequences inside a prompt (trunk or MTP history) forward */
     int pages_reserved;
     int executing;           /* 1 while some thread runs a step */
     int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
@@ -67,7 +68,7 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->max_batch_rows = imax(128, imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
     c->capacity = capacity;
     c->wait_ms = 2.0;
-    c->knee_rows = 16;
+    c->knee_rows = 8; /* bench/batching.md: on a 2-core Zen 5, 8 streams run fastest as AR steps */
 }
 
 int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err) {
@@ -317,12 +318,20 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
 
 /* ------------------------------------------------------------------ requests */
 
-/* Prompt rows one sequence puts in the next step: prefill_chunk alone, but only knee_rows (at least
- * 8) while other sequences are decoding, so that their steps cost about what they cost without the
- * prompt and they keep streaming (the long prompt then takes more steps). */
+/* Count a sequence in (d = 1) or out of (d = -1) a prompt forward; d = 0 does nothing. */
+static void prefill_mark(sched *s, int d) {
+    if (!d) return;
+    pthread_mutex_lock(&s->mu);
+    s->n_prefill += d;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Prompt rows one sequence puts in the next step: prefill_chunk when nobody decodes, but only
+ * knee_rows (at least 8) while some sequence is decoding, so that its steps cost about what they
+ * cost without the prompt and it keeps streaming (the long prompt then takes more steps). */
 static int prefill_rows(sched *s) {
     pthread_mutex_lock(&s->mu);
-    int busy = s->n_active > 1;
+    int busy = s->n_active - s->n_prefill > 0;
     pthread_mutex_unlock(&s->mu);
     return busy ? imin(s->cfg.prefill_chunk, imax(s->cfg.knee_rows, 8)) : s->cfg.prefill_chunk;
 }
@@ -333,8 +342,9 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
     if (T > s->cfg.max_batch_rows && r.capture)
         return err_set(err, MTPLX_EINVAL, "sched_forward: capturing %d rows, a forward holds %d", T,
                        s->cfg.max_batch_rows);
-    int H = s->H, V = s->V;
-    for (int c0 = 0, R; c0 < T; c0 += R) {
+    int H = s->H, V = s->V, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* longer than any verify: a prompt */
+    prefill_mark(s, prompt);
+    for (int c0 = 0, R; c0 < T && !rc; c0 += R) {
         R = imin(r.capture ? T : prefill_rows(s), T - c0);
         sub x = {.kind = SUB_TRUNK, .rows = R};
         fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture};
@@ -344,10 +354,10 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
             p.logits_from = t0;
         }
         x.f = (fwd_seq){st, tokens + c0, R, p};
-        int rc = submit(s, &x, err);
-        if (rc) return rc;
+        rc = submit(s, &x, err);
     }
-    return 0;
+    prefill_mark(s, -prompt);
+    return rc;
 }
 
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
@@ -355,8 +365,9 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
     if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_mtp: T = %d rows (need >= 1)", T);
     if (logits && (logits_row < 0 || logits_row >= T))
         return err_set(err, MTPLX_EINVAL, "sched_mtp: logits row %d outside [0, %d)", logits_row, T);
-    int H = s->H;
-    for (int c0 = 0, R; c0 < T; c0 += R) {
+    int H = s->H, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* the MTP history of a prompt */
+    prefill_mark(s, prompt);
+    for (int c0 = 0, R; c0 < T && !rc; c0 += R) {
         R = imin(prefill_rows(s), T - c0);
         sub x = {.kind = SUB_MTP, .rows = R, .head = head};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
@@ -364,10 +375,10 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
             x.logits = logits;
             x.logits_row = logits_row - c0;
         }
-        int rc = submit(s, &x, err);
-        if (rc) return rc;
+        rc = submit(s, &x, err);
     }
-    return 0;
+    prefill_mark(s, -prompt);
+    return rc;
 }
 
 int sched_depth_cap(sched *s, int depth) {
