@@ -30,7 +30,7 @@ static void usage_decode(FILE *f) {
             "  --prompt-len N    prompt tokens each (default 64)\n"
             "  --repeats R       passes (default 3)\n"
             "  --seed S          prompt i uses seed S+i at every depth (default 1)\n"
-            "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
+            "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP CLI_SAMPLER_HELP
             "Sampler defaults: the model's generation_config.json; --max-tokens defaults to 128.\n"
             "Other modes: --membw, --verify-cost, --prefill, --draft-cost, --draft-accept, --matmul\n"
             "(see mtplx bench --membw --help).\n");
@@ -67,7 +67,7 @@ static int parse_depths(const char *v, bench_decode_opts *o) {
 }
 
 static int mode_decode(int argc, char **argv) {
-    const char *model = NULL, *dq = NULL;
+    const char *model = NULL, *dq = NULL, *dv = NULL;
     bench_decode_opts o;
     memset(&o, 0, sizeof o);
     int depths_given = 0, json = 0;
@@ -87,6 +87,7 @@ static int mode_decode(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) json = 1;
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
+        else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
         else if (!strcmp(a, "--depths")) {
             if (parse_depths(v, &o)) return 2;
             depths_given = 1;
@@ -125,7 +126,7 @@ static int mode_decode(int argc, char **argv) {
         cli_error("bench", "%s", err.msg);
         goto out;
     }
-    if (cli_draft_quant("bench", m, dq, &rc)) goto out;
+    if (cli_draft_vocab("bench", m, model, dv, &rc) || cli_draft_quant("bench", m, dq, &rc)) goto out;
     if (cli_bench_prompts("bench", model, tok, (int)n_prompts, (int)plen, &prompts, &lens)) goto out;
     if (gen_params_from_model(m, &o.base, &err)) {
         cli_error("bench", "%s", err.msg);

@@ -43,7 +43,8 @@ static void usage(FILE *f) {
             "  --draft-cost    one MTP draft step (layer, draft LM head, sampling q) per draft format, median\n"
             "                  ms over --steps (default 600) steps chained --chain (default 3) deep after\n"
             "                  --context prefilled tokens; formats --draft-quants LIST (default none,q8,q4,\n"
-            "                  see --draft-quant; SPEC/nopack = without the VNNI repacking), measured\n"
+            "                  see --draft-quant; SPEC/nopack = without the VNNI repacking, SPEC@N =\n"
+            "                  the draft head over N ids, see --draft-vocab: q4@4096), measured\n"
             "                  interleaved; sampling --temperature (0.6),\n"
             "                  --top-p (0.95), --top-k (20), --min-p (0)\n"
             "  --draft-accept  per draft format, the expected acceptance sum_v min(p, q_d) of draft\n"
@@ -93,6 +94,10 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
         char *slash = strchr(spec, '/');
         int nopack = slash && !strcmp(slash, "/nopack");
         if (slash) *slash = 0;
+        /* "<spec>@N": the draft head over the N most common ids (--draft-vocab N) */
+        char *at = strchr(spec, '@');
+        if (at) *at = 0;
+        if (cli_draft_vocab("bench", ms[k], dir, at ? at + 1 : "0", &code)) goto out;
         const char *prev = getenv("MTPLX_QPACK");
         char saved[16];
         snprintf(saved, sizeof saved, "%s", prev ? prev : "");
@@ -122,9 +127,9 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
     } else {
         printf("kernel %s, %d threads; %s: one draft step, median ms over %d steps (T %g, top_p %g, top_k %d)\n",
                cpu_isa_name(cpu_isa()), threads, dir, steps, sp.temperature, sp.top_p, sp.top_k);
-        printf("%-8s %8s %8s %8s %8s\n", "draft", "layer", "head", "sample", "step");
+        printf("%-12s %8s %8s %8s %8s\n", "draft", "layer", "head", "sample", "step");
         for (int k = 0; k < n; k++)
-            printf("%-8s %8.4f %8.4f %8.4f %8.4f\n", specs[k], res[k].layer_s * 1e3, res[k].head_s * 1e3,
+            printf("%-12s %8.4f %8.4f %8.4f %8.4f\n", specs[k], res[k].layer_s * 1e3, res[k].head_s * 1e3,
                    res[k].sample_s * 1e3, res[k].step_s * 1e3);
     }
 out:
@@ -190,7 +195,7 @@ static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int
         for (int d = 1; d <= depth; d++) printf("   d=%d  ", d);
         printf(" E[tokens/verify] (independent positions)\n");
         for (int k = 0; k < n; k++) {
-            printf("%-10s", specs[k]);
+            printf("%-12s", specs[k]);
             double e = 1, run = 1;
             for (int d = 0; d < depth; d++) {
                 printf(" %7.4f ", alpha[k * depth + d]);

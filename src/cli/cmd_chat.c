@@ -60,7 +60,7 @@ static void usage(FILE *f) {
             "  --history FILE            input history file (default:\n"
             "                            $XDG_STATE_HOME/mtplx/chat_history or ~/.local/state/mtplx/chat_history)\n"
             "  --no-history              keep no history file\n"
-            CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
+            CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP CLI_SAMPLER_HELP
             "\n"
             "After each answer a stats line: tokens, prefill and decode speed, MTP acceptance,\n"
             "tokens per verify, finish reason. When stdin or stdout is not a terminal, answers go to\n"
@@ -411,7 +411,7 @@ static void add_stop(gen_params *p, int id) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *hist = NULL, *dq = NULL;
+    const char *model = NULL, *system = NULL, *hist = NULL, *dq = NULL, *dv = NULL;
     int depth = -1, hide = 0, no_thinking = 0, no_hist = 0, seed_set = 0;
     long ctx = 0, l;
     uint64_t seed = 0;
@@ -433,6 +433,7 @@ int cmd_chat(int argc, char **argv) {
         else if (v && !strcmp(a, "--system")) system = argv[++i];
         else if (v && !strcmp(a, "--history")) hist = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
+        else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
         else if (!strcmp(a, "--depth")) {
             if (cli_parse_long("chat", a, v, 0, GEN_MAX_DEPTH, &l)) return 2;
             depth = (int)l, i++;
@@ -467,7 +468,7 @@ int cmd_chat(int argc, char **argv) {
         cli_error("chat", "%s", err.msg);
         return 1;
     }
-    if (cli_draft_quant("chat", cs.m, dq, &rc)) goto out;
+    if (cli_draft_vocab("chat", cs.m, model, dv, &rc) || cli_draft_quant("chat", cs.m, dq, &rc)) goto out;
     rc = 1;
     if (tok_load(model, &cs.tok, &err) || chat_template_load(model, &cs.ct, &err) || gen_params_from_model(cs.m, &cs.p, &err) ||
         gen_session_new(cs.m, &cs.s, &err)) {

@@ -59,7 +59,7 @@ static void usage(FILE *f) {
             "  --grammar json            structured output: any JSON object\n"
             "  --max-thinking-tokens N   with --chat and a grammar, when the template opens a think block:\n"
             "                            think at most N tokens, then close it (default %d)\n"
-            CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
+            CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
             RUN_DEFAULT_DEPTH, RUN_DEFAULT_THINKING);
@@ -268,7 +268,7 @@ out:
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL;
+    const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL, *dv = NULL;
     const char *schema_file = NULL, *grammar_kind = NULL;
     long think_budget = RUN_DEFAULT_THINKING;
     int json = 0, chat = 0, depth = -1, quiet = 0, parallel = 0;
@@ -300,6 +300,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
+        else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
         else if (v && !strcmp(a, "--prompt")) prompt_text = argv[++i];
         else if (v && !strcmp(a, "--prompt-file")) prompt_file = argv[++i];
         else if (v && !strcmp(a, "--prompt-tokens")) prompt_tokens = argv[++i];
@@ -376,7 +377,7 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "%s", err.msg);
         return 1;
     }
-    if (cli_draft_quant("run", m, dq, &rc)) goto out;
+    if (cli_draft_vocab("run", m, model, dv, &rc) || cli_draft_quant("run", m, dq, &rc)) goto out;
     /* the tokenizer is optional with --prompt-tokens (ids are printed when it is missing) */
     char tpath[4096];
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);

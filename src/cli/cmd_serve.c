@@ -66,6 +66,8 @@ static void usage(FILE *f) {
             "                      (docs/prefix-cache.md). MIB bounds its recurrent-state copies (default\n"
             "                      1024); its KV pages come from --kv-pages and are given back on demand.\n"
             "                      0 = off\n"
+            "  --draft-vocab N     draft head over the N most common token ids only (merge order of\n"
+            "                      tokenizer.json; the output law is unchanged); 0 = full (default)\n"
             "  --max-connections N open client connections at most (default 1024; one thread each);\n"
             "                      more wait in the listen backlog until one closes\n"
             "  --max-connections-per-ip N  per client address (default 0 = no limit)\n"
@@ -242,6 +244,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--cache-ram")) {
             if (parse_long(a, val, 0, 1L << 30, &v)) goto usage_err;
             mo.cache_ram_mb = v ? v : -1, i++;
+        } else if (!strcmp(a, "--draft-vocab")) {
+            if (parse_long(a, val, 0, INT32_MAX, &v)) goto usage_err;
+            mo.draft_vocab = (int)v, i++;
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.prefill_chunk = (int)v, i++;
@@ -308,6 +313,8 @@ int cmd_serve(int argc, char **argv) {
         free(key);
         return err.code == MTPLX_EINVAL ? 2 : 1;
     }
+    if (mo.draft_vocab > 0 && !strcmp(be.tier, "mtp"))
+        fprintf(stderr, "mtplx serve: draft head over the %d most common token ids (--draft-vocab)\n", mo.draft_vocab);
     const char *h = cfg.host;
     int v6 = strchr(h, ':') && h[0] != '[';
     sched_stats ss;

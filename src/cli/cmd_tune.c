@@ -27,11 +27,11 @@ static void usage(FILE *f) {
             "  --max-depth N     deepest depth tried (default 5)\n"
             "  --prompts N       prompts (default 4)   --prompt-len N   tokens each (default 64)\n"
             "  --max-tokens N    per generation (default 128)   --repeats R   passes (default 2)\n"
-            "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP);
+            "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP);
 }
 
 int cmd_tune(int argc, char **argv) {
-    const char *model = NULL, *dq = NULL;
+    const char *model = NULL, *dq = NULL, *dv = NULL;
     long max_depth = 5, n_prompts = 4, plen = 64, max_tokens = 128, repeats = 2;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -43,6 +43,7 @@ int cmd_tune(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) json = 1;
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
+        else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
         else if (!strcmp(a, "--max-depth")) dst = &max_depth, hi = BENCH_MAX_DEPTHS - 1;
         else if (!strcmp(a, "--prompts")) dst = &n_prompts;
         else if (!strcmp(a, "--prompt-len")) dst = &plen;
@@ -71,7 +72,7 @@ int cmd_tune(int argc, char **argv) {
         cli_error("tune", "%s", err.msg);
         goto out;
     }
-    if (cli_draft_quant("tune", m, dq, &rc)) goto out;
+    if (cli_draft_vocab("tune", m, model, dv, &rc) || cli_draft_quant("tune", m, dq, &rc)) goto out;
     if (!model_has_mtp(m)) {
         cli_error("tune", "%s has no MTP head: nothing to tune (plain AR is the only mode)", model);
         goto out;

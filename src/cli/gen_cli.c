@@ -240,3 +240,28 @@ int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code
     *code = 1;
     return -1;
 }
+
+int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, const char *spec, int *code) {
+    long n;
+    if (!spec) spec = CLI_DRAFT_VOCAB_DEFAULT;
+    if (cli_parse_long(cmd, "--draft-vocab", spec, 0, INT32_MAX, &n)) {
+        *code = 2;
+        return -1;
+    }
+    int V = model_config_of(m)->vocab_size;
+    if (n == 0 || n >= V || !model_has_mtp(m)) return 0; /* the full head */
+    mtplx_err err;
+    err_clear(&err);
+    tokenizer *tok = NULL;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    int rc = ids ? 0 : err_set(&err, MTPLX_ENOMEM, "out of memory");
+    if (!rc) rc = tok_load(model_dir, &tok, &err);
+    if (!rc) rc = tok_common_ids(tok, V, (int)n, ids, &err);
+    if (!rc) rc = model_draft_vocab(m, ids, (int)n, &err);
+    tok_free(tok);
+    free(ids);
+    if (!rc) return 0;
+    cli_error(cmd, "--draft-vocab: %s", err.msg);
+    *code = 1;
+    return -1;
+}

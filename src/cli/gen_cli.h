@@ -58,6 +58,18 @@ int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code
     "                            q4-head, q8-head (LM head only) or none; :32/:64/:128 sets the\n"  \
     "                            group size (q4:128); p is never quantized\n"
 
+/* --draft-vocab N: the draft head covers only the N ids the tokenizer ranks most common
+ * (tok_common_ids: added tokens, byte alphabet, merges by rank), so q = 0 elsewhere and a draft step
+ * reads N instead of V rows of the LM head; 0 (or N >= V) = the full vocabulary. spec NULL = the
+ * default. Loads <model_dir>/tokenizer.json for the ranking. Apply BEFORE cli_draft_quant (which then
+ * quantizes only the subset). Returns 0 or -1 with a message (*code 2 = usage, 1 = runtime error). */
+#define CLI_DRAFT_VOCAB_DEFAULT "0"
+int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, const char *spec, int *code);
+#define CLI_DRAFT_VOCAB_HELP                                                                         \
+    "  --draft-vocab N           draft head over the N most common token ids only (merge order of\n" \
+    "                            tokenizer.json; q = 0 outside, output law unchanged); 0 = full\n"   \
+    "                            vocabulary (default " CLI_DRAFT_VOCAB_DEFAULT ")\n"
+
 /* Short git commit of the source tree the binary was built from ("unknown" when not found). */
 void cli_git_commit(char *out, size_t n);
 

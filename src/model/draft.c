@@ -149,3 +149,74 @@ int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer
     m->draft_head = head;
     return 0;
 }
+
+/* Keep ptr in m->draft_bufs (freed by model_free); on failure free it. Returns 0 or ENOMEM. */
+static int draft_keep(mtplx_model *m, void *ptr, mtplx_err *err) {
+    void **list = realloc(m->draft_bufs, sizeof(void *) * (size_t)(m->n_draft_bufs + 1));
+    if (!list) {
+        free(ptr);
+        return err_set(err, MTPLX_ENOMEM, "draft vocabulary: out of memory");
+    }
+    m->draft_bufs = list;
+    m->draft_bufs[m->n_draft_bufs++] = ptr;
+    return 0;
+}
+
+/* A host copy of `n` bytes-per-row slices of base at rows ids[0..k) (contiguous, in that order),
+ * kept in m->draft_bufs. Returns the copy or NULL with err set. */
+static unsigned char *gather_bytes(mtplx_model *m, const void *base, size_t row_bytes, const int32_t *ids, int k,
+                                   const char *what, mtplx_err *err) {
+    unsigned char *out = mem_aligned(row_bytes * (size_t)k, what, err);
+    if (!out || draft_keep(m, out, err)) return NULL;
+    for (int i = 0; i < k; i++)
+        memcpy(out + (size_t)i * row_bytes, (const unsigned char *)base + (size_t)ids[i] * row_bytes, row_bytes);
+    return out;
+}
+
+int model_draft_vocab(mtplx_model *m, const int32_t *ids, int n, mtplx_err *err) {
+    const be_weight *src = &m->draft_head;
+    const int V = m->cfg.vocab_size;
+    if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: no MTP head, nothing drafts", m->dir);
+    if (m->draft_ids) return err_set(err, MTPLX_EINVAL, "draft vocabulary: already set");
+    if (!m->be->caps.host_memory)
+        return err_set(err, MTPLX_EUNSUPPORTED, "draft vocabulary: only on host-memory backends (CPU)");
+    if (n < 1 || n > V || src->rows != V)
+        return err_set(err, MTPLX_EINVAL, "draft vocabulary: %d ids for a head of %d rows (vocabulary %d)", n,
+                       src->rows, V);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V || (i && ids[i] <= ids[i - 1]))
+            return err_set(err, MTPLX_EINVAL, "draft vocabulary: ids must ascend inside [0, %d) (entry %d is %d)", V, i,
+                           ids[i]);
+    int32_t *keep = malloc(sizeof(int32_t) * (size_t)n);
+    if (!keep) return err_set(err, MTPLX_ENOMEM, "draft vocabulary: out of memory");
+    memcpy(keep, ids, sizeof(int32_t) * (size_t)n);
+    if (draft_keep(m, keep, err)) return MTPLX_ENOMEM;
+    be_weight w;
+    memset(&w, 0, sizeof w);
+    w.dtype = src->dtype;
+    w.rows = n;
+    w.cols = src->cols;
+    if (src->dtype == DT_U32) {
+        size_t qrow = quant_weight_bytes(1, src->cols, src->bits);
+        size_t srow = quant_scales_bytes(1, src->cols, src->group_size, src->scale_dtype);
+        w.data = gather_bytes(m, src->data, qrow, ids, n, "draft vocabulary weights", err);
+        w.scales = w.data ? gather_bytes(m, src->scales, srow, ids, n, "draft vocabulary scales", err) : NULL;
+        w.biases = w.scales ? gather_bytes(m, src->biases, srow, ids, n, "draft vocabulary biases", err) : NULL;
+        if (!w.biases) return err->code;
+        w.scale_dtype = src->scale_dtype;
+        w.bits = src->bits;
+        w.group_size = src->group_size;
+    } else {
+        w.data = gather_bytes(m, src->data, dtype_size(src->dtype) * (size_t)src->cols, ids, n,
+                              "draft vocabulary weights", err);
+        if (!w.data) return err->code;
+    }
+    int rc = m->be->ops->weight_prepare(m->be, &w, err);
+    if (rc) return rc;
+    m->draft_head = w;
+    m->draft_ids = keep;
+    m->draft_n = n;
+    return 0;
+}
+
+int model_draft_vocab_size(const mtplx_model *m) { return m->draft_ids ? m->draft_n : 0; }

@@ -400,6 +400,21 @@ int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, 
     return 0;
 }
 
+/* One row of a subset head's output, in place: row[0..n) holds the logits of ids[0..n) (strictly
+ * ascending); afterwards row[ids[i]] holds them and every other entry of row[0..V) is -inf. Walking
+ * down from the last id is safe because ids[i] >= i: each write lands at or above the entry just read
+ * and every entry still to read lies below it. */
+static void head_spread_subset(float *row, int V, const int32_t *ids, int n) {
+    int hi = V - 1; /* everything above hi is already final */
+    for (int i = n - 1; i >= 0; i--) {
+        float v = row[i];
+        for (int j = hi; j > ids[i]; j--) row[j] = -INFINITY;
+        row[ids[i]] = v;
+        hi = ids[i] - 1;
+    }
+    for (int j = hi; j >= 0; j--) row[j] = -INFINITY;
+}
+
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, mtplx_err *err) {
     if (T < 0) return err_set(err, MTPLX_EINVAL, "model_lm_head: T = %d", T);
     if (which != HEAD_TARGET && which != HEAD_DRAFT && which != HEAD_MTP)
@@ -411,6 +426,8 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
     int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     if (be->caps.host_memory) {
         be_matmul(be, logits, V, hidden, H, T, w);
+        if (which == HEAD_DRAFT && m->draft_ids)
+            for (int t = 0; t < T; t++) head_spread_subset(logits + (size_t)t * V, V, m->draft_ids, m->draft_n);
         return 0;
     }
     /* a device backend: the rows go up, the logits come down, through buffers of this call */

@@ -155,7 +155,20 @@ typedef enum {
  * (no MTP head / MTP layer kind) or ENOMEM. Buffers are freed by model_free. */
 int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer, mtplx_err *err);
 
-/* logits[T][V] = head(hidden[T][H]). */
+/* Make the draft head cover only the vocabulary subset ids[0..n) (strictly ascending, inside
+ * [0, V)): the rows of HEAD_DRAFT's weight at those ids are copied once into one contiguous matrix
+ * (so a draft step reads only those bytes), and model_lm_head(HEAD_DRAFT) then returns -inf for every
+ * id outside the subset, i.e. q = 0 there. Exactness is unchanged: a token outside the subset is
+ * never proposed but stays reachable through the residual max(p - q, 0) (docs/speculative.md,
+ * "Draft vocabulary subset"). Call after load and BEFORE model_quantize_draft (which then quantizes
+ * only the subset); host-memory backends only. Returns 0, EINVAL (ids, or a subset already set),
+ * EUNSUPPORTED (no MTP head / device backend) or ENOMEM. Buffers are freed by model_free. */
+int model_draft_vocab(mtplx_model *m, const int32_t *ids, int n, mtplx_err *err);
+/* The draft head's subset size (0 = the full vocabulary). */
+int model_draft_vocab_size(const mtplx_model *m);
+
+/* logits[T][V] = head(hidden[T][H]);
+ * HEAD_DRAFT over a subset (model_draft_vocab): -inf at every id outside it. */
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits,
                   mtplx_err *err);
 

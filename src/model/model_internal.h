@@ -95,6 +95,9 @@ struct mtplx_model {
     void **draft_bufs;                  /* [n_draft_bufs] quantized draft copies (draft.c), owned */
     int n_draft_bufs;
     int mtp_quantized;                  /* 1: the MTP layer's matrices are draft-quantized copies */
+    const int32_t *draft_ids;           /* [draft_n] ascending vocabulary ids of draft_head's rows when the
+                                           draft head covers a subset (draft.c; in draft_bufs), else NULL */
+    int draft_n;                        /* rows of draft_head when draft_ids is set, else 0 */
 };
 
 #define FWD_SCRATCH_BUFS 12

@@ -148,6 +148,19 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
         backend_model_close(out);
         return rc;
     }
+    if (o->draft_vocab > 0 && o->draft_vocab < model_config_of(b->model)->vocab_size && model_has_mtp(b->model)) {
+        /* the draft head over the most common ids only (docs/speculative.md, "Draft vocabulary subset") */
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)o->draft_vocab);
+        rc = ids ? tok_common_ids(b->tok, model_config_of(b->model)->vocab_size, o->draft_vocab, ids, err)
+                 : err_set(err, MTPLX_ENOMEM, "out of memory");
+        if (!rc) rc = model_draft_vocab(b->model, ids, o->draft_vocab, err);
+        free(ids);
+        if (rc) {
+            out->impl = b;
+            backend_model_close(out);
+            return rc;
+        }
+    }
     /* end of turn: the EOS ids of the model, plus the chat format's end-of-message token */
     const tok_config *tc = tok_get_config(b->tok);
     add_stop_id(&b->defaults, tc->eos_id);

@@ -953,3 +953,49 @@ int tok_is_added(const tokenizer *t, int32_t id) {
 const tok_config *tok_get_config(const tokenizer *t) {
     return t ? &t->cfg : NULL;
 }
+
+typedef struct {
+    int64_t key; /* sort key: class << 32 | rank */
+    int32_t id;
+} rank_entry;
+
+static int rank_entry_cmp(const void *a, const void *b) {
+    const rank_entry *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int id_cmp(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int tok_common_ids(const tokenizer *t, int V, int n, int32_t *ids, mtplx_err *err) {
+    if (!t || V < 1 || n < 1 || n > V) return err_set(err, MTPLX_EINVAL, "tok_common_ids: %d of %d ids", n, V);
+    int32_t *rank = malloc(sizeof(int32_t) * (size_t)V);
+    rank_entry *e = malloc(sizeof(rank_entry) * (size_t)V);
+    if (!rank || !e) {
+        free(rank);
+        free(e);
+        return err_set(err, MTPLX_ENOMEM, "tok_common_ids: out of memory");
+    }
+    for (int i = 0; i < V; i++) rank[i] = INT32_MAX;
+    for (size_t s = 0; s < t->merges.cap; s++) {
+        const pair_slot_t *sl = &t->merges.slot[s];
+        if (sl->key != UINT64_MAX && sl->out >= 0 && sl->out < V && sl->rank < rank[sl->out]) rank[sl->out] = sl->rank;
+    }
+    for (int i = 0; i < V; i++) {
+        int64_t cls;
+        if (tok_is_added(t, i)) cls = 0;
+        else if (i < t->n_model && t->model_str[i] && rank[i] == INT32_MAX) cls = 1; /* alphabet */
+        else if (rank[i] != INT32_MAX) cls = 2;
+        else cls = 3; /* holes, padding rows past the tokenizer */
+        e[i] = (rank_entry){cls << 32 | (cls == 2 ? rank[i] : 0), i};
+    }
+    qsort(e, (size_t)V, sizeof *e, rank_entry_cmp);
+    for (int i = 0; i < n; i++) ids[i] = e[i].id;
+    qsort(ids, (size_t)n, sizeof *ids, id_cmp);
+    free(rank);
+    free(e);
+    return 0;
+}

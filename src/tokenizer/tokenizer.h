@@ -56,6 +56,12 @@ const char *tok_id_to_token(const tokenizer *t, int32_t id);
 int tok_is_special(const tokenizer *t, int32_t id);
 /* 1 if id is any added token (special or not). */
 int tok_is_added(const tokenizer *t, int32_t id);
+/* The n ids of [0, V) the tokenizer ranks as most common, ascending, into ids[n] (1 <= n <= V): the
+ * added tokens (control tokens: end of turn, tool-call and thinking tags) first, then the base
+ * alphabet (vocabulary tokens no merge produces), then merged tokens by the rank of the first merge
+ * that produces them (BPE learns merges in order of frequency in its training data), then the rest
+ * by id. The draft head's vocabulary subset (docs/speculative.md). Returns 0, EINVAL or ENOMEM. */
+int tok_common_ids(const tokenizer *t, int V, int n, int32_t *ids, mtplx_err *err);
 /* The raw bytes id decodes to (byte-level tokenizers: each vocab character mapped back to its byte;
  * added tokens: their content), owned by t. Returns 1, or 0 when the tokenizer's decoder is not
  * exactly ByteLevel (the bytes of a token are then not defined on their own) or id is unknown. */
