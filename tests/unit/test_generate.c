@@ -303,6 +303,99 @@ TEST(test_quantized_draft_keeps_greedy_identical) {
     model_free(mq);
 }
 
+/* The draft head over a vocabulary subset (docs/speculative.md, "Draft vocabulary subset"):
+ * tok_common_ids ranks the added tokens first, then this tokenizer's ids in merge order (its
+ * vocabulary ids follow its merges list, checked in tokenizer.json); the subset head's logits are the
+ * full draft head's on the subset and -inf (q = 0) elsewhere; greedy MTP stays token-identical to AR
+ * with a subset so small (64 ids: the added tokens and bytes) that almost every draft is rejected and
+ * the residual emits ids outside it, and with a 4096-id q4 draft that still agrees often. */
+TEST(test_draft_vocab_subset_keeps_greedy_identical) {
+    mtplx_err e;
+    tokenizer *tok = NULL;
+    REQUIRE(tok_load(MODEL_DIR, &tok, &e) == 0);
+    const int V = model_config_of(M)->vocab_size, H = model_config_of(M)->hidden_size;
+    int n_added = 0;
+    for (int j = 0; j < V; j++) n_added += tok_is_added(tok, j);
+    CHECK(n_added > 0 && n_added < 64);
+    static int32_t ids[4096];
+    const int sizes[2] = {64, 4096};
+    float *hid = malloc(sizeof(float) * H), *full = malloc(sizeof(float) * V), *sub = malloc(sizeof(float) * V);
+    REQUIRE(hid && full && sub);
+    for (int k = 0; k < H; k++) hid[k] = (float)sin(0.37 * k + 1.0); /* any hidden row */
+    REQUIRE(model_lm_head(M, HEAD_DRAFT, hid, 1, full, &e) == 0);
+    for (int c = 0; c < 2; c++) {
+        const int n = sizes[c];
+        REQUIRE(tok_common_ids(tok, V, n, ids, &e) == 0);
+        int added = 0, next = 0, ordered = 1;
+        for (int i = 0; i < n; i++) {
+            CHECK(i == 0 || ids[i] > ids[i - 1]);
+            if (tok_is_added(tok, ids[i])) { added++; continue; }
+            while (tok_is_added(tok, next)) next++;
+            ordered &= ids[i] == next++; /* the smallest non-added ids, in order */
+        }
+        CHECK_INT(added, n_added);
+        CHECK_MSG(ordered, "subset %d: not the lowest merge ranks", n);
+        mtplx_model *mv;
+        REQUIRE(model_load(MODEL_DIR, &mv, &e) == 0);
+        REQUIRE(model_draft_vocab(mv, ids, n, &e) == 0);
+        CHECK_INT(model_draft_vocab_size(mv), n);
+        REQUIRE(model_lm_head(mv, HEAD_DRAFT, hid, 1, sub, &e) == 0);
+        int in = 0, bad = 0;
+        for (int j = 0; j < V; j++) {
+            if (in < n && ids[in] == j) bad += fabsf(sub[j] - full[j]) > 1e-4f * (1 + fabsf(full[j])), in++;
+            else bad += !(isinf(sub[j]) && sub[j] < 0);
+        }
+        CHECK_MSG(bad == 0, "subset %d: %d logits differ from the full head's (or are not -inf outside)", n, bad);
+        mtplx_err e2;
+        CHECK_INT(model_draft_vocab(mv, ids, n, &e2), MTPLX_EINVAL); /* only once */
+        if (c == 1) REQUIRE(model_quantize_draft(mv, 4, 64, 1, &e) == 0); /* quantizes the subset rows only */
+        gen_session *s, *sv;
+        REQUIRE(gen_session_new(M, &s, &e) == 0);
+        REQUIRE(gen_session_new(mv, &sv, &e) == 0);
+        int drafted = 0, accepted = 0, outside = 0, emitted = 0;
+        for (int i = 0; i < N_PR; i += test_sanitized() ? 7 : 2) {
+            gen_params p = greedy(0, test_sanitized() ? 12 : 32);
+            int32_t *ref, *out;
+            int n_ref, n_out;
+            gen_stats st;
+            if (run(s, PR[i].ids, PR[i].n, &p, &ref, &n_ref, &st)) break;
+            p.depth = 1 + i % 5;
+            if (run(sv, PR[i].ids, PR[i].n, &p, &out, &n_out, &st)) break;
+            int same = n_out == n_ref;
+            for (int k = 0; same && k < n_out; k++) same = out[k] == ref[k];
+            CHECK_MSG(same, "prompt '%s', depth %d, draft vocabulary %d: output differs from AR", PR[i].name, p.depth, n);
+            for (int k = 0; k < n_out; k++) {
+                int hit = 0;
+                for (int j = 0; j < n && !hit; j++) hit = ids[j] == out[k];
+                outside += !hit;
+            }
+            drafted += st.drafted;
+            accepted += st.accepted;
+            emitted += n_out;
+            free(ref);
+            free(out);
+        }
+        printf("draft vocabulary %d: greedy == AR, %d/%d drafts accepted, %d of %d emitted ids outside the subset\n",
+               n, accepted, drafted, outside, emitted);
+        if (c == 0)
+            CHECK_MSG(outside > emitted / 2, "64-id subset: only %d of %d emitted ids outside it", outside, emitted);
+        else CHECK_MSG(accepted > drafted / 3, "4096-id q4 draft acceptance %d/%d", accepted, drafted);
+        gen_session_free(s);
+        gen_session_free(sv);
+        model_free(mv);
+    }
+    mtplx_model *mv;
+    REQUIRE(model_load(MODEL_DIR, &mv, &e) == 0);
+    int32_t desc[2] = {5, 3};
+    CHECK_INT(model_draft_vocab(mv, desc, 2, &e), MTPLX_EINVAL); /* ids must ascend */
+    CHECK_INT(model_draft_vocab_size(mv), 0);
+    model_free(mv);
+    free(hid);
+    free(full);
+    free(sub);
+    tok_free(tok);
+}
+
 static int cancel_after_three(void *user, const int32_t *t, int n) {
     int *count = user;
     (void)t;
@@ -433,6 +526,7 @@ int main(void) {
     RUN(test_greedy_matches_hf_golden_at_every_depth);
     RUN(test_greedy_mtp_identical_to_ar_on_distinct_prompts);
     RUN(test_quantized_draft_keeps_greedy_identical);
+    RUN(test_draft_vocab_subset_keeps_greedy_identical);
     RUN(test_callback_sees_every_token_and_can_cancel);
     RUN(test_seeded_sampling_is_reproducible_and_reports_seed);
     RUN(test_adaptive_depth_stops_drafting_early);

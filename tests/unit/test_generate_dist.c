@@ -5,9 +5,12 @@
  * stops once Π q(y) < 0.3), T = 1.0 without truncation, are compared position by position with AR
  * generations of 7 tokens from the same prompt; depth 2 at T = 0.6 / top_p 0.95 / top_k 20 with AR
  * there (4 tokens each). Depths 2, 4 and the adaptive arm draft with the default q4 draft copies,
- * 1, 3, 5 with the unquantized draft head. The marginal law of each token position is compared with
- * a two-sample chi-square test of homogeneity (rare bins pooled, chi2.h): 35 comparisons, each must
- * pass at α = 0.0003 (Bonferroni: family-wise error ≤ 1%; the seeds are fixed, so the outcome is
+ * 1, 3, 5 with the unquantized draft head; one more arm per setting (depth 3 at T = 1.0, depth 2 at
+ * T = 0.6) drafts with the q4 head over a 64-id vocabulary subset (model_draft_vocab: q = 0 outside,
+ * so most drafts are rejected and the residual emits ids the draft can never propose). The marginal
+ * law of each token position is compared with a two-sample chi-square test of homogeneity (rare bins
+ * pooled, chi2.h): 44 comparisons, each must pass at α = 0.0002 (Bonferroni: family-wise error ≤ 1%;
+ * the seeds are fixed, so the outcome is
  * deterministic). N = 1500 samples per arm (100 under the sanitizer build: that run only exercises
  * the code, it has no power).
  * Positive controls: the debug broken residual (subtract q only at the drafted id) at depth 2 must be
@@ -19,15 +22,18 @@
 
 #include "../../src/engine/generate.h"
 #include "../../src/model/safetensors.h"
+#include "../../src/tokenizer/tokenizer.h"
 #include "chi2.h"
 #include "test.h"
 
 #define MODEL_DIR "models/qwen35-tiny-code"
 #define ALPHA 0.001       /* the broken-residual control must be rejected at this level */
-#define ALPHA_POS 0.0003  /* per position comparison: 35 of them, family-wise error <= 1% */
+#define ALPHA_POS 0.0002  /* per position comparison: 44 of them, family-wise error <= 1% */
 
-static mtplx_model *M, *MQ; /* MQ: same checkpoint with the default q4 draft copies (head + MTP layer) */
-static gen_session *S, *SQ;
+static mtplx_model *M, *MQ, *MV; /* MQ: same checkpoint with the default q4 draft copies (head + MTP
+                                  * layer); MV: the same over a 64-id draft vocabulary (model_draft_vocab) */
+static gen_session *S, *SQ, *SV;
+#define SUBSET_N 64 /* the added tokens and the first bytes: most of p's mass lies outside */
 static const int32_t *G; /* golden ids: the prompts are prefixes */
 
 /* n generations of base->max_tokens (mt) tokens with seeds seed0.. ; out[i*mt + k] = token k of sample
@@ -91,7 +97,7 @@ static chi2_result compare(const int32_t *a, int sa, const int32_t *b, int sb, i
 
 typedef struct {
     int depth;
-    int q4;     /* 1: draft with the q4 draft copies */
+    int q4;     /* 1: draft with the q4 draft copies; 2: the q4 draft over the 64-id vocabulary subset */
     float conf; /* draft_min_conf (adaptive depth; 0 = fixed depth) */
 } arm;
 
@@ -101,14 +107,14 @@ typedef struct {
     int top_k;
     int n_prompt;    /* golden prefix length */
     int ar_tokens;   /* tokens per AR sample: the longest depth + 2 */
-    arm arms[6];     /* MTP arms, depth 0 ends the list */
+    arm arms[7];     /* MTP arms, depth 0 ends the list */
 } setting;
 
 /* T = 0.6 uses a 13-token prefix: at 9 tokens its first token is nearly certain after top_p/top_k
  * (one bin); at 13 the first token has 17 candidates (2.0 nats). */
 static const setting k_settings[] = {
-    {"T=1.0", 1.0f, 1.0f, 0, 9, 7, {{1, 0, 0}, {2, 1, 0}, {3, 0, 0}, {4, 1, 0}, {5, 0, 0}, {4, 1, 0.3f}}},
-    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, 13, 4, {{2, 1, 0}}},
+    {"T=1.0", 1.0f, 1.0f, 0, 9, 7, {{1, 0, 0}, {2, 1, 0}, {3, 0, 0}, {4, 1, 0}, {5, 0, 0}, {4, 1, 0.3f}, {3, 2, 0}}},
+    {"T=0.6 top_p 0.95 top_k 20", 0.6f, 0.95f, 20, 13, 4, {{2, 1, 0}, {2, 2, 0}}},
 };
 
 static int N;            /* samples per arm */
@@ -133,12 +139,12 @@ TEST(test_mtp_distribution_equals_ar_every_position) {
         p.max_tokens = st->ar_tokens;
         if (sample(S, &p, 0, 0, 1000000, N, G, st->n_prompt, ar)) break;
         if (s == 0) memcpy(AR1, ar, sizeof(int32_t) * 7 * N);
-        for (int k = 0; k < 6 && st->arms[k].depth; k++) {
+        for (int k = 0; k < 7 && st->arms[k].depth; k++) {
             const arm *a = &st->arms[k];
             gen_params pa = p;
             pa.draft_min_conf = a->conf;
             pa.max_tokens = a->depth + 2; /* positions 1..depth drafted, the bonus, the next cycle */
-            if (sample(a->q4 ? SQ : S, &pa, a->depth, 0, 2000000 + 100000 * a->depth + 50000 * (a->conf > 0), N, G,
+            if (sample(a->q4 == 2 ? SV : a->q4 ? SQ : S, &pa, a->depth, 0, 2000000 + 100000 * a->depth + 50000 * (a->conf > 0) + 25000 * (a->q4 == 2), N, G,
                        st->n_prompt, mtp))
                 break;
             for (int pos = 0; pos < pa.max_tokens; pos++) {
@@ -146,7 +152,7 @@ TEST(test_mtp_distribution_equals_ar_every_position) {
                 comparisons++;
                 if (r.p < pmin) pmin = r.p;
                 fprintf(stderr, "  %s depth %d%s%s token %d: chi2 %.1f df %d p %.4g\n", st->name, a->depth,
-                        a->q4 ? " (q4 draft)" : "", a->conf > 0 ? " (adaptive, min conf 0.3)" : "", pos + 1, r.stat,
+                        a->q4 == 2 ? " (q4 draft, 64-id vocabulary)" : a->q4 ? " (q4 draft)" : "", a->conf > 0 ? " (adaptive, min conf 0.3)" : "", pos + 1, r.stat,
                         r.df, r.p);
                 /* the comparison has real bins (the sanitizer's 100 samples may pool a position into one) */
                 if (!test_sanitized()) CHECK(r.df >= 2);
@@ -156,7 +162,7 @@ TEST(test_mtp_distribution_equals_ar_every_position) {
         }
     }
     fprintf(stderr, "  %d comparisons, smallest p %.4g (each must be >= %g)\n", comparisons, pmin, ALPHA_POS);
-    CHECK_INT(comparisons, 35);
+    CHECK_INT(comparisons, 44);
     free(ar);
     free(mtp);
 }
@@ -177,13 +183,26 @@ TEST(test_broken_residual_is_caught) {
     free(bad);
 }
 
+/* m drafts with the q4 copies over the SUBSET_N ids tok_common_ids ranks first. Returns 0 or an error. */
+static int subset_draft(mtplx_model *m, mtplx_err *e) {
+    tokenizer *tok = NULL;
+    int32_t ids[SUBSET_N];
+    int rc = tok_load(MODEL_DIR, &tok, e);
+    if (!rc) rc = tok_common_ids(tok, model_config_of(m)->vocab_size, SUBSET_N, ids, e);
+    if (!rc) rc = model_draft_vocab(m, ids, SUBSET_N, e);
+    if (!rc) rc = model_quantize_draft(m, 4, 64, 1, e);
+    tok_free(tok);
+    return rc;
+}
+
 int main(void) {
     setenv("MTPLX_THREADS", "1", 0); /* thousands of tiny forwards: one thread wastes no CPU on handoffs */
     mtplx_err e;
     st_set *g = NULL;
     if (model_load(MODEL_DIR, &M, &e) || st_open_file(MODEL_DIR "/golden.safetensors", &g, &e) ||
         gen_session_new(M, &S, &e) || model_load(MODEL_DIR, &MQ, &e) || model_quantize_draft(MQ, 4, 64, 1, &e) ||
-        gen_session_new(MQ, &SQ, &e)) {
+        gen_session_new(MQ, &SQ, &e) || model_load(MODEL_DIR, &MV, &e) || subset_draft(MV, &e) ||
+        gen_session_new(MV, &SV, &e)) {
         fprintf(stderr, "setup: %s\n", e.msg);
         return 1;
     }
@@ -192,6 +211,7 @@ int main(void) {
     G = ids->data;
     gen_session_set_prompt_cache(S, 1);
     gen_session_set_prompt_cache(SQ, 1);
+    gen_session_set_prompt_cache(SV, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
     N = env ? atoi(env) : test_sanitized() ? 100 : 1500;
     AR1 = calloc(7 * (size_t)N, sizeof *AR1);
@@ -201,8 +221,10 @@ int main(void) {
     free(AR1);
     gen_session_free(S);
     gen_session_free(SQ);
+    gen_session_free(SV);
     st_close(g);
     model_free(M);
     model_free(MQ);
+    model_free(MV);
     return TEST_SUMMARY();
 }
