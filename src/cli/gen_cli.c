@@ -255,8 +255,15 @@ int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, cons
     tokenizer *tok = NULL;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
     int rc = ids ? 0 : err_set(&err, MTPLX_ENOMEM, "out of memory");
-    if (!rc) rc = tok_load(model_dir, &tok, &err);
-    if (!rc) rc = tok_common_ids(tok, V, (int)n, ids, &err);
+    char tpath[4096];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model_dir);
+    if (!rc && !file_exists(tpath)) { /* e.g. a synthetic checkpoint: BPE ids follow merge order anyway */
+        fprintf(stderr, "mtplx %s: note: no tokenizer.json: the draft vocabulary is ids 0..%ld\n", cmd, n - 1);
+        for (long i = 0; i < n; i++) ids[i] = (int32_t)i;
+    } else {
+        if (!rc) rc = tok_load(model_dir, &tok, &err);
+        if (!rc) rc = tok_common_ids(tok, V, (int)n, ids, &err);
+    }
     if (!rc) rc = model_draft_vocab(m, ids, (int)n, &err);
     tok_free(tok);
     free(ids);

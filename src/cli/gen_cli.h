@@ -61,8 +61,8 @@ int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code
 /* --draft-vocab N: the draft head covers only the N ids the tokenizer ranks most common
  * (tok_common_ids: added tokens, byte alphabet, merges by rank), so q = 0 elsewhere and a draft step
  * reads N instead of V rows of the LM head; 0 (or N >= V) = the full vocabulary. spec NULL = the
- * default. Loads <model_dir>/tokenizer.json for the ranking. Apply BEFORE cli_draft_quant (which then
- * quantizes only the subset). Returns 0 or -1 with a message (*code 2 = usage, 1 = runtime error). */
+ * default. Loads <model_dir>/tokenizer.json for the ranking (without one: ids 0..N-1, with a note).
+ * Apply BEFORE cli_draft_quant (which then quantizes only the subset). Returns 0 or -1 with a message (*code 2 = usage, 1 = runtime error). */
 #define CLI_DRAFT_VOCAB_DEFAULT "0"
 int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, const char *spec, int *code);
 #define CLI_DRAFT_VOCAB_HELP                                                                         \
