@@ -113,6 +113,18 @@ node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
 rc=0; "$M" bench --draft-cost --draft-quants q4:7 --steps 1 >/dev/null 2>"$tmp/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "group" "$tmp/err" || fail "--draft-quant q4:7: exit $rc, $(cat "$tmp/err")"
 echo "bench --draft-accept ok"
+# --draft-vocab (sanitizer build): greedy MTP over a 64-id draft vocabulary still equals the golden
+# (nearly every draft rejected, the residual emits the rest); in bench, q4@64 accepts less than q4;
+# a malformed value is a usage error
+"$MA" run --prompt-tokens "$prompt" --max-tokens 40 --temperature 0 --depth 3 --draft-vocab 64 --json >"$tmp/gv"
+got=$(js 'console.log(L[0].tokens.join(","))' "$tmp/gv")
+[ "$got" = "$want" ] || fail "--draft-vocab 64 greedy: $got != golden $want"
+"$MA" bench --draft-accept --draft-quants q4,q4@64 --depth 1 --prompts 1 --prompt-len 32 --json >"$tmp/dv"
+node -e 'const a=JSON.parse(require("fs").readFileSync(process.argv[1])).acceptance;
+  if (!(a["q4@64"][0]>=0&&a["q4@64"][0]<a.q4[0])) process.exit(1)' "$tmp/dv" || fail "bench --draft-quants q4@64"
+rc=0; "$M" run --prompt-tokens 1,2 --max-tokens 2 --draft-vocab 12x >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q -- "--draft-vocab" "$tmp/err" || fail "--draft-vocab 12x: exit $rc, $(cat "$tmp/err")"
+echo "--draft-vocab ok"
 # the MTP families with hidden 48 (not a multiple of the default q4 group 64) still run by default,
 # drafting at full precision with a note; asking for q4 explicitly stays an error
 for d in tests/data/goldens-extra/qwen3_next_b tests/data/goldens-extra/qwen3_5_moe_b tests/data/goldens-extra/deepseek_v3_mtp; do
