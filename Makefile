@@ -89,11 +89,11 @@ run: deps
 	./build/mtplx run $(RUN_ARGS)
 
 # README command 2: build everything and run the whole suite (unit tests, the same under
-# ASan/UBSan, then tests/integration/*.sh).
+# ASan/UBSan, the AArch64 build of the unit tests under qemu, then tests/integration/*.sh).
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz arm64
 	@bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
