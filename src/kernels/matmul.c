@@ -343,7 +343,7 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
         if (qa_of[k] < 0) {
             size_t a_bytes, g_bytes, dv_bytes;
             quant_sizes(T, w->cols, w->group_size, &a_bytes, &g_bytes, &dv_bytes);
-            qas[n_qa] = (qact){T, w->cols, w->cols / w->group_size, w->group_size, layout, NULL, NULL, NULL, NULL};
+            qas[n_qa] = (qact){T, w->cols, w->cols / w->group_size, w->group_size, layout, NULL, NULL, NULL, NULL, NULL};
             qoff[n_qa][0] = need;
             qoff[n_qa][1] = need + a_bytes;
             qoff[n_qa][2] = need + a_bytes + g_bytes;
