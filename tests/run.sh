@@ -11,6 +11,13 @@
 # passing units — and the line before it lists each one, so a run says what it did not test.
 set -u
 cd "$(dirname "$0")/.."
+# the CPU backend's repacked-weight cache (docs/architecture.md "Pack cache") goes to a directory of
+# this run, not the user's ~/.cache: the first load of a model fills it, later loads map it
+if [ -z "${MTPLX_PACK_CACHE+x}" ]; then
+    MTPLX_PACK_CACHE=$(mktemp -d /tmp/mtplx-suite-qpack.XXXXXX)
+    export MTPLX_PACK_CACHE
+    trap 'rm -rf "$MTPLX_PACK_CACHE"' EXIT
+fi
 passed=0; failed=0; skipped=0; failed_names=(); skipped_names=()
 run_one() { # name, command...
     local name=$1; shift

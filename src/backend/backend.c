@@ -1,19 +1,101 @@
-/* backend.c — choosing a backend at load (docs/architecture.md, "Adding a backend"). */
+/* backend.c — choosing a backend at load (docs/architecture.md, "Adding a backend"), the process's
+ * default device and the GPU memory preflight (device.h). */
 #include "backend.h"
 
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../kernels/moe.h"
 #include "cpu/cpu_backend.h"
+#include "device.h"
+#ifdef MTPLX_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+static char g_default[32]; /* "" = not set */
+
+int be_device_has_cuda(void) {
+#ifdef MTPLX_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+static int gpu_count(void) {
+#ifdef MTPLX_CUDA
+    return be_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+/* Parse "cpu" | "cuda" | "cuda:N" into *gpu (-1 for cpu). Returns 0 or MTPLX_EINVAL. */
+static int parse_spec(const char *spec, int *gpu, mtplx_err *err) {
+    if (!strcmp(spec, "cpu")) return *gpu = -1, 0;
+    if (!strcmp(spec, "cuda")) return *gpu = 0, 0;
+    if (!strncmp(spec, "cuda:", 5)) {
+        char *end;
+        long n = strtol(spec + 5, &end, 10);
+        if (end != spec + 5 && !*end && n >= 0 && n < (1L << 20)) return *gpu = (int)n, 0;
+    }
+    return err_set(err, MTPLX_EINVAL, "device must be cpu, cuda or cuda:N, got '%s'", spec);
+}
+
+/* Check that spec names a usable device. Returns 0 and *gpu, or an error. */
+static int check_spec(const char *spec, int *gpu, mtplx_err *err) {
+    int rc = parse_spec(spec, gpu, err);
+    if (rc || *gpu < 0) return rc;
+    if (!be_device_has_cuda())
+        return err_set(err, MTPLX_EUNSUPPORTED, "device %s: this mtplx was built without CUDA (rebuild with make CUDA=1)",
+                       spec);
+    int n = gpu_count();
+    if (*gpu >= n)
+        return err_set(err, MTPLX_EINVAL, "device %s: %d GPU%s visible", spec, n, n == 1 ? "" : "s");
+    return 0;
+}
+
+int be_device_set_default(const char *spec, mtplx_err *err) {
+    int gpu;
+    int rc = check_spec(spec, &gpu, err);
+    if (rc) return rc;
+    if (gpu < 0) snprintf(g_default, sizeof g_default, "cpu");
+    else snprintf(g_default, sizeof g_default, "cuda:%d", gpu);
+    return 0;
+}
+
+const char *be_device_resolved(void) {
+    static char auto_spec[32];
+    if (g_default[0]) return g_default;
+    const char *e = getenv("MTPLX_DEVICE");
+    int gpu;
+    if (e && *e && !parse_spec(e, &gpu, NULL)) {
+        if (gpu < 0) return "cpu";
+        snprintf(auto_spec, sizeof auto_spec, "cuda:%d", gpu);
+        return auto_spec;
+    }
+    return gpu_count() > 0 ? "cuda:0" : "cpu";
+}
 
 int be_create(const char *name, be_backend **out, mtplx_err *err) {
     *out = NULL;
-    if (!name || !strcmp(name, "cpu")) {
+    if (!name) name = be_device_resolved();
+    int gpu;
+    int rc = check_spec(name, &gpu, err);
+    if (rc) return err_prefix(err, "backend");
+    if (gpu < 0) {
         cpu_settings s;
         cpu_settings_from_env(&s);
         return be_cpu_new(&s, out, err);
     }
-    return err_set(err, MTPLX_EINVAL, "unknown backend \"%s\" (available: cpu)", name);
+#ifdef MTPLX_CUDA
+    return be_cuda_new(gpu, out, err);
+#else
+    return err_set(err, MTPLX_EINTERNAL, "backend %s: no CUDA in this build", name);
+#endif
 }
 
 void be_free(be_backend *be) {
@@ -22,3 +104,70 @@ void be_free(be_backend *be) {
 }
 
 int be_moe_router_check(const moe_router *r, mtplx_err *err) { return kern_moe_router_check(r, err); }
+
+#ifdef MTPLX_CUDA
+/* Bytes of the *.safetensors files in dir (0 when none can be read). */
+static size_t checkpoint_bytes(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 12 || strcmp(e->d_name + n - 12, ".safetensors")) continue;
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!stat(path, &st)) total += (size_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+#endif
+
+#define GIB 1073741824.0
+
+int be_device_preflight(const char *model_dir, mtplx_err *err) {
+    const char *spec = be_device_resolved();
+    int gpu;
+    int rc0 = check_spec(spec, &gpu, err); /* no CUDA in this build / no such GPU: say so now */
+    if (rc0) return rc0;
+    if (gpu < 0) return 0;
+#ifdef MTPLX_CUDA
+    size_t fr = 0, tot = 0;
+    char name[128] = "";
+    int rc = be_cuda_mem_info(gpu, &fr, &tot, name, sizeof name, err);
+    if (rc) return rc;
+    const char *lim = getenv("MTPLX_GPU_MEM_LIMIT");
+    if (lim && *lim) {
+        size_t cap = (size_t)strtoull(lim, NULL, 10);
+        if (cap < fr) fr = cap;
+    }
+    size_t w = checkpoint_bytes(model_dir);
+    /* weights as stored, plus a working margin: KV cache, states, scratch and the CUDA context */
+    size_t margin = (size_t)(0.5 * GIB) + w / 20;
+    if (w + margin > fr)
+        return err_set(err, MTPLX_ENOMEM,
+                       "%s: the checkpoint's %.2f GiB of weights (+ %.2f GiB working memory) do not fit on GPU %d "
+                       "(%s): %.2f GiB free of %.2f GiB; use --device cpu or a quantized checkpoint",
+                       model_dir, w / GIB, margin / GIB, gpu, name, fr / GIB, tot / GIB);
+    return 0;
+#else
+    return err_set(err, MTPLX_EINTERNAL, "device %s: no CUDA in this build", spec);
+#endif
+}
+
+int be_device_membw(size_t bytes, int reps, double *gbs, char *name, size_t name_len, mtplx_err *err) {
+    int gpu;
+    *gbs = 0;
+    if (parse_spec(be_device_resolved(), &gpu, err)) return err->code;
+    if (gpu < 0) return err_set(err, MTPLX_EUNSUPPORTED, "device bandwidth: the device is the CPU");
+#ifdef MTPLX_CUDA
+    size_t fr, tot;
+    int rc = be_cuda_mem_info(gpu, &fr, &tot, name, name_len, err);
+    return rc ? rc : be_cuda_membw(gpu, bytes, reps, gbs, err);
+#else
+    (void)bytes, (void)reps, (void)name, (void)name_len;
+    return err_set(err, MTPLX_EINTERNAL, "no CUDA in this build");
+#endif
+}

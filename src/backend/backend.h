@@ -41,13 +41,17 @@ typedef struct {
 
 #define BE_MM_N_MAX 8
 
-/* Positions of one sequence in one attention layer's KV cache. k is [heads][capacity][k_width],
- * v is [heads][capacity][v_width], in backend memory; positions < len hold keys and values.
- * (A paged cache would replace the two base pointers with a page table; ops take this struct so
- * that change stays inside backends.) */
+/* Positions of one sequence in one attention layer's KV cache, in pages of page_size positions.
+ * k and v are the layer's page pools in backend memory: page p, head h starts at
+ * k + ((size_t)p · heads + h) · page_size · k_width (v likewise with v_width); pages[i] (a HOST array,
+ * a device backend uploads it) is the pool page holding positions i·page_size .. (i+1)·page_size - 1.
+ * A page may be shared with other sequences for reading; the model layer makes every page an op
+ * writes into private first (docs/architecture.md, "The sequence pool"). */
 typedef struct {
     float *k, *v;
-    int capacity;      /* positions per head */
+    const int32_t *pages;
+    int n_pages;       /* entries of pages; positions < n_pages · page_size are addressable */
+    int page_size;     /* a power of two, a multiple of 4 */
 } be_seq_kv;
 
 /* Gated full attention of R rows (Qwen3.5 / Qwen3 / Llama). The projections are already in `big`:

@@ -1,6 +1,7 @@
 /* file.c — see file.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "file.h"
+#include "fault.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,7 @@
 #include <unistd.h>
 
 char *file_read_all(const char *path, size_t *len, mtplx_err *err) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = fault_io_point(path) ? NULL : fopen(path, "rb");
     if (!f) {
         err_set(err, MTPLX_EIO, "%s: %s", path, strerror(errno));
         return NULL;
@@ -59,7 +60,7 @@ int file_map_open(const char *path, file_map *out, mtplx_err *err) {
         return err_set(err, MTPLX_EIO, "%s: not a regular file", path);
     }
     if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *p = fault_io_point(path) ? MAP_FAILED : mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return err_set(err, MTPLX_EIO, "%s: mmap: %s", path, strerror(errno));

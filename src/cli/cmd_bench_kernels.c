@@ -9,6 +9,7 @@
 
 #include "../engine/bench_kernels.h"
 #include "../backend/cpu/cpu_backend.h"
+#include "../backend/device.h"
 #include "../kernels/cpu.h"
 #include "../kernels/threadpool.h"
 #include "../model/model.h"
@@ -297,10 +298,19 @@ int cmd_bench_kernels(int argc, char **argv) {
     }
     mtplx_err err = {0};
     bench_membw bw = {0};
-    if (membw && bench_membw_measure((size_t)membw_mb << 20, 3, &bw, &err)) {
+    /* on a GPU (--device cuda) the bandwidth is the GPU's device memory, measured once before the model */
+    int on_gpu = strcmp(be_device_resolved(), "cpu") != 0;
+    double gpu_gbs = 0;
+    char gpu_name[128] = "";
+    if (membw && on_gpu && be_device_membw((size_t)membw_mb << 20, 5, &gpu_gbs, gpu_name, sizeof gpu_name, &err)) {
         cli_error("bench", "%s", err.msg);
         return 1;
     }
+    if (membw && !on_gpu && bench_membw_measure((size_t)membw_mb << 20, 3, &bw, &err)) {
+        cli_error("bench", "%s", err.msg);
+        return 1;
+    }
+    if (on_gpu) bw.bytes = (size_t)membw_mb << 20, bw.gbs_one = bw.gbs_all = gpu_gbs;
     mtplx_model *m = NULL;
     bench_verify vc = {0};
     double pre_s = 0;
@@ -312,8 +322,8 @@ int cmd_bench_kernels(int argc, char **argv) {
         }
         const model_config *c = model_config_of(m);
         size_t bw_bytes = (size_t)membw_mb << 20;
-        float *bwbuf = membw && verify ? bench_membw_buffer(bw_bytes) : NULL;
-        if (membw && verify && !bwbuf) err_set(&err, MTPLX_ENOMEM, "bandwidth buffer: cannot allocate %zu bytes", bw_bytes);
+        float *bwbuf = membw && verify && !on_gpu ? bench_membw_buffer(bw_bytes) : NULL;
+        if (membw && verify && !on_gpu && !bwbuf) err_set(&err, MTPLX_ENOMEM, "bandwidth buffer: cannot allocate %zu bytes", bw_bytes);
         if (err.code || bench_weight_bytes(dir, c->tie_word_embeddings, &wbytes, &allbytes, &err) ||
             (verify && bench_verify_cost(m, rows, context, reps, seed, bwbuf, bw_bytes, &vc, &err)) ||
             (prefill && bench_prefill_seconds(m, prefill, 2, seed, &pre_s, &err))) {
@@ -323,6 +333,7 @@ int cmd_bench_kernels(int argc, char **argv) {
             return 1;
         }
         free(bwbuf);
+        if (on_gpu && membw) vc.membw_gbs = gpu_gbs; /* measured before the model, not between forwards */
     }
     const char *isa = cpu_isa_name(cpu_isa());
     const char *qact = getenv("MTPLX_QACT") && !strcmp(getenv("MTPLX_QACT"), "f32") ? "f32" : "int8";
@@ -330,6 +341,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     double dec_gbs = verify ? wbytes / vc.median_s[1] / 1e9 : 0;
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"quant_activations\": \"%s\"", isa, threads, qact);
+        printf(", \"device\": \"%s\"", be_device_resolved());
         if (membw)
             printf(", \"membw\": {\"bytes\": %zu, \"gbs_one_thread\": %.2f, \"gbs_all_threads\": %.2f}", bw.bytes,
                    bw.gbs_one, bw.gbs_all);
@@ -348,8 +360,12 @@ int cmd_bench_kernels(int argc, char **argv) {
         if (prefill) printf(", \"prefill\": {\"tokens\": %d, \"seconds\": %.3f, \"tok_s\": %.2f}", prefill, pre_s, prefill / pre_s);
         printf("}\n");
     } else {
-        printf("kernel %s, %d threads, quantized activations %s\n", isa, threads, qact);
-        if (membw)
+        if (on_gpu) printf("device %s (%s)\n", be_device_resolved(), gpu_name[0] ? gpu_name : "GPU");
+        else printf("kernel %s, %d threads, quantized activations %s\n", isa, threads, qact);
+        if (membw && on_gpu)
+            printf("GPU device-memory read bandwidth (%zu MB buffer): %.1f GB/s (best of 5)\n", bw.bytes >> 20,
+                   gpu_gbs);
+        else if (membw)
             printf("memory read bandwidth (%zu MB buffer): %.1f GB/s one thread, %.1f GB/s %d threads\n", bw.bytes >> 20,
                    bw.gbs_one, bw.gbs_all, bw.threads);
         if (verify) {
@@ -357,7 +373,9 @@ int cmd_bench_kernels(int argc, char **argv) {
             for (int R = 1; R <= rows; R++)
                 printf("  %2d-row forward: %8.2f ms  (%.3fx 1-row)\n", R, vc.median_s[R] * 1e3, vc.ratio[R]);
             printf("AR decode: %.2f tok/s = %.1f GB/s of weights", 1.0 / vc.median_s[1], dec_gbs);
-            if (membw)
+            if (membw && on_gpu)
+                printf(" = %.0f%% of the GPU's %.1f GB/s", 100.0 * dec_gbs / vc.membw_gbs, vc.membw_gbs);
+            else if (membw)
                 printf(" = %.0f%% of the %.1f GB/s read between the forwards (median of %d rounds)",
                        100.0 * dec_gbs / vc.membw_gbs, vc.membw_gbs, reps);
             printf("\n");

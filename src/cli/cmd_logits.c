@@ -37,11 +37,15 @@ static void usage(FILE *f) {
             cli_default_model());
 }
 
-/* Parse "1,2,3" into a malloc'd array; returns the count, or -1 with a message on bad input. */
+/* Parse "1,2,3" into a malloc'd array; returns the count, or -1 with a message on bad input, or
+ * -2 with a message when out of memory (a runtime error, not a usage error). */
 static int parse_tokens(const char *s, int32_t **out) {
     int cap = 16, n = 0;
     int32_t *ids = malloc(sizeof *ids * (size_t)cap);
-    if (!ids) return -1;
+    if (!ids) {
+        cli_error("logits", "--tokens: out of memory");
+        return -2;
+    }
     const char *p = s;
     while (*p) {
         while (*p == ' ') p++;
@@ -58,7 +62,8 @@ static int parse_tokens(const char *s, int32_t **out) {
             int32_t *g = realloc(ids, sizeof *ids * (size_t)cap);
             if (!g) {
                 free(ids);
-                return -1;
+                cli_error("logits", "--tokens: out of memory");
+                return -2;
             }
             ids = g;
         }
@@ -203,7 +208,7 @@ int cmd_logits(int argc, char **argv) {
             return 2;
         }
     } else if ((T = parse_tokens(a.tokens, &ids)) < 0) {
-        return 2;
+        return T == -2 ? 1 : 2;
     }
     if (a.mtp && T < 2) {
         cli_error("logits", "--mtp needs at least 2 tokens (row t pairs hidden t with token t+1)");

@@ -9,21 +9,29 @@
 
 #include "../base/file.h"
 #include "../chat/chat.h"
+#include "../chat/reasoning.h"
+#include "../engine/constraint.h"
+#include "../grammar/grammar.h"
 #include "../engine/gen_config.h"
 #include "../engine/generate.h"
 #include "../engine/rng.h"
+#include "../engine/sched.h"
 #include "../engine/tune.h"
+#include "../base/clock.h"
+#include <pthread.h>
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
 #include "progress.h"
 
-#define RUN_DEFAULT_DEPTH 3 /* used when `mtplx tune` saved nothing for this model and machine */
+#define RUN_DEFAULT_DEPTH 3
+#define RUN_DEFAULT_THINKING 128 /* thinking budget in front of a grammar (--max-thinking-tokens) */ /* used when `mtplx tune` saved nothing for this model and machine */
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx run [--model DIR] (--prompt TEXT | --prompt-file F | --prompt-tokens 1,2,3)\n"
-            "                 [--chat] [--samples N] [--seed S] [--depth N] [--json] [sampler flags]\n"
+            "                 [--chat] [--samples N [--parallel [--max-seqs M]]] [--seed S] [--depth N]\n"
+            "                 [--json] [sampler flags] [--json-schema F | --grammar json] [--max-thinking-tokens N]\n"
             "\n"
             "Generate a completion. Sampler defaults come from the model's generation_config.json and\n"
             "its EOS ids stop the generation.\n"
@@ -34,6 +42,11 @@ static void usage(FILE *f) {
             "  --prompt-tokens 1,2,3     prompt as token ids\n"
             "  --chat                    render the prompt as a user message with the chat template\n"
             "  --samples N               N generations with seeds S, S+1, ... (default 1)\n"
+            "  --parallel                run the N samples at once through the scheduler (continuous\n"
+            "                            batching: their forwards are merged; the same tokens as one by\n"
+            "                            one); outputs are printed in seed order when all are done, with\n"
+            "                            an aggregate line on stderr\n"
+            "  --max-seqs M              with --parallel: at most M at once (default min(N, 16))\n"
             "  --seed S                  RNG seed (xoshiro256** seeded by splitmix64; default: random,\n"
             "                            reported)\n"
             "  --depth N                 MTP drafts per cycle, 0 = plain AR (default: what `mtplx tune`\n"
@@ -41,10 +54,15 @@ static void usage(FILE *f) {
             "  --json                    one JSON object per generation: text, tokens, seed,\n"
             "                            finish_reason, stats\n"
             "  --quiet                   no progress on stderr (shown for a load or prefill > 1 s)\n"
+            "  --json-schema F           structured output: the completion is JSON valid under the JSON\n"
+            "                            Schema in file F (docs/structured-output.md)\n"
+            "  --grammar json            structured output: any JSON object\n"
+            "  --max-thinking-tokens N   with --chat and a grammar, when the template opens a think block:\n"
+            "                            think at most N tokens, then close it (default %d)\n"
             CLI_DRAFT_QUANT_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
-            RUN_DEFAULT_DEPTH);
+            RUN_DEFAULT_DEPTH, RUN_DEFAULT_THINKING);
 }
 
 typedef struct {
@@ -96,10 +114,165 @@ static void stats_line(const gen_stats *st) {
     fprintf(stderr, " | %s | seed %llu (%s)]\n", st->finish_reason, (unsigned long long)st->seed, st->rng);
 }
 
+/* The grammar of --json-schema F (or any JSON object when schema_file is NULL), the tokenizer's
+ * vocabulary and a matcher stopping at p's stop ids, with a thinking prelude of think_budget tokens
+ * when >= 0. Returns 0 or an error (the caller frees what was made). */
+static int structured_setup(const char *schema_file, const tokenizer *tok, const gen_params *p, int think_budget,
+                            grammar **gr, grammar_vocab **gv, grammar_matcher **gm, mtplx_err *err) {
+    if (!tok) return err_set(err, MTPLX_EINVAL, "structured output needs the model's tokenizer");
+    int rc;
+    if (schema_file) {
+        size_t n;
+        char *txt = file_read_all(schema_file, &n, err);
+        if (!txt) return err->code;
+        rc = grammar_from_schema_text(txt, n, gr, err);
+        free(txt);
+        if (rc) return err_prefix(err, "--json-schema %s", schema_file);
+    } else if ((rc = grammar_json_object(gr, err)))
+        return rc;
+    if ((rc = grammar_vocab_new(tok, gv, err))) return rc;
+    int32_t close[8];
+    grammar_think th = {think_budget, close, 0, 0};
+    if (think_budget >= 0) {
+        th.n_close = gen_think_close_ids(tok, close, 8);
+        if (!th.n_close) return err_set(err, MTPLX_EINVAL, "the prompt opens a think block but the tokenizer has no </think>");
+    }
+    return grammar_matcher_new(*gr, *gv, p->stop_ids, p->n_stop_ids, think_budget >= 0 ? &th : NULL, gm, err);
+}
+
+/* One finished sample: a JSON line, or the rest of the streamed text (ts) — or all of it (whole:
+ * decoded, or ids without a tokenizer) — and the stats line. Returns 0, or 1 after printing an error. */
+static int print_sample(tokenizer *tok, tok_stream *ts, int json, int whole, const int32_t *toks, int n,
+                        const gen_stats *st) {
+    mtplx_err err;
+    err_clear(&err);
+    if (json) {
+        char *text = NULL;
+        if (tok && tok_decode(tok, toks, n, 1, &text, NULL, &err)) {
+            cli_error("run", "%s", err.msg);
+            return 1;
+        }
+        json_t *ids = json_array();
+        for (int i = 0; i < n; i++) json_array_append_new(ids, json_integer(toks[i]));
+        json_t *o = json_pack("{s:s?, s:o, s:I, s:s, s:o}", "text", text, "tokens", ids, "seed", (json_int_t)st->seed,
+                              "finish_reason", st->finish_reason, "stats", stats_json(st));
+        if (!text) json_object_set_new(o, "text", json_null());
+        char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+        if (line) puts(line);
+        free(line);
+        json_decref(o);
+        free(text);
+    } else {
+        if (ts) {
+            const char *t;
+            size_t len;
+            if (tok_stream_flush(ts, &t, &len, &err) == 0 && len) fwrite(t, 1, len, stdout);
+        } else if (whole && tok) {
+            char *text = NULL;
+            if (tok_decode(tok, toks, n, 1, &text, NULL, &err)) {
+                cli_error("run", "%s", err.msg);
+                return 1;
+            }
+            fputs(text, stdout);
+            free(text);
+        } else if (whole) {
+            for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", toks[i]);
+        }
+        putchar('\n');
+        fflush(stdout);
+        stats_line(st);
+    }
+    return 0;
+}
+
+/* One sample of --parallel, on its own thread and session attached to the shared scheduler. */
+typedef struct {
+    const mtplx_model *m;
+    sched *x;
+    const int32_t *prompt;
+    int n_prompt;
+    gen_params p;
+    int32_t *toks;
+    int n;
+    gen_stats st;
+    int rc;
+    mtplx_err err;
+} par_sample;
+
+static void *par_main(void *arg) {
+    par_sample *a = arg;
+    gen_session *s;
+    err_clear(&a->err);
+    if ((a->rc = gen_session_new(a->m, &s, &a->err))) return NULL;
+    gen_session_attach(s, a->x);
+    a->rc = gen_session_run(s, a->prompt, a->n_prompt, &a->p, NULL, NULL, &a->toks, &a->n, &a->st, &a->err);
+    gen_session_free(s);
+    return NULL;
+}
+
+/* --samples N --parallel: N generations (seeds seed..) at once, max_seqs of them running, through
+ * one scheduler; printed in seed order, then an aggregate line. Returns the exit status. */
+static int run_parallel(const mtplx_model *m, tokenizer *tok, const int32_t *prompt, int n_prompt, const gen_params *p,
+                        uint64_t seed, int n, int json, int max_seqs) {
+    sched_config c;
+    sched_config_default(&c, max_seqs, n_prompt + p->max_tokens + p->depth + 1);
+    sched *x = NULL;
+    mtplx_err err;
+    err_clear(&err);
+    par_sample *a = calloc((size_t)n, sizeof *a);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    int rc = 1, started = 0;
+    if (!a || !th) {
+        cli_error("run", "out of memory for %d samples", n);
+        goto out;
+    }
+    if (sched_new(m, &c, &x, &err)) {
+        cli_error("run", "%s", err.msg);
+        goto out;
+    }
+    double t0 = clock_now();
+    for (; started < n; started++) {
+        a[started] = (par_sample){m, x, prompt, n_prompt, *p};
+        a[started].p.seed = seed + (uint64_t)started;
+        a[started].p.seed_set = 1;
+        if (pthread_create(&th[started], NULL, par_main, &a[started])) {
+            cli_error("run", "cannot start a thread for sample %d", started);
+            break;
+        }
+    }
+    long tokens = 0;
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    double wall = clock_now() - t0;
+    rc = started == n ? 0 : 1;
+    for (int i = 0; i < started; i++) {
+        if (a[i].rc) {
+            cli_error("run", "sample %d: %s", i, a[i].err.msg);
+            rc = a[i].err.code == MTPLX_EINVAL ? 2 : 1;
+            continue;
+        }
+        tokens += a[i].n;
+        if (!rc && print_sample(tok, NULL, json, 1, a[i].toks, a[i].n, &a[i].st)) rc = 1;
+    }
+    sched_stats ss;
+    sched_get_stats(x, &ss);
+    fprintf(stderr, "[%d samples at most %d at once: %ld tokens in %.2f s = %.1f tok/s aggregate | %.1f rows per "
+                    "forward]\n",
+            n, max_seqs, tokens, wall, wall > 0 ? tokens / wall : 0.0,
+            ss.forwards ? (double)ss.rows / (double)ss.forwards : 0.0);
+out:
+    for (int i = 0; a && i < n; i++) free(a[i].toks);
+    free(a);
+    free(th);
+    sched_free(x);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt_text = NULL, *prompt_file = NULL, *prompt_tokens = NULL, *dq = NULL;
-    int json = 0, chat = 0, depth = -1, quiet = 0;
-    long samples = 1, l;
+    const char *schema_file = NULL, *grammar_kind = NULL;
+    long think_budget = RUN_DEFAULT_THINKING;
+    int json = 0, chat = 0, depth = -1, quiet = 0, parallel = 0;
+    long samples = 1, l, max_seqs = 0;
     uint64_t seed = 0;
     int seed_set = 0;
     /* sampler flags are parsed into `flags`; `set` records which ones were given */
@@ -118,6 +291,11 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--chat")) chat = 1;
+        else if (!strcmp(a, "--parallel")) parallel = 1;
+        else if (!strcmp(a, "--max-seqs")) {
+            if (cli_parse_long("run", a, v, 1, BATCH_SEQS_MAX, &max_seqs)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--draft-full-head")) draft_full_head = 1; /* diagnostics */
         else if (!strcmp(a, "--debug-broken-residual")) broken = 1;        /* tests only: wrong on purpose */
         else if (v && !strcmp(a, "--model")) model = argv[++i];
@@ -125,6 +303,12 @@ int cmd_run(int argc, char **argv) {
         else if (v && !strcmp(a, "--prompt")) prompt_text = argv[++i];
         else if (v && !strcmp(a, "--prompt-file")) prompt_file = argv[++i];
         else if (v && !strcmp(a, "--prompt-tokens")) prompt_tokens = argv[++i];
+        else if (v && !strcmp(a, "--json-schema")) schema_file = argv[++i];
+        else if (v && !strcmp(a, "--grammar")) grammar_kind = argv[++i];
+        else if (!strcmp(a, "--max-thinking-tokens")) {
+            if (cli_parse_long("run", a, v, 0, 1000000, &think_budget)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--samples")) {
             if (cli_parse_long("run", a, v, 1, 100000000, &samples)) return 2;
             i++;
@@ -153,6 +337,18 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "--chat renders text; it cannot be combined with --prompt-tokens");
         return 2;
     }
+    if (schema_file && grammar_kind) {
+        cli_error("run", "give at most one of --json-schema and --grammar");
+        return 2;
+    }
+    if ((schema_file || grammar_kind) && parallel) { /* one matcher per sample would be needed */
+        cli_error("run", "--json-schema / --grammar cannot be combined with --parallel yet");
+        return 2;
+    }
+    if (grammar_kind && strcmp(grammar_kind, "json")) {
+        cli_error("run", "--grammar: only 'json' (any JSON object) is known, got '%s'", grammar_kind);
+        return 2;
+    }
     if (!model) model = cli_default_model();
 
     mtplx_err err;
@@ -165,6 +361,11 @@ int cmd_run(int argc, char **argv) {
     char *file_text = NULL;
     int n_prompt = 0;
     tok_stream *ts = NULL;
+    int opens_think = 0;            /* the rendered prompt leaves a think block open */
+    grammar *gr = NULL;             /* --json-schema / --grammar */
+    grammar_vocab *gv = NULL;
+    grammar_matcher *gm = NULL;
+    gen_constraint gc;
 
     cli_progress load_pr, pre_pr; /* shown only when the work takes over a second */
     cli_progress_start(&load_pr, "load", "layers", 1.0, !json && !quiet);
@@ -216,6 +417,7 @@ int cmd_run(int argc, char **argv) {
                 goto out;
             }
             text = rendered;
+            opens_think = reasoning_prompt_opens_think(rendered);
         }
         int erc = tok_encode(tok, text, len, &prompt, &n_prompt, &err);
         free(rendered);
@@ -246,7 +448,21 @@ int cmd_run(int argc, char **argv) {
         rc = 2;
         goto out;
     }
+    if (schema_file || grammar_kind) {
+        if (structured_setup(schema_file, tok, &p, opens_think ? (int)think_budget : -1, &gr, &gv, &gm, &err)) {
+            cli_error("run", "%s", err.msg);
+            rc = err.code == MTPLX_EINVAL || err.code == MTPLX_EUNSUPPORTED ? 2 : 1;
+            goto out;
+        }
+        gc = gen_constraint_of_matcher(gm);
+        p.constraint = &gc;
+    }
     if (!seed_set) seed = rng_fresh_seed();
+    if (parallel) {
+        rc = run_parallel(m, tok, prompt, n_prompt, &p, seed, (int)samples, json,
+                          max_seqs ? (int)max_seqs : (samples < 16 ? (int)samples : 16));
+        goto out;
+    }
     if (gen_session_new(m, &s, &err)) {
         cli_error("run", "%s", err.msg);
         goto out;
@@ -259,6 +475,7 @@ int cmd_run(int argc, char **argv) {
     for (long k = 0; k < samples; k++) {
         p.seed = seed + (uint64_t)k;
         p.seed_set = 1;
+        if (gm) grammar_matcher_reset(gm);
         stream_ctx sc = {ts, json, 1};
         gen_stats st;
         int32_t *out_toks = NULL;
@@ -270,37 +487,17 @@ int cmd_run(int argc, char **argv) {
             rc = err.code == MTPLX_EINVAL ? 2 : 1;
             goto out;
         }
-        if (json) {
-            char *text = NULL;
-            if (tok && tok_decode(tok, out_toks, n_out, 1, &text, NULL, &err)) {
-                free(out_toks);
-                cli_error("run", "%s", err.msg);
-                goto out;
-            }
-            json_t *ids = json_array();
-            for (int i = 0; i < n_out; i++) json_array_append_new(ids, json_integer(out_toks[i]));
-            json_t *o = json_pack("{s:s?, s:o, s:I, s:s, s:o}", "text", text, "tokens", ids, "seed",
-                                  (json_int_t)st.seed, "finish_reason", st.finish_reason, "stats", stats_json(&st));
-            if (!text) json_object_set_new(o, "text", json_null());
-            char *line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
-            if (line) puts(line);
-            free(line);
-            json_decref(o);
-            free(text);
-        } else {
-            if (ts) {
-                const char *t;
-                size_t len;
-                if (tok_stream_flush(ts, &t, &len, &err) == 0 && len) fwrite(t, 1, len, stdout);
-            }
-            putchar('\n');
-            fflush(stdout);
-            stats_line(&st);
+        if (print_sample(tok, ts, json, 0, out_toks, n_out, &st)) {
+            free(out_toks);
+            goto out;
         }
         free(out_toks);
     }
     rc = 0;
 out:
+    grammar_matcher_free(gm);
+    grammar_vocab_free(gv);
+    grammar_free(gr);
     if (ts) tok_stream_free(ts);
     gen_session_free(s);
     free(prompt);

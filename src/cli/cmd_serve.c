@@ -1,7 +1,13 @@
 /* cmd_serve.c — `mtplx serve`: load a model and serve the OpenAI and Anthropic APIs until SIGINT or
  * SIGTERM. Prints one line "mtplx serve: listening on http://HOST:PORT ..." to stdout once ready.
+ * Signals (docs/server.md): SIGTERM or SIGINT drains (stop accepting, let running requests finish
+ * for --drain-timeout seconds, cancel the rest, exit 0); a second SIGINT or SIGTERM exits at once
+ * (status 128 + signal); SIGHUP reopens the --log-file.
  * Exit codes: 0 after a clean shutdown, 1 runtime error (model, bind), 2 usage error. */
 #include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +25,10 @@ static void usage(FILE *f) {
             "usage: mtplx serve [--model DIR] [--host 127.0.0.1] [--port 8000]\n"
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
+            "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
+            "                   [--knee-rows N] [--cache-ram MIB]\n"
+            "                   [--max-connections N] [--max-connections-per-ip N] [--idle-timeout S]\n"
+            "                   [--drain-timeout S] [--log-file F]\n"
             "\n"
             "OpenAI- and Anthropic-compatible HTTP server: POST /v1/chat/completions, /v1/completions,\n"
             "/v1/messages; GET /v1/models, /health, /metrics (Prometheus). See docs/server.md.\n"
@@ -39,8 +49,36 @@ static void usage(FILE *f) {
             "  --temperature T     for requests that send none, in [0, 2] (0 = greedy; default: the\n"
             "                      model's generation_config.json); a request's own value wins\n"
             "  --quiet             no per-request log lines on stderr\n"
+            "  --max-seqs N        generations at once (default 4): their rows share each forward\n"
+            "                      (continuous batching, docs/architecture.md); more requests queue\n"
+            "  --max-batch-rows N  rows in one forward at most (default max(128, 9 x max-seqs))\n"
+            "  --kv-pages N        KV cache pages of 16 positions shared by all generations (default:\n"
+            "                      max-seqs full contexts); a request waits until the pages its prompt +\n"
+            "                      max_tokens could need are free, and one that can never fit gets an error\n"
+            "  --prefill-chunk N   prompt tokens of one request per forward (default 64): smaller keeps\n"
+            "                      other streams flowing while a long prompt is read (with others decoding:\n"
+            "                      at most max(knee-rows, 8) per forward)\n"
+            "  --knee-rows N       MTP depth under load (default 8): a request that does not set\n"
+            "                      mtplx.depth drafts at most N / running - 1 tokens per cycle (0 = AR\n"
+            "                      steps); the output distribution is the same, only the speed changes\n"
+            "  --cache-ram MIB     prefix cache: a request restores the longest cached prefix of its prompt\n"
+            "                      (earlier turns, shared system prompts) instead of prefilling it\n"
+            "                      (docs/prefix-cache.md). MIB bounds its recurrent-state copies (default\n"
+            "                      1024); its KV pages come from --kv-pages and are given back on demand.\n"
+            "                      0 = off\n"
+            "  --max-connections N open client connections at most (default 1024; one thread each);\n"
+            "                      more wait in the listen backlog until one closes\n"
+            "  --max-connections-per-ip N  per client address (default 0 = no limit)\n"
+            "  --idle-timeout S    close a connection silent for S seconds, e.g. a half-sent request or a\n"
+            "                      client that stopped reading its stream (default 60; 0 = never)\n"
+            "  --drain-timeout S   on SIGTERM/SIGINT, let running requests finish for up to S seconds\n"
+            "                      before cancelling them (default 30)\n"
+            "  --log-file F        append log lines (stderr) to F; SIGHUP reopens it (log rotation)\n"
             "\n"
-            "Stops cleanly on SIGINT/SIGTERM. Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
+            "Signals: SIGTERM or SIGINT stops accepting connections, answers new requests on open ones\n"
+            "with 503, lets running requests finish (--drain-timeout), then exits 0; a second SIGTERM or\n"
+            "SIGINT exits at once (status 128 + signal number); SIGHUP reopens --log-file.\n"
+            "Exit status: 0 ok, 1 runtime error, 2 usage error.\n",
             cli_default_model());
 }
 
@@ -78,12 +116,74 @@ static char *read_key_file(const char *path) {
     return k;
 }
 
+/* Point stderr (the log) at the end of `path`, created if missing. Returns 0, or -1 with a message
+ * on stderr as it was. */
+static int log_reopen(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        cli_error("serve", "--log-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fflush(stderr);
+    int rc = dup2(fd, STDERR_FILENO) < 0 ? -1 : 0;
+    if (rc) cli_error("serve", "--log-file %s: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
+
+/* Take SIGHUP (reopen the log), SIGINT and SIGTERM from `sigs` (blocked in every thread) until a
+ * shutdown: the first SIGINT/SIGTERM drains for up to drain_timeout seconds, a second one exits the
+ * process at once. Returns when the drain is over; server_stop then cancels what still runs. */
+static void wait_for_shutdown(srv_server *s, const sigset_t *sigs, const char *log_file, int drain_timeout) {
+    struct timespec deadline = {0}, tick = {0, 100 * 1000000L};
+    int draining = 0;
+    for (;;) {
+        int sig;
+        if (!draining) {
+            if (sigwait(sigs, &sig)) continue;
+        } else {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            int left = server_inflight(s);
+            if (!left) {
+                fprintf(stderr, "mtplx serve: drained, stopping\n");
+                return;
+            }
+            if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) {
+                fprintf(stderr, "mtplx serve: drain timeout, cancelling %d request%s\n", left, left == 1 ? "" : "s");
+                return;
+            }
+            sig = sigtimedwait(sigs, NULL, &tick);
+            if (sig < 0) continue;
+        }
+        if (sig == SIGHUP) {
+            if (log_file && log_reopen(log_file) == 0) fprintf(stderr, "mtplx serve: SIGHUP: reopened %s\n", log_file);
+            else if (!log_file) fprintf(stderr, "mtplx serve: SIGHUP ignored (no --log-file)\n");
+            continue;
+        }
+        if (draining) {
+            fprintf(stderr, "mtplx serve: second %s, exiting now\n", sig_name(sig));
+            _exit(128 + sig);
+        }
+        draining = 1;
+        fprintf(stderr, "mtplx serve: %s received, draining (%d in flight, up to %d s; send it again to exit now)\n",
+                sig_name(sig), server_inflight(s), drain_timeout);
+        server_drain_begin(s);
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += drain_timeout;
+    }
+}
+
 int cmd_serve(int argc, char **argv) {
     srv_config cfg;
     server_config_default(&cfg);
-    const char *model = NULL, *key_file = NULL;
+    const char *model = NULL, *key_file = NULL, *log_file = NULL;
     char *key = NULL;
+    srv_model_opts mo = {0};
     long v;
+    int drain_timeout = 30;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -127,6 +227,38 @@ int cmd_serve(int argc, char **argv) {
             cfg.temperature = (float)t, i++;
         } else if (!strcmp(a, "--quiet")) {
             cfg.quiet = 1;
+        } else if (!strcmp(a, "--max-seqs")) {
+            if (parse_long(a, val, 1, 64, &v)) goto usage_err;
+            mo.max_seqs = (int)v, i++;
+        } else if (!strcmp(a, "--max-batch-rows")) {
+            if (parse_long(a, val, GEN_MAX_DEPTH + 1, 1 << 16, &v)) goto usage_err;
+            mo.max_batch_rows = (int)v, i++;
+        } else if (!strcmp(a, "--kv-pages")) {
+            if (parse_long(a, val, 1, 1L << 28, &v)) goto usage_err;
+            mo.kv_pages = (int)v, i++;
+        } else if (!strcmp(a, "--knee-rows")) {
+            if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
+            mo.knee_rows = (int)v, i++;
+        } else if (!strcmp(a, "--cache-ram")) {
+            if (parse_long(a, val, 0, 1L << 30, &v)) goto usage_err;
+            mo.cache_ram_mb = v ? v : -1, i++;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
+            mo.prefill_chunk = (int)v, i++;
+        } else if (!strcmp(a, "--max-connections")) {
+            if (parse_long(a, val, 1, 100000, &v)) goto usage_err;
+            cfg.max_connections = (int)v, i++;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            if (parse_long(a, val, 0, 100000, &v)) goto usage_err;
+            cfg.max_connections_per_ip = (int)v, i++;
+        } else if (!strcmp(a, "--idle-timeout")) {
+            if (parse_long(a, val, 0, 86400, &v)) goto usage_err;
+            cfg.idle_timeout = (int)v, i++;
+        } else if (!strcmp(a, "--drain-timeout")) {
+            if (parse_long(a, val, 0, 86400, &v)) goto usage_err;
+            drain_timeout = (int)v, i++;
+        } else if (!strcmp(a, "--log-file") && val) {
+            log_file = val, i++;
         } else {
             cli_error("serve", "unknown or incomplete option '%s' (see mtplx serve --help)", a);
             goto usage_err;
@@ -145,18 +277,21 @@ int cmd_serve(int argc, char **argv) {
         goto usage_err;
     }
     if (!model) model = cli_default_model();
+    if (log_file && log_reopen(log_file)) goto usage_err;
 
-    /* SIGINT/SIGTERM are taken by sigwait below; every thread created from here inherits the mask */
+    /* SIGINT/SIGTERM/SIGHUP are taken by sigwait below; every thread created from here inherits the mask */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     mtplx_err err = {0};
     srv_backend be;
-    if (backend_model_open(model, cfg.ctx, &be, &err)) {
+    mo.ctx = cfg.ctx;
+    if (backend_model_open(model, &mo, &be, &err)) {
         cli_error("serve", "%s", err.msg);
         free(key);
         return 1;
@@ -175,13 +310,14 @@ int cmd_serve(int argc, char **argv) {
     }
     const char *h = cfg.host;
     int v6 = strchr(h, ':') && h[0] != '[';
-    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d%s)\n", v6 ? "[" : "", h,
-           v6 ? "]" : "", server_port(s), be.model_id, be.tier, cfg.depth >= 0 ? cfg.depth : be.default_depth,
-           cfg.ctx > 0 ? cfg.ctx : be.ctx, key ? ", API key required" : "");
+    sched_stats ss;
+    be.sched_stats(be.impl, &ss);
+    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d, %d at once, %d KV pages%s)\n",
+           v6 ? "[" : "", h, v6 ? "]" : "", server_port(s), be.model_id, be.tier,
+           cfg.depth >= 0 ? cfg.depth : be.default_depth, cfg.ctx > 0 ? cfg.ctx : be.ctx, be.n_slots, ss.pages_total,
+           key ? ", API key required" : "");
     fflush(stdout);
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    fprintf(stderr, "mtplx serve: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    wait_for_shutdown(s, &sigs, log_file, drain_timeout);
     server_stop(s);
     backend_model_close(&be);
     free(key);

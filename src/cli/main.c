@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backend/device.h"
 #include "../base/file.h"
 #include "../hub/hub.h"
 #include "commands.h"
@@ -19,7 +20,7 @@ typedef struct {
 
 static const command k_commands[] = {
     {"run", cmd_run, "generate text from a prompt (AR or MTP speculative)"},
-    {"chat", cmd_chat, "(not built yet) interactive chat; use `run --chat` or `serve`"},
+    {"chat", cmd_chat, "chat with a model in the terminal (multi-turn, streaming, no server)"},
     {"logits", cmd_logits, "compute logits/hidden (and MTP logits) for a token sequence"},
     {"tokenize", cmd_tokenize, "text -> token ids"},
     {"detokenize", cmd_detokenize, "token ids -> text"},
@@ -32,6 +33,7 @@ static const command k_commands[] = {
     {"synth", cmd_synth, "write a random-weight checkpoint at real shapes"},
     {"pull", cmd_pull, "download a checkpoint from a Hugging Face-compatible hub into the cache"},
     {"models", cmd_models, "list cached and local models (size, format, tier, MTP); `models rm`"},
+    {"doctor", cmd_doctor, "check the machine and the install; print what to fix"},
 };
 
 static void usage(FILE *f) {
@@ -39,7 +41,10 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(f, "  %-11s %s\n", k_commands[i].name, k_commands[i].summary);
     fprintf(f, "\n--model DIR defaults to the embedded model (%s);\n"
-               "--model ORG/NAME[@REVISION] uses a model from the cache (see `mtplx pull`).\n", cli_default_model());
+               "--model ORG/NAME[@REVISION] uses a model from the cache (see `mtplx pull`).\n"
+               "--device cpu|cuda|cuda:N (run, serve, bench, logits, tune) picks the backend; default: cuda:0 when\n"
+               "this build has CUDA (make CUDA=1) and a GPU is visible, else cpu (also: MTPLX_DEVICE). Now: %s.\n",
+               cli_default_model(), be_device_resolved());
 }
 
 void cli_error(const char *cmd, const char *fmt, ...) {
@@ -104,6 +109,35 @@ static int resolve_model_args(const char *cmd, int argc, char **argv) {
     return 0;
 }
 
+/* The commands that load a model for inference take `--device cpu|cuda[:N]` (backend/device.h): it is
+ * taken out of argv here (*argc shrinks) and becomes the process's default device. Returns 0, or 2
+ * after printing why (bad spec, no CUDA in this build, no such GPU). */
+static int take_device_arg(const char *cmd, int *argc, char **argv) {
+    static const char *const takes[] = {"run", "serve", "bench", "logits", "tune"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof takes / sizeof *takes; i++) ok |= !strcmp(cmd, takes[i]);
+    if (!ok) return 0;
+    for (int i = 1; i < *argc; i++) {
+        const char *v = NULL;
+        int used = 0;
+        if (!strcmp(argv[i], "--device")) {
+            if (i + 1 >= *argc) return cli_error(cmd, "--device needs cpu, cuda or cuda:N"), 2;
+            v = argv[i + 1], used = 2;
+        } else if (!strncmp(argv[i], "--device=", 9)) {
+            v = argv[i] + 9, used = 1;
+        } else {
+            continue;
+        }
+        mtplx_err err;
+        err_clear(&err);
+        if (be_device_set_default(v, &err)) return cli_error(cmd, "--device: %s", err.msg), 2;
+        for (int j = i; j + used <= *argc; j++) argv[j] = argv[j + used]; /* argv[argc] is NULL */
+        *argc -= used;
+        i--;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
@@ -112,7 +146,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         if (!strcmp(argv[1], k_commands[i].name)) {
             if (resolve_model_args(argv[1], argc - 1, argv + 1)) return 1;
-            return k_commands[i].fn(argc - 1, argv + 1);
+            int sub_argc = argc - 1, drc = take_device_arg(argv[1], &sub_argc, argv + 1);
+            if (drc) return drc;
+            return k_commands[i].fn(sub_argc, argv + 1);
         }
     fprintf(stderr, "mtplx: unknown command '%s'\n\n", argv[1]);
     usage(stderr);

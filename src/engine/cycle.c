@@ -2,6 +2,7 @@
  * docs/speculative.md ("The cycle"). */
 #include "cycle.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "../base/clock.h"
@@ -45,12 +46,36 @@ void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sample
     c->toks = toks;
     c->fn = fn;
     c->user = user;
+    c->depth_cap = -1;
     c->st = st;
+    c->con = p->constraint;
 }
 
-/* Append tok to the completion (penalty counts too) and report it. Returns 1 when the generation
- * is over after it (cancel, stop id or max_tokens; c->finish says which), else 0. */
-static int emit(cycle_state *c, int32_t tok) {
+/* ---- structured output (docs/structured-output.md): the only place the constraint is used ---- */
+
+/* Set logits[j] = -inf for every id the constraint forbids in its current state (no-op without one). */
+static int constrain(cycle_state *c, float *logits, mtplx_err *err) {
+    if (!c->con) return 0;
+    const uint32_t *m = c->con->mask(c->con->ctx, err);
+    if (!m) return err->code ? err->code : MTPLX_EINTERNAL;
+    for (int j = 0; j < c->V; j++)
+        if (!((m[j >> 5] >> (j & 31)) & 1)) logits[j] = -INFINITY;
+    return 0;
+}
+
+/* Move the constraint past tok (a draft or an emitted token). */
+static int con_advance(cycle_state *c, int32_t tok, mtplx_err *err) {
+    return c->con ? c->con->advance(c->con->ctx, tok, err) : 0;
+}
+
+/* Append tok to the completion (penalty counts too, the constraint takes it) and report it. Returns 1
+ * when the generation is over after it (cancel, stop id, structure complete or max_tokens; c->finish
+ * says which), 0 when it goes on, or a negative error from the constraint. */
+static int emit(cycle_state *c, int32_t tok, mtplx_err *err) {
+    if (c->con) {
+        int rc = con_advance(c, tok, err);
+        if (rc) return rc;
+    }
     c->toks[c->n++] = tok;
     sampler_note_token(c->smp, tok);
     if (c->fn && c->fn(c->user, &tok, 1)) {
@@ -62,6 +87,10 @@ static int emit(cycle_state *c, int32_t tok) {
             c->finish = "stop";
             return 1;
         }
+    if (c->con && c->con->ended(c->con->ctx)) { /* the structure is complete: nothing may follow */
+        c->finish = "stop";
+        return 1;
+    }
     if (c->n >= c->p->max_tokens) {
         c->finish = "length";
         return 1;
@@ -73,10 +102,18 @@ static int emit(cycle_state *c, int32_t tok) {
 static int32_t draw(cycle_rand *r, const sampler_dist *d) { return sampler_dist_sample(d, r->draw(r, d)); }
 
 int cycle_first(cycle_state *c, const float *logits, cycle_rand *r, mtplx_err *err) {
+    if (c->con) { /* mask a copy: the caller's logits stay as they are */
+        memcpy(c->dlogits, logits, (size_t)c->V * sizeof(float));
+        int rc = constrain(c, c->dlogits, err);
+        if (rc) return rc;
+        logits = c->dlogits;
+    }
     int rc = sampler_build(c->smp, logits, &c->sp_p, c->pen, c->pd, err);
     if (rc) return rc;
     c->x0 = draw(r, c->pd);
-    c->done = emit(c, c->x0);
+    rc = emit(c, c->x0, err);
+    if (rc < 0) return rc;
+    c->done = rc;
     return 0;
 }
 
@@ -88,6 +125,7 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     int rc;
     int K = p->max_tokens - c->n;
     if (K > p->depth) K = p->depth;
+    if (c->depth_cap >= 0 && K > c->depth_cap) K = c->depth_cap;
     /* draft */
     seq[0] = c->x0;
     if (K > 0) {
@@ -95,14 +133,20 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
         double conf = 1; /* Π q_i(y_i) of this cycle's drafts (adaptive depth) */
         for (int d = 1; d <= K; d++) {
             rc = m->draft(m->ctx, d, seq[d - 1], c->dlogits, err);
+            if (!rc) rc = constrain(c, c->dlogits, err); /* q_d is the masked draft law */
             if (!rc) rc = sampler_build(c->smp, c->dlogits, &c->sp_q, 0, &c->q[d - 1], err);
             if (rc) return err_prefix(err, "draft %d", d);
             const sampler_dist *q = &c->q[d - 1];
             int idx = sampler_dist_sample_index(q, r->draw(r, q));
             seq[d] = q->ids[idx];
             conf *= q->probs[idx];
+            if (c->con) { /* the next draft's mask is the state after this draft */
+                if ((rc = con_advance(c, seq[d], err))) return err_prefix(err, "draft %d", d);
+                if (d < K && c->con->ended(c->con->ctx)) K = d; /* nothing may follow it */
+            }
             if (d < K && conf < p->draft_min_conf) K = d; /* the rest would likely be rejected */
         }
+        if (c->con) c->con->rollback(c->con->ctx, K); /* verification re-advances what it accepts */
         st->drafted += K;
         st->draft_s += clock_now() - td;
     }
@@ -116,7 +160,8 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     int a = 0, rejected = 0;
     int32_t next = -1;
     for (int i = 1; i <= K; i++) {
-        rc = sampler_build(c->smp, c->logits + (size_t)(i - 1) * V, &c->sp_p, c->pen, c->pd, err);
+        rc = constrain(c, c->logits + (size_t)(i - 1) * V, err); /* p_i under the state after y_1..y_{i-1} */
+        if (!rc) rc = sampler_build(c->smp, c->logits + (size_t)(i - 1) * V, &c->sp_p, c->pen, c->pd, err);
         if (rc) return rc;
         const int32_t y = seq[i];
         const double p_y = sampler_dist_prob(c->pd, y), q_y = sampler_dist_prob(&c->q[i - 1], y);
@@ -124,7 +169,9 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
             a++;
             st->accepted++;
             st->accepted_per_position[i - 1]++;
-            c->done = emit(c, y);
+            rc = emit(c, y, err);
+            if (rc < 0) return rc;
+            c->done = rc;
             if (c->done) return 0; /* nothing after a stop id or max_tokens is emitted */
         } else {
             spec_residual(c->pd, &c->q[i - 1], y, c->rkind, c->smp->dense, c->resid);
@@ -136,11 +183,14 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     rc = m->commit(m->ctx, seq, K + 1, rejected ? a + 1 : K + 1, err);
     if (rc) return rc;
     if (!rejected) { /* bonus (AR: the next token) from the last row */
-        rc = sampler_build(c->smp, c->logits + (size_t)K * V, &c->sp_p, c->pen, c->pd, err);
+        rc = constrain(c, c->logits + (size_t)K * V, err);
+        if (!rc) rc = sampler_build(c->smp, c->logits + (size_t)K * V, &c->sp_p, c->pen, c->pd, err);
         if (rc) return rc;
         next = draw(r, c->pd);
     }
     c->x0 = next;
-    c->done = emit(c, next);
+    rc = emit(c, next, err);
+    if (rc < 0) return rc;
+    c->done = rc;
     return 0;
 }

@@ -77,6 +77,10 @@ typedef struct {
     gen_token_fn fn;           /* emission callback (may be NULL) */
     void *user;
     gen_stats *st;             /* counters and draft/verify seconds are added here */
+    const gen_constraint *con; /* structured output (p->constraint): masks p and q; NULL = none */
+    int depth_cap;             /* >= 0: this cycle drafts at most this many (the scheduler's load
+                                  policy, set by the caller between cycles; 0 = a plain AR step);
+                                  -1 = no cap. Only q changes, so the output law does not. */
 } cycle_state;
 
 /* Set c up for request p (already validated) over a vocabulary of V ids with caller-owned sampler

@@ -26,8 +26,11 @@
 #include "../base/clock.h"
 #include "../base/mem.h"
 #include "cycle.h"
+#include "../model/snapshot.h"
+#include "prefix_cache.h"
 #include "rng.h"
 #include "sampler.h"
+#include "sched.h"
 
 #define MTP_PREFILL_CHUNK 64
 
@@ -65,7 +68,41 @@ struct gen_session {
     float *cache_logits;           /* [V] last prompt row's logits */
     float *cache_hidden;           /* [H] last prompt row's post-norm hidden */
     progress_sink progress;        /* prefill progress (prompt tokens done, prompt tokens); fn NULL: none */
+    sched *exec;                   /* the scheduler forwards go through, or NULL (alone) */
+    prefix_cache *pcache;          /* prefix cache over exec's pool, or NULL (then the prompt cache above) */
+    model_snap **pend;             /* [pend_cap] checkpoints taken by this request, added to pcache when */
+    float **pend_hidden;           /* it ends; their hidden at L - 1 ([H], NULL without MTP history) */
+    int n_pend, pend_cap;
+    int last_out;                  /* completion tokens of the last run in s->toks */
+    int restored;                  /* positions restored from pcache before admission (0: none) */
+    prefix_lease lease;            /* the pages that restore lent */
+    int (*cancelled)(void *user);  /* polled while waiting for admission */
+    void *cancel_user;
 };
+
+/* The model calls of a session: straight to the model when alone, through the scheduler when
+ * attached (which merges them with other sessions' rows; the results are the same). Per-sequence
+ * state changes outside forwards (reset, commit, trim, copies) take the model with sess_lock. */
+static int sess_forward(gen_session *s, const int32_t *tok, int T, const fwd_request *r, mtplx_err *err) {
+    return s->exec ? sched_forward(s->exec, s->st, tok, T, r, err) : model_forward(s->m, s->st, tok, T, r, err);
+}
+
+/* MTP rows (hidden[T][H], next[T]) into out; with logits, also head(out[lrow]) into logits[V]. */
+static int sess_mtp(gen_session *s, const float *hidden, const int32_t *next, int T, float *out, head_kind head,
+                    int lrow, float *logits, mtplx_err *err) {
+    if (s->exec) return sched_mtp(s->exec, s->mst, hidden, next, T, out, head, lrow, logits, err);
+    int rc = model_mtp_forward(s->m, s->mst, hidden, next, T, out, err);
+    if (!rc && logits) rc = model_lm_head(s->m, head, out + (size_t)lrow * s->H, 1, logits, err);
+    return rc;
+}
+
+static void sess_lock(gen_session *s) {
+    if (s->exec) sched_lock(s->exec);
+}
+
+static void sess_unlock(gen_session *s) {
+    if (s->exec) sched_unlock(s->exec);
+}
 
 static void cache_drop(gen_session *s) {
     model_state_free(s->snap);
@@ -75,6 +112,28 @@ static void cache_drop(gen_session *s) {
     s->msnap = NULL;
     s->cache_ids = NULL;
     s->cache_n = 0;
+}
+
+void gen_session_attach(gen_session *s, sched *x) {
+    if (s->exec == x) return;
+    cache_drop(s);
+    s->pcache = NULL;
+    model_state_free(s->st);
+    if (s->mst) mtp_state_free(s->mst);
+    s->st = NULL;
+    s->mst = NULL;
+    s->capacity = 0;
+    s->exec = x;
+}
+
+void gen_session_set_prefix_cache(gen_session *s, prefix_cache *pc) {
+    if (pc) cache_drop(s);
+    s->pcache = s->exec ? pc : NULL;
+}
+
+void gen_session_set_cancel(gen_session *s, int (*cancelled)(void *user), void *user) {
+    s->cancelled = cancelled;
+    s->cancel_user = user;
 }
 
 void gen_session_set_prompt_cache(gen_session *s, int on) {
@@ -98,7 +157,7 @@ static int prefill_trunk(gen_session *s, const int32_t *prompt, int n, int want_
     for (int c0 = 0; c0 < n; c0 += chunk) {
         int R = n - c0 < chunk ? n - c0 : chunk, last = c0 + R == n;
         fwd_request req = {last ? s->logits : NULL, R - 1, want_hidden ? s->pre_hidden + (size_t)c0 * s->H : NULL, 0};
-        int rc = model_forward(s->m, s->st, prompt + c0, R, &req, err);
+        int rc = sess_forward(s, prompt + c0, R, &req, err);
         if (rc) return rc;
         progress_report(&s->progress, (uint64_t)(c0 + R), (uint64_t)n);
     }
@@ -177,6 +236,9 @@ int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
 
 void gen_session_free(gen_session *s) {
     if (!s) return;
+    for (int i = 0; i < s->n_pend; i++) model_snap_free(s->pend[i]), free(s->pend_hidden[i]);
+    free(s->pend);
+    free(s->pend_hidden);
     cache_drop(s);
     free(s->cache_logits);
     free(s->cache_hidden);
@@ -201,6 +263,18 @@ void gen_session_free(gen_session *s) {
 /* Make sure states hold `need` positions and buffers hold n_prompt hiddens / max_tokens ids.
  * Allocation happens here, before the timed decode loop. */
 static int session_reserve(gen_session *s, int need, int n_prompt, int max_tokens, mtplx_err *err) {
+    if (s->exec && !s->st) { /* pooled states of the scheduler's capacity: pages come as they grow */
+        int cap = sched_config_of(s->exec)->capacity, rc;
+        sess_lock(s);
+        rc = model_state_new_in(sched_pool(s->exec), cap, GEN_MAX_DEPTH + 1, &s->st, err);
+        if (!rc && s->has_mtp) rc = mtp_state_new_in(sched_pool(s->exec), cap, &s->mst, err);
+        sess_unlock(s);
+        if (rc) return rc;
+        s->capacity = cap;
+    }
+    if (need > s->capacity && s->exec)
+        return err_set(err, MTPLX_ERANGE, "prompt + max_tokens needs %d positions; a sequence holds %d", need,
+                       s->capacity);
     if (need > s->capacity) {
         cache_drop(s);
         int cap = need < 256 ? 256 : need;
@@ -233,20 +307,26 @@ static int session_reserve(gen_session *s, int need, int n_prompt, int max_token
     return 0;
 }
 
+static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err);
+
 /* Remember the states after prefilling prompt (with the MTP history when with_mtp). */
 static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mtp, mtplx_err *err) {
     cache_drop(s);
-    int rc = model_state_new(s->m, s->capacity, 1, &s->snap, err);
-    if (!rc && with_mtp) rc = mtp_state_new(s->m, s->capacity, &s->msnap, err);
-    if (!rc) rc = model_state_copy(s->snap, s->st, err);
-    if (!rc && with_mtp) rc = mtp_state_copy(s->msnap, s->mst, err);
-    if (!rc) {
-        s->cache_ids = mem_alloc((size_t)n, sizeof *prompt, "prompt cache ids", err);
-        if (!s->cache_ids) rc = MTPLX_ENOMEM;
-    }
+    /* on host memory no model lock: the snapshot's pages come from its own pool, only this session
+     * writes the pages it copies, and holding the lock while the snapshot is allocated would stall
+     * every other stream; a device backend's memory ops are not promised to be thread-safe */
+    int lock = !model_memory_is_host(s->m);
+    if (lock) sess_lock(s);
+    int rc = cache_copy(s, with_mtp, err);
+    if (lock) sess_unlock(s);
     if (rc) {
         cache_drop(s);
         return rc;
+    }
+    s->cache_ids = mem_alloc((size_t)n, sizeof *prompt, "prompt cache ids", err);
+    if (!s->cache_ids) {
+        cache_drop(s);
+        return MTPLX_ENOMEM;
     }
     memcpy(s->cache_ids, prompt, (size_t)n * sizeof *prompt);
     s->cache_n = n;
@@ -256,13 +336,133 @@ static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mt
     return 0;
 }
 
+/* The snapshot states (standalone, outside any scheduler's pool) as copies of the live ones. */
+static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err) {
+    int rc = model_state_new(s->m, s->capacity, 1, &s->snap, err);
+    if (!rc && with_mtp) rc = mtp_state_new(s->m, s->capacity, &s->msnap, err);
+    if (!rc) rc = model_state_copy(s->snap, s->st, err);
+    if (!rc && with_mtp) rc = mtp_state_copy(s->msnap, s->mst, err);
+    return rc;
+}
+
 /* Append the committed pairs (hidden[r], next[r]), r < n, to the MTP history. */
 static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, int n, mtplx_err *err) {
     for (int r = 0; r < n; r += MTP_PREFILL_CHUNK) {
         int c = n - r < MTP_PREFILL_CHUNK ? n - r : MTP_PREFILL_CHUNK;
-        int rc = model_mtp_forward(s->m, s->mst, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, err);
+        int rc = sess_mtp(s, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, HEAD_TARGET, 0, NULL, err);
         if (rc) return rc;
     }
+    return 0;
+}
+
+/* Checkpoint the live states now (their GDN states are copied; the KV pages are referenced when the
+ * request ends, flush_checkpoints), with the trunk's hidden at L - 1 when mtp. Returns 0 or an error. */
+static int checkpoint(gen_session *s, int mtp, const float *hidden, mtplx_err *err) {
+    if (s->n_pend == s->pend_cap) {
+        int cap = s->pend_cap ? 2 * s->pend_cap : 16;
+        model_snap **p = realloc(s->pend, sizeof *p * (size_t)cap);
+        if (p) s->pend = p;
+        float **h = p ? realloc(s->pend_hidden, sizeof *h * (size_t)cap) : NULL;
+        if (h) s->pend_hidden = h;
+        if (!p || !h) return err_set(err, MTPLX_ENOMEM, "out of memory for %d checkpoints", cap);
+        s->pend_cap = cap;
+    }
+    float *hc = NULL;
+    if (mtp) {
+        hc = mem_alloc((size_t)s->H, sizeof(float), "checkpoint hidden", err);
+        if (!hc) return MTPLX_ENOMEM;
+        memcpy(hc, hidden, sizeof(float) * (size_t)s->H);
+    }
+    model_snap *snap;
+    sess_lock(s);
+    int rc = model_snap_take(s->st, mtp ? s->mst : NULL, &snap, err);
+    sess_unlock(s);
+    if (rc) {
+        free(hc);
+        return rc;
+    }
+    s->pend[s->n_pend] = snap;
+    s->pend_hidden[s->n_pend++] = hc;
+    return 0;
+}
+
+/* The request's checkpoints into the prefix cache, before its states are reset: each references
+ * its pages now (nothing writes them any more) and is keyed by its prefix of prompt + completion.
+ * A checkpoint that cannot be kept is dropped (the cache is an optimisation, never an error). */
+static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_prompt) {
+    int n_ids = n_prompt + s->last_out;
+    int32_t *ids = s->n_pend ? malloc(sizeof *ids * (size_t)n_ids) : NULL;
+    if (ids) {
+        memcpy(ids, prompt, sizeof *ids * (size_t)n_prompt);
+        if (s->last_out) memcpy(ids + n_prompt, s->toks, sizeof *ids * (size_t)s->last_out);
+    }
+    sess_lock(s);
+    for (int i = 0; i < s->n_pend; i++) {
+        mtplx_err e = {0};
+        if (ids && model_snap_len(s->pend[i]) <= n_ids && !model_snap_attach(s->pend[i], s->st, s->pend_hidden[i] ? s->mst : NULL, &e))
+            prefix_cache_put(s->pcache, ids, s->pend[i], s->pend_hidden[i], &e);
+        else
+            model_snap_free(s->pend[i]);
+        free(s->pend_hidden[i]);
+    }
+    sess_unlock(s);
+    s->n_pend = 0;
+    free(ids);
+}
+
+/* Restore into the (empty) states the deepest cached prefix of prompt[0, n - 1) (the last token
+ * always runs: its row gives the first logits), before admission so that its pages need not be
+ * reserved. Sets s->restored and s->lease; cur_hidden gets the hidden at L - 1 when mtp. */
+static int restore_prefix(gen_session *s, const int32_t *prompt, int n, int mtp, mtplx_err *err) {
+    sess_lock(s);
+    model_state_reset(s->st);
+    if (s->mst) mtp_state_reset(s->mst);
+    int L = prefix_cache_restore(s->pcache, prompt, n - 1, mtp, s->st, mtp ? s->mst : NULL, s->cur_hidden, &s->lease,
+                                 err);
+    sess_unlock(s);
+    if (L < 0) return -L;
+    s->restored = L;
+    return 0;
+}
+
+/* Back to empty states and no lease (a restore that is not used). */
+static void undo_restore(gen_session *s) {
+    sess_lock(s);
+    model_state_reset(s->st);
+    if (s->mst) mtp_state_reset(s->mst);
+    sess_unlock(s);
+    if (s->pcache) prefix_cache_return(s->pcache, &s->lease);
+    s->restored = 0;
+}
+
+/* Prefill prompt[n] through the prefix cache (docs/prefix-cache.md): from the restored prefix
+ * (s->restored), forward the rest in segments that end on the cache's checkpoint grid and at n - 1, storing a
+ * checkpoint at each segment end (trunk, GDN states and, with mtp, the MTP history of the pairs
+ * whose next token lies inside the segment). Leaves the last row's logits in s->logits and, with
+ * mtp, the last hidden in s->cur_hidden. *cached = the restored positions. Returns 0 or an error. */
+static int prefill_cached(gen_session *s, const int32_t *prompt, int n, int mtp, int *cached, mtplx_err *err) {
+    const size_t H = (size_t)s->H;
+    int L = s->restored; /* restore_prefix ran before admission; cur_hidden holds the hidden at L - 1 */
+    *cached = L;
+    if (L > 0 && mtp) memcpy(s->pre_hidden + (size_t)(L - 1) * H, s->cur_hidden, H * sizeof(float));
+    const int S = prefix_cache_spacing(s->pcache);
+    for (int pos = L; pos < n;) {
+        int end = (pos / S + 1) * S;
+        if (end >= n - 1) end = pos < n - 1 ? n - 1 : n;
+        if (s->progress.fn && end - pos > PREFILL_PROGRESS_TOKENS) end = pos + PREFILL_PROGRESS_TOKENS;
+        fwd_request req = {end == n ? s->logits : NULL, end - pos - 1, mtp ? s->pre_hidden + (size_t)pos * H : NULL, 0};
+        int rc = sess_forward(s, prompt + pos, end - pos, &req, err);
+        if (!rc && mtp) { /* the pairs (h_j, x_{j+1}) with j + 1 < end */
+            int j0 = pos > 0 ? pos - 1 : 0;
+            rc = mtp_append(s, s->pre_hidden + (size_t)j0 * H, prompt + j0 + 1, end - 1 - j0, err);
+        }
+        if (!rc && end < n && !prefix_cache_has(s->pcache, prompt, end, mtp))
+            rc = checkpoint(s, mtp, s->pre_hidden + (size_t)(end - 1) * H, err);
+        if (rc) return rc;
+        progress_report(&s->progress, (uint64_t)end, (uint64_t)n);
+        pos = end;
+    }
+    if (mtp) memcpy(s->cur_hidden, s->pre_hidden + (size_t)(n - 1) * H, H * sizeof(float));
     return 0;
 }
 
@@ -273,9 +473,12 @@ typedef struct {
     int depth;
     head_kind dhead;   /* head the drafts use */
     int n_hist;        /* committed pairs in s->hist_h/hist_t waiting for the next draft step 1 */
+    int drafted;       /* 1: this cycle ran draft step 1 (it appended the cycle's real pair) */
     int O;             /* MTP history row of this cycle's real pair (hidden, x0) */
     const float *h;    /* [H] input hidden of the next chained draft step */
     gen_stats *st;     /* mtp_history_s is added here */
+    int32_t vseq[GEN_MAX_DEPTH + 1]; /* the last verify's rows [vn] and whether they still wait for */
+    int vn, uncommitted;             /* their commit (a stop among accepted drafts skips it) */
 } model_driver;
 
 static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
@@ -290,12 +493,12 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
         memcpy(s->hist_h + (size_t)v->n_hist * H, s->cur_hidden, H * sizeof(float));
         s->hist_t[v->n_hist] = prev;
         v->O = mtp_state_len(s->mst) + v->n_hist; /* the row of the real pair (hidden, x0) */
-        rc = model_mtp_forward(s->m, s->mst, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, err);
+        v->drafted = 1;
+        rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, err);
         memcpy(hout, s->mtp_out + (size_t)v->n_hist * H, H * sizeof(float));
         v->n_hist = 0;
     } else
-        rc = model_mtp_forward(s->m, s->mst, v->h, &prev, 1, hout, err);
-    if (!rc) rc = model_lm_head(s->m, v->dhead, hout, 1, logits, err);
+        rc = sess_mtp(s, v->h, &prev, 1, hout, v->dhead, 0, logits, err);
     v->h = hout;
     return rc;
 }
@@ -303,35 +506,132 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
 static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err) {
     model_driver *v = ctx;
     fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1};
-    return model_forward(v->s->m, v->s->st, seq, n, &vr, err);
+    memcpy(v->vseq, seq, sizeof *seq * (size_t)n);
+    v->vn = n;
+    v->uncommitted = 1;
+    return sess_forward(v->s, seq, n, &vr, err);
+}
+
+/* The MTP history's invariant after every commit: its rows plus the pairs still waiting are one per
+ * committed trunk position but the last (whose pair needs the next token). A broken history does
+ * not change the output law, only the drafts' quality, so it would go unseen: check it. */
+static int hist_check(const model_driver *v, mtplx_err *err) {
+    int m = mtp_state_len(v->s->mst), t = model_state_len(v->s->st);
+    if (m + v->n_hist != t - 1)
+        return err_set(err, MTPLX_EINTERNAL, "MTP history out of step: %d rows + %d waiting for %d positions", m,
+                       v->n_hist, t);
+    return 0;
+}
+
+/* After a cycle without drafts (the scheduler capped the depth to 0): its real pair (the hidden
+ * before x0, x0) joins the pairs waiting for the next draft step; when the buffer is full they go
+ * into the MTP history now (no logits needed). Keeps the history complete for later drafts. */
+static int hist_keep_ar(model_driver *v, const int32_t *seq, mtplx_err *err) {
+    gen_session *s = v->s;
+    const size_t H = (size_t)s->H;
+    double th = clock_now();
+    if (v->n_hist == GEN_MAX_DEPTH) { /* draft step 1 needs room for n_hist + 1 rows */
+        int rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist, s->mtp_out, HEAD_TARGET, 0, NULL, err);
+        if (rc) return err_prefix(err, "MTP history");
+        v->n_hist = 0;
+    }
+    memcpy(s->hist_h + (size_t)v->n_hist * H, s->cur_hidden, H * sizeof(float));
+    s->hist_t[v->n_hist++] = seq[0];
+    memcpy(s->cur_hidden, s->hidden, H * sizeof(float));
+    v->st->mtp_history_s += clock_now() - th;
+    return hist_check(v, err);
 }
 
 static int drv_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err *err) {
     model_driver *v = ctx;
     gen_session *s = v->s;
     const size_t H = (size_t)s->H;
+    v->uncommitted = 0;
     if (keep < n) {
+        sess_lock(s);
         int rc = model_state_commit(s->st, keep, err);
+        sess_unlock(s);
         if (rc) return err_prefix(err, "commit");
     }
+    if (v->depth > 0 && !v->drafted) return hist_keep_ar(v, seq, err);
     if (v->depth > 0) {
         double th = clock_now();
         memcpy(s->cur_hidden, s->hidden + (size_t)(keep - 1) * H, H * sizeof(float));
+        sess_lock(s);
         int rc = mtp_state_trim(s->mst, v->O + 1, err); /* drop the speculative rows */
+        sess_unlock(s);
         if (rc) return err_prefix(err, "MTP history");
         v->n_hist = keep - 1; /* target pairs (verify hidden[r], y_{r+1}), appended by the next draft */
         memcpy(s->hist_h, s->hidden, (size_t)v->n_hist * H * sizeof(float));
         memcpy(s->hist_t, seq + 1, (size_t)v->n_hist * sizeof(int32_t));
         v->st->mtp_history_s += clock_now() - th;
+        v->drafted = 0;
+        return hist_check(v, err);
     }
     return 0;
+}
+
+static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
+                       gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
+                       mtplx_err *err);
+
+/* After a generation: checkpoint the conversation (prompt + the n_out - 1 completion tokens in the
+ * trunk; the last one is still pending) so that the next turn, whose prompt starts with it, pays
+ * only for its new tokens. n_hist >= 0 (a speculative run): the committed MTP pairs still pending
+ * are appended first, so the MTP history is complete. Skipped (0) when the trunk holds other rows
+ * than those (a stop inside accepted drafts leaves rows past the output). Returns 0 or an error. */
+static int store_turn(gen_session *s, int n_prompt, int n_out, int n_hist, mtplx_err *err) {
+    int L = n_prompt + n_out - 1;
+    if (n_out < 1 || model_state_len(s->st) != L || L <= n_prompt) return 0;
+    if (n_hist > 0 && mtp_append(s, s->hist_h, s->hist_t, n_hist, err)) return err->code;
+    int mtp = n_hist >= 0 && mtp_state_len(s->mst) == L - 1;
+    return checkpoint(s, mtp, s->cur_hidden, err);
 }
 
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
                     gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
                     mtplx_err *err) {
+    if (!s->exec) return session_run(s, prompt, n_prompt, p, on_tokens, user, out_tokens, n_out, stats, err);
     if (out_tokens) *out_tokens = NULL;
     if (n_out) *n_out = 0;
+    int rc = gen_params_validate(p, s->V, err);
+    if (rc) return rc;
+    if (n_prompt <= 0 || !prompt) return err_set(err, MTPLX_EINVAL, "prompt is empty (at least one token is needed)");
+    int need = n_prompt + p->max_tokens + p->depth + 1, join = need;
+    const sched_config *sc = sched_config_of(s->exec);
+    s->restored = 0;
+    if (s->pcache && need <= sc->capacity) {
+        /* restore first: the pages it shares are the cache's to count (lent), not the request's. It
+         * takes pages from index floor(L / P) on: the copy of the page the prefix ends inside, and
+         * the growth after it */
+        int P = model_kv_page_size();
+        if ((rc = session_reserve(s, need, n_prompt, p->max_tokens, err)) ||
+            (rc = restore_prefix(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, err)))
+            return rc;
+        join = need - s->restored / P * P;
+        int lent = s->lease.n[0] > s->lease.n[1] ? s->lease.n[0] : s->lease.n[1];
+        if (join > sc->capacity || (join + P - 1) / P + lent > sc->kv_pages) {
+            undo_restore(s); /* it could never be admitted with the lease: cold fits */
+            join = need;
+        }
+    }
+    if ((rc = sched_join(s->exec, join, s->cancelled, s->cancel_user, err))) {
+        undo_restore(s);
+        return rc;
+    }
+    rc = session_run(s, prompt, n_prompt, p, on_tokens, user, out_tokens, n_out, stats, err);
+    if (s->pcache) flush_checkpoints(s, prompt, n_prompt);
+    undo_restore(s); /* give the pages back now: the next request may wait for them */
+    sched_leave(s->exec, join);
+    return rc;
+}
+
+static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
+                       gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
+                       mtplx_err *err) {
+    if (out_tokens) *out_tokens = NULL;
+    if (n_out) *n_out = 0;
+    s->last_out = 0;
     gen_stats st;
     memset(&st, 0, sizeof st);
     st.rng = RNG_ALGORITHM;
@@ -359,22 +659,35 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     st.depth = depth;
     st.prompt_tokens = n_prompt;
 
-    model_state_reset(s->st);
-    if (s->mst) mtp_state_reset(s->mst);
+    if (!s->restored) {
+        sess_lock(s);
+        model_state_reset(s->st);
+        if (s->mst) mtp_state_reset(s->mst);
+        sess_unlock(s);
+    }
     sampler_reset(s->smp);
     sampler_note_prompt(s->smp, prompt, n_prompt);
 
     /* ---- prefill: trunk over the prompt, then the MTP history pairs (h_j, x_{j+1}), j < n-1 ---- */
     double t0 = clock_now();
-    int hit = s->cache_on && s->cache_ids && s->cache_n == n_prompt && (depth == 0 || s->cache_mtp) &&
+    int cached = 0;
+    int hit = !s->pcache && s->cache_on && s->cache_ids && s->cache_n == n_prompt && (depth == 0 || s->cache_mtp) &&
               !memcmp(s->cache_ids, prompt, (size_t)n_prompt * sizeof *prompt);
     if (hit) {
+        sess_lock(s);
         rc = model_state_copy(s->st, s->snap, err);
         if (!rc && depth > 0) rc = mtp_state_copy(s->mst, s->msnap, err);
+        sess_unlock(s);
         if (rc) return err_prefix(err, "prompt cache");
         memcpy(s->logits, s->cache_logits, (size_t)V * sizeof(float));
         memcpy(s->cur_hidden, s->cache_hidden, (size_t)H * sizeof(float));
         st.prompt_cached = 1;
+        cached = n_prompt;
+    } else if (s->pcache) {
+        rc = prefill_cached(s, prompt, n_prompt, depth > 0, &cached, err);
+        if (rc) return err_prefix(err, "prefill");
+        prefix_cache_note(s->pcache, n_prompt, cached);
+        st.prompt_cached = cached > 0;
     } else {
         rc = prefill_trunk(s, prompt, n_prompt, depth > 0, err);
         if (rc) return err_prefix(err, "prefill");
@@ -390,17 +703,28 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     }
     double t1 = clock_now();
     st.prefill_s = t1 - t0;
+    st.cached_tokens = cached;
 
     /* ---- decode: the first token from the prefill logits, then cycles (cycle.c) ---- */
     cycle_state c;
     cycle_init(&c, p, V, s->smp, &s->p, s->q, &s->resid, s->logits, s->dlogits, s->toks, on_tokens, user, &st);
     cycle_rand_rng rr;
     cycle_rand_rng_init(&rr, st.seed);
-    model_driver drv = {s, depth, p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, 0, 0, NULL, &st};
+    model_driver drv = {.s = s, .depth = depth, .dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, .st = &st};
     const cycle_model cm = {&drv, drv_draft, drv_verify, drv_commit};
     rc = cycle_first(&c, s->logits, &rr.base, err);
-    while (!rc && !c.done) rc = cycle_step(&c, &cm, &rr.base, err);
+    while (!rc && !c.done) {
+        if (s->exec && p->depth_auto && depth > 0) c.depth_cap = sched_depth_cap(s->exec, depth);
+        rc = cycle_step(&c, &cm, &rr.base, err);
+    }
     if (rc) return rc;
+    if (s->pcache && drv.uncommitted) { /* keep the verify rows up to the last emitted token */
+        int keep = n_prompt + c.n - 1 - (model_state_len(s->st) - drv.vn);
+        if (keep >= 1 && keep <= drv.vn) rc = drv_commit(&drv, drv.vseq, drv.vn, keep, err);
+    }
+    s->last_out = c.n;
+    if (!rc && s->pcache) rc = store_turn(s, n_prompt, c.n, depth > 0 ? drv.n_hist : -1, err);
+    if (rc) return err_prefix(err, "prefix cache");
     double t2 = clock_now();
 
     st.completion_tokens = c.n;

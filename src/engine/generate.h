@@ -15,6 +15,24 @@
 #define GEN_MAX_DEPTH 8
 #define GEN_MAX_STOP_IDS 16
 
+/* Structured output hook (docs/structured-output.md): a per-sequence automaton over token ids that
+ * the decode loop (cycle.c) consults. Its mask is applied to the target logits of every verify row
+ * AND to every draft's logits before the sampler, the state advances with each emitted token and
+ * with each draft, and drafts are rolled back before verification. Owned by the caller; NULL in
+ * gen_params = unconstrained. */
+typedef struct {
+    void *ctx;
+    /* allowed next ids: bitset of ceil(V / 32) words (bit j % 32 of word j / 32), valid until the
+     * next call; NULL with err set on failure */
+    const uint32_t *(*mask)(void *ctx, mtplx_err *err);
+    /* take tok (0), or an error when tok is not allowed */
+    int (*advance)(void *ctx, int32_t tok, mtplx_err *err);
+    /* undo the last n advances (n <= GEN_MAX_DEPTH + 1) */
+    void (*rollback)(void *ctx, int n);
+    /* 1 when the structure is complete and nothing may follow (the generation stops) */
+    int (*ended)(void *ctx);
+} gen_constraint;
+
 typedef struct {
     float temperature;        /* 0 = greedy */
     float top_p;              /* (0, 1]; 1 = off */
@@ -33,9 +51,14 @@ typedef struct {
                                  q_i(y_i) over this cycle's drafts falls below it (the draft's own
                                  estimate that they all survive); depth is then the maximum. Uses
                                  draft-side values only, so the output law is unchanged. */
+    int depth_auto;           /* 1: a scheduler may draft fewer than `depth` per cycle when many
+                                 sequences share its forwards (sched_depth_cap); the output law is
+                                 unchanged, but seeded tokens then depend on the load. 0: always
+                                 `depth` (reproducible) */
     int draft_full_head;      /* 1: draft with HEAD_MTP (full precision) instead of HEAD_DRAFT (diagnostics) */
     int debug_broken_residual;/* DEBUG ONLY: 1 = deliberately wrong residual (subtracts q only at the
                                  drafted id); exists so the distribution test can show it catches it */
+    const gen_constraint *constraint; /* NULL = unconstrained; else masks p and every q (see above) */
 } gen_params;
 
 /* Neutral defaults: temperature 1, top_p 1, top_k 0, min_p 0, penalties 0,
@@ -59,7 +82,8 @@ typedef struct {
     const char *rng;          /* RNG algorithm name (rng.h RNG_ALGORITHM) */
     double draft_s;           /* seconds in MTP draft steps (MTP layer + draft head + draft sampler) */
     double verify_s;          /* seconds in trunk verify / decode forwards */
-    int prompt_cached;        /* 1: the prefill was restored from the session's prompt cache */
+    int prompt_cached;        /* 1: the prefill was restored (wholly or in part) from a cache */
+    int cached_tokens;        /* prompt tokens restored from a cache instead of prefilled */
     double mtp_history_s;     /* decode seconds appending committed pairs to the MTP history
                                  (prefill's part counts in prefill_s) */
 } gen_stats;
@@ -85,6 +109,13 @@ void gen_session_free(gen_session *s);
  * results are identical; prefill_s then measures the copy). For many samples of one prompt. */
 void gen_session_set_prompt_cache(gen_session *s, int on);
 
+/* Prefix cache (src/engine/prefix_cache.h; NULL: none, the default): a session attached to a
+ * scheduler restores the deepest cached prefix of each prompt, checkpoints its prefill and, after
+ * the generation, the conversation. pc must be over the scheduler's pool and outlive the session;
+ * it replaces the single-entry prompt cache. Call after gen_session_attach. */
+struct prefix_cache;
+void gen_session_set_prefix_cache(gen_session *s, struct prefix_cache *pc);
+
 /* Longest sequence (prompt + completion) the session accepts: n > 0 replaces the model's
  * max_position_embeddings (which is only what it was trained for: RoPE has no table to run out
  * of and the states grow on demand), 0 restores it. The caller warns the user about quality. */
@@ -93,6 +124,17 @@ void gen_session_set_context(gen_session *s, int n);
 /* Report prefill progress (prompt tokens done, prompt tokens) to p (p.fn NULL: off, the default);
  * the prompt then goes through the trunk in 512-token forwards (the same results). */
 void gen_session_set_progress(gen_session *s, progress_sink p);
+
+/* Run this session's generations through scheduler x (sched.h; NULL: alone, the default): its
+ * states come from x's pool, its forwards are merged with those of the other sessions attached to
+ * x, and each generation first waits for admission (a sequence slot and its KV pages). The tokens
+ * are the same either way (row invariance). Call between generations; x outlives the session. */
+struct sched;
+void gen_session_attach(gen_session *s, struct sched *x);
+
+/* While a generation waits for admission, cancelled(user) is polled; non-zero ends the request with
+ * ECANCELED. NULL: not polled. */
+void gen_session_set_cancel(gen_session *s, int (*cancelled)(void *user), void *user);
 
 /* Same contract as gen_run, on the session's state (reset first). */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,

@@ -7,6 +7,35 @@
 #ifndef MTPLX_KERNELS_ATTENTION_H
 #define MTPLX_KERNELS_ATTENTION_H
 
+#include <stdint.h>
+
+/* Rows (keys or values of one head) of a paged cache: row j lives at
+ * base + pages[j >> shift] · page_stride + (j mod 2^shift) · ld. A flat array is one page
+ * (kern_rows_flat). Paging changes only where a row is read, never the order or the arithmetic of
+ * a reduction, so a query's bits are the same over a paged and a flat copy of the same rows. */
+typedef struct {
+    const float *base;     /* row 0 of pool page 0 (with this head's offset inside a page) */
+    const int32_t *pages;  /* pool page of each block of 2^shift rows */
+    long page_stride;      /* floats from one pool page to the next */
+    int shift;             /* log2 of the rows per page */
+    int ld;                /* floats between consecutive rows inside a page */
+} kern_rows;
+
+static inline const float *kern_row(const kern_rows *r, int j) {
+    return r->base + (long)r->pages[j >> r->shift] * r->page_stride + (long)(j & ((1 << r->shift) - 1)) * r->ld;
+}
+
+/* Rows spaced ld floats apart from base (one page of 2^30 rows). */
+kern_rows kern_rows_flat(const float *base, int ld);
+
+/* kern_attention_head_kv over paged rows: n >= 1 keys of dk floats, values of dv floats. */
+void kern_attention_rows(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv, int n,
+                         float scale, float *scores);
+
+/* kern_attention_group over paged rows. */
+void kern_attention_group_rows(float *const *out, const float *const *q, const int *n, int nq, const kern_rows *k,
+                               int dk, const kern_rows *v, int dv, float scale, float *scores, long lds);
+
 /* out[dh] = Σ_j softmax_j(scale · q·k_j) · v_j over keys j < n. k and v point at n rows of dh floats
  * spaced ld floats apart (a KV cache head). scores is scratch of n floats. n >= 1. */
 void kern_attention_head(float *out, const float *q, const float *k, const float *v, int ld, int n,

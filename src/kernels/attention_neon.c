@@ -4,9 +4,8 @@
  * over the head dims (4 keys interleaved only for instruction-level parallelism), reduced by
  * sm_hsum4 and scaled; softmax takes the exact max, then exp and the sum in 4 lanes whose layout
  * depends on n alone, one 1/sum; the value sum keeps one accumulator per output dim over the keys in
- * order. A query's output depends only on its own keys. The arguments are those of
- * kern_attention_head_kv (k, v: n rows ldk / ldv floats apart), so a change of how callers address
- * the cache applies here as it does to the x86 paths. */
+ * order. A query's output depends only on its own keys. Keys and values are read through the page
+ * table (kern_rows, attention.h) in key order, as on x86. */
 #if defined(__aarch64__)
 #include <math.h>
 
@@ -14,19 +13,19 @@
 #include "simd_math.h"
 
 /* scores[j] = scale · q·k_j for j in [j0, j0 + NK), NK <= 4. */
-static inline __attribute__((always_inline)) void dots4(float *scores, const float *q, const float *k, int ldk, int dk,
+static inline __attribute__((always_inline)) void dots4(float *scores, const float *q, const kern_rows *k, int dk,
                                                         int j0, const int NK, float scale) {
     float32x4_t acc[4];
     for (int i = 0; i < NK; i++) acc[i] = vdupq_n_f32(0.f);
     int d = 0;
     for (; d + 4 <= dk; d += 4) {
         float32x4_t qv = vld1q_f32(q + d);
-        for (int i = 0; i < NK; i++) acc[i] = vfmaq_f32(acc[i], qv, vld1q_f32(k + (long)(j0 + i) * ldk + d));
+        for (int i = 0; i < NK; i++) acc[i] = vfmaq_f32(acc[i], qv, vld1q_f32(kern_row(k, j0 + i) + d));
     }
     if (d < dk) {
         float32x4_t qv = sm_load4_part(q + d, dk - d);
         for (int i = 0; i < NK; i++)
-            acc[i] = vfmaq_f32(acc[i], qv, sm_load4_part(k + (long)(j0 + i) * ldk + d, dk - d));
+            acc[i] = vfmaq_f32(acc[i], qv, sm_load4_part(kern_row(k, j0 + i) + d, dk - d));
     }
     for (int i = 0; i < NK; i++) scores[j0 + i] = sm_hsum4(acc[i]) * scale;
 }
@@ -57,13 +56,13 @@ static void softmax4(float *scores, int n) {
 }
 
 /* out[d0 .. d0 + 32) ∩ [0, dv) = Σ_j p_j · v_j over all n keys (8 accumulators of 4 lanes). */
-static void wsum4(float *out, const float *v, int ldv, int dv, int d0, int n, const float *p) {
+static void wsum4(float *out, const kern_rows *v, int dv, int d0, int n, const float *p) {
     float32x4_t acc[8];
     int left = dv - d0;
     for (int u = 0; u < 8; u++) acc[u] = vdupq_n_f32(0.f);
     if (left >= 32) {
         for (int j = 0; j < n; j++) {
-            const float *vj = v + (long)j * ldv + d0;
+            const float *vj = kern_row(v, j) + d0;
             const float pj = p[j];
             for (int u = 0; u < 8; u++) acc[u] = vfmaq_n_f32(acc[u], vld1q_f32(vj + 4 * u), pj);
         }
@@ -71,7 +70,7 @@ static void wsum4(float *out, const float *v, int ldv, int dv, int d0, int n, co
         return;
     }
     for (int j = 0; j < n; j++) {
-        const float *vj = v + (long)j * ldv + d0;
+        const float *vj = kern_row(v, j) + d0;
         const float pj = p[j];
         for (int u = 0; u < 8 && 4 * u < left; u++) {
             int m = left - 4 * u;
@@ -85,12 +84,12 @@ static void wsum4(float *out, const float *v, int ldv, int dv, int d0, int n, co
     }
 }
 
-void attention_neon(float *out, const float *q, const float *k, int ldk, int dk, const float *v, int ldv, int dv,
+void attention_neon(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
                     int n, float scale, float *scores) {
     int j = 0;
-    for (; j + 4 <= n; j += 4) dots4(scores, q, k, ldk, dk, j, 4, scale);
-    for (; j < n; j++) dots4(scores, q, k, ldk, dk, j, 1, scale);
+    for (; j + 4 <= n; j += 4) dots4(scores, q, k, dk, j, 4, scale);
+    for (; j < n; j++) dots4(scores, q, k, dk, j, 1, scale);
     softmax4(scores, n);
-    for (int d0 = 0; d0 < dv; d0 += 32) wsum4(out, v, ldv, dv, d0, n, scores);
+    for (int d0 = 0; d0 < dv; d0 += 32) wsum4(out, v, dv, d0, n, scores);
 }
 #endif /* __aarch64__ */

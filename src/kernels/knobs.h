@@ -18,6 +18,9 @@ typedef struct {
     int amx_pf;     /* AMX weight-stream prefetch distance, bytes (0 = off) */
     int qpack_pf;   /* VNNI packed-weight prefetch distance into L1, bytes (0 = off) */
     int qpack_pf2;  /* ... into L2, bytes (0 = off) */
+    int bf16dp;     /* 1: bf16 weights take the AVX512-BF16 dot-product kernel where the CPU has
+                       avx512_bf16 and the AMX path is not in use; 0: the AVX-512 FMA kernel */
+    int bf16_pf;    /* 1: that kernel prefetches the next 4-row weight block into L2; 0: off */
 } kern_knobs;
 
 /* The values used when nothing was set (the documented defaults of each knob). */

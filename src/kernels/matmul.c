@@ -27,13 +27,37 @@ typedef struct {
     int T;
     const kern_weight *w;
     int rows_per_task;   /* a multiple of 16 (of 64 on the AMX path) */
-    const void *xpack;   /* AMX path: activations packed by mm_amx_pack_x, else NULL */
+    const void *xpack;   /* packed-activation paths (xpath): activations packed by its pack, else NULL */
+    const struct xpath *xp; /* that path, or NULL */
 } mm_job;
+
+/* A dense path that reads activations packed once per call (shared by every task of the call). */
+typedef struct xpath {
+    void (*rows)(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
+                 const void *xpack);
+    size_t (*bytes)(int T, int K);                                 /* scratch for T rows of K inputs */
+    void (*pack)(void *buf, const float *x, int ldx, int T, int K); /* fill it */
+    int row_align;                                                 /* r0 of every task: a multiple of it */
+} xpath;
+
+static const xpath g_xpath_amx = {mm_rows_bf16_amx, mm_amx_pack_bytes, mm_amx_pack_x, 64};
+static const xpath g_xpath_bf16dp = {mm_rows_bf16dp, mm_bf16dp_pack_bytes, mm_bf16dp_pack_x, 16};
+
+/* The packed-activation path of dense weight w on this CPU, or NULL: AMX tiles for a weight with
+ * its AMX copy; AVX512-BF16 dot products for a bf16 weight where the CPU has them and runs the
+ * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512), unless the bf16dp knob is off. */
+static const xpath *pick_xpath(const kern_weight *w) {
+    kern_isa isa = cpu_isa();
+    if (w->amx && isa == KERN_ISA_AMX) return &g_xpath_amx;
+    if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && cpu_get_features()->avx512bf16 && kern_knobs_get()->bf16dp)
+        return &g_xpath_bf16dp;
+    return NULL;
+}
 
 /* Output rows [r0, r1) of one job, by its path's row function. */
 static void mm_job_rows(const mm_job *j, int r0, int r1) {
     if (j->qfn) j->qfn(j->y, j->ldy, j->qa, j->w, r0, r1);
-    else if (j->xpack) mm_rows_bf16_amx(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1, j->xpack);
+    else if (j->xpack) j->xp->rows(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1, j->xpack);
     else j->fn(j->y, j->ldy, j->x, j->ldx, j->T, j->w, r0, r1);
 }
 
@@ -59,8 +83,6 @@ static mm_rows_fn pick_dense_fn(void) {
     return mm_rows_dense_portable;
 }
 
-/* 1 when the AMX-BF16 path runs (never on other targets). */
-static int amx_on(void) { return cpu_isa() == KERN_ISA_AMX; }
 
 /* Rough single-core cost of a call in ns: streaming the weights (~30 GB/s) plus the FMAs
  * (~100 GFLOP/s). Calls above ~20 µs are worth splitting over the pool. */
@@ -88,7 +110,8 @@ static void mm_run(mm_job *j) {
     /* ~4 tasks per thread so a core taken by another process does not stall the call */
     int n_tasks = threads * 4;
     int rpt = (w->rows + n_tasks - 1) / n_tasks;
-    rpt = j->xpack ? (rpt + 63) & ~63 : (rpt + 15) & ~15; /* AMX: whole 64-row groups */
+    int al = j->xpack && j->xp->row_align > 16 ? j->xp->row_align : 16; /* AMX: whole 64-row groups */
+    rpt = (rpt + al - 1) / al * al;
     n_tasks = (w->rows + rpt - 1) / rpt;
     j->rows_per_task = rpt;
     tpool_run(pool, n_tasks, mm_task, j);
@@ -160,6 +183,8 @@ size_t kern_matmul_scratch_bound(int K, int min_group) {
     quant_sizes(MM_TMAX, K, min_group, &a_bytes, &g_bytes, &dv_bytes);
     size_t q = (a_bytes + 2 * g_bytes + dv_bytes + 63) & ~(size_t)63;
     size_t x = (mm_amx_pack_bytes(MM_TMAX, K) + 63) & ~(size_t)63;
+    size_t xd = (mm_bf16dp_pack_bytes(MM_TMAX, K) + 63) & ~(size_t)63;
+    if (xd > x) x = xd;
     return (size_t)KERN_MM_N_MAX * (q > x ? q : x);
 }
 
@@ -227,7 +252,7 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     unsigned char *buf = qact_f32() ? NULL : scratch_get(a_bytes + 2 * g_bytes + dv_bytes);
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
-        mm_job j = {NULL, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, NULL};
+        mm_job j = {NULL, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, NULL, NULL};
         qact qa;
         if (!buf) {
             j.fn = mm_rows_qf32_portable; /* the qact_f32 knob ($MTPLX_QACT=f32) */
@@ -254,13 +279,12 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
         return;
     }
     mm_rows_fn fn = pick_dense_fn();
-    void *xpack = NULL;
-    if (w->amx && amx_on())
-        xpack = scratch_get(mm_amx_pack_bytes(T < MM_TMAX ? T : MM_TMAX, w->cols));
+    const xpath *xp = pick_xpath(w);
+    void *xpack = xp ? scratch_get(xp->bytes(T < MM_TMAX ? T : MM_TMAX, w->cols)) : NULL;
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
-        mm_job j = {fn, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, xpack};
-        if (xpack) mm_amx_pack_x(xpack, j.x, ldx, tt, w->cols);
+        mm_job j = {fn, NULL, NULL, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, tt, w, 0, xpack, xp};
+        if (xpack) xp->pack(xpack, j.x, ldx, tt, w->cols);
         mm_run(&j);
     }
 }
@@ -310,25 +334,28 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
     qact qas[KERN_MM_N_MAX];
     qact_fill_fn fills[KERN_MM_N_MAX];
     size_t qoff[KERN_MM_N_MAX][4]; /* a, d, bd, dv offsets into the scratch */
-    int xk[KERN_MM_N_MAX];         /* K of each AMX pack */
+    int xk[KERN_MM_N_MAX];         /* K of each packed-activation copy */
+    const xpath *xpp[KERN_MM_N_MAX]; /* and its path */
     size_t xoff[KERN_MM_N_MAX];    /* its offset into the scratch */
     int qa_of[KERN_MM_N_MAX], xp_of[KERN_MM_N_MAX], n_qa = 0, n_xp = 0;
     size_t need = 0;
     mm_rows_fn dense_fn = pick_dense_fn();
-    int amx = amx_on();
     for (int k = 0; k < n_fast; k++) {
         const kern_mm_out *o = &outs[fast[k]];
         const kern_weight *w = o->w;
-        jobs[k] = (mm_job){dense_fn, NULL, NULL, o->y, o->ldy, x, ldx, T, w, 0, NULL};
+        jobs[k] = (mm_job){dense_fn, NULL, NULL, o->y, o->ldy, x, ldx, T, w, 0, NULL, NULL};
         qa_of[k] = xp_of[k] = -1;
         if (w->dtype != DT_U32) {
-            if (!(w->amx && amx)) continue;
+            const xpath *xp = pick_xpath(w);
+            if (!xp) continue;
+            jobs[k].xp = xp;
             for (int q = 0; q < n_xp; q++)
-                if (xk[q] == w->cols) xp_of[k] = q;
+                if (xk[q] == w->cols && xpp[q] == xp) xp_of[k] = q;
             if (xp_of[k] < 0) {
                 xk[n_xp] = w->cols;
+                xpp[n_xp] = xp;
                 xoff[n_xp] = need;
-                need += (mm_amx_pack_bytes(T, w->cols) + 63) & ~(size_t)63;
+                need += (xp->bytes(T, w->cols) + 63) & ~(size_t)63;
                 xp_of[k] = n_xp++;
             }
             continue;
@@ -363,7 +390,7 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
             qas[q].asum = (int32_t *)(buf + qoff[q][3]);
             fills[q](x, ldx, &qas[q]);
         }
-        for (int q = 0; q < n_xp; q++) mm_amx_pack_x(buf + xoff[q], x, ldx, T, xk[q]);
+        for (int q = 0; q < n_xp; q++) xpp[q]->pack(buf + xoff[q], x, ldx, T, xk[q]);
         for (int k = 0; k < n_fast; k++) {
             if (qa_of[k] >= 0) jobs[k].qa = &qas[qa_of[k]];
             if (xp_of[k] >= 0) jobs[k].xpack = buf + xoff[xp_of[k]];
@@ -386,7 +413,8 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
         int want = (int)(cost[k] / total * threads * 4 + 0.5);
         if (want < 1 || rows < 32) want = 1;
         int rpt = (rows + want - 1) / want;
-        rpt = jobs[k].xpack ? (rpt + 63) & ~63 : (rpt + 15) & ~15; /* AMX: whole 64-row groups */
+        int al = jobs[k].xp && jobs[k].xp->row_align > 16 ? jobs[k].xp->row_align : 16; /* AMX: 64-row groups */
+        rpt = (rpt + al - 1) / al * al;
         for (int r0 = 0; r0 < rows && n_pieces < MM_N_PIECES; r0 += rpt)
             pieces[n_pieces++] = (mm_piece){k, r0, r0 + rpt < rows ? r0 + rpt : rows};
         if (n_pieces == MM_N_PIECES && pieces[n_pieces - 1].r1 < rows) /* cannot happen with n <= 8 */

@@ -67,6 +67,18 @@ void kern_matmul_release_scratch(void);
  * the qpack knob off). Returns 0 or ENOMEM. */
 int kern_pack_set_add(kern_pack_set **set, kern_weight *w, mtplx_err *err);
 void kern_pack_set_free(kern_pack_set *set);
+
+/* The VNNI copy of a quantized weight in pieces, for a caller that keeps it elsewhere (the CPU
+ * backend's on-disk cache): kern_qpack_bytes is the size of the copy kern_pack_set_add would make
+ * of w, 0 when it would make none; kern_qpack_fill writes it into mem (that many bytes, 64-byte
+ * aligned) on the thread pool; kern_pack_set_adopt attaches mem holding those bytes as w->packed,
+ * owned by *set from then on and handed to release(mem, bytes) by kern_pack_set_free. The layout
+ * is versioned by KERN_QPACK_VERSION: bump it whenever kern_qpack_fill's output changes. */
+#define KERN_QPACK_VERSION 1
+size_t kern_qpack_bytes(const kern_weight *w);
+void kern_qpack_fill(const kern_weight *w, void *mem);
+int kern_pack_set_adopt(kern_pack_set **set, kern_weight *w, void *mem, size_t bytes,
+                        void (*release)(void *mem, size_t bytes), mtplx_err *err);
 /* Bytes held by the packed copies. */
 size_t kern_pack_set_bytes(const kern_pack_set *set);
 

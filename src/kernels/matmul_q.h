@@ -39,6 +39,8 @@ struct kern_qpack {
     size_t gbytes;      /* weight bytes of one (block, group): gs·16·bits/8 */
     size_t gstride;     /* bytes of one (block, group) record: gbytes + 64 (16-bit) or + 128 (f32) */
     uint8_t *q;         /* [n_blocks][G][gstride], 64-byte aligned */
+    size_t bytes;       /* bytes at q (the copy; kern_qpack_bytes) */
+    void (*release)(void *q, size_t bytes); /* frees q (free, or the owner's unmap) */
 };
 
 typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);

@@ -33,11 +33,6 @@ struct kern_pack_set {
     size_t bytes;
 };
 
-static int q_at(const kern_weight *w, int r, int c) {
-    const uint32_t *qr = (const uint32_t *)w->data + (size_t)r * ((size_t)w->cols * w->bits / 32);
-    return w->bits == 4 ? (int)((qr[c >> 3] >> (4 * (c & 7))) & 15u) : (int)((qr[c >> 2] >> (8 * (c & 3))) & 255u);
-}
-
 typedef struct {
     const kern_weight *w;
     kern_qpack *p;
@@ -46,17 +41,22 @@ typedef struct {
 /* Raw 16-bit scale/bias number i (bf16 or f16 storage). */
 static uint16_t raw16(const void *base, size_t i) { return ((const uint16_t *)base)[i]; }
 
-/* Pack 16-row blocks [task·nb/n_tasks, (task+1)·nb/n_tasks) of j->w into j->p. */
+/* Pack 16-row blocks [task·nb/n_tasks, (task+1)·nb/n_tasks) of j->w into j->p, writing every byte
+ * of those blocks (the caller does not clear the copy: its first touch happens here, on all
+ * threads). Each row's group is unpacked once into bytes, then interleaved. */
 static void pack_task(void *ctx, int task, int n_tasks) {
     const pack_job *j = ctx;
     const kern_weight *w = j->w;
     kern_qpack *p = j->p;
     const int N = w->rows, gs = p->gs, G = p->G, nb = p->n_blocks;
+    const size_t row_words = (size_t)w->cols * w->bits / 32;
     int b0 = (int)((long)nb * task / n_tasks), b1 = (int)((long)nb * (task + 1) / n_tasks);
+    uint8_t qv[128]; /* one row's group, one byte per input */
     for (int bi = b0; bi < b1; bi++)
         for (int g = 0; g < G; g++) {
             uint8_t *dst = p->q + ((size_t)bi * G + g) * p->gstride;
             uint8_t *sb = dst + p->gbytes; /* 16 scales then 16 biases */
+            if (bi * 16 + 16 > N) memset(dst, 0, p->gbytes); /* rows past N stay zero */
             for (int i = 0; i < 16; i++) {
                 int r = bi * 16 + i;
                 size_t gi = (size_t)r * G + g;
@@ -69,33 +69,65 @@ static void pack_task(void *ctx, int task, int n_tasks) {
                     memcpy(sb + 2 * i, &sv, 2), memcpy(sb + 32 + 2 * i, &bv, 2);
                 }
                 if (r >= N) continue;
-                int c0 = g * gs;
-                if (w->bits == 8) {
-                    for (int kq = 0; kq < gs / 4; kq++)
-                        for (int e = 0; e < 4; e++) dst[kq * 64 + i * 4 + e] = (uint8_t)q_at(w, r, c0 + 4 * kq + e);
+                const uint32_t *qr = (const uint32_t *)w->data + (size_t)r * row_words + (size_t)g * gs * w->bits / 32;
+                if (w->bits == 8) { /* input 4kq+e is byte e of word kq (little-endian) */
+                    for (int kq = 0; kq < gs / 4; kq++) memcpy(dst + kq * 64 + i * 4, qr + kq, 4);
                 } else {
+                    for (int wi = 0; wi < gs / 8; wi++)
+                        for (int n = 0; n < 8; n++) qv[wi * 8 + n] = (uint8_t)((qr[wi] >> (4 * n)) & 15u);
                     int half = gs / 8;
                     for (int jq = 0; jq < half; jq++)
                         for (int e = 0; e < 4; e++)
-                            dst[jq * 64 + i * 4 + e] = (uint8_t)(q_at(w, r, c0 + 4 * jq + e) |
-                                                                 (q_at(w, r, c0 + 4 * (jq + half) + e) << 4));
+                            dst[jq * 64 + i * 4 + e] = (uint8_t)(qv[4 * jq + e] | (qv[4 * (jq + half) + e] << 4));
                 }
             }
         }
 }
 
-static kern_qpack *pack_build(const kern_weight *w) {
-    const int N = w->rows, K = w->cols, gs = w->group_size, G = K / gs, nb = (N + 15) / 16;
-    kern_qpack *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->n_blocks = nb, p->G = G, p->gs = gs, p->bits = w->bits;
+/* The copy's geometry for w (no memory yet). */
+static void pack_geometry(const kern_weight *w, kern_qpack *p) {
+    const int N = w->rows, K = w->cols, gs = w->group_size;
+    memset(p, 0, sizeof *p);
+    p->n_blocks = (N + 15) / 16, p->G = K / gs, p->gs = gs, p->bits = w->bits;
     p->sdt = w->scale_dtype == DT_F32 ? DT_F32 : w->scale_dtype == DT_F16 ? DT_F16 : DT_BF16;
     p->gbytes = (size_t)gs * 16 * w->bits / 8;
     p->gstride = p->gbytes + (p->sdt == DT_F32 ? 128 : 64);
+    p->bytes = (size_t)p->n_blocks * p->G * p->gstride;
+}
+
+/* Whether kern_pack_set_add repacks this quantized weight on this CPU. */
+static int pack_applies(const kern_weight *w) {
+    if (!kern_knobs_get()->qpack || w->dtype != DT_U32) return 0; /* $MTPLX_QPACK=0 */
+    if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
+    return !KERN_ISA_IS_NEON(cpu_best_isa()) && cpu_best_isa() >= KERN_ISA_AVX512 && cpu_get_features()->avx512vnni;
+}
+
+size_t kern_qpack_bytes(const kern_weight *w) {
+    if (!pack_applies(w)) return 0;
+    kern_qpack p;
+    pack_geometry(w, &p);
+    return p.bytes;
+}
+
+void kern_qpack_fill(const kern_weight *w, void *mem) {
+    kern_qpack p;
+    pack_geometry(w, &p);
+    p.q = mem;
+    pack_job j = {w, &p};
+    tpool *pool = tpool_global();
+    int tasks = 4 * tpool_threads(pool);
+    tpool_run(pool, p.n_blocks < tasks ? p.n_blocks : tasks, pack_task, &j); /* blocks are independent */
+}
+
+static void release_free(void *q, size_t bytes) { (void)bytes, free(q); }
+
+static kern_qpack *pack_build(const kern_weight *w) {
+    kern_qpack *p = malloc(sizeof *p);
+    if (!p) return NULL;
+    pack_geometry(w, p);
     /* Big copies go on 2 MiB-aligned memory marked for transparent huge pages (before the first
      * touch): the decode streams every byte once per token, and 4 KiB pages cost a TLB miss each 4 KiB. */
-    size_t bytes = (size_t)nb * G * p->gstride, align = bytes >= QP_HUGE ? QP_HUGE : 64;
-    bytes = (bytes + align - 1) & ~(align - 1);
+    size_t align = p->bytes >= QP_HUGE ? QP_HUGE : 64, bytes = (p->bytes + align - 1) & ~(align - 1);
     p->q = aligned_alloc(align, bytes);
     if (!p->q) {
         free(p);
@@ -104,12 +136,41 @@ static kern_qpack *pack_build(const kern_weight *w) {
 #if defined(MADV_HUGEPAGE) && !defined(QP_NO_THP)
     if (align == QP_HUGE) (void)madvise(p->q, bytes, MADV_HUGEPAGE); /* advisory: failure is harmless */
 #endif
-    memset(p->q, 0, bytes);
-    pack_job j = {w, p};
-    tpool *pool = tpool_global();
-    int tasks = 4 * tpool_threads(pool);
-    tpool_run(pool, nb < tasks ? nb : tasks, pack_task, &j); /* blocks are independent */
+    p->release = release_free;
+    kern_qpack_fill(w, p->q);
     return p;
+}
+
+/* Room for one more quantized copy in *setp (created on first use). */
+static int set_reserve(kern_pack_set **setp, mtplx_err *err) {
+    kern_pack_set *set = *setp;
+    if (!set && !(set = *setp = calloc(1, sizeof *set)))
+        return err_set(err, MTPLX_ENOMEM, "packing quantized weights: out of memory");
+    if (set->n == set->cap) {
+        int cap = set->cap ? set->cap * 2 : 64;
+        kern_qpack **np = realloc(set->p, sizeof *np * (size_t)cap);
+        if (!np) return err_set(err, MTPLX_ENOMEM, "packing quantized weights: out of memory");
+        set->p = np, set->cap = cap;
+    }
+    return 0;
+}
+
+int kern_pack_set_adopt(kern_pack_set **setp, kern_weight *w, void *mem, size_t bytes,
+                        void (*release)(void *mem, size_t bytes), mtplx_err *err) {
+    if (!pack_applies(w) || kern_qpack_bytes(w) != bytes || ((uintptr_t)mem & 63))
+        return err_set(err, MTPLX_EINVAL, "adopting a packed copy of a %dx%d weight: wrong format or size", w->rows, w->cols);
+    kern_qpack *p = malloc(sizeof *p);
+    if (!p || set_reserve(setp, err)) {
+        free(p);
+        return err_set(err, MTPLX_ENOMEM, "packing quantized weights: out of memory");
+    }
+    pack_geometry(w, p);
+    p->q = mem;
+    p->release = release;
+    (*setp)->p[(*setp)->n++] = p;
+    (*setp)->bytes += p->bytes;
+    w->packed = p;
+    return 0;
 }
 
 /* The AMX-BF16 copy of a bf16 weight (see kern_pack_set_add). */
@@ -137,23 +198,14 @@ static int pack_add_amx(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
 int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
     if (!kern_knobs_get()->qpack) return 0; /* $MTPLX_QPACK=0 */
     if (w->dtype == DT_BF16) return pack_add_amx(setp, w, err);
-    if (w->dtype != DT_U32 || w->packed) return 0;
-    if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
-    if (cpu_best_isa() < KERN_ISA_AVX512 || KERN_ISA_IS_NEON(cpu_best_isa()) || !cpu_get_features()->avx512vnni)
-        return 0;
-    kern_pack_set *set = *setp;
-    if (!set && !(set = *setp = calloc(1, sizeof *set)))
-        return err_set(err, MTPLX_ENOMEM, "packing quantized weights: out of memory");
-    if (set->n == set->cap) {
-        int cap = set->cap ? set->cap * 2 : 64;
-        kern_qpack **np = realloc(set->p, sizeof *np * (size_t)cap);
-        if (!np) return err_set(err, MTPLX_ENOMEM, "packing quantized weights: out of memory");
-        set->p = np, set->cap = cap;
-    }
+    if (w->packed || !pack_applies(w)) return 0;
+    int rc = set_reserve(setp, err);
+    if (rc) return rc;
     kern_qpack *p = pack_build(w);
     if (!p) return err_set(err, MTPLX_ENOMEM, "packing a %dx%d quantized weight: out of memory", w->rows, w->cols);
+    kern_pack_set *set = *setp;
     set->p[set->n++] = p;
-    set->bytes += (size_t)p->n_blocks * p->G * p->gstride;
+    set->bytes += p->bytes;
     w->packed = p;
     return 0;
 }
@@ -161,7 +213,7 @@ int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
 void kern_pack_set_free(kern_pack_set *set) {
     if (!set) return;
     for (int i = 0; i < set->n; i++) {
-        free(set->p[i]->q);
+        set->p[i]->release(set->p[i]->q, set->p[i]->bytes);
         free(set->p[i]);
     }
     free(set->p);

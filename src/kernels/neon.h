@@ -8,6 +8,7 @@
 #define MTPLX_KERNELS_NEON_H
 
 #if defined(__aarch64__)
+#include "attention.h" /* kern_rows */
 /* vec_neon.c: y = silu(gate)·up; y *= sigmoid(gate); Σ x² (element i in lane i mod 4); and the norm
  * scaling y = (x·inv)·(w ? w : mul) [· silu(z)] (norm.c's scale_portable, elementwise). */
 void swiglu_neon(float *y, const float *gate, const float *up, int n);
@@ -22,8 +23,8 @@ void gdn_step_neon(float *S_dst, const float *S_src, const float *q, const float
                    float beta, float *y, float *delta_out, int dk, int dv);
 void gdn_replay_neon(float *S_dst, const float *S_src, const float *k, const float *delta, float g, int dk, int dv);
 
-/* attention_neon.c: kern_attention_head_kv's contract (attention.h), same arguments. */
-void attention_neon(float *out, const float *q, const float *k, int ldk, int dk, const float *v, int ldv, int dv,
+/* attention_neon.c: kern_attention_rows's contract (attention.h): paged key / value rows. */
+void attention_neon(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
                     int n, float scale, float *scores);
 #endif
 

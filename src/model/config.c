@@ -7,7 +7,7 @@
  * 4, partial_rotary_factor 0.25 for the Qwen3.5/Next hybrids). An unknown model_type parses
  * leniently into ARCH_UNKNOWN so that `inspect` can report it; a known family is validated strictly
  * and every error names the file and the field. */
-#include "config.h"
+#include "config_parse.h"
 
 #include <jansson.h>
 #include <limits.h>
@@ -16,53 +16,17 @@
 #include <string.h>
 
 #include "../base/file.h"
-
-typedef struct {
-    json_t *t;                 /* text parameters (text_config or the root) */
-    json_t *root;              /* top-level object */
-    const char *what;          /* file name for messages */
-    int lenient;               /* 1: unknown family, never fail on a missing/odd field */
-    mtplx_err *err;
-} cfg_ctx;
-
-static const struct {
-    const char *type;
-    model_arch arch;
-} k_types[] = {
-    {"qwen3_5", ARCH_QWEN3_5},         {"qwen3_5_text", ARCH_QWEN3_5},
-    {"qwen3_5_moe", ARCH_QWEN3_5_MOE}, {"qwen3_5_moe_text", ARCH_QWEN3_5_MOE},
-    {"qwen3_next", ARCH_QWEN3_NEXT},   {"qwen3", ARCH_QWEN3},
-    {"llama", ARCH_LLAMA},             {"deepseek_v3", ARCH_DEEPSEEK_V3},
-};
-
-model_arch config_arch_from_type(const char *model_type) {
-    if (!model_type) return ARCH_UNKNOWN;
-    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-        if (strcmp(model_type, k_types[i].type) == 0) return k_types[i].arch;
-    return ARCH_UNKNOWN;
-}
-
-const char *config_arch_name(model_arch a) {
-    switch (a) {
-    case ARCH_QWEN3_5: return "qwen3_5";
-    case ARCH_QWEN3_5_MOE: return "qwen3_5_moe";
-    case ARCH_QWEN3_NEXT: return "qwen3_next";
-    case ARCH_QWEN3: return "qwen3";
-    case ARCH_LLAMA: return "llama";
-    case ARCH_DEEPSEEK_V3: return "deepseek_v3";
-    default: return "unknown";
-    }
-}
+#include "families/family_ops.h"
 
 /* The value of `key` (text_config first, then root); NULL when absent or JSON null. */
-static json_t *cfg_get(const cfg_ctx *c, const char *key) {
+json_t *cfg_get(const cfg_ctx *c, const char *key) {
     json_t *v = json_object_get(c->t, key);
     if ((!v || json_is_null(v)) && c->t != c->root) v = json_object_get(c->root, key);
     return v && !json_is_null(v) ? v : NULL;
 }
 
 /* Integer field in [minv, INT_MAX]. Absent: *out = def, or an error when required. */
-static int get_int(cfg_ctx *c, const char *key, int required, int def, int minv, int *out) {
+int cfg_int(cfg_ctx *c, const char *key, int required, int def, int minv, int *out) {
     json_t *v = cfg_get(c, key);
     if (!v) {
         *out = def;
@@ -83,7 +47,7 @@ static int get_int(cfg_ctx *c, const char *key, int required, int def, int minv,
 }
 
 /* Number (integer or real) from object o (or the ctx lookup when o is NULL). */
-static int get_num_in(cfg_ctx *c, json_t *o, const char *key, double def, double *out) {
+int cfg_num(cfg_ctx *c, json_t *o, const char *key, double def, double *out) {
     json_t *v = o ? json_object_get(o, key) : cfg_get(c, key);
     if (!v || json_is_null(v)) {
         *out = def;
@@ -98,7 +62,7 @@ static int get_num_in(cfg_ctx *c, json_t *o, const char *key, double def, double
     return 0;
 }
 
-static int get_bool(cfg_ctx *c, const char *key, int def, int *out) {
+int cfg_bool(cfg_ctx *c, const char *key, int def, int *out) {
     json_t *v = cfg_get(c, key);
     *out = def;
     if (!v) return 0;
@@ -110,11 +74,11 @@ static int get_bool(cfg_ctx *c, const char *key, int def, int *out) {
     return 0;
 }
 
-static void copy_str(char *dst, size_t cap, const char *src) {
+void cfg_copy_str(char *dst, size_t cap, const char *src) {
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static int bad(cfg_ctx *c, const char *fmt_field, const char *why) {
+int cfg_bad(cfg_ctx *c, const char *fmt_field, const char *why) {
     return err_set(c->err, MTPLX_EBADFILE, "%s: field \"%s\" %s", c->what, fmt_field, why);
 }
 
@@ -123,7 +87,7 @@ static int bad(cfg_ctx *c, const char *fmt_field, const char *why) {
 static int parse_layers(cfg_ctx *c, model_config *cfg, int hybrid) {
     json_t *lt = cfg_get(c, "layer_types");
     if (lt) {
-        if (!json_is_array(lt)) return c->lenient ? 0 : bad(c, "layer_types", "must be an array of strings");
+        if (!json_is_array(lt)) return c->lenient ? 0 : cfg_bad(c, "layer_types", "must be an array of strings");
         if ((int)json_array_size(lt) != cfg->n_layers) {
             if (c->lenient) return 0;
             return err_set(c->err, MTPLX_EBADFILE,
@@ -148,7 +112,7 @@ static int parse_layers(cfg_ctx *c, model_config *cfg, int hybrid) {
     }
     int interval = 4;
     if (hybrid) {
-        if (get_int(c, "full_attention_interval", 0, 4, 1, &interval)) return c->err->code;
+        if (cfg_int(c, "full_attention_interval", 0, 4, 1, &interval)) return c->err->code;
     }
     for (int i = 0; i < cfg->n_layers; i++)
         cfg->layer_kinds[i] = !hybrid || (i + 1) % interval == 0 ? LAYER_ATTN : LAYER_GDN;
@@ -159,18 +123,18 @@ static int parse_layers(cfg_ctx *c, model_config *cfg, int hybrid) {
 static int parse_rope(cfg_ctx *c, model_config *cfg, double def_partial) {
     json_t *rp = cfg_get(c, "rope_parameters"), *rs = cfg_get(c, "rope_scaling");
     if (rp && !json_is_object(rp)) {
-        if (!c->lenient) return bad(c, "rope_parameters", "must be an object");
+        if (!c->lenient) return cfg_bad(c, "rope_parameters", "must be an object");
         rp = NULL;
     }
     if (rs && !json_is_object(rs)) {
-        if (!c->lenient) return bad(c, "rope_scaling", "must be an object or null");
+        if (!c->lenient) return cfg_bad(c, "rope_scaling", "must be an object or null");
         rs = NULL;
     }
     double theta, partial;
-    if (get_num_in(c, NULL, "rope_theta", 10000.0, &theta)) return c->err->code;
-    if (rp && get_num_in(c, rp, "rope_theta", theta, &theta)) return c->err->code;
-    if (get_num_in(c, NULL, "partial_rotary_factor", def_partial, &partial)) return c->err->code;
-    if (rp && get_num_in(c, rp, "partial_rotary_factor", partial, &partial)) return c->err->code;
+    if (cfg_num(c, NULL, "rope_theta", 10000.0, &theta)) return c->err->code;
+    if (rp && cfg_num(c, rp, "rope_theta", theta, &theta)) return c->err->code;
+    if (cfg_num(c, NULL, "partial_rotary_factor", def_partial, &partial)) return c->err->code;
+    if (rp && cfg_num(c, rp, "partial_rotary_factor", partial, &partial)) return c->err->code;
     /* the scaling description: rope_parameters when it names a type, else legacy rope_scaling */
     json_t *sc = NULL;
     const char *type = "default";
@@ -183,18 +147,18 @@ static int parse_rope(cfg_ctx *c, model_config *cfg, double def_partial) {
             type = json_string_value(ty);
             sc = o;
         } else if (ty && !json_is_null(ty) && !c->lenient) {
-            return bad(c, k == 0 ? "rope_parameters.rope_type" : "rope_scaling.type", "must be a string");
+            return cfg_bad(c, k == 0 ? "rope_parameters.rope_type" : "rope_scaling.type", "must be a string");
         }
     }
-    copy_str(cfg->rope_type, sizeof cfg->rope_type, type);
+    cfg_copy_str(cfg->rope_type, sizeof cfg->rope_type, type);
     cfg->rope_theta = theta;
     double f = 1, lo = 1, hi = 4, bf = 32, bs = 1, ms = 1, msa = 0, omp = 0;
     if (sc) {
-        if (get_num_in(c, sc, "factor", 1, &f) || get_num_in(c, sc, "low_freq_factor", 1, &lo) ||
-            get_num_in(c, sc, "high_freq_factor", 4, &hi) || get_num_in(c, sc, "beta_fast", 32, &bf) ||
-            get_num_in(c, sc, "beta_slow", 1, &bs) || get_num_in(c, sc, "mscale", 1, &ms) ||
-            get_num_in(c, sc, "mscale_all_dim", 0, &msa) ||
-            get_num_in(c, sc, "original_max_position_embeddings", 0, &omp))
+        if (cfg_num(c, sc, "factor", 1, &f) || cfg_num(c, sc, "low_freq_factor", 1, &lo) ||
+            cfg_num(c, sc, "high_freq_factor", 4, &hi) || cfg_num(c, sc, "beta_fast", 32, &bf) ||
+            cfg_num(c, sc, "beta_slow", 1, &bs) || cfg_num(c, sc, "mscale", 1, &ms) ||
+            cfg_num(c, sc, "mscale_all_dim", 0, &msa) ||
+            cfg_num(c, sc, "original_max_position_embeddings", 0, &omp))
             return c->err->code;
     }
     cfg->rope_factor = f;
@@ -206,9 +170,9 @@ static int parse_rope(cfg_ctx *c, model_config *cfg, double def_partial) {
     cfg->rope_mscale_all_dim = msa;
     cfg->rope_orig_max_pos = omp > 0 && omp < INT_MAX ? (int)omp : 0;
     if (!c->lenient) {
-        if (!(theta > 0)) return bad(c, "rope_theta", "must be positive");
-        if (!(partial > 0 && partial <= 1)) return bad(c, "partial_rotary_factor", "must be in (0, 1]");
-        if (!(f > 0)) return bad(c, "rope factor", "must be positive");
+        if (!(theta > 0)) return cfg_bad(c, "rope_theta", "must be positive");
+        if (!(partial > 0 && partial <= 1)) return cfg_bad(c, "partial_rotary_factor", "must be in (0, 1]");
+        if (!(f > 0)) return cfg_bad(c, "rope factor", "must be positive");
     }
     if (partial > 0 && partial <= 1) cfg->rotary_dim = (int)(cfg->head_dim * partial);
     return 0;
@@ -219,13 +183,13 @@ static int parse_quant(cfg_ctx *c, model_config *cfg) {
     json_t *q = json_object_get(c->root, "quantization");
     if (!q || json_is_null(q)) q = json_object_get(c->root, "quantization_config");
     if (!q || json_is_null(q)) return 0;
-    if (!json_is_object(q)) return c->lenient ? 0 : bad(c, "quantization", "must be an object");
+    if (!json_is_object(q)) return c->lenient ? 0 : cfg_bad(c, "quantization", "must be an object");
     json_t *m = json_object_get(q, "quant_method");
     int bits = 0, gs = 0;
     json_t *jb = json_object_get(q, "bits"), *jg = json_object_get(q, "group_size");
     if (jb && json_is_integer(jb)) bits = (int)json_integer_value(jb);
     if (jg && json_is_integer(jg)) gs = (int)json_integer_value(jg);
-    copy_str(cfg->quant_method, sizeof cfg->quant_method,
+    cfg_copy_str(cfg->quant_method, sizeof cfg->quant_method,
              json_is_string(m) ? json_string_value(m) : (jb || jg) ? "mlx" : "unknown");
     cfg->quant_bits = bits;
     cfg->quant_group_size = gs;
@@ -258,7 +222,7 @@ static int parse_quant(cfg_ctx *c, model_config *cfg) {
                                c->what, k, ob, og);
         }
         int i = cfg->n_quant_overrides++;
-        copy_str(cfg->quant_overrides[i].module, sizeof cfg->quant_overrides[i].module, k);
+        cfg_copy_str(cfg->quant_overrides[i].module, sizeof cfg->quant_overrides[i].module, k);
         cfg->quant_overrides[i].bits = ob;
         cfg->quant_overrides[i].group_size = og;
     }
@@ -288,147 +252,137 @@ static int parse_eos(json_t *v, const char *what, int vocab, model_config *cfg, 
     return 0;
 }
 
+#define TRY(x) do { if ((rc = (x)) != 0) return rc; } while (0)
+
+/* Sizes every family has: vocabulary, hidden, layers, dense MLP width (optional for MoE families),
+ * norm epsilon, tying, attention heads and head_dim. */
+static int parse_trunk(cfg_ctx *c, model_config *cfg, const model_family *f) {
+    const char *what = c->what;
+    int rc;
+    TRY(cfg_int(c, "vocab_size", 1, 0, 1, &cfg->vocab_size));
+    TRY(cfg_int(c, "hidden_size", 1, 0, 1, &cfg->hidden_size));
+    TRY(cfg_int(c, "num_hidden_layers", 1, 0, 1, &cfg->n_layers));
+    if (cfg->n_layers > CFG_MAX_LAYERS) {
+        if (!c->lenient)
+            return err_set(c->err, MTPLX_EUNSUPPORTED, "%s: field \"num_hidden_layers\" = %d exceeds the limit of %d",
+                           what, cfg->n_layers, CFG_MAX_LAYERS);
+        cfg->n_layers = CFG_MAX_LAYERS;
+    }
+    /* MoE families may have no dense MLP at all */
+    TRY(cfg_int(c, "intermediate_size", !f->moe, 0, 1, &cfg->intermediate_size));
+    double eps;
+    TRY(cfg_num(c, NULL, "rms_norm_eps", 1e-6, &eps));
+    if (!(eps > 0) && !c->lenient) return cfg_bad(c, "rms_norm_eps", "must be positive");
+    cfg->rms_norm_eps = (float)eps;
+    TRY(cfg_bool(c, "tie_word_embeddings", 0, &cfg->tie_word_embeddings));
+    TRY(cfg_int(c, "max_position_embeddings", 0, 0, 1, &cfg->max_position_embeddings));
+    TRY(cfg_int(c, "num_attention_heads", 1, 0, 1, &cfg->n_heads));
+    TRY(cfg_int(c, "num_key_value_heads", 0, cfg->n_heads, 1, &cfg->n_kv_heads));
+    if (!c->lenient && cfg->n_heads % cfg->n_kv_heads != 0)
+        return err_set(c->err, MTPLX_EBADFILE, "%s: field \"num_key_value_heads\" = %d does not divide num_attention_heads = %d",
+                       what, cfg->n_kv_heads, cfg->n_heads);
+    int def_hd = cfg->n_heads > 0 && cfg->hidden_size % cfg->n_heads == 0 ? cfg->hidden_size / cfg->n_heads : 0;
+    TRY(cfg_int(c, "head_dim", 0, def_hd, 1, &cfg->head_dim));
+    if (!cfg->head_dim && !c->lenient)
+        return cfg_bad(c, "head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
+    return 0;
+}
+
+/* The Gated DeltaNet fields of the hybrid families (HF defaults when absent). */
+static int parse_gdn(cfg_ctx *c, model_config *cfg) {
+    int rc;
+    TRY(cfg_int(c, "linear_num_key_heads", 0, 16, 1, &cfg->lin_k_heads));
+    TRY(cfg_int(c, "linear_num_value_heads", 0, 32, 1, &cfg->lin_v_heads));
+    TRY(cfg_int(c, "linear_key_head_dim", 0, 128, 1, &cfg->lin_k_dim));
+    TRY(cfg_int(c, "linear_value_head_dim", 0, 128, 1, &cfg->lin_v_dim));
+    TRY(cfg_int(c, "linear_conv_kernel_dim", 0, 4, 1, &cfg->conv_kernel));
+    if (cfg->lin_v_heads % cfg->lin_k_heads != 0)
+        return err_set(c->err, MTPLX_EBADFILE, "%s: field \"linear_num_value_heads\" = %d is not a multiple of linear_num_key_heads = %d",
+                       c->what, cfg->lin_v_heads, cfg->lin_k_heads);
+    return 0;
+}
+
+int cfg_moe_common(cfg_ctx *c, model_config *cfg) {
+    int rc;
+    TRY(cfg_int(c, "num_experts_per_tok", 1, 0, 1, &cfg->n_experts_per_tok));
+    TRY(cfg_int(c, "moe_intermediate_size", 1, 0, 1, &cfg->moe_intermediate_size));
+    TRY(cfg_bool(c, "norm_topk_prob", 1, &cfg->norm_topk_prob));
+    if (cfg->n_experts_per_tok > cfg->n_experts)
+        return err_set(c->err, MTPLX_EBADFILE, "%s: field \"num_experts_per_tok\" = %d exceeds the %d experts", c->what,
+                       cfg->n_experts_per_tok, cfg->n_experts);
+    return 0;
+}
+
+/* The family's MoE fields and layer_moe[] (its parse_moe), then: every dense layer needs
+ * intermediate_size. */
+static int parse_moe(cfg_ctx *c, model_config *cfg, const model_family *f) {
+    int rc;
+    TRY(f->parse_moe(c, cfg));
+    for (int i = 0; i < cfg->n_layers; i++)
+        if (!cfg->layer_moe[i] && cfg->intermediate_size <= 0)
+            return err_set(c->err, MTPLX_EBADFILE, "%s: field \"intermediate_size\" is missing but layer %d has a dense MLP",
+                           c->what, i);
+    return 0;
+}
+
+/* Attention flavour, layers, RoPE (with the family's own attention fields, e.g. MLA), GDN, MoE. */
+static int parse_layers_and_mixers(cfg_ctx *c, model_config *cfg, const model_family *f) {
+    int rc;
+    cfg->attn_output_gate = cfg->qk_norm = cfg->zero_centered_norm = f->hybrid;
+    cfg->qk_norm |= f->qk_norm;
+    TRY(parse_layers(c, cfg, f->hybrid));
+    TRY(parse_rope(c, cfg, f->hybrid ? 0.25 : 1.0));
+    if (f->parse_attention) TRY(f->parse_attention(c, cfg));
+    if (!c->lenient && (cfg->rotary_dim <= 0 || cfg->rotary_dim % 2 || cfg->rotary_dim > cfg->head_dim))
+        return err_set(c->err, MTPLX_EBADFILE, "%s: field \"partial_rotary_factor\": rotary dims %d of head_dim %d is not a positive even number",
+                       c->what, cfg->rotary_dim, cfg->head_dim);
+    if (f->hybrid) TRY(parse_gdn(c, cfg));
+    if (f->parse_moe) TRY(parse_moe(c, cfg, f));
+    return 0;
+}
+
+/* MTP layers, quantization and EOS ids (an unknown family ignores a malformed eos_token_id). */
+static int parse_tail(cfg_ctx *c, model_config *cfg) {
+    int rc, mtp = 0;
+    TRY(cfg_int(c, "mtp_num_hidden_layers", 0, 0, 0, &mtp));
+    if (!mtp) TRY(cfg_int(c, "num_nextn_predict_layers", 0, 0, 0, &mtp));
+    cfg->mtp_layers = mtp;
+    TRY(parse_quant(c, cfg));
+    json_t *eos = cfg_get(c, "eos_token_id");
+    if (c->lenient) {
+        mtplx_err tmp;
+        parse_eos(eos, c->what, cfg->vocab_size, cfg, &tmp);
+        return 0;
+    }
+    return parse_eos(eos, c->what, cfg->vocab_size, cfg, c->err);
+}
+
+/* The whole config: model_type picks the family (families/table.c), whose entry says what else to
+ * read. */
 static int parse_root(json_t *root, const char *what, model_config *cfg, mtplx_err *err) {
     memset(cfg, 0, sizeof *cfg);
     if (!json_is_object(root)) return err_set(err, MTPLX_EBADFILE, "%s: not a JSON object", what);
     cfg_ctx c = {root, root, what, 0, err};
     json_t *tc = json_object_get(root, "text_config");
     if (tc && !json_is_null(tc)) {
-        if (!json_is_object(tc)) return bad(&c, "text_config", "must be an object");
+        if (!json_is_object(tc)) return cfg_bad(&c, "text_config", "must be an object");
         c.t = tc;
     }
     json_t *ar = json_object_get(root, "architectures");
     if (json_is_array(ar) && json_is_string(json_array_get(ar, 0)))
-        copy_str(cfg->architecture, sizeof cfg->architecture, json_string_value(json_array_get(ar, 0)));
+        cfg_copy_str(cfg->architecture, sizeof cfg->architecture, json_string_value(json_array_get(ar, 0)));
     json_t *mt = json_object_get(c.t, "model_type");
     if (!json_is_string(mt)) mt = json_object_get(root, "model_type");
-    if (json_is_string(mt)) copy_str(cfg->model_type, sizeof cfg->model_type, json_string_value(mt));
-    cfg->arch = config_arch_from_type(cfg->model_type);
+    if (json_is_string(mt)) cfg_copy_str(cfg->model_type, sizeof cfg->model_type, json_string_value(mt));
+    const model_family *f = family_by_type(cfg->model_type);
+    cfg->arch = f->arch;
     c.lenient = cfg->arch == ARCH_UNKNOWN;
-    model_arch a = cfg->arch;
-    int hybrid = a == ARCH_QWEN3_5 || a == ARCH_QWEN3_5_MOE || a == ARCH_QWEN3_NEXT;
-    int moe = a == ARCH_QWEN3_5_MOE || a == ARCH_QWEN3_NEXT || a == ARCH_DEEPSEEK_V3;
     int rc;
-#define TRY(x) do { if ((rc = (x)) != 0) return rc; } while (0)
-    TRY(get_int(&c, "vocab_size", 1, 0, 1, &cfg->vocab_size));
-    TRY(get_int(&c, "hidden_size", 1, 0, 1, &cfg->hidden_size));
-    TRY(get_int(&c, "num_hidden_layers", 1, 0, 1, &cfg->n_layers));
-    if (cfg->n_layers > CFG_MAX_LAYERS) {
-        if (!c.lenient)
-            return err_set(err, MTPLX_EUNSUPPORTED, "%s: field \"num_hidden_layers\" = %d exceeds the limit of %d",
-                           what, cfg->n_layers, CFG_MAX_LAYERS);
-        cfg->n_layers = CFG_MAX_LAYERS;
-    }
-    /* MoE families may have no dense MLP at all */
-    TRY(get_int(&c, "intermediate_size", !moe, 0, 1, &cfg->intermediate_size));
-    double eps;
-    TRY(get_num_in(&c, NULL, "rms_norm_eps", 1e-6, &eps));
-    if (!(eps > 0) && !c.lenient) return bad(&c, "rms_norm_eps", "must be positive");
-    cfg->rms_norm_eps = (float)eps;
-    TRY(get_bool(&c, "tie_word_embeddings", 0, &cfg->tie_word_embeddings));
-    TRY(get_int(&c, "max_position_embeddings", 0, 0, 1, &cfg->max_position_embeddings));
-    TRY(get_int(&c, "num_attention_heads", 1, 0, 1, &cfg->n_heads));
-    TRY(get_int(&c, "num_key_value_heads", 0, cfg->n_heads, 1, &cfg->n_kv_heads));
-    if (!c.lenient && cfg->n_heads % cfg->n_kv_heads != 0)
-        return err_set(err, MTPLX_EBADFILE, "%s: field \"num_key_value_heads\" = %d does not divide num_attention_heads = %d",
-                       what, cfg->n_kv_heads, cfg->n_heads);
-    int def_hd = cfg->n_heads > 0 && cfg->hidden_size % cfg->n_heads == 0 ? cfg->hidden_size / cfg->n_heads : 0;
-    TRY(get_int(&c, "head_dim", 0, def_hd, 1, &cfg->head_dim));
-    if (!cfg->head_dim && !c.lenient)
-        return bad(&c, "head_dim", "is missing and hidden_size is not a multiple of num_attention_heads");
-    cfg->attn_output_gate = cfg->qk_norm = cfg->zero_centered_norm = hybrid;
-    if (a == ARCH_QWEN3) cfg->qk_norm = 1;
-    TRY(parse_layers(&c, cfg, hybrid));
-    if (a == ARCH_DEEPSEEK_V3) {
-        TRY(get_int(&c, "q_lora_rank", 0, 0, 0, &cfg->q_lora_rank));
-        TRY(get_int(&c, "kv_lora_rank", 1, 0, 1, &cfg->kv_lora_rank));
-        TRY(get_int(&c, "qk_nope_head_dim", 1, 0, 0, &cfg->qk_nope_head_dim));
-        TRY(get_int(&c, "qk_rope_head_dim", 1, 0, 2, &cfg->qk_rope_head_dim));
-        TRY(get_int(&c, "v_head_dim", 1, 0, 1, &cfg->v_head_dim));
-        if (cfg->qk_rope_head_dim % 2) return bad(&c, "qk_rope_head_dim", "must be even");
-        cfg->head_dim = cfg->qk_nope_head_dim + cfg->qk_rope_head_dim;
-        TRY(get_bool(&c, "rope_interleave", 1, &cfg->rope_interleave));
-    }
-    TRY(parse_rope(&c, cfg, hybrid ? 0.25 : 1.0));
-    if (a == ARCH_DEEPSEEK_V3) cfg->rotary_dim = cfg->qk_rope_head_dim;
-    if (!c.lenient && (cfg->rotary_dim <= 0 || cfg->rotary_dim % 2 || cfg->rotary_dim > cfg->head_dim))
-        return err_set(err, MTPLX_EBADFILE, "%s: field \"partial_rotary_factor\": rotary dims %d of head_dim %d is not a positive even number",
-                       what, cfg->rotary_dim, cfg->head_dim);
-    if (hybrid) {
-        TRY(get_int(&c, "linear_num_key_heads", 0, 16, 1, &cfg->lin_k_heads));
-        TRY(get_int(&c, "linear_num_value_heads", 0, 32, 1, &cfg->lin_v_heads));
-        TRY(get_int(&c, "linear_key_head_dim", 0, 128, 1, &cfg->lin_k_dim));
-        TRY(get_int(&c, "linear_value_head_dim", 0, 128, 1, &cfg->lin_v_dim));
-        TRY(get_int(&c, "linear_conv_kernel_dim", 0, 4, 1, &cfg->conv_kernel));
-        if (cfg->lin_v_heads % cfg->lin_k_heads != 0)
-            return err_set(err, MTPLX_EBADFILE, "%s: field \"linear_num_value_heads\" = %d is not a multiple of linear_num_key_heads = %d",
-                           what, cfg->lin_v_heads, cfg->lin_k_heads);
-    }
-    if (moe) {
-        int step = 1;
-        if (a == ARCH_DEEPSEEK_V3) {
-            TRY(get_int(&c, "n_routed_experts", 1, 0, 1, &cfg->n_experts));
-            TRY(get_int(&c, "n_shared_experts", 0, 0, 0, &cfg->n_shared_experts));
-            TRY(get_int(&c, "n_group", 0, 1, 1, &cfg->n_group));
-            TRY(get_int(&c, "topk_group", 0, 1, 1, &cfg->topk_group));
-            TRY(get_num_in(&c, NULL, "routed_scaling_factor", 1.0, &cfg->routed_scaling_factor));
-            TRY(get_int(&c, "first_k_dense_replace", 0, 0, 0, &cfg->first_k_dense_replace));
-            TRY(get_int(&c, "moe_layer_freq", 0, 1, 1, &step));
-            json_t *sf = cfg_get(&c, "scoring_func");
-            copy_str(cfg->scoring_func, sizeof cfg->scoring_func, json_is_string(sf) ? json_string_value(sf) : "sigmoid");
-            if (strcmp(cfg->scoring_func, "sigmoid") && strcmp(cfg->scoring_func, "softmax"))
-                return err_set(err, MTPLX_EUNSUPPORTED, "%s: field \"scoring_func\" = \"%s\" is not supported", what,
-                               cfg->scoring_func);
-            if (cfg->n_experts % cfg->n_group || cfg->topk_group > cfg->n_group)
-                return bad(&c, "n_group", "must divide n_routed_experts and be >= topk_group");
-        } else {
-            TRY(get_int(&c, "num_experts", 1, 0, 1, &cfg->n_experts));
-            TRY(get_int(&c, "shared_expert_intermediate_size", 0, 0, 0, &cfg->shared_expert_intermediate_size));
-            if (a == ARCH_QWEN3_NEXT) TRY(get_int(&c, "decoder_sparse_step", 0, 1, 1, &step));
-        }
-        cfg->decoder_sparse_step = step;
-        TRY(get_int(&c, "num_experts_per_tok", 1, 0, 1, &cfg->n_experts_per_tok));
-        TRY(get_int(&c, "moe_intermediate_size", 1, 0, 1, &cfg->moe_intermediate_size));
-        TRY(get_bool(&c, "norm_topk_prob", 1, &cfg->norm_topk_prob));
-        if (cfg->n_experts_per_tok > cfg->n_experts)
-            return err_set(err, MTPLX_EBADFILE, "%s: field \"num_experts_per_tok\" = %d exceeds the %d experts", what,
-                           cfg->n_experts_per_tok, cfg->n_experts);
-        if (a == ARCH_DEEPSEEK_V3) cfg->shared_expert_intermediate_size = cfg->n_shared_experts * cfg->moe_intermediate_size;
-        for (int i = 0; i < cfg->n_layers; i++) {
-            if (a == ARCH_DEEPSEEK_V3) cfg->layer_moe[i] = i >= cfg->first_k_dense_replace && i % step == 0;
-            else if (a == ARCH_QWEN3_NEXT) cfg->layer_moe[i] = (i + 1) % step == 0;
-            else cfg->layer_moe[i] = 1;
-        }
-        json_t *mlo = cfg_get(&c, "mlp_only_layers");
-        if (mlo && a == ARCH_QWEN3_NEXT) {
-            if (!json_is_array(mlo)) return bad(&c, "mlp_only_layers", "must be an array of layer indices");
-            for (size_t i = 0; i < json_array_size(mlo); i++) {
-                json_t *e = json_array_get(mlo, i);
-                if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= cfg->n_layers)
-                    return err_set(err, MTPLX_EBADFILE, "%s: field \"mlp_only_layers\"[%zu] is not a layer index", what, i);
-                cfg->layer_moe[json_integer_value(e)] = 0;
-            }
-        }
-        for (int i = 0; i < cfg->n_layers; i++)
-            if (!cfg->layer_moe[i] && cfg->intermediate_size <= 0)
-                return err_set(err, MTPLX_EBADFILE, "%s: field \"intermediate_size\" is missing but layer %d has a dense MLP",
-                               what, i);
-    }
-    int mtp = 0;
-    TRY(get_int(&c, "mtp_num_hidden_layers", 0, 0, 0, &mtp));
-    if (!mtp) TRY(get_int(&c, "num_nextn_predict_layers", 0, 0, 0, &mtp));
-    cfg->mtp_layers = mtp;
-    TRY(parse_quant(&c, cfg));
-    json_t *eos = cfg_get(&c, "eos_token_id");
-    if (c.lenient) {
-        mtplx_err tmp;
-        parse_eos(eos, what, cfg->vocab_size, cfg, &tmp);
-    } else {
-        TRY(parse_eos(eos, what, cfg->vocab_size, cfg, err));
-    }
-#undef TRY
-    return 0;
+    TRY(parse_trunk(&c, cfg, f));
+    TRY(parse_layers_and_mixers(&c, cfg, f));
+    return parse_tail(&c, cfg);
 }
+#undef TRY
 
 int config_parse(const char *json_text, const char *what, model_config *cfg, mtplx_err *err) {
     memset(cfg, 0, sizeof *cfg);

@@ -7,20 +7,11 @@
 #define MTPLX_MODEL_CONFIG_H
 
 #include "../base/err.h"
+#include "families/table.h"
 
 #define CFG_MAX_LAYERS 512
 #define CFG_MAX_EOS 8
 #define CFG_MAX_QUANT_OVERRIDES 256
-
-typedef enum {
-    ARCH_UNKNOWN = 0,
-    ARCH_QWEN3_5,       /* qwen3_5 / qwen3_5_text: hybrid GDN + gated attention, dense MLP */
-    ARCH_QWEN3_5_MOE,   /* qwen3_5_moe / qwen3_5_moe_text */
-    ARCH_QWEN3_NEXT,    /* qwen3_next */
-    ARCH_QWEN3,         /* qwen3: attention only */
-    ARCH_LLAMA,         /* llama: attention only */
-    ARCH_DEEPSEEK_V3,   /* deepseek_v3: MLA + MoE */
-} model_arch;
 
 typedef enum { LAYER_GDN = 0, LAYER_ATTN = 1 } layer_kind;
 
@@ -104,7 +95,8 @@ typedef struct {
     int n_eos;
 } model_config;
 
-/* Family lookups: model_type string -> arch (ARCH_UNKNOWN when not recognised); arch -> short name. */
+/* Family lookups through the family table (families/table.c): model_type string -> arch
+ * (ARCH_UNKNOWN when not recognised); arch -> short name ("unknown" for ARCH_UNKNOWN). */
 model_arch config_arch_from_type(const char *model_type);
 const char *config_arch_name(model_arch a);
 

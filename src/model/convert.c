@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "../base/dtype.h"
+#include "../base/fault.h"
 #include "../base/file.h"
 #include "../base/mem.h"
 #include "../kernels/quant.h"
@@ -34,8 +35,8 @@ static int copy_file(const char *from, const char *to, mtplx_err *err) {
     size_t n;
     char *buf = file_read_all(from, &n, err);
     if (!buf) return err->code;
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(buf, 1, n, f) == n;
+    FILE *f = fault_io_point(to) ? NULL : fopen(to, "wb");
+    int ok = f && !fault_io_point(to) && fwrite(buf, 1, n, f) == n;
     if (f && fclose(f)) ok = 0;
     free(buf);
     return ok ? 0 : err_set(err, MTPLX_EIO, "convert: cannot write %s", to);

@@ -7,43 +7,108 @@
 
 #include "../base/mem.h"
 #include "../kernels/quant.h"
+#include "../kernels/threadpool.h"
 #include "model_internal.h"
 
 #define DRAFT_CHUNK_ROWS 256
 
+/* Chunks of DRAFT_CHUNK_ROWS rows quantized independently on the thread pool (the kernels' pool,
+ * as quant_affine is a kernel; host-memory backends only). */
+typedef struct {
+    mtplx_model *m;
+    const be_weight *src;
+    int bits, gs, n_chunks;
+    unsigned char *q, *sc, *bi;
+    size_t qrow, srow;
+    int rc;              /* first failure (under the pool's ordering: any failing chunk sets it) */
+    mtplx_err err;
+} quant_job;
+
+static void quant_task(void *ctx, int task, int n_tasks) {
+    quant_job *j = ctx;
+    int cols = j->src->cols, rows = j->src->rows;
+    float *tmp = malloc(sizeof(float) * (size_t)DRAFT_CHUNK_ROWS * cols);
+    for (int c = task; c < j->n_chunks; c += n_tasks) {
+        int r0 = c * DRAFT_CHUNK_ROWS, n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
+        int32_t ids[DRAFT_CHUNK_ROWS];
+        mtplx_err e = {0};
+        int rc = MTPLX_ENOMEM;
+        if (tmp) {
+            for (int r = 0; r < n; r++) ids[r] = r0 + r;
+            j->m->be->ops->embed_rows(j->m->be, tmp, cols, j->src, ids, n); /* dequantize (host memory: CPU) */
+            rc = quant_affine(tmp, n, cols, j->bits, j->gs, DT_BF16, (uint32_t *)(j->q + (size_t)r0 * j->qrow),
+                              j->sc + (size_t)r0 * j->srow, j->bi + (size_t)r0 * j->srow, &e);
+        }
+        if (rc && __atomic_exchange_n(&j->rc, rc, __ATOMIC_ACQ_REL) == 0)
+            j->err = tmp ? e : (mtplx_err){.code = MTPLX_ENOMEM};
+        if (rc) break;
+    }
+    free(tmp);
+}
+
+/* The same on a device backend: each chunk is dequantized in device memory and downloaded, one
+ * after another. Returns 0 or an error. */
+static int quant_device_rows(mtplx_model *m, const be_weight *src, int bits, int gs, unsigned char *q,
+                             unsigned char *sc, unsigned char *bi, size_t qrow, size_t srow, mtplx_err *err) {
+    int rows = src->rows, cols = src->cols;
+    float *tmp = mem_alloc((size_t)DRAFT_CHUNK_ROWS * cols, sizeof(float), "draft quantization rows", err);
+    if (!tmp) return MTPLX_ENOMEM;
+    be_buf *dev = NULL;
+    int rc = m->be->ops->buf_alloc(m->be, sizeof(float) * DRAFT_CHUNK_ROWS * cols, 0, "draft quantization rows", &dev, err);
+    float *rows_at = rc ? NULL : be_buf_addr(m->be, dev);
+    for (int r0 = 0; r0 < rows && !rc; r0 += DRAFT_CHUNK_ROWS) {
+        int n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
+        int32_t ids[DRAFT_CHUNK_ROWS];
+        for (int r = 0; r < n; r++) ids[r] = r0 + r;
+        m->be->ops->embed_rows(m->be, rows_at, cols, src, ids, n); /* dequantize rows r0.. */
+        m->be->ops->download(m->be, tmp, rows_at, sizeof(float) * (size_t)n * cols);
+        rc = quant_affine(tmp, n, cols, bits, gs, DT_BF16, (uint32_t *)(q + (size_t)r0 * qrow), sc + (size_t)r0 * srow,
+                          bi + (size_t)r0 * srow, err);
+    }
+    m->be->ops->buf_free(m->be, dev);
+    free(tmp);
+    return rc;
+}
+
 /* One quantized copy: *dst becomes a DT_U32 be_weight over freshly allocated buffers, which are
  * appended to m->draft_bufs (freed by model_free), repacked for the VNNI kernel where the CPU has it
- * (the backend's prepared copy is owned by m->be, also freed by model_free). */
+ * (the backend's prepared copy is owned by m->be, also freed by model_free). A source already in
+ * the requested bits and group size is shared instead (*dst = *src, nothing allocated). */
 static int quantize_copy(mtplx_model *m, const be_weight *src, int bits, int gs, be_weight *dst, mtplx_err *err) {
     int rows = src->rows, cols = src->cols;
-    if (!m->be->caps.host_memory) /* dequantizes into host rows through embed_rows */
-        return err_set(err, MTPLX_EUNSUPPORTED, "draft quantization: backend %s computes in device memory",
-                       m->be->ops->name);
+    if (src->dtype == DT_U32 && src->bits == bits && src->group_size == gs) {
+        /* already in the draft format (a q4 checkpoint under the default q4:64 draft): the
+         * checkpoint's own weight and its prepared copy, exactly what a lossless requantization
+         * would give; dequantizing and requantizing it only cost load time (issue 17) */
+        *dst = *src;
+        return 0;
+    }
     if (cols % gs) return err_set(err, MTPLX_EINVAL, "draft quantization: %d columns are not a multiple of group size %d", cols, gs);
     size_t wb = quant_weight_bytes(rows, cols, bits), sb = quant_scales_bytes(rows, cols, gs, DT_BF16);
     size_t qrow = wb / rows, srow = sb / rows;
     unsigned char *q = mem_aligned(wb, "draft weights", err), *sc = mem_aligned(sb, "draft scales", err),
                   *bi = mem_aligned(sb, "draft biases", err);
-    float *tmp = mem_alloc((size_t)DRAFT_CHUNK_ROWS * cols, sizeof(float), "draft quantization rows", err);
     void **list = realloc(m->draft_bufs, sizeof(void *) * (size_t)(m->n_draft_bufs + 3));
     if (list) m->draft_bufs = list;
-    if (!q || !sc || !bi || !tmp || !list) {
+    if (!q || !sc || !bi || !list) {
         free(q);
         free(sc);
         free(bi);
-        free(tmp);
         return err_set(err, MTPLX_ENOMEM, "draft quantization: out of memory");
     }
-    int rc = 0;
-    for (int r0 = 0; r0 < rows && !rc; r0 += DRAFT_CHUNK_ROWS) {
-        int n = rows - r0 < DRAFT_CHUNK_ROWS ? rows - r0 : DRAFT_CHUNK_ROWS;
-        int32_t ids[DRAFT_CHUNK_ROWS];
-        for (int r = 0; r < n; r++) ids[r] = r0 + r;
-        m->be->ops->embed_rows(m->be, tmp, cols, src, ids, n); /* dequantize rows r0.. (host memory: CPU) */
-        rc = quant_affine(tmp, n, cols, bits, gs, DT_BF16, (uint32_t *)(q + (size_t)r0 * qrow), sc + (size_t)r0 * srow,
-                          bi + (size_t)r0 * srow, err);
+    int rc;
+    if (m->be->caps.host_memory) {
+        quant_job j = {m, src, bits, gs, (rows + DRAFT_CHUNK_ROWS - 1) / DRAFT_CHUNK_ROWS, q, sc, bi, qrow, srow, 0, {0}};
+        tpool *pool = tpool_global();
+        int tasks = tpool_threads(pool);
+        if (tasks > j.n_chunks) tasks = j.n_chunks;
+        if (tasks <= 1) quant_task(&j, 0, 1);
+        else tpool_run(pool, tasks, quant_task, &j);
+        rc = j.rc;
+        if (rc) err_set(err, rc, "draft quantization: %s", j.err.msg[0] ? j.err.msg : "out of memory");
+    } else {
+        rc = quant_device_rows(m, src, bits, gs, q, sc, bi, qrow, srow, err);
     }
-    free(tmp);
     m->draft_bufs[m->n_draft_bufs++] = q;
     m->draft_bufs[m->n_draft_bufs++] = sc;
     m->draft_bufs[m->n_draft_bufs++] = bi;

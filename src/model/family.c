@@ -1,6 +1,8 @@
-/* family.c — model-layer support for the families beyond Qwen3.5 dense: RoPE scaling and refusals,
- * routed MoE feed-forwards (qwen3_5_moe, qwen3_next, deepseek_v3) in every expert layout, and
- * Qwen3-Next's fused GDN projections. MLA and the DeepSeek MTP layer are in deepseek.c.
+/* family.c — the model-layer parts several families share, driven by the family table's entries
+ * (families/family_ops.h) and never by the architecture itself: RoPE scaling and refusals, the
+ * family arena, routed MoE feed-forwards in every expert layout, the family scratch rows and the KV
+ * shape. What only one family has (MLA, fused GDN projections, MTP layers) is in its file under
+ * src/model/families/.
  *
  * Binding never copies a matrix: a be_weight points into the mapping (for stacked/fused expert
  * tensors, at the expert's slice). Small vectors are converted to fp32 into the family arena. */
@@ -12,6 +14,7 @@
 #include "../base/mem.h"
 #include "rope_scaling.h"
 #include "family.h"
+#include "families/family_ops.h"
 
 /* ------------------------------------------------------------------ refusals and arena */
 
@@ -32,24 +35,13 @@ int family_model_init(mtplx_model *m, mtplx_err *err) {
     if (rc) return err_prefix(err, "%s/config.json", m->dir);
     if (c->n_experts > 0) {
         moe_router r = {c->n_experts, c->n_experts_per_tok, MOE_SCORE_SOFTMAX, 1, 1, 1, NULL, 1.0f};
-        if (c->arch == ARCH_DEEPSEEK_V3) {
-            r.score = strcmp(c->scoring_func, "softmax") ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX;
-            r.n_group = c->n_group > 0 ? c->n_group : 1;
-            r.topk_group = c->topk_group > 0 ? c->topk_group : 1;
-            r.scaling = (float)c->routed_scaling_factor;
-        }
+        if (m->family->moe_router) m->family->moe_router(c, &r);
         if ((rc = be_moe_router_check(&r, err))) return err_prefix(err, "%s/config.json", m->dir);
         if (c->moe_intermediate_size <= 0)
             return err_set(err, MTPLX_EBADFILE, "%s/config.json: moe_intermediate_size %d must be > 0", m->dir,
                            c->moe_intermediate_size);
     }
-    if (c->arch == ARCH_DEEPSEEK_V3) {
-        if (c->kv_lora_rank <= 0 || c->qk_rope_head_dim <= 0 || c->qk_rope_head_dim % 2 || c->v_head_dim <= 0 ||
-            c->qk_nope_head_dim < 0 || c->q_lora_rank < 0)
-            return err_set(err, MTPLX_EBADFILE, "%s/config.json: MLA shapes impossible (kv_lora_rank %d, q_lora_rank %d, "
-                           "qk_nope_head_dim %d, qk_rope_head_dim %d, v_head_dim %d)", m->dir, c->kv_lora_rank,
-                           c->q_lora_rank, c->qk_nope_head_dim, c->qk_rope_head_dim, c->v_head_dim);
-    }
+    if (m->family->check && (rc = m->family->check(m, err))) return rc; /* e.g. MLA shapes */
     family_model *f = &m->fam;
     f->rope_interleave = c->rope_interleave;
     size_t H = (size_t)c->hidden_size, E = (size_t)(c->n_experts > 0 ? c->n_experts : 0);
@@ -230,7 +222,7 @@ int family_linear_bind(const mtplx_model *m, const char *base, int rows, int col
 
 /* ------------------------------------------------------------------ MoE */
 
-static int bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err) {
+int family_bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err) {
     char n[600];
     int rc;
     snprintf(n, sizeof n, "%sgate_proj", p);
@@ -250,15 +242,7 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
     w->inter = I;
     moe_router *r = &w->router;
     *r = (moe_router){E, c->n_experts_per_tok, MOE_SCORE_SOFTMAX, c->norm_topk_prob, 1, 1, NULL, 1.0f};
-    if (c->arch == ARCH_QWEN3_5_MOE) r->norm_topk = 1; /* HF Qwen3.5-MoE always renormalises */
-    if (c->arch == ARCH_DEEPSEEK_V3) {
-        r->score = strcmp(c->scoring_func, "softmax") ? MOE_SCORE_SIGMOID : MOE_SCORE_SOFTMAX;
-        r->n_group = c->n_group > 0 ? c->n_group : 1;
-        r->topk_group = c->topk_group > 0 ? c->topk_group : 1;
-        r->scaling = (float)c->routed_scaling_factor;
-        snprintf(n, sizeof n, "%smlp.gate.e_score_correction_bias", lp);
-        if (st_find(m->st, n) && (rc = bind_vec(m, n, E, 0.f, &r->correction_bias, err))) return rc;
-    }
+    if (m->family->moe_router) m->family->moe_router(c, r);
     snprintf(n, sizeof n, "%smlp.gate", lp);
     if ((rc = bind_linear(m, n, 0, 0, E, H, &w->router_w, err))) return rc;
 
@@ -301,59 +285,17 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
     } else {
         for (int e = 0; e < E; e++) {
             snprintf(n, sizeof n, "%smlp.experts.%d.", lp, e);
-            if ((rc = bind_swiglu(m, n, I, H, &w->experts[e], err))) return rc;
+            if ((rc = family_bind_swiglu(m, n, I, H, &w->experts[e], err))) return rc;
         }
     }
 
-    /* shared expert: Qwen `shared_expert` + `shared_expert_gate`; DeepSeek `shared_experts` */
-    if (c->arch == ARCH_DEEPSEEK_V3) {
-        if (c->n_shared_experts > 0) {
-            w->shared_inter = c->shared_expert_intermediate_size;
-            snprintf(n, sizeof n, "%smlp.shared_experts.", lp);
-            if ((rc = bind_swiglu(m, n, w->shared_inter, H, &w->shared, err))) return rc;
-        }
-    } else if (c->shared_expert_intermediate_size > 0) {
-        w->shared_inter = c->shared_expert_intermediate_size;
-        snprintf(n, sizeof n, "%smlp.shared_expert.", lp);
-        if ((rc = bind_swiglu(m, n, w->shared_inter, H, &w->shared, err))) return rc;
-        w->shared_gated = 1;
-        snprintf(n, sizeof n, "%smlp.shared_expert_gate", lp);
-        if ((rc = bind_linear(m, n, 0, 0, 1, H, &w->shared_gate, err))) return rc;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------ fused GDN projections */
-
-int family_gdn_is_fused(const mtplx_model *m, const char *lp) {
-    char n[600];
-    snprintf(n, sizeof n, "%slinear_attn.in_proj_qkvz.weight", lp);
-    return st_find(m->st, n) != NULL;
-}
-
-int family_bind_gdn_fused(mtplx_model *m, const char *lp, gdn_fused_weights *w, mtplx_err *err) {
-    const model_config *c = &m->cfg;
-    int H = c->hidden_size, Hk = c->lin_k_heads, r = c->lin_v_heads / c->lin_k_heads;
-    int G = 2 * c->lin_k_dim + 2 * r * c->lin_v_dim, rc;
-    char n[600];
-    snprintf(n, sizeof n, "%slinear_attn.in_proj_qkvz", lp);
-    if ((rc = bind_linear(m, n, 0, 0, Hk * G, H, &w->qkvz, err))) return rc;
-    snprintf(n, sizeof n, "%slinear_attn.in_proj_ba", lp);
-    if ((rc = bind_linear(m, n, 0, 0, Hk * 2 * r, H, &w->ba, err))) return rc;
-    w->fused = 1;
-    return 0;
+    /* the family's own tensors: shared experts, routing biases */
+    return m->family->bind_moe_extra ? m->family->bind_moe_extra(m, lp, w, err) : 0;
 }
 
 /* ------------------------------------------------------------------ forward scratch */
 
 static int imax(int a, int b) { return a > b ? a : b; }
-
-/* Floats per row of the family rows for MLA: qa | q | ckv | lat | kvb | att. */
-static int mla_row_floats(const model_config *c) {
-    if (c->arch != ARCH_DEEPSEEK_V3) return 0;
-    int nH = c->n_heads, Dn = c->qk_nope_head_dim, Dr = c->qk_rope_head_dim, Dv = c->v_head_dim;
-    return c->q_lora_rank + nH * (Dn + Dr) + c->kv_lora_rank + Dr + c->kv_lora_rank + nH * (Dn + Dv) + nH * Dv;
-}
 
 int family_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, mtplx_err *err) {
     const model_config *c = &m->cfg;
@@ -362,12 +304,8 @@ int family_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, mtplx_er
         int inter = imax(c->moe_intermediate_size, c->shared_expert_intermediate_size);
         if (m->be->ops->moe_scratch_new(m->be, rows, H, inter, E, K, &s->moe, err)) return err ? err->code : MTPLX_ENOMEM;
     }
-    int fused_w = 0;
-    if (c->lin_k_heads > 0) {
-        int r = c->lin_v_heads / c->lin_k_heads;
-        fused_w = c->lin_k_heads * (2 * c->lin_k_dim + 2 * r * c->lin_v_dim) + 2 * c->lin_v_heads;
-    }
-    s->fam_w = imax(imax(fused_w, mla_row_floats(c)), 2 * H);
+    int own = m->family->scratch_row_floats ? m->family->scratch_row_floats(c) : 0;
+    s->fam_w = imax(own, 2 * H); /* 2H: the MTP layer's [enorm | hnorm] rows */
     if (!(s->fam = fwd_scratch_alloc(s, (size_t)rows * s->fam_w, 0, "family rows", err))) return MTPLX_ENOMEM;
     return 0;
 }
@@ -385,42 +323,15 @@ void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch 
     else layer_mlp(m, &L->mlp, R, s);
 }
 
-/* ------------------------------------------------------------------ fused GDN forward */
-
-void family_gdn_project(const mtplx_model *m, const gdn_fused_weights *w, const float *a, int R, float *qkv,
-                        int ldqkv, float *z, float *b, float *av, int ld, fwd_scratch *s) {
-    const model_config *c = &m->cfg;
-    be_backend *be = m->be;
-    int H = c->hidden_size, Hk = c->lin_k_heads, Dk = c->lin_k_dim, Dv = c->lin_v_dim;
-    int r = c->lin_v_heads / Hk, G = 2 * Dk + 2 * r * Dv, kd = Hk * Dk;
-    int tw = s->fam_w, ba_off = Hk * G;
-    const size_t f = sizeof(float);
-    be_matmul(be, s->fam, tw, a, H, R, &w->qkvz);
-    be_matmul(be, s->fam + ba_off, tw, a, H, R, &w->ba);
-    for (int t = 0; t < R; t++) {
-        const float *src = s->fam + (size_t)t * tw;
-        float *q = qkv + (size_t)t * ldqkv, *zr = z + (size_t)t * ld, *br = b + (size_t)t * ld, *ar = av + (size_t)t * ld;
-        for (int hk = 0; hk < Hk; hk++) {
-            const float *g = src + (size_t)hk * G;
-            be_copy(be, q + hk * Dk, g, f * Dk);                                    /* q */
-            be_copy(be, q + kd + hk * Dk, g + Dk, f * Dk);                          /* k */
-            be_copy(be, q + 2 * kd + hk * r * Dv, g + 2 * Dk, f * r * Dv);          /* v */
-            be_copy(be, zr + hk * r * Dv, g + 2 * Dk + r * Dv, f * r * Dv);         /* z */
-            const float *ba = src + ba_off + hk * 2 * r;
-            be_copy(be, br + hk * r, ba, f * r);                                    /* b */
-            be_copy(be, ar + hk * r, ba + r, f * r);                                /* a */
-        }
-    }
+void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_width) {
+    family_kv_shape_of(m->family, &m->cfg, heads, k_width, v_width);
 }
 
-void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_width) {
-    const model_config *c = &m->cfg;
-    if (c->arch == ARCH_DEEPSEEK_V3) {
-        *heads = c->n_heads;
-        *k_width = c->qk_nope_head_dim + c->qk_rope_head_dim;
-        *v_width = c->v_head_dim;
-    } else {
-        *heads = c->n_kv_heads;
-        *k_width = *v_width = c->head_dim;
+void family_kv_shape_of(const model_family *f, const model_config *c, int *heads, int *k_width, int *v_width) {
+    if (f->kv_shape) {
+        f->kv_shape(c, heads, k_width, v_width);
+        return;
     }
+    *heads = c->n_kv_heads; /* grouped-query attention */
+    *k_width = *v_width = c->head_dim;
 }

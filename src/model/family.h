@@ -1,8 +1,8 @@
-/* family.h — what the model layer needs beyond the Qwen3.5 dense forward: RoPE scaling and the
- * refusal of what we do not run, routed MoE feed-forwards (all three expert layouts), Qwen3-Next's
- * fused GDN projections, DeepSeek-V3 MLA attention and its MTP layer. weights.c / forward.c / mtp.c /
- * state.c call these at a handful of marked hooks; everything family-specific lives here, in
- * family.c and deepseek.c. */
+/* family.h — the model-layer parts several families share (family.c: RoPE scaling and refusals, the
+ * family arena, routed MoE feed-forwards in all three expert layouts, family scratch, KV shape), the
+ * binding helpers the family files use, and the layer parts of single families that the shared
+ * forward calls by mixer / feed-forward kind (MLA, the Qwen MTP head). Which family does what is
+ * said by the family table (families/family_ops.h), never by testing the architecture. */
 #ifndef MTPLX_MODEL_FAMILY_H
 #define MTPLX_MODEL_FAMILY_H
 
@@ -33,32 +33,31 @@ int family_layer_is_moe(const mtplx_model *m, int i, const char *lp);
 /* Bind the MoE block under lp ("model.layers.3."): router, experts in any of the numbered
  * (`mlp.experts.{e}.{gate,up,down}_proj.weight`), fused (`mlp.experts.gate_up_proj` [E,2I,H] +
  * `mlp.experts.down_proj` [E,H,I]) or MLX (`mlp.switch_mlp.{gate,up,down}_proj` [E,..], dense or
- * affine-quantized) layouts, the shared expert(s) and Qwen's shared gate. Returns 0 or an error
- * naming the missing/misshapen tensor. */
+ * affine-quantized) layouts, with the family's routing (moe_router), then what the family adds
+ * (bind_moe_extra: shared experts, correction biases). Returns 0 or an error naming the
+ * missing/misshapen tensor. */
 int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *err);
 
-/* 1 when the GDN layer under lp stores Qwen3-Next's fused in_proj_qkvz / in_proj_ba. */
-int family_gdn_is_fused(const mtplx_model *m, const char *lp);
-/* Bind those two matrices (lp like "model.layers.0."). Returns 0 or an error. */
-int family_bind_gdn_fused(mtplx_model *m, const char *lp, gdn_fused_weights *w, mtplx_err *err);
-
-/* Bind MLA attention under lp (deepseek.c). */
+/* Bind MLA attention under lp (families/deepseek_v3.c; the layer binder calls it for MIXER_MLA). */
 int family_bind_mla(mtplx_model *m, const char *lp, mla_weights *w, mtplx_err *err);
 
-/* DeepSeek-V3: when the checkpoint holds `model.layers.{N}.eh_proj.weight` (N = num_hidden_layers),
- * bind that MTP layer (enorm, hnorm, eh_proj, its decoder block, shared_head.{norm,head}, its own
- * embed_tokens when present), set m->has_mtp and make HEAD_DRAFT its shared_head.head. Returns 0
- * (also when absent) or an error. */
-int deepseek_bind_mtp(mtplx_model *m, const char *prefix, mtplx_err *err);
+/* Bind the Qwen MTP head (`mtp.*`, `model.mtp.*` or `language_model.mtp.*`: pre-fc norms, fc, one
+ * attention decoder layer, norm) when config.json declares MTP layers and its fc weight is there;
+ * sets m->has_mtp. weights.c, for the Qwen families' bind_mtp. Returns 0 (also when absent) or an
+ * error prefixed "MTP head". */
+int model_bind_qwen_mtp(mtplx_model *m, const char *prefix, mtplx_err *err);
 
 /* Floats per position per head of the attention KV cache: keys and values (MLA: Dn+Dr and Dv,
- * otherwise head_dim both), and the number of cached heads. */
+ * otherwise head_dim both), and the number of cached heads: the family's kv_shape, or GQA
+ * (family_kv_shape_of in families/family_ops.h works from a config alone). */
 void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_width);
 
-/* Shared with deepseek.c: bind a linear [rows][cols] named base(.weight) (dense or MLX affine), and
+/* For the family files: bind a linear [rows][cols] named base(.weight) (dense or MLX affine), and
  * copy a 1-D tensor of n elements into the family arena as fp32 plus `add`. */
 int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err);
 int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const float **out, mtplx_err *err);
+/* Bind a SwiGLU block p{gate,up,down}_proj of width I (dense or MLX affine) into x. */
+int family_bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err);
 
 /* ---- forward (forward.c / mtp.c) ---- */
 
@@ -70,19 +69,11 @@ void family_scratch_free(fwd_scratch *s);
 /* The feed-forward of layer L over R rows: s->a in, s->o out (dense SwiGLU or routed MoE). */
 void layer_ffn(const mtplx_model *m, const layer_weights *L, int R, fwd_scratch *s);
 
-/* Qwen3-Next fused GDN projections of R rows of a[R][H]: writes the split-form outputs, qkv rows
- * [q all heads | k all heads | v all heads] at qkv (row stride ldqkv), z / b / a rows at z, b, av
- * (row stride ld), exactly as in_proj_qkv / z / b / a would. */
-void family_gdn_project(const mtplx_model *m, const gdn_fused_weights *w, const float *a, int R, float *qkv,
-                        int ldqkv, float *z, float *b, float *av, int ld, fwd_scratch *s);
-
-/* MLA attention over R rows at positions pos0..: s->a in, s->o out; keys/values of each row are
- * written into kv at its position before it attends (causal). */
-void layer_mla(const mtplx_model *m, const mla_weights *w, kv_layer *kv, int capacity, int pos0, int R,
+/* MLA attention over the R rows of n sequences: s->a in, s->o out; projections and the output
+ * matmul over all rows, then per sequence the keys/values of each row are written into its pages of
+ * layer `layer` at its position before it attends (causal). */
+void layer_mla(const mtplx_model *m, const mla_weights *w, int layer, const attn_seg *sg, int n, int R,
                fwd_scratch *s);
 
-/* DeepSeek MTP rows (the model_mtp_forward contract, see model.h). */
-int deepseek_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
-                         float *hidden_out, mtplx_err *err);
 
 #endif

@@ -1,8 +1,8 @@
 /* family_types.h — weight layouts of the non-Qwen3.5-dense families, embedded in model_internal.h's
  * layer_weights / mtplx_model: the routed MoE feed-forward (qwen3_5_moe, qwen3_next, deepseek_v3),
  * DeepSeek's multi-head latent attention (MLA) and its MTP layer, and the fused Qwen3-Next GDN
- * projections. Types only; the code is in family.c (MoE, fused GDN, RoPE scaling, refusals) and
- * deepseek.c (MLA, DeepSeek MTP). */
+ * projections. Types only; the code is in family.c (MoE, RoPE scaling, refusals) and the family
+ * files families/deepseek_v3.c (MLA, DeepSeek MTP) and families/qwen3_next.c (fused GDN). */
 #ifndef MTPLX_MODEL_FAMILY_TYPES_H
 #define MTPLX_MODEL_FAMILY_TYPES_H
 

@@ -14,6 +14,7 @@
 
 #include "../base/mem.h"
 #include "family.h"
+#include "families/family_ops.h"
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -62,7 +63,7 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     if (!(s->win = fwd_scratch_alloc(s, (size_t)(kc1 + rows) * imax(m->conv_dim, 1), 0, "conv window", err)))
         goto fail;
     if (!(s->qk = fwd_scratch_alloc(s, (size_t)imax(2 * rows * m->key_dim, 1), 0, "gdn q/k", err))) goto fail;
-    s->capacity = imax(capacity, 1);
+    s->capacity = (imax(capacity, 1) + KV_PAGE - 1) / KV_PAGE * KV_PAGE; /* whole pages */
     int rot = imax(c->rotary_dim, c->qk_rope_head_dim);
     if (!(s->attn = fwd_scratch_alloc(s, m->be->ops->attn_scratch_floats(m->be, s->capacity, rot), 0,
                                       "attention scores", err)))
@@ -85,41 +86,12 @@ void fwd_scratch_free(fwd_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-int kv_layer_init(kv_layer *kv, const mtplx_model *m, int capacity, mtplx_err *err) {
-    int heads, kw, vw;
-    family_kv_shape(m, &heads, &kw, &vw); /* MLA caches keys and values of unequal widths */
-    be_backend *be = m->be;
-    memset(kv, 0, sizeof *kv);
-    if (be->ops->buf_alloc(be, sizeof(float) * heads * capacity * kw, 1, "KV cache keys", &kv->kb, err) ||
-        be->ops->buf_alloc(be, sizeof(float) * heads * capacity * vw, 1, "KV cache values", &kv->vb, err))
-        return err ? err->code : MTPLX_ENOMEM;
-    kv->k = be_buf_addr(be, kv->kb);
-    kv->v = be_buf_addr(be, kv->vb);
-    return 0;
-}
-
-void kv_layer_free(const mtplx_model *m, kv_layer *kv) {
-    m->be->ops->buf_free(m->be, kv->kb);
-    m->be->ops->buf_free(m->be, kv->vb);
-    memset(kv, 0, sizeof *kv);
-}
-
-void kv_layer_copy(const mtplx_model *m, kv_layer *dst, int dst_cap, const kv_layer *src, int src_cap, int len) {
-    int heads, kw, vw;
-    family_kv_shape(m, &heads, &kw, &vw);
-    for (int h = 0; h < heads; h++) {
-        be_copy(m->be, dst->k + (size_t)h * dst_cap * kw, src->k + (size_t)h * src_cap * kw,
-                sizeof(float) * (size_t)len * kw);
-        be_copy(m->be, dst->v + (size_t)h * dst_cap * vw, src->v + (size_t)h * src_cap * vw,
-                sizeof(float) * (size_t)len * vw);
-    }
-}
-
-/* Gated attention: s->a [R][H] in, s->o [R][H] out. Row t is at position pos0 + t; the backend
- * writes the K/V of all R rows into the sequence's cache, then every (row, head) attends to
- * positions 0..pos0+t. */
-void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, int capacity, int pos0,
-                     int R, fwd_scratch *s) {
+/* Gated attention: s->a [R][H] in, s->o [R][H] out, over the rows of n sequences. The projections
+ * and the output matmul run once over all R rows; per sequence, the backend writes the K/V of its
+ * rows into its pages of layer `layer`, then each of its (row, head) pairs attends to positions
+ * 0..pos0+t of that sequence. */
+void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, const attn_seg *sg, int n, int R,
+                     fwd_scratch *s) {
     const model_config *c = &m->cfg;
     be_backend *be = m->be;
     int H = c->hidden_size, Dh = c->head_dim, nKV = c->n_kv_heads;
@@ -127,43 +99,72 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, 
     int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw;
     be_mm_out qkv[3] = {{s->big, bw, &w->q}, {s->big + k_off, bw, &w->k}, {s->big + v_off, bw, &w->v}};
     be_matmul_n(be, qkv, 3, s->a, H, R);
-    be_attn_args a = {s->big, bw, Dh * (gated ? 2 : 1), k_off, v_off, att_off, c->n_heads, nKV, Dh, c->rotary_dim,
-                      gated, m->rope_inv_freq, m->fam.rope_attn_factor, w->q_norm, w->k_norm, c->rms_norm_eps,
-                      1.0f / sqrtf((float)Dh)};
-    be_seq_kv skv = {kv->k, kv->v, capacity};
-    be->ops->attention(be, &a, &skv, pos0, R, s->attn);
+    for (int i = 0; i < n; i++) {
+        be_attn_args a = {s->big + (size_t)sg[i].r0 * bw, bw, Dh * (gated ? 2 : 1), k_off, v_off, att_off,
+                          c->n_heads, nKV, Dh, c->rotary_dim, gated, m->rope_inv_freq, m->fam.rope_attn_factor,
+                          w->q_norm, w->k_norm, c->rms_norm_eps, 1.0f / sqrtf((float)Dh)};
+        be_seq_kv skv = kv_table_view(sg[i].kv, layer);
+        be->ops->attention(be, &a, &skv, sg[i].pos0, sg[i].R, s->attn);
+    }
     be_matmul(be, s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
-/* Gated DeltaNet: s->a in, s->o out. Advances the layer's conv state and recurrent state by R rows.
- * With capture, the start state rec[cur] is left untouched (the rows are written into rec[cur ^ 1])
- * and the innovation tape of every row is recorded for model_state_commit. */
-static void layer_gdn(const mtplx_model *m, const gdn_weights *w, gdn_layer_state *st, int cur, int capture,
-                      int R, fwd_scratch *s) {
+/* One sequence's rows in a trunk forward. */
+typedef struct {
+    model_state *s;
+    int r0, R;       /* its rows in the scratch */
+    int capture;     /* 1: record per-row GDN states for model_state_commit */
+} trunk_seg;
+
+/* The causal conv of one sequence's rows: its conv state, then its qkv rows (already in win after
+ * the state's kc1 rows), through conv + SiLU into u; the conv state advances by R rows. */
+static void gdn_conv(const mtplx_model *m, const gdn_weights *w, gdn_layer_state *st, float *win, float *u, int ldu,
+                     int R) {
+    be_backend *be = m->be;
+    int C = m->conv_dim, kc1 = m->cfg.conv_kernel - 1;
+    be->ops->conv1d_silu(be, u, ldu, win, C, w->conv_w, C, m->cfg.conv_kernel, R);
+    be_copy(be, st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
+}
+
+/* Gated DeltaNet: s->a in, s->o out, over the rows of n sequences; advances each one's conv state
+ * and recurrent state (GDN layer `slot`) by its rows. With capture, a sequence's start state
+ * rec[cur] is left untouched (its rows are written into rec[cur ^ 1]) and the innovation tape of
+ * every row is recorded for model_state_commit. One sequence projects straight into its conv
+ * window; several project into `big` first and copy their rows behind their own conv states. */
+static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, const trunk_seg *sg, int n, int R,
+                      fwd_scratch *s) {
     const model_config *c = &m->cfg;
     be_backend *be = m->be;
     int H = c->hidden_size, Hv = c->lin_v_heads;
     int C = m->conv_dim, kc1 = c->conv_kernel - 1, bw = s->big_w, kd = m->key_dim, vd = m->value_dim;
     int b_off = vd, a_off = vd + Hv, y_off = vd + 2 * Hv, u_off = 2 * vd + 2 * Hv;
+    const size_t f = sizeof(float);
 
-    float *win = capture ? st->tape_win : s->win;
-    be_copy(be, win, st->conv, sizeof(float) * (size_t)kc1 * C);
+    float *win0 = sg[0].capture ? sg[0].s->gdn[slot].tape_win : s->win;
+    float *qkv = n == 1 ? win0 + (size_t)kc1 * C : s->big + u_off;
+    int ldq = n == 1 ? C : bw;
     if (w->fz.fused) { /* Qwen3-Next: in_proj_qkvz / in_proj_ba, regrouped into the split layout */
-        family_gdn_project(m, &w->fz, s->a, R, win + (size_t)kc1 * C, C, s->big, s->big + b_off, s->big + a_off, bw, s);
+        m->family->gdn_project(m, &w->fz, s->a, R, qkv, ldq, s->big, s->big + b_off, s->big + a_off, bw, s);
     } else {
-        be_mm_out in[4] = {{win + (size_t)kc1 * C, C, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
+        be_mm_out in[4] = {{qkv, ldq, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
                            {s->big + a_off, bw, &w->a}};
         be_matmul_n(be, in, 4, s->a, H, R);
     }
-    be->ops->conv1d_silu(be, s->big + u_off, bw, win, C, w->conv_w, C, c->conv_kernel, R);
-    be_copy(be, st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
-
-    be_gdn_args a = {s->big, bw, b_off, a_off, u_off, y_off, c->lin_k_heads, Hv, c->lin_k_dim, c->lin_v_dim,
-                     w->neg_A, w->dt_bias, w->norm, c->rms_norm_eps, st->rec[cur],
-                     capture ? st->rec[cur ^ 1] : st->rec[cur], s->qk,
-                     capture ? st->tape_k : s->qk + (size_t)s->rows * kd, capture ? st->tape_g : NULL,
-                     capture ? st->tape_d : NULL};
-    be->ops->gdn(be, &a, R);
+    for (int i = 0; i < n; i++) {
+        gdn_layer_state *st = &sg[i].s->gdn[slot];
+        int cur = sg[i].s->cur, cap = sg[i].capture, r0 = sg[i].r0, Ri = sg[i].R;
+        float *win = cap ? st->tape_win : s->win, *row0 = s->big + (size_t)r0 * bw;
+        be_copy(be, win, st->conv, f * (size_t)kc1 * C);
+        if (n > 1)
+            for (int t = 0; t < Ri; t++) be_copy(be, win + (size_t)(kc1 + t) * C, row0 + (size_t)t * bw + u_off, f * C);
+        gdn_conv(m, w, st, win, row0 + u_off, bw, Ri);
+        be_gdn_args a = {row0, bw, b_off, a_off, u_off, y_off, c->lin_k_heads, Hv, c->lin_k_dim, c->lin_v_dim,
+                         w->neg_A, w->dt_bias, w->norm, c->rms_norm_eps, st->rec[cur],
+                         cap ? st->rec[cur ^ 1] : st->rec[cur], s->qk + (size_t)r0 * kd,
+                         cap ? st->tape_k : s->qk + (size_t)(s->rows + r0) * kd, cap ? st->tape_g : NULL,
+                         cap ? st->tape_d : NULL};
+        be->ops->gdn(be, &a, Ri);
+    }
     be_matmul(be, s->o, H, s->big + y_off, bw, R, &w->out);
 }
 
@@ -181,10 +182,11 @@ void rows_rmsnorm(const mtplx_model *m, float *y, const float *x, const float *w
     be_rmsnorm_rows(m->be, y, H, x, H, w, H, R, m->cfg.rms_norm_eps);
 }
 
-/* One chunk of R rows at positions s->len.. through the trunk; leaves post-final-norm rows in s->scr.a. */
-static void trunk_chunk(const mtplx_model *m, model_state *s, const int32_t *tokens, int R, int capture) {
+/* The rows of n sequences (tokens[R], gathered) through the trunk; leaves post-final-norm rows in
+ * scr->a. sg[i] are the sequences' rows, at positions sg[i].s->len... */
+static void trunk_rows(const mtplx_model *m, fwd_scratch *scr, const trunk_seg *sg, const attn_seg *as, int n,
+                       const int32_t *tokens, int R) {
     const model_config *c = &m->cfg;
-    fwd_scratch *scr = &s->scr;
     be_backend *be = m->be;
     int H = c->hidden_size;
     size_t RH = (size_t)R * H;
@@ -192,12 +194,9 @@ static void trunk_chunk(const mtplx_model *m, model_state *s, const int32_t *tok
     for (int i = 0; i < c->n_layers; i++) {
         const layer_weights *L = &m->layers[i];
         rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
-        if (L->mixer == MIXER_ATTN)
-            layer_attention(m, &L->attn, &s->kv[L->slot], s->capacity, s->len, R, scr);
-        else if (L->mixer == MIXER_MLA)
-            layer_mla(m, &L->mla, &s->kv[L->slot], s->capacity, s->len, R, scr);
-        else
-            layer_gdn(m, &L->gdn, &s->gdn[L->slot], s->cur, capture, R, scr);
+        if (L->mixer == MIXER_ATTN) layer_attention(m, &L->attn, L->slot, as, n, R, scr);
+        else if (L->mixer == MIXER_MLA) layer_mla(m, &L->mla, L->slot, as, n, R, scr);
+        else layer_gdn(m, &L->gdn, L->slot, sg, n, R, scr);
         be_add(be, scr->x, scr->o, RH);
         rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
         layer_ffn(m, L, R, scr);
@@ -220,10 +219,11 @@ static void fwd_head_rows(const mtplx_model *m, float *logits, const float *hn, 
     }
 }
 
-int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, int T, const fwd_request *req,
-                  mtplx_err *err) {
-    const model_config *c = &m->cfg;
-    int H = c->hidden_size, V = c->vocab_size;
+/* Check one sequence's part of a forward: tokens, rows, capture, logits range. Returns 0 or EINVAL /
+ * ERANGE with a message that names the problem. */
+static int fwd_check(const mtplx_model *m, const model_state *s, const int32_t *tokens, int T, const fwd_request *req,
+                     mtplx_err *err) {
+    int V = m->cfg.vocab_size;
     if (s->m != m) return err_set(err, MTPLX_EINVAL, "model_forward: state belongs to another model");
     if (T < 1) return err_set(err, MTPLX_EINVAL, "model_forward: T = %d rows (need >= 1)", T);
     if (T > s->capacity - s->len)
@@ -233,19 +233,41 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
         if (tokens[t] < 0 || tokens[t] >= V)
             return err_set(err, MTPLX_EINVAL, "model_forward: token %d (row %d) outside the vocabulary [0, %d)",
                            tokens[t], t, V);
-    int capture = req && req->capture;
-    int logits_from = req ? req->logits_from : 0;
-    if (req && req->logits && (logits_from < 0 || logits_from > T))
-        return err_set(err, MTPLX_EINVAL, "model_forward: logits_from %d outside [0, %d]", logits_from, T);
-    if (capture && T > s->max_rows)
+    if (req && req->logits && (req->logits_from < 0 || req->logits_from > T))
+        return err_set(err, MTPLX_EINVAL, "model_forward: logits_from %d outside [0, %d]", req->logits_from, T);
+    if (req && req->capture && T > s->max_rows)
         return err_set(err, MTPLX_EINVAL, "model_forward: capturing %d rows, state holds captures for %d", T,
                        s->max_rows);
+    return 0;
+}
 
+/* After a sequence's rows ran: its length and capture bookkeeping. */
+static void fwd_advance(model_state *s, int R, int capture, int base) {
+    s->len += R;
+    if (capture) {
+        s->cap_rows = s->len - base;
+        s->cap_base = base;
+        s->cur ^= 1;
+    }
+}
+
+int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, int T, const fwd_request *req,
+                  mtplx_err *err) {
+    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    int rc = fwd_check(m, s, tokens, T, req, err);
+    if (rc) return rc;
+    if (!s->scr.be)
+        return err_set(err, MTPLX_EINVAL, "model_forward: a pooled state has no scratch (use model_forward_batch)");
+    if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
+    int capture = req && req->capture;
+    int logits_from = req ? req->logits_from : 0;
     s->cap_rows = 0;
     int base = s->len;
     for (int c0 = 0; c0 < T; c0 += s->scr.rows) {
         int R = T - c0 < s->scr.rows ? T - c0 : s->scr.rows;
-        trunk_chunk(m, s, tokens + c0, R, capture);
+        trunk_seg sg = {s, 0, R, capture};
+        attn_seg as = {&s->kv, s->len, 0, R};
+        trunk_rows(m, &s->scr, &sg, &as, 1, tokens + c0, R);
         const float *hn = s->scr.a;
         if (req && req->hidden) m->be->ops->download(m->be, req->hidden + (size_t)c0 * H, hn, sizeof(float) * (size_t)R * H);
         if (req && req->logits) {
@@ -256,11 +278,125 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
         }
         s->len += R;
     }
-    if (capture) {
-        s->cap_rows = T;
-        s->cap_base = base;
-        s->cur ^= 1;
+    s->len = base;
+    fwd_advance(s, T, capture, base);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ batches */
+
+int model_batch_new(const mtplx_model *m, int rows, int capacity, model_batch **out, mtplx_err *err) {
+    *out = NULL;
+    if (rows < 1 || capacity < 1)
+        return err_set(err, MTPLX_EINVAL, "model_batch_new: rows %d and capacity %d must be >= 1", rows, capacity);
+    model_batch *b = mem_zalloc(1, sizeof *b, "forward batch", err);
+    if (!b) return MTPLX_ENOMEM;
+    int rc = fwd_scratch_init(&b->scr, m, rows, capacity, err);
+    if (!rc) {
+        b->tokens = mem_alloc((size_t)rows, sizeof *b->tokens, "batch tokens", err);
+        b->logits = mem_aligned((size_t)rows * m->cfg.vocab_size * sizeof(float), "batch logits", err);
+        b->segs = mem_alloc(BATCH_SEQS_MAX, sizeof *b->segs, "batch sequences", err);
+        if (!b->tokens || !b->logits || !b->segs) rc = MTPLX_ENOMEM;
     }
+    if (rc) {
+        model_batch_free(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+void model_batch_free(model_batch *b) {
+    if (!b) return;
+    fwd_scratch_free(&b->scr);
+    free(b->tokens);
+    free(b->logits);
+    free(b->segs);
+    free(b);
+}
+
+/* Check a batch before anything runs: distinct states, rows and page-table sizes that fit the
+ * scratch, every sequence's part valid. Returns the rows in all, or -1 with err set. */
+static int batch_check(const mtplx_model *m, const model_batch *b, const fwd_seq *q, int n, mtplx_err *err) {
+    if (n < 1 || n > BATCH_SEQS_MAX) {
+        err_set(err, MTPLX_EINVAL, "model_forward_batch: %d sequences (1..%d)", n, BATCH_SEQS_MAX);
+        return -1;
+    }
+    int R = 0;
+    for (int i = 0; i < n; i++) {
+        if (fwd_check(m, q[i].s, q[i].tokens, q[i].T, &q[i].req, err)) return -1;
+        for (int j = 0; j < i; j++)
+            if (q[j].s == q[i].s) {
+                err_set(err, MTPLX_EINVAL, "model_forward_batch: sequence %d appears twice", i);
+                return -1;
+            }
+        if (q[i].s->len + q[i].T > b->scr.capacity) {
+            err_set(err, MTPLX_ERANGE, "model_forward_batch: %d positions exceed the batch's capacity %d",
+                    q[i].s->len + q[i].T, b->scr.capacity);
+            return -1;
+        }
+        R += q[i].T;
+    }
+    if (R > b->scr.rows) {
+        err_set(err, MTPLX_EINVAL, "model_forward_batch: %d rows exceed the batch's %d", R, b->scr.rows);
+        return -1;
+    }
+    return R;
+}
+
+/* The logits of every sequence that wants them: runs of consecutive wanted rows go through the head
+ * together (the head's weights are read once per run), into the caller's array when the run is one
+ * sequence's, else into the batch's staging rows and copied out. */
+static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q, int n) {
+    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    const float *hn = b->scr.a;
+    for (int i = 0, r0 = 0; i < n;) {
+        if (!q[i].req.logits || q[i].req.logits_from >= q[i].T) {
+            r0 += q[i].T;
+            i++;
+            continue;
+        }
+        int j = i + 1, first = r0 + q[i].req.logits_from, end = r0 + q[i].T;
+        while (j < n && q[j].req.logits && q[j].req.logits_from == 0) end += q[j++].T;
+        if (j == i + 1) {
+            fwd_head_rows(m, q[i].req.logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr);
+        } else {
+            fwd_head_rows(m, b->logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr);
+            const float *src = b->logits;
+            for (int k = i; k < j; k++) {
+                size_t nf = (size_t)(q[k].T - q[k].req.logits_from) * V;
+                memcpy(q[k].req.logits, src, nf * sizeof(float));
+                src += nf;
+            }
+        }
+        for (int k = i; k < j; k++) r0 += q[k].T;
+        i = j;
+    }
+}
+
+int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, int n, mtplx_err *err) {
+    int H = m->cfg.hidden_size;
+    int R = batch_check(m, b, q, n, err);
+    if (R < 0) return err->code;
+    for (int i = 0; i < n; i++) {
+        int rc = kv_table_prepare(&q[i].s->kv, q[i].s->len, q[i].T, err);
+        if (rc) return rc;
+    }
+    trunk_seg sg[BATCH_SEQS_MAX];
+    attn_seg *as = b->segs;
+    for (int i = 0, r0 = 0; i < n; r0 += q[i].T, i++) {
+        sg[i] = (trunk_seg){q[i].s, r0, q[i].T, q[i].req.capture};
+        as[i] = (attn_seg){&q[i].s->kv, q[i].s->len, r0, q[i].T};
+        memcpy(b->tokens + r0, q[i].tokens, sizeof(int32_t) * q[i].T);
+        q[i].s->cap_rows = 0;
+    }
+    trunk_rows(m, &b->scr, sg, as, n, b->tokens, R);
+    for (int i = 0; i < n; i++)
+        if (q[i].req.hidden)
+            m->be->ops->download(m->be, q[i].req.hidden, b->scr.a + (size_t)sg[i].r0 * H,
+                                 sizeof(float) * (size_t)q[i].T * H);
+    batch_logits(m, b, q, n);
+    for (int i = 0; i < n; i++) fwd_advance(q[i].s, q[i].T, q[i].req.capture, q[i].s->len);
     return 0;
 }
 
@@ -271,9 +407,22 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
     const be_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
     if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
     if (T <= 0) return 0;
-    if (!m->be->caps.host_memory) /* needs a state's staging buffers; no such backend yet */
-        return err_set(err, MTPLX_EUNSUPPORTED, "model_lm_head: backend %s computes in device memory",
-                       m->be->ops->name);
-    be_matmul(m->be, logits, m->cfg.vocab_size, hidden, m->cfg.hidden_size, T, w);
-    return 0;
+    be_backend *be = m->be;
+    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    if (be->caps.host_memory) {
+        be_matmul(be, logits, V, hidden, H, T, w);
+        return 0;
+    }
+    /* a device backend: the rows go up, the logits come down, through buffers of this call */
+    be_buf *x = NULL, *y = NULL;
+    int rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &x, err);
+    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &y, err);
+    if (!rc) {
+        be->ops->upload(be, be_buf_addr(be, x), hidden, sizeof(float) * (size_t)T * H);
+        be_matmul(be, be_buf_addr(be, y), V, be_buf_addr(be, x), H, T, w);
+        be->ops->download(be, logits, be_buf_addr(be, y), sizeof(float) * (size_t)T * V);
+    }
+    be->ops->buf_free(be, x);
+    be->ops->buf_free(be, y);
+    return rc;
 }

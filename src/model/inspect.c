@@ -19,6 +19,7 @@
 #include "rope_scaling.h"
 #include "model.h"
 #include "safetensors.h"
+#include "families/family_ops.h"
 
 const char *inspect_tier_name(model_tier t) {
     switch (t) {
@@ -102,7 +103,7 @@ static int mlx_bits_for(const model_config *c, const char *name) {
 static void count_tensors(const st_set *s, inspect_report *r) {
     const model_config *c = &r->cfg;
     int mlx = strcmp(c->quant_method, "mlx") == 0 && c->quant_bits > 0;
-    int ds = c->arch == ARCH_DEEPSEEK_V3;
+    int ds = family_of(c->arch)->mtp_layout == MTP_LAYOUT_DEEPSEEK; /* MTP as extra model.layers.N.* */
     int qwen_mtp_max = -1, ds_mtp_layers = 0, ds_seen[64] = {0};
     int has_qwen_fc = 0;
     r->n_tensors = st_count(s);
@@ -165,10 +166,9 @@ static void count_tensors(const st_set *s, inspect_report *r) {
 static void estimate_memory(inspect_report *r) {
     const model_config *c = &r->cfg;
     size_t per_layer_tok; /* bytes of K+V per attention layer per position, fp32 */
-    if (c->arch == ARCH_DEEPSEEK_V3)
-        per_layer_tok = mul_sat((size_t)c->n_heads, (size_t)(c->head_dim + c->v_head_dim) * 4);
-    else
-        per_layer_tok = mul_sat(2 * (size_t)c->n_kv_heads, (size_t)c->head_dim * 4);
+    int heads, kw, vw;
+    family_kv_shape_of(family_of(c->arch), c, &heads, &kw, &vw);
+    per_layer_tok = mul_sat((size_t)heads, mul_sat(add_sat((size_t)kw, (size_t)vw), 4));
     for (int i = 0; i < c->n_layers; i++) {
         if (c->layer_kinds[i] == LAYER_ATTN) r->n_attn_layers++;
         else r->n_gdn_layers++;
@@ -187,8 +187,18 @@ static void estimate_memory(inspect_report *r) {
     r->total_bytes = add_sat(add_sat(r->weight_bytes, r->kv_bytes), add_sat(r->gdn_state_bytes, r->mtp_kv_bytes));
 }
 
+/* "qwen3_5 / qwen3_5_text, qwen3_5_moe / ..., deepseek_v3": the runnable families' model_types in
+ * table order (a static buffer, built once). */
 static const char *supported_list(void) {
-    return "qwen3_5 / qwen3_5_text, qwen3_5_moe / qwen3_5_moe_text, qwen3_next, qwen3, llama, deepseek_v3";
+    static char list[512];
+    if (list[0]) return list;
+    size_t k = 0;
+    for (int i = 0; i < family_count(); i++) {
+        const model_family *f = family_at(i);
+        for (int t = 0; f->runnable && t < FAMILY_MAX_TYPES && f->model_types[t] && k < sizeof list; t++)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k == 0 ? "" : t == 0 ? ", " : " / ", f->model_types[t]);
+    }
+    return list;
 }
 
 int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *err) {
@@ -245,10 +255,10 @@ int inspect_model(const char *dir, int context, inspect_report *r, mtplx_err *er
         return set_tier(r, TIER_UNSUPPORTED, "no token embedding (model.embed_tokens.weight, "
                         "model.language_model.embed_tokens.weight or language_model.model.embed_tokens.weight) "
                         "among the %d tensors", r->n_tensors);
-    const arch_info *sup = arch_info_of(c->arch);
+    const model_family *sup = family_of(c->arch);
     if (!sup->runnable)
         return set_tier(r, TIER_UNSUPPORTED, "the %s forward is not implemented: %s", sup->name, sup->reason);
-    int right_layout = (c->arch == ARCH_DEEPSEEK_V3) == (r->mtp == MTP_LAYOUT_DEEPSEEK);
+    int right_layout = (sup->mtp_layout == MTP_LAYOUT_DEEPSEEK) == (r->mtp == MTP_LAYOUT_DEEPSEEK);
     if (r->mtp == MTP_LAYOUT_NONE)
         return set_tier(r, TIER_AR_ONLY, "no MTP head in the weights%s%s%s",
                         c->mtp_layers ? " (config.json declares one, but its tensors are absent)" : "",

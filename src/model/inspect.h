@@ -2,8 +2,8 @@
  *
  * Every command that loads a model calls inspect_require_runnable() (or inspect_model() and checks
  * the tier) first, so a checkpoint is either run correctly or refused with a reason — never run
- * badly (model_load calls it). The decision reads one table, arch_info_of() in arch.c, which the
- * forward helpers update as they add families. Only config.json and safetensors headers are read. */
+ * badly (model_load calls it). The decision reads one table, the family table (families/table.c):
+ * each family says whether its forward and its MTP head run. Only config.json and safetensors headers are read. */
 #ifndef MTPLX_MODEL_INSPECT_H
 #define MTPLX_MODEL_INSPECT_H
 
@@ -12,7 +12,6 @@
 
 #include "../base/dtype.h"
 #include "../base/err.h"
-#include "arch.h"
 #include "config.h"
 
 typedef enum {

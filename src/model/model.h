@@ -21,6 +21,8 @@
 typedef struct mtplx_model mtplx_model;
 typedef struct model_state model_state;
 typedef struct mtp_state mtp_state;
+typedef struct seq_pool seq_pool;
+typedef struct model_batch model_batch;
 
 /* Load a checkpoint directory (config.json + safetensors). Validates every tensor the config
  * implies (presence, shape, dtype). Returns 0 and *out, or an error naming file/tensor/problem. */
@@ -34,6 +36,13 @@ void model_free(mtplx_model *m);
 const model_config *model_config_of(const mtplx_model *m);
 const char *model_dir(const mtplx_model *m);
 int model_has_mtp(const mtplx_model *m);          /* 1 when mtp.* weights are loaded */
+/* 1 when the model's backend computes in host memory (the CPU backend): its memory ops are plain
+ * memory copies that any thread may run beside a forward on other buffers. */
+int model_memory_is_host(const mtplx_model *m);
+/* Make forwards of up to `rows` rows allocation-free on the calling thread (the backend's
+ * thread-local scratch; states and batches do this for the thread that makes them). A thread that
+ * runs forwards for others (the scheduler's executor) calls it first. Returns 0 or ENOMEM. */
+int model_reserve_thread(const mtplx_model *m, int rows, mtplx_err *err);
 
 /* ---- trunk state of one sequence ---- */
 
@@ -65,6 +74,63 @@ typedef struct {
  * a token id outside the vocabulary). */
 int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, int T,
                   const fwd_request *req, mtplx_err *err);
+
+/* ---- many sequences (docs/architecture.md, "The sequence pool" and "Batch forward") ---- */
+
+/* Sequences in one model_forward_batch call, at most. */
+#define BATCH_SEQS_MAX 64
+
+/* A pool of KV pages shared by the sequences made in it: `pages` pages of model_kv_page_size()
+ * positions for the trunk's attention layers, and as many for the MTP layer when the model has one.
+ * Returns 0 and *out, or an error (ENOMEM naming the bytes). */
+int seq_pool_new(const mtplx_model *m, int pages, seq_pool **out, mtplx_err *err);
+void seq_pool_free(seq_pool *p);      /* every state made in it must be freed first */
+int model_kv_page_size(void);         /* positions per KV page */
+/* Bytes one KV page costs (trunk, plus the MTP layer's page when there is one). */
+size_t seq_pool_page_bytes(const mtplx_model *m);
+/* Pages of the trunk pool: *used held by some sequence, *total in all. */
+void seq_pool_pages(const seq_pool *p, int *used, int *total);
+
+/* A trunk state whose KV pages come from pool (pages are taken as the sequence grows and dropped
+ * when it shrinks or is freed). It has no scratch of its own: forward it with model_forward_batch.
+ * Same arguments and errors as model_state_new. */
+int model_state_new_in(seq_pool *pool, int capacity, int max_rows, model_state **out, mtplx_err *err);
+int mtp_state_new_in(seq_pool *pool, int capacity, mtp_state **out, mtplx_err *err);
+
+/* dst (a state of the same pool, any content) becomes a copy of src's committed sequence that
+ * shares src's KV pages: no KV bytes are copied until one of them writes into a shared page
+ * (copy-on-write). GDN states are copied. Returns 0, EINVAL (other pool) or ERANGE (capacity). */
+int model_state_fork(model_state *dst, const model_state *src, mtplx_err *err);
+
+/* Scratch for forwards of up to `rows` rows in all, over sequences of up to `capacity` positions. */
+int model_batch_new(const mtplx_model *m, int rows, int capacity, model_batch **out, mtplx_err *err);
+void model_batch_free(model_batch *b);
+
+/* One sequence's part of a batch: T new tokens for state s, with what it wants back. */
+typedef struct {
+    model_state *s;
+    const int32_t *tokens;   /* [T] host */
+    int T;
+    fwd_request req;         /* as for model_forward (logits rows from logits_from, hidden, capture) */
+} fwd_seq;
+
+/* One forward over the rows of n distinct sequences (Σ T <= the batch's rows, n <= BATCH_SEQS_MAX):
+ * row-wise ops run once over all rows, attention and Gated DeltaNet per sequence. Every sequence
+ * gets exactly the bits model_forward would give it alone (row invariance, DESIGN.md §3).
+ * Everything is checked before anything runs; on error no state changed. */
+int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *seqs, int n, mtplx_err *err);
+
+/* One sequence's MTP rows in a batch (see model_mtp_forward). */
+typedef struct {
+    mtp_state *s;
+    const float *hidden;       /* [T][H] host */
+    const int32_t *next_tokens;/* [T] host */
+    int T;
+    float *hidden_out;         /* [T][H] host */
+} mtp_seq;
+
+/* model_mtp_forward over n distinct sequences in one pass; same guarantees as model_forward_batch. */
+int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *seqs, int n, mtplx_err *err);
 
 /* After a capturing forward of T rows, keep only its first `keep` rows (1 <= keep <= T): attention
  * KV is trimmed, GDN conv and recurrent states are restored from the captures of row keep-1. No

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "../backend/backend.h"
-#include "arch.h"
 #include "config.h"
 #include "family_types.h"
 #include "model.h"
@@ -71,7 +70,7 @@ typedef struct {
 struct mtplx_model {
     char dir[4096];
     model_config cfg;
-    const arch_info *arch;
+    const model_family *family; /* its entry of the family table (families/family_ops.h) */
     st_set *st;               /* the mapped checkpoint; every be_weight points into it */
     int hf_layout;            /* 1: HF checkpoint (zero-centred norms get +1 at load) */
     be_weight embed;        /* [V][H] */
@@ -138,12 +137,58 @@ void fwd_stage_done(const mtplx_model *m, fwd_scratch *s, float *host, float *st
 /* n floats of backend memory (zeroed when zero) owned by s; NULL with err set on failure. */
 float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, mtplx_err *err);
 
-/* KV cache of one attention layer, in backend memory: k and v are [nKV][capacity][Dh] (MLA:
- * family_kv_shape). */
+/* Attention KV in fixed-size pages (docs/architecture.md, "The sequence pool"). A pool holds
+ * n_pages pages for each of n_layers attention layers; page p of layer l keeps KV_PAGE positions of
+ * every head: keys at k[l] + ((size_t)p · heads + h) · KV_PAGE · kw, values likewise with vw. A
+ * page may be shared by several sequences (ref > 1): a sequence that writes into a shared page
+ * first gets a private copy (copy-on-write). */
+#define KV_PAGE_SHIFT 4
+#define KV_PAGE (1 << KV_PAGE_SHIFT)
+
 typedef struct {
-    float *k, *v;
-    be_buf *kb, *vb;  /* the buffers behind k and v */
-} kv_layer;
+    const mtplx_model *m;
+    int n_layers;      /* attention layers each page spans */
+    int heads, kw, vw; /* family_kv_shape */
+    int n_pages;
+    be_buf **kb, **vb; /* [n_layers] the buffers behind k and v */
+    float **k, **v;    /* [n_layers] pool bases in backend memory */
+    int32_t *ref;      /* [n_pages] sequences holding each page (0 = free) */
+    int32_t *free_ids; /* [n_pages] stack of free pages, n_free of them */
+    int n_free;
+} kv_pool;
+
+int kv_pool_init(kv_pool *p, const mtplx_model *m, int n_layers, int n_pages, mtplx_err *err);
+void kv_pool_release(kv_pool *p);
+
+/* One sequence's page table in a pool: ids[i] holds positions i·KV_PAGE .. (i+1)·KV_PAGE - 1. */
+typedef struct {
+    kv_pool *pool;
+    int32_t *ids;      /* [max_pages] */
+    int max_pages;     /* ceil(capacity / KV_PAGE) */
+    int n;             /* pages held */
+} kv_table;
+
+int kv_table_init(kv_table *t, kv_pool *pool, int capacity, mtplx_err *err);
+void kv_table_free(kv_table *t);   /* drops every page */
+/* Hold pages for positions [0, pos0 + R) and make the pages that [pos0, pos0 + R) writes private.
+ * Returns 0, or MTPLX_ENOMEM naming the pool when no page is free (the table is then unchanged
+ * beyond the pages it could take). */
+int kv_table_prepare(kv_table *t, int pos0, int R, mtplx_err *err);
+/* Drop the pages wholly beyond the first len positions. */
+void kv_table_trim(kv_table *t, int len);
+/* dst (any pool of the same shape) gets a private copy of src's first len positions. */
+int kv_table_copy(kv_table *dst, const kv_table *src, int len, mtplx_err *err);
+/* dst (same pool) shares src's pages of the first len positions (copy-on-write). */
+int kv_table_share(kv_table *dst, const kv_table *src, int len, mtplx_err *err);
+/* The backend's view of layer l of the table. */
+be_seq_kv kv_table_view(const kv_table *t, int layer);
+
+/* Rows of one sequence in a forward over several: rows r0 .. r0 + R - 1 of the scratch are its
+ * positions pos0 .., its KV lives in layer `layer` of kv. */
+typedef struct {
+    const kv_table *kv;
+    int pos0, r0, R;
+} attn_seg;
 
 /* Per-GDN-layer recurrent state with a two-buffer scheme for zero-copy rollback: a capturing
  * forward reads rec[cur] as its starting state and writes rec[cur ^ 1], so the start state survives
@@ -161,36 +206,49 @@ typedef struct {
 
 struct model_state {
     const mtplx_model *m;
+    kv_pool *own;     /* the private pool of a standalone state (model_state_new), else NULL */
     int capacity;     /* positions */
     int max_rows;     /* rows per capturing call */
     int len;          /* committed positions */
     int cur;          /* which rec[] buffer is live */
     int cap_rows;     /* rows of the last forward if it captured, else 0 */
     int cap_base;     /* len before that forward */
-    kv_layer *kv;     /* [n_attn] */
+    kv_table kv;      /* attention KV pages, one table for all n_attn layers */
     gdn_layer_state *gdn; /* [n_gdn] */
-    fwd_scratch scr;
+    fwd_scratch scr;  /* a standalone state's own scratch (model_forward); scr.be == NULL in a pool */
 };
 
 struct mtp_state {
     const mtplx_model *m;
+    kv_pool *own;     /* private pool of a standalone state, else NULL */
     int capacity;
     int len;
-    kv_layer kv;
-    fwd_scratch scr;
+    kv_table kv;      /* the MTP layer's KV pages */
+    fwd_scratch scr;  /* standalone only */
 };
 
-/* forward.c: one full-attention layer over R rows at positions pos0.., writing K/V into kv at those
- * positions; a[R][H] in, o[R][H] out. Shared by the trunk and the MTP head. */
-void layer_attention(const mtplx_model *m, const attn_weights *w, kv_layer *kv, int capacity, int pos0,
-                     int R, fwd_scratch *s);
+/* A sequence pool (model.h): the KV pages of every sequence drawn from it. */
+struct seq_pool {
+    const mtplx_model *m;
+    kv_pool trunk;    /* n_attn layers */
+    kv_pool mtp;      /* the MTP layer (n_pages 0 without an MTP head) */
+};
+
+/* Scratch for forwards over rows of several sequences (model.h, model_forward_batch). */
+struct model_batch {
+    fwd_scratch scr;
+    int32_t *tokens;  /* [rows] the rows' tokens, gathered */
+    float *logits;    /* [rows][V] host staging of the LM head when rows of several sequences share a run */
+    attn_seg *segs;   /* [BATCH_SEQS_MAX] */
+};
+
+/* forward.c: one full-attention layer over the R rows of n sequences (segments), each writing its
+ * K/V into layer `layer` of its table at its positions; a[R][H] in, o[R][H] out. Shared by the
+ * trunk and the MTP head. */
+void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, const attn_seg *sg, int n, int R,
+                     fwd_scratch *s);
 /* forward.c: per-row RMSNorm y = norm(x) ⊙ w of R rows of H floats (strides H) through the backend. */
 void rows_rmsnorm(const mtplx_model *m, float *y, const float *x, const float *w, int R);
-/* forward.c: a KV buffer pair of family_kv_shape for `capacity` positions (zeroed). */
-int kv_layer_init(kv_layer *kv, const mtplx_model *m, int capacity, mtplx_err *err);
-void kv_layer_free(const mtplx_model *m, kv_layer *kv);
-/* forward.c: copy the first len positions of every head of src (capacity src_cap) into dst. */
-void kv_layer_copy(const mtplx_model *m, kv_layer *dst, int dst_cap, const kv_layer *src, int src_cap, int len);
 /* forward.c: dense MLP over R rows: a in, o out. */
 void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s);
 

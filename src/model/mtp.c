@@ -2,26 +2,39 @@
  *
  * Row t: c = fc([pre_fc_norm_embedding(embed(next_tokens[t])) | pre_fc_norm_hidden(hidden[t])]),
  * then one full-attention decoder layer at MTP position len + t (causal over the MTP cache), then
- * mtp.norm. The output is post-norm: it feeds the LM head and, at depth > 1, the next MTP step. */
+ * mtp.norm. The output is post-norm: it feeds the LM head and, at depth > 1, the next MTP step.
+ * The layer itself is the family's (model_family.mtp_rows: families/qwen3_5.c for the Qwen
+ * `mtp.*` layer, families/deepseek_v3.c for DeepSeek's); this file owns states, checks and heads. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/mem.h"
 #include "family.h"
+#include "families/family_ops.h"
 
 #define MTP_CHUNK_ROWS 32
 
-int mtp_state_new(const mtplx_model *m, int capacity, mtp_state **out, mtplx_err *err) {
+/* A state over kv pool `pool` (standalone when own != NULL: the pool is the state's, and it gets
+ * a scratch of its own). */
+static int mtp_state_make(const mtplx_model *m, kv_pool *pool, kv_pool *own, int capacity, mtp_state **out,
+                          mtplx_err *err) {
     mtplx_err local;
     if (!err) err = &local;
     *out = NULL;
-    if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: the model has no MTP head", m->dir);
-    if (capacity < 1) return err_set(err, MTPLX_EINVAL, "mtp_state_new: capacity %d must be >= 1", capacity);
+    if (!m->has_mtp) {
+        if (own) kv_pool_release(own), free(own);
+        return err_set(err, MTPLX_EUNSUPPORTED, "%s: the model has no MTP head", m->dir);
+    }
     mtp_state *s = mem_zalloc(1, sizeof *s, "MTP state", err);
-    if (!s) return err->code;
+    if (!s) {
+        if (own) kv_pool_release(own), free(own);
+        return err->code;
+    }
     s->m = m;
+    s->own = own;
     s->capacity = capacity;
-    if (kv_layer_init(&s->kv, m, capacity, err) || fwd_scratch_init(&s->scr, m, MTP_CHUNK_ROWS, capacity, err)) {
+    if (kv_table_init(&s->kv, pool, capacity, err) ||
+        (own && fwd_scratch_init(&s->scr, m, MTP_CHUNK_ROWS, capacity, err))) {
         mtp_state_free(s);
         return err->code;
     }
@@ -29,10 +42,36 @@ int mtp_state_new(const mtplx_model *m, int capacity, mtp_state **out, mtplx_err
     return 0;
 }
 
+int mtp_state_new(const mtplx_model *m, int capacity, mtp_state **out, mtplx_err *err) {
+    mtplx_err local;
+    if (!err) err = &local;
+    *out = NULL;
+    if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: the model has no MTP head", m->dir);
+    if (capacity < 1) return err_set(err, MTPLX_EINVAL, "mtp_state_new: capacity %d must be >= 1", capacity);
+    kv_pool *own = mem_zalloc(1, sizeof *own, "MTP KV pool", err);
+    if (!own) return err->code;
+    int rc = kv_pool_init(own, m, 1, (capacity + KV_PAGE - 1) / KV_PAGE, err);
+    if (rc) {
+        free(own);
+        return rc;
+    }
+    return mtp_state_make(m, own, own, capacity, out, err);
+}
+
+int mtp_state_new_in(seq_pool *pool, int capacity, mtp_state **out, mtplx_err *err) {
+    *out = NULL;
+    if (capacity < 1) return err_set(err, MTPLX_EINVAL, "mtp_state_new_in: capacity %d must be >= 1", capacity);
+    return mtp_state_make(pool->m, &pool->mtp, NULL, capacity, out, err);
+}
+
 void mtp_state_free(mtp_state *s) {
     if (!s) return;
-    kv_layer_free(s->m, &s->kv);
+    kv_table_free(&s->kv);
     fwd_scratch_free(&s->scr);
+    if (s->own) {
+        kv_pool_release(s->own);
+        free(s->own);
+    }
     free(s);
 }
 
@@ -42,50 +81,83 @@ int mtp_state_trim(mtp_state *s, int new_len, mtplx_err *err) {
     if (new_len < 0 || new_len > s->len)
         return err_set(err, MTPLX_EINVAL, "mtp_state_trim: new length %d outside [0, %d]", new_len, s->len);
     s->len = new_len;
+    kv_table_trim(&s->kv, new_len);
     return 0;
 }
 
-void mtp_state_reset(mtp_state *s) { s->len = 0; }
+void mtp_state_reset(mtp_state *s) {
+    s->len = 0;
+    kv_table_trim(&s->kv, 0);
+}
 
-int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
-                      float *hidden_out, mtplx_err *err) {
+/* Check one sequence's MTP rows. Returns 0 or an error naming the problem. */
+static int mtp_check(const mtplx_model *m, const mtp_state *s, const int32_t *next_tokens, int T, mtplx_err *err) {
     if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: the model has no MTP head", m->dir);
     if (s->m != m) return err_set(err, MTPLX_EINVAL, "model_mtp_forward: state belongs to another model");
     if (T < 1) return err_set(err, MTPLX_EINVAL, "model_mtp_forward: T = %d rows (need >= 1)", T);
     if (T > s->capacity - s->len)
         return err_set(err, MTPLX_ERANGE, "model_mtp_forward: %d rows at MTP position %d exceed the capacity %d", T,
                        s->len, s->capacity);
-    const model_config *c = &m->cfg;
-    int H = c->hidden_size, V = c->vocab_size;
+    int V = m->cfg.vocab_size;
     for (int t = 0; t < T; t++)
         if (next_tokens[t] < 0 || next_tokens[t] >= V)
             return err_set(err, MTPLX_EINVAL, "model_mtp_forward: token %d (row %d) outside the vocabulary [0, %d)",
                            next_tokens[t], t, V);
-    if (m->fam.ds_mtp) return deepseek_mtp_forward(m, s, hidden, next_tokens, T, hidden_out, err);
-    const mtp_weights *w = &m->mtp;
-    const layer_weights *L = &w->layer;
+    return 0;
+}
+
+int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
+                      float *hidden_out, mtplx_err *err) {
+    int rc = mtp_check(m, s, next_tokens, T, err);
+    if (rc) return rc;
+    if (!s->scr.be)
+        return err_set(err, MTPLX_EINVAL, "model_mtp_forward: a pooled state has no scratch (use the batch call)");
+    if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
+    int H = m->cfg.hidden_size;
     fwd_scratch *scr = &s->scr;
-    be_backend *be = m->be;
-    float eps = c->rms_norm_eps;
-    int bw = scr->big_w;
     for (int c0 = 0; c0 < T; c0 += scr->rows) {
         int R = T - c0 < scr->rows ? T - c0 : scr->rows;
         size_t RH = (size_t)R * H;
         const float *hid = fwd_stage_in(m, scr, hidden + (size_t)c0 * H, RH);
-        be->ops->embed_rows(be, scr->a, H, &m->embed, next_tokens + c0, R);
-        be_rmsnorm_rows(be, scr->big, bw, scr->a, H, w->pre_fc_norm_embedding, H, R, eps);
-        be_rmsnorm_rows(be, scr->big + H, bw, hid, H, w->pre_fc_norm_hidden, H, R, eps);
-        be_matmul(be, scr->x, H, scr->big, bw, R, &w->fc);
-        rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
-        layer_attention(m, &L->attn, &s->kv, s->capacity, s->len, R, scr);
-        be_add(be, scr->x, scr->o, RH);
-        rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
-        layer_ffn(m, L, R, scr);
-        be_add(be, scr->x, scr->o, RH);
         float *out = fwd_stage_out(m, scr, hidden_out + (size_t)c0 * H);
-        rows_rmsnorm(m, out, scr->x, w->norm, R);
+        attn_seg as = {&s->kv, s->len, 0, R};
+        m->family->mtp_rows(m, scr, &as, 1, hid, next_tokens + c0, R, out); /* the family's MTP layer */
         fwd_stage_done(m, scr, hidden_out + (size_t)c0 * H, out, RH);
         s->len += R;
+    }
+    return 0;
+}
+
+int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, mtplx_err *err) {
+    if (n < 1 || n > BATCH_SEQS_MAX)
+        return err_set(err, MTPLX_EINVAL, "model_mtp_forward_batch: %d sequences (1..%d)", n, BATCH_SEQS_MAX);
+    int H = m->cfg.hidden_size, R = 0, rc;
+    for (int i = 0; i < n; i++) {
+        if ((rc = mtp_check(m, q[i].s, q[i].next_tokens, q[i].T, err))) return rc;
+        for (int j = 0; j < i; j++)
+            if (q[j].s == q[i].s) return err_set(err, MTPLX_EINVAL, "model_mtp_forward_batch: sequence %d twice", i);
+        if (q[i].s->len + q[i].T > b->scr.capacity)
+            return err_set(err, MTPLX_ERANGE, "model_mtp_forward_batch: %d positions exceed the batch's capacity %d",
+                           q[i].s->len + q[i].T, b->scr.capacity);
+        R += q[i].T;
+    }
+    if (R > b->scr.rows)
+        return err_set(err, MTPLX_EINVAL, "model_mtp_forward_batch: %d rows exceed the batch's %d", R, b->scr.rows);
+    for (int i = 0; i < n; i++)
+        if ((rc = kv_table_prepare(&q[i].s->kv, q[i].s->len, q[i].T, err))) return rc;
+    fwd_scratch *scr = &b->scr;
+    attn_seg *as = b->segs;
+    /* gather: the rows' hiddens into `o` (free until the layer writes it) and their tokens */
+    for (int i = 0, r0 = 0; i < n; r0 += q[i].T, i++) {
+        as[i] = (attn_seg){&q[i].s->kv, q[i].s->len, r0, q[i].T};
+        m->be->ops->upload(m->be, scr->o + (size_t)r0 * H, q[i].hidden, sizeof(float) * (size_t)q[i].T * H);
+        memcpy(b->tokens + r0, q[i].next_tokens, sizeof(int32_t) * q[i].T);
+    }
+    /* both layer kinds read the gathered hiddens before anything writes `o`; the output goes to `a` */
+    m->family->mtp_rows(m, scr, as, n, scr->o, b->tokens, R, scr->a); /* the family's MTP layer */
+    for (int i = 0; i < n; i++) {
+        m->be->ops->download(m->be, q[i].hidden_out, scr->a + (size_t)as[i].r0 * H, sizeof(float) * (size_t)q[i].T * H);
+        q[i].s->len += q[i].T;
     }
     return 0;
 }
@@ -96,7 +168,8 @@ int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err) {
         return err_set(err, MTPLX_ERANGE, "mtp_state_copy: %d positions do not fit a capacity of %d", src->len,
                        dst->capacity);
     if (dst == src) return 0;
-    kv_layer_copy(src->m, &dst->kv, dst->capacity, &src->kv, src->capacity, src->len);
+    int rc = kv_table_copy(&dst->kv, &src->kv, src->len, err);
+    if (rc) return rc;
     dst->len = src->len;
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/fault.h"
 #include "../base/file.h"
 #include "../base/mem.h"
 
@@ -629,12 +630,12 @@ int st_write_file(const char *path, const st_write_item *items, int n, const cha
     json_decref(root);
     if (!rc && !hdr) rc = err_set(err, MTPLX_ENOMEM, "%s: out of memory building the header", path);
     FILE *f = NULL;
-    if (!rc && !(f = fopen(path, "wb"))) rc = err_set(err, MTPLX_EIO, "%s: cannot create file", path);
+    if (!rc && !(f = fault_io_point(path) ? NULL : fopen(path, "wb"))) rc = err_set(err, MTPLX_EIO, "%s: cannot create file", path);
     if (!rc) {
         size_t hl = strlen(hdr), padded = (hl + 7) & ~(size_t)7;
         unsigned char lenb[8];
         for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-        int ok = fwrite(lenb, 1, 8, f) == 8 && fwrite(hdr, 1, hl, f) == hl;
+        int ok = !fault_io_point(path) && fwrite(lenb, 1, 8, f) == 8 && fwrite(hdr, 1, hl, f) == hl;
         for (size_t i = hl; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
         for (int j = 0; ok && j < n; j++) {
             size_t nb = sizes[ord[j].idx];

@@ -45,6 +45,32 @@ static void gdn_state_free(const mtplx_model *m, gdn_layer_state *g) {
     for (int i = 0; i < 7; i++) m->be->ops->buf_free(m->be, g->bufs[i]);
 }
 
+/* A state over `pool` (standalone when own != NULL: the pool is the state's and it gets a scratch). */
+static int state_make(const mtplx_model *m, kv_pool *pool, kv_pool *own, int capacity, int max_rows,
+                      model_state **out, mtplx_err *err) {
+    model_state *s = mem_zalloc(1, sizeof *s, "model state", err);
+    if (!s) {
+        if (own) kv_pool_release(own), free(own);
+        return err->code;
+    }
+    s->m = m;
+    s->own = own;
+    s->capacity = capacity;
+    s->max_rows = max_rows;
+    int rc = kv_table_init(&s->kv, pool, capacity, err);
+    s->gdn = mem_zalloc((size_t)(m->n_gdn ? m->n_gdn : 1), sizeof *s->gdn, "GDN states", err);
+    if (rc || !s->gdn) goto fail;
+    for (int i = 0; i < m->n_gdn; i++)
+        if ((rc = gdn_state_init(&s->gdn[i], m, max_rows, err))) goto fail;
+    int rows = max_rows > PREFILL_CHUNK_ROWS ? max_rows : PREFILL_CHUNK_ROWS;
+    if (own && (rc = fwd_scratch_init(&s->scr, m, rows, capacity, err))) goto fail;
+    *out = s;
+    return 0;
+fail:
+    model_state_free(s);
+    return err->code ? err->code : MTPLX_ENOMEM;
+}
+
 int model_state_new(const mtplx_model *m, int capacity, int max_rows, model_state **out, mtplx_err *err) {
     mtplx_err local;
     if (!err) err = &local;
@@ -52,37 +78,37 @@ int model_state_new(const mtplx_model *m, int capacity, int max_rows, model_stat
     if (capacity < 1 || max_rows < 1)
         return err_set(err, MTPLX_EINVAL, "model_state_new: capacity %d and max_rows %d must be >= 1", capacity,
                        max_rows);
-    model_state *s = mem_zalloc(1, sizeof *s, "model state", err);
-    if (!s) return err->code;
-    s->m = m;
-    s->capacity = capacity;
-    s->max_rows = max_rows;
-    int rc = MTPLX_ENOMEM;
-    s->kv = mem_zalloc((size_t)(m->n_attn ? m->n_attn : 1), sizeof *s->kv, "KV caches", err);
-    s->gdn = mem_zalloc((size_t)(m->n_gdn ? m->n_gdn : 1), sizeof *s->gdn, "GDN states", err);
-    if (!s->kv || !s->gdn) goto fail;
-    for (int i = 0; i < m->n_attn; i++)
-        if ((rc = kv_layer_init(&s->kv[i], m, capacity, err))) goto fail;
-    for (int i = 0; i < m->n_gdn; i++)
-        if ((rc = gdn_state_init(&s->gdn[i], m, max_rows, err))) goto fail;
-    int rows = max_rows > PREFILL_CHUNK_ROWS ? max_rows : PREFILL_CHUNK_ROWS;
-    if ((rc = fwd_scratch_init(&s->scr, m, rows, capacity, err))) goto fail;
-    *out = s;
-    return 0;
-fail:
-    model_state_free(s);
-    return err->code ? err->code : rc;
+    kv_pool *own = mem_zalloc(1, sizeof *own, "KV pool", err);
+    if (!own) return err->code;
+    int rc = kv_pool_init(own, m, m->n_attn, (capacity + KV_PAGE - 1) / KV_PAGE, err);
+    if (rc) {
+        free(own);
+        return rc;
+    }
+    return state_make(m, own, own, capacity, max_rows, out, err);
+}
+
+int model_state_new_in(seq_pool *pool, int capacity, int max_rows, model_state **out, mtplx_err *err) {
+    mtplx_err local;
+    if (!err) err = &local;
+    *out = NULL;
+    if (capacity < 1 || max_rows < 1)
+        return err_set(err, MTPLX_EINVAL, "model_state_new_in: capacity %d and max_rows %d must be >= 1", capacity,
+                       max_rows);
+    return state_make(pool->m, &pool->trunk, NULL, capacity, max_rows, out, err);
 }
 
 void model_state_free(model_state *s) {
     if (!s) return;
-    if (s->kv)
-        for (int i = 0; i < s->m->n_attn; i++) kv_layer_free(s->m, &s->kv[i]);
+    kv_table_free(&s->kv);
     if (s->gdn)
         for (int i = 0; i < s->m->n_gdn; i++) gdn_state_free(s->m, &s->gdn[i]);
-    free(s->kv);
     free(s->gdn);
     fwd_scratch_free(&s->scr);
+    if (s->own) {
+        kv_pool_release(s->own);
+        free(s->own);
+    }
     free(s);
 }
 
@@ -102,6 +128,7 @@ void model_state_reset(model_state *s) {
     s->len = 0;
     s->cur = 0;
     s->cap_rows = 0;
+    kv_table_trim(&s->kv, 0);
 }
 
 int model_state_commit(model_state *s, int keep, mtplx_err *err) {
@@ -122,7 +149,20 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
     }
     s->len = s->cap_base + keep;
     s->cap_rows = 0;
+    kv_table_trim(&s->kv, s->len);
     return 0;
+}
+
+/* dst's live GDN conv and recurrent states = src's. */
+static void gdn_copy(model_state *dst, const model_state *src) {
+    const mtplx_model *m = src->m;
+    const model_config *c = &m->cfg;
+    size_t rec = (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim;
+    size_t conv = (size_t)(c->conv_kernel - 1) * m->conv_dim;
+    for (int i = 0; i < m->n_gdn; i++) {
+        be_copy(m->be, dst->gdn[i].conv, src->gdn[i].conv, sizeof(float) * conv);
+        be_copy(m->be, dst->gdn[i].rec[dst->cur], src->gdn[i].rec[src->cur], sizeof(float) * rec);
+    }
 }
 
 int model_state_copy(model_state *dst, const model_state *src, mtplx_err *err) {
@@ -132,14 +172,23 @@ int model_state_copy(model_state *dst, const model_state *src, mtplx_err *err) {
         return err_set(err, MTPLX_ERANGE, "model_state_copy: %d positions do not fit a capacity of %d", src->len,
                        dst->capacity);
     if (dst == src) return 0;
-    for (int i = 0; i < m->n_attn; i++) kv_layer_copy(m, &dst->kv[i], dst->capacity, &src->kv[i], src->capacity, src->len);
-    const model_config *c = &m->cfg;
-    size_t rec = (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim;
-    size_t conv = (size_t)(c->conv_kernel - 1) * m->conv_dim;
-    for (int i = 0; i < m->n_gdn; i++) {
-        be_copy(m->be, dst->gdn[i].conv, src->gdn[i].conv, sizeof(float) * conv);
-        be_copy(m->be, dst->gdn[i].rec[dst->cur], src->gdn[i].rec[src->cur], sizeof(float) * rec);
-    }
+    int rc = kv_table_copy(&dst->kv, &src->kv, src->len, err);
+    if (rc) return rc;
+    gdn_copy(dst, src);
+    dst->len = src->len;
+    dst->cap_rows = 0;
+    return 0;
+}
+
+int model_state_fork(model_state *dst, const model_state *src, mtplx_err *err) {
+    if (dst->m != src->m) return err_set(err, MTPLX_EINVAL, "model_state_fork: states of different models");
+    if (src->len > dst->capacity)
+        return err_set(err, MTPLX_ERANGE, "model_state_fork: %d positions do not fit a capacity of %d", src->len,
+                       dst->capacity);
+    if (dst == src) return 0;
+    int rc = kv_table_share(&dst->kv, &src->kv, src->len, err);
+    if (rc) return rc;
+    gdn_copy(dst, src);
     dst->len = src->len;
     dst->cap_rows = 0;
     return 0;

@@ -30,8 +30,29 @@ static const char k_bench_2b[] =
     " \"partial_rotary_factor\": 0.25}, \"attn_output_gate\": true,"
     " \"mtp_num_hidden_layers\": 1, \"eos_token_id\": 151645, \"torch_dtype\": \"bfloat16\"}";
 
+/* Qwen3.5 / 3.6 27B dense text configuration (hidden 5120, 64 layers of 3 GDN : 1 gated attention,
+ * 24 query / 4 KV heads of 256, GDN 16 key / 48 value heads of 128, FFN 17408, vocab 248320, one MTP
+ * layer), as the public config.json files give it (bench/cuda.md cites the source). The -16l variant
+ * keeps 16 of the 64 layers (the same per-layer shapes), for a disk or a quick measurement; per-token
+ * figures scale by layer count. */
+#define QWEN35_27B(LAYERS)                                                                                    \
+    "{\"architectures\": [\"Qwen3_5ForCausalLM\"], \"model_type\": \"qwen3_5_text\","                      \
+    " \"vocab_size\": 248320, \"hidden_size\": 5120, \"intermediate_size\": 17408,"                            \
+    " \"num_hidden_layers\": " #LAYERS ", \"full_attention_interval\": 4,"                                      \
+    " \"num_attention_heads\": 24, \"num_key_value_heads\": 4, \"head_dim\": 256,"                             \
+    " \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 48, \"linear_key_head_dim\": 128,"             \
+    " \"linear_value_head_dim\": 128, \"linear_conv_kernel_dim\": 4,"                                          \
+    " \"rms_norm_eps\": 1e-06, \"tie_word_embeddings\": false, \"max_position_embeddings\": 262144,"          \
+    " \"partial_rotary_factor\": 0.25, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000000.0," \
+    " \"partial_rotary_factor\": 0.25}, \"attn_output_gate\": true,"                                          \
+    " \"mtp_num_hidden_layers\": 1, \"eos_token_id\": 248044, \"torch_dtype\": \"bfloat16\"}"
+static const char k_qwen35_27b[] = QWEN35_27B(64);
+static const char k_qwen35_27b_16l[] = QWEN35_27B(16);
+
 const char *synth_preset_config(const char *name) {
     if (name && !strcmp(name, "bench-2b")) return k_bench_2b;
+    if (name && !strcmp(name, "qwen35-27b")) return k_qwen35_27b;
+    if (name && !strcmp(name, "qwen35-27b-16l")) return k_qwen35_27b_16l;
     return NULL;
 }
 
@@ -275,7 +296,7 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
         if (!text) return err->code;
         cfg_text = text;
     } else if (!(cfg_text = synth_preset_config(o->preset))) {
-        return err_set(err, MTPLX_EINVAL, "synth: unknown preset \"%s\" (known: bench-2b)", o->preset ? o->preset : "");
+        return err_set(err, MTPLX_EINVAL, "synth: unknown preset \"%s\" (known: bench-2b, qwen35-27b, qwen35-27b-16l)", o->preset ? o->preset : "");
     }
     model_config c;
     int rc = config_parse(cfg_text, o->config_path ? o->config_path : o->preset, &c, err);

@@ -12,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/device.h"
 #include "../base/mem.h"
 #include "family.h"
+#include "families/family_ops.h"
 #include "inspect.h"
 
 typedef struct {
@@ -153,9 +155,9 @@ static int bind_gdn(binder *b, const char *lp, gdn_weights *w) {
     char p[600];
     snprintf(p, sizeof p, "%slinear_attn.", lp);
     memset(&w->fz, 0, sizeof w->fz);
-    if (family_gdn_is_fused(m, lp)) { /* Qwen3-Next: in_proj_qkvz + in_proj_ba */
-        if ((rc = family_bind_gdn_fused(m, lp, &w->fz, b->err))) return rc;
-    } else {
+    /* the family's fused input projections when the checkpoint stores them (Qwen3-Next) */
+    if (m->family->bind_gdn_fused && (rc = m->family->bind_gdn_fused(m, lp, &w->fz, b->err))) return rc;
+    if (!w->fz.fused) {
         if ((rc = bind_matrix(b, p, "in_proj_qkv.weight", m->conv_dim, H, &w->qkv))) return rc;
         if ((rc = bind_matrix(b, p, "in_proj_z.weight", m->value_dim, H, &w->z))) return rc;
         if ((rc = bind_matrix(b, p, "in_proj_b.weight", Hv, H, &w->b))) return rc;
@@ -269,6 +271,7 @@ static const char *find_prefix(const st_set *st) {
     return NULL;
 }
 
+/* The Qwen MTP head under mp ("mtp."). */
 static int bind_mtp(binder *b, const char *mp) {
     mtplx_model *m = b->m;
     int H = m->cfg.hidden_size, rc;
@@ -291,13 +294,15 @@ static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog,
     if ((rc = inspect_require_runnable(dir, NULL, err))) return rc;
     if ((rc = config_load(dir, &m->cfg, err))) return rc;
     const model_config *c = &m->cfg;
-    m->arch = arch_info_of(c->arch);
-    if (!m->arch->runnable)
-        return err_set(err, MTPLX_EUNSUPPORTED, "%s: model_type '%s' (%s): %s", dir, c->model_type, m->arch->name,
-                       m->arch->reason);
+    m->family = family_of(c->arch);
+    if (!m->family->runnable)
+        return err_set(err, MTPLX_EUNSUPPORTED, "%s: model_type '%s' (%s): %s", dir, c->model_type, m->family->name,
+                       m->family->reason);
     if ((rc = check_config(m, err))) return rc;
     if ((rc = family_model_init(m, err))) return rc; /* RoPE scaling / MoE / MLA checks, family arena */
-    /* the backend, chosen at load with its settings read once (docs/architecture.md) */
+    /* the backend, chosen at load with its settings read once (docs/architecture.md); on a GPU the
+     * checkpoint must fit first (backend/device.h) */
+    if ((rc = be_device_preflight(dir, err))) return rc;
     if ((rc = be_create(NULL, &m->be, err))) return rc;
     m->key_dim = c->lin_k_heads * c->lin_k_dim;
     m->value_dim = c->lin_v_heads * c->lin_v_dim;
@@ -337,8 +342,7 @@ static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog,
     for (int i = 0; i < c->n_layers; i++) {
         char lp[256];
         snprintf(lp, sizeof lp, "%slayers.%d.", prefix, i);
-        mixer_kind mk = c->layer_kinds[i] == LAYER_ATTN ? MIXER_ATTN : MIXER_GDN;
-        if (c->arch == ARCH_DEEPSEEK_V3) mk = MIXER_MLA;
+        mixer_kind mk = c->layer_kinds[i] == LAYER_ATTN ? m->family->attn_mixer : MIXER_GDN;
         if ((rc = bind_layer(&b, lp, i, mk, &m->layers[i]))) return rc;
         m->layers[i].slot = mk == MIXER_GDN ? m->n_gdn++ : m->n_attn++;
         progress_report(prog, (uint64_t)i + 1, (uint64_t)c->n_layers); /* binding reads + packs the weights */
@@ -352,20 +356,22 @@ static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog,
         if ((rc = bind_matrix(&b, head, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head))) return rc;
     }
     m->draft_head = m->lm_head;
-    if (c->arch == ARCH_DEEPSEEK_V3 && m->arch->mtp && (rc = deepseek_bind_mtp(m, prefix, err)))
-        return err_prefix(err, "MTP layer");
+    /* MTP layer: optional, the family's own layout (bound when the checkpoint holds it) */
+    if (m->family->mtp && m->family->bind_mtp) return m->family->bind_mtp(m, prefix, err);
+    return 0;
+}
 
-    /* MTP head: optional; bound when the config declares it and the tensors are there. */
+int model_bind_qwen_mtp(mtplx_model *m, const char *prefix, mtplx_err *err) {
     static const char *k_mtp_prefixes[] = {"mtp.", "model.mtp.", "language_model.mtp."};
-    if (c->mtp_layers > 0 && m->arch->mtp) {
-        for (unsigned i = 0; i < sizeof k_mtp_prefixes / sizeof k_mtp_prefixes[0]; i++) {
-            char name[128];
-            snprintf(name, sizeof name, "%sfc.weight", k_mtp_prefixes[i]);
-            if (!st_find(m->st, name)) continue;
-            if ((rc = bind_mtp(&b, k_mtp_prefixes[i]))) return err_prefix(err, "MTP head");
-            m->has_mtp = 1;
-            break;
-        }
+    if (m->cfg.mtp_layers <= 0) return 0; /* bound when the config declares it and the tensors are there */
+    binder b = {m, prefix, err, 0};
+    for (unsigned i = 0; i < sizeof k_mtp_prefixes / sizeof k_mtp_prefixes[0]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%sfc.weight", k_mtp_prefixes[i]);
+        if (!st_find(m->st, name)) continue;
+        if (bind_mtp(&b, k_mtp_prefixes[i])) return err_prefix(err, "MTP head");
+        m->has_mtp = 1;
+        break;
     }
     return 0;
 }
@@ -404,3 +410,7 @@ void model_free(mtplx_model *m) {
 const model_config *model_config_of(const mtplx_model *m) { return &m->cfg; }
 const char *model_dir(const mtplx_model *m) { return m->dir; }
 int model_has_mtp(const mtplx_model *m) { return m->has_mtp; }
+int model_memory_is_host(const mtplx_model *m) { return m->be->caps.host_memory; }
+int model_reserve_thread(const mtplx_model *m, int rows, mtplx_err *err) {
+    return m->be->ops->reserve_rows(m->be, rows, m->max_cols, err);
+}

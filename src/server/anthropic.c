@@ -186,7 +186,7 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     }
     const json_t *th = json_object_get(body, "thinking");
     if (th && !json_is_null(th)) {
-        /* enabled / adaptive / between_tools: the model thinks (budget_tokens is not enforced);
+        /* enabled / adaptive / between_tools: the model thinks (budget_tokens: structured.c);
          * disabled: no think block. display "omitted": thinking blocks carry no text. */
         const json_t *ty = json_object_get(th, "type"), *dp = json_object_get(th, "display");
         if (!json_is_object(th) || !json_is_string(ty))
@@ -198,14 +198,11 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
         *enable_thinking = strcmp(t, "disabled") != 0;
         if (json_is_string(dp) && !strcmp(json_string_value(dp), "omitted")) j->hide_reasoning = 1;
     }
-    /* structured output and server-side MCP would change what the answer is: refuse, never ignore */
+    /* output_config.format (structured output) is structured.c's; server-side MCP would change what
+     * the answer is: refuse, never ignore */
     const json_t *oc = json_object_get(body, "output_config");
     if (oc && !json_is_null(oc) && !json_is_object(oc))
         return json_decref(out), json_decref(tools), reqerr(e, 400, "output_config", "'output_config' must be an object");
-    const json_t *fmt = json_object_get(oc, "format");
-    if (fmt && !json_is_null(fmt))
-        return json_decref(out), json_decref(tools),
-               reqerr(e, 400, "output_config.format", "'output_config.format' (structured output) is not supported by this server");
     const json_t *mcp = json_object_get(body, "mcp_servers");
     if (mcp && !json_is_null(mcp) && !(json_is_array(mcp) && json_array_size(mcp) == 0))
         return json_decref(out), json_decref(tools),
@@ -216,6 +213,11 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     j->api = API_MESSAGES;
     j->split_reasoning = 1;
     *render_req = req;
+    if (structured_parse(body, be, j, e)) {
+        json_decref(req);
+        *render_req = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -287,9 +289,12 @@ int anthropic_end(srv_job *j) {
         if (open_block(j, json_pack("{s:s,s:s}", "type", "text", "text", ""), 2) || close_block(j)) return -1;
     }
     int out = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    json_t *md = json_pack("{s:s,s:{s:s,s:s*},s:{s:i,s:i},s:o}", "type", "message_delta", "delta", "stop_reason", stop_reason(j),
-                           "stop_sequence", j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage", "input_tokens", j->n_prompt,
-                           "output_tokens", out, "mtplx", job_stats_json(j));
+    /* Anthropic's input_tokens are the ones not read from the cache (docs/prefix-cache.md) */
+    int cached = j->stats.cached_tokens;
+    json_t *md = json_pack("{s:s,s:{s:s,s:s*},s:{s:i,s:i,s:i},s:o}", "type", "message_delta", "delta", "stop_reason",
+                           stop_reason(j), "stop_sequence", j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage",
+                           "input_tokens", j->n_prompt - cached, "cache_read_input_tokens", cached, "output_tokens", out,
+                           "mtplx", job_stats_json(j));
     if (sse_event(&j->stage, "message_delta", md)) return -1;
     return sse_event(&j->stage, "message_stop", json_pack("{s:s}", "type", "message_stop"));
 }
@@ -310,10 +315,12 @@ char *anthropic_body(const srv_job *j) {
     }
     if (json_array_size(content) == 0) json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", ""));
     int out = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s*,s:{s:i,s:i},s:o}", "id", j->id, "type", "message", "role", "assistant",
-                          "model", j->model_id, "content", content, "stop_reason", stop_reason(j), "stop_sequence",
-                          j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage", "input_tokens", j->n_prompt, "output_tokens",
-                          out, "mtplx", job_stats_json(j));
+    int cached = j->stats.cached_tokens;
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:s*,s:{s:i,s:i,s:i},s:o}", "id", j->id, "type", "message", "role",
+                          "assistant", "model", j->model_id, "content", content, "stop_reason", stop_reason(j),
+                          "stop_sequence", j->stop_hit ? j->stops[j->stop_hit - 1] : NULL, "usage", "input_tokens",
+                          j->n_prompt - cached, "cache_read_input_tokens", cached, "output_tokens", out, "mtplx",
+                          job_stats_json(j));
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     return s;

@@ -2,8 +2,9 @@
  *
  * The real backend (backend_model.c) wires the tokenizer, the chat template and gen_run; the
  * server's unit tests use a scripted backend so the HTTP layer can be tested on exact text. Every
- * function except generate may be called from any HTTP thread concurrently; generate is only ever
- * called from the one model-owner worker thread. */
+ * function except generate may be called from any HTTP thread concurrently; generate is called by
+ * the n_slots worker threads, each with its own slot number, so up to n_slots generations run at
+ * once (the real backend merges their forwards, src/engine/sched.h). */
 #ifndef MTPLX_SERVER_BACKEND_H
 #define MTPLX_SERVER_BACKEND_H
 
@@ -13,6 +14,9 @@
 
 #include "../base/err.h"
 #include "../engine/generate.h"
+#include "../grammar/grammar.h"
+#include "../engine/prefix_cache.h"
+#include "../engine/sched.h"
 
 typedef struct srv_backend srv_backend;
 
@@ -20,10 +24,17 @@ struct srv_backend {
     void       *impl;
     const char *model_id;     /* reported as "model" in every response */
     const char *tier;         /* compatibility tier for /health ("mtp", "ar") */
+    const char *family;       /* model family for /health ("qwen3_5", ...), or NULL */
     int         ctx;          /* context length in tokens (prompt + completion) */
     int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
+    const grammar_vocab *vocab;   /* token bytes for structured output (src/server/structured.c);
+                                     NULL: not a byte-level tokenizer, structured requests get a 400 */
+    grammar_tool_dialect tool_dialect; /* how the chat template writes tool calls (forced calls) */
+    int         n_slots;      /* generations at once (worker threads); 0 is taken as 1 */
+    int         kv_pages;     /* KV cache pages shared by the generations (0 = no limit to check) */
+    int         kv_page_size; /* positions per page */
 
     /* Render an OpenAI chat request (messages, tools, chat_template_kwargs already validated
      * shapes; `enable_thinking` given separately: -1 = template default, 0/1 = forced) to prompt
@@ -47,9 +58,17 @@ struct srv_backend {
     /* Check sampler values against the model (EINVAL naming the field); may be NULL. */
     int (*validate)(void *impl, const gen_params *p, mtplx_err *err);
 
-    /* gen_run on the loaded model (worker thread only). */
-    int (*generate)(void *impl, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn on_tokens,
-                    void *user, gen_stats *stats, mtplx_err *err);
+    /* gen_run on the loaded model by worker `slot` (0..n_slots-1; one generation per slot at a time).
+     * While it waits for room (a sequence slot, KV pages), cancelled(cancel_user) is polled; non-zero
+     * ends it with ECANCELED. */
+    int (*generate)(void *impl, int slot, const int32_t *prompt, int n_prompt, const gen_params *p,
+                    gen_token_fn on_tokens, void *user, int (*cancelled)(void *), void *cancel_user,
+                    gen_stats *stats, mtplx_err *err);
+
+    /* The scheduler's counters for /metrics; NULL when there is none. */
+    void (*sched_stats)(void *impl, sched_stats *out);
+    /* The prefix cache's counters for /metrics (src/engine/prefix_cache.h); NULL when there is none. */
+    void (*cache_stats)(void *impl, prefix_cache_stats *out);
 };
 
 #endif

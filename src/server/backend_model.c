@@ -1,5 +1,6 @@
-/* backend_model.c — the server backend on a real checkpoint: tokenizer, chat template, model and
- * one reusable generation session (used only by the worker thread). */
+/* backend_model.c — the server backend on a real checkpoint: tokenizer, chat template, model, a
+ * scheduler (src/engine/sched.h) and one reusable generation session per worker slot, attached to it
+ * so that the running generations share their forwards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +15,18 @@
 
 #define DEFAULT_CTX 8192       /* context when the checkpoint allows more and --ctx is not given */
 #define DEFAULT_MTP_DEPTH 3    /* when `mtplx tune` saved nothing for this model (same as `mtplx run`) */
+#define DEFAULT_MAX_SEQS 4     /* generations at once when --max-seqs is not given */
 
 typedef struct {
     mtplx_model   *model;
     tokenizer     *tok;
     chat_template *tmpl;
-    gen_session   *sess;
+    sched         *sched;
+    prefix_cache  *pcache;      /* over sched's pool; NULL with --cache-ram 0 */
+    gen_session  **sess;        /* [n_slots], one per worker slot, attached to sched */
+    int            n_slots;
     gen_params     defaults;    /* generation_config.json + end-of-turn ids */
+    grammar_vocab *vocab;       /* structured output; NULL when the tokenizer is not byte-level */
     char           model_id[256];
 } model_backend;
 
@@ -74,10 +80,54 @@ static int mb_validate(void *impl, const gen_params *p, mtplx_err *err) {
     return gen_params_validate(p, model_config_of(b->model)->vocab_size, err);
 }
 
-static int mb_generate(void *impl, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn fn, void *user,
-                       gen_stats *stats, mtplx_err *err) {
+static int mb_generate(void *impl, int slot, const int32_t *prompt, int n_prompt, const gen_params *p,
+                       gen_token_fn fn, void *user, int (*cancelled)(void *), void *cancel_user, gen_stats *stats,
+                       mtplx_err *err) {
     model_backend *b = impl;
-    return gen_session_run(b->sess, prompt, n_prompt, p, fn, user, NULL, NULL, stats, err);
+    if (slot < 0 || slot >= b->n_slots) return err_set(err, MTPLX_EINTERNAL, "worker slot %d of %d", slot, b->n_slots);
+    gen_session_set_cancel(b->sess[slot], cancelled, cancel_user);
+    return gen_session_run(b->sess[slot], prompt, n_prompt, p, fn, user, NULL, NULL, stats, err);
+}
+
+static void mb_sched_stats(void *impl, sched_stats *out) {
+    model_backend *b = impl;
+    sched_get_stats(b->sched, out);
+}
+
+static void mb_cache_stats(void *impl, prefix_cache_stats *out) {
+    model_backend *b = impl;
+    prefix_cache_get_stats(b->pcache, out);
+}
+
+/* The scheduler and the sessions of every slot, for contexts of ctx tokens. */
+static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mtplx_err *err) {
+    sched_config c;
+    b->n_slots = o->max_seqs > 0 ? o->max_seqs : DEFAULT_MAX_SEQS;
+    sched_config_default(&c, b->n_slots, ctx + GEN_MAX_DEPTH + 1);
+    if (o->max_batch_rows > 0) c.max_batch_rows = o->max_batch_rows;
+    if (o->prefill_chunk > 0) c.prefill_chunk = o->prefill_chunk;
+    if (c.prefill_chunk > c.max_batch_rows) c.prefill_chunk = c.max_batch_rows;
+    c.kv_pages = o->kv_pages;
+    if (o->knee_rows > 0) c.knee_rows = o->knee_rows;
+    int rc = sched_new(b->model, &c, &b->sched, err);
+    if (rc) return rc;
+    if (o->cache_ram_mb >= 0) { /* the prefix cache (docs/prefix-cache.md): its pages count against --kv-pages */
+        prefix_cache_config pc = {(size_t)o->cache_ram_mb << 20, 0};
+        if ((rc = prefix_cache_new(b->model, sched_pool(b->sched), &pc, &b->pcache, err))) return rc;
+        sched_set_reclaim(b->sched, prefix_cache_reclaim_hook, b->pcache);
+    }
+    b->sess = calloc((size_t)b->n_slots, sizeof *b->sess);
+    if (!b->sess) return err_set(err, MTPLX_ENOMEM, "out of memory for %d sessions", b->n_slots);
+    for (int i = 0; i < b->n_slots; i++) {
+        if ((rc = gen_session_new(b->model, &b->sess[i], err))) return rc;
+        gen_session_attach(b->sess[i], b->sched);
+        /* identical prompts (retries, a streamed and a non-streamed copy of one request) restore the
+         * slot's last prefill instead of recomputing it; the results are the same either way */
+        gen_session_set_prompt_cache(b->sess[i], 1);
+        gen_session_set_prefix_cache(b->sess[i], b->pcache); /* replaces the above when there is one */
+        gen_session_set_context(b->sess[i], ctx);
+    }
+    return 0;
 }
 
 static void add_stop_id(gen_params *p, int32_t id) {
@@ -87,21 +137,17 @@ static void add_stop_id(gen_params *p, int32_t id) {
     if (p->n_stop_ids < GEN_MAX_STOP_IDS) p->stop_ids[p->n_stop_ids++] = id;
 }
 
-int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *err) {
+int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *out, mtplx_err *err) {
     memset(out, 0, sizeof *out);
     model_backend *b = calloc(1, sizeof *b);
     if (!b) return err_set(err, MTPLX_ENOMEM, "out of memory");
     int rc;
     if ((rc = model_load(dir, &b->model, err)) || (rc = tok_load(dir, &b->tok, err)) ||
-        (rc = chat_template_load(dir, &b->tmpl, err)) || (rc = gen_params_from_model(b->model, &b->defaults, err)) ||
-        (rc = gen_session_new(b->model, &b->sess, err))) {
+        (rc = chat_template_load(dir, &b->tmpl, err)) || (rc = gen_params_from_model(b->model, &b->defaults, err))) {
         out->impl = b;
         backend_model_close(out);
         return rc;
     }
-    /* identical prompts (retries, a streamed and a non-streamed copy of one request) restore the
-     * last prefill instead of recomputing it; the results are the same either way */
-    gen_session_set_prompt_cache(b->sess, 1);
     /* end of turn: the EOS ids of the model, plus the chat format's end-of-message token */
     const tok_config *tc = tok_get_config(b->tok);
     add_stop_id(&b->defaults, tc->eos_id);
@@ -124,11 +170,20 @@ int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *er
     out->impl = b;
     out->model_id = b->model_id;
     out->tier = model_has_mtp(b->model) ? "mtp" : "ar";
+    out->family = config_arch_name(cfg->arch);
     /* --ctx is honoured even past what the model was trained for (the caller warns; see
-     * trained_ctx): positions are computed, not looked up, and the states grow on demand */
-    out->ctx = ctx > 0 ? ctx : (max_ctx < DEFAULT_CTX ? max_ctx : DEFAULT_CTX);
+     * trained_ctx): positions are computed, not looked up, and KV pages are taken as sequences grow */
+    out->ctx = o->ctx > 0 ? o->ctx : (max_ctx < DEFAULT_CTX ? max_ctx : DEFAULT_CTX);
     out->trained_ctx = cfg->max_position_embeddings;
-    gen_session_set_context(b->sess, out->ctx);
+    if ((rc = mb_start_sched(b, o, out->ctx, err))) {
+        backend_model_close(out);
+        return rc;
+    }
+    out->n_slots = b->n_slots;
+    out->kv_pages = sched_config_of(b->sched)->kv_pages;
+    out->kv_page_size = model_kv_page_size();
+    out->sched_stats = mb_sched_stats;
+    out->cache_stats = b->pcache ? mb_cache_stats : NULL;
     out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
     out->default_depth = depth;
     out->render_chat = mb_render;
@@ -140,13 +195,21 @@ int backend_model_open(const char *dir, int ctx, srv_backend *out, mtplx_err *er
     out->default_params = mb_defaults;
     out->validate = mb_validate;
     out->generate = mb_generate;
+    mtplx_err verr; /* structured output: optional (a non-byte-level tokenizer has no token bytes) */
+    if (!grammar_vocab_new(b->tok, &b->vocab, &verr)) out->vocab = b->vocab;
+    const char *ct = tok_get_config(b->tok)->chat_template;
+    out->tool_dialect = ct && strstr(ct, "<function=") ? GRAMMAR_TOOLS_XML : GRAMMAR_TOOLS_JSON;
     return 0;
 }
 
 void backend_model_close(srv_backend *be) {
     model_backend *b = be->impl;
     if (!b) return;
-    gen_session_free(b->sess);
+    for (int i = 0; b->sess && i < b->n_slots; i++) gen_session_free(b->sess[i]);
+    free(b->sess);
+    prefix_cache_free(b->pcache);
+    sched_free(b->sched);
+    grammar_vocab_free(b->vocab);
     chat_template_free(b->tmpl);
     tok_free(b->tok);
     model_free(b->model);

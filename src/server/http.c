@@ -12,16 +12,20 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../base/clock.h"
+#include "../base/fault.h"
 #include "internal.h"
 #include "sse.h"
+#include "web.h"
 
 #define HARD_BODY_CAP (64u << 20)  /* above this a too-large body is refused without reading it */
 
@@ -40,6 +44,9 @@ struct srv_server {
     pthread_mutex_t   be_mu;       /* serialises template rendering + encoding */
     pthread_mutex_t   log_mu;      /* guards ignored_seen */
     json_t           *ignored_seen;/* "endpoint field" -> true: ignored request fields already logged */
+    atomic_int        inflight;    /* requests received and not yet completed (server_drain waits on it) */
+    atomic_int        draining;    /* 1 after server_drain_begin: new requests get 503 */
+    int               listen_fd;   /* the quiesced listening socket, closed by server_stop; -1 before */
 };
 
 typedef struct {
@@ -60,6 +67,8 @@ void server_config_default(srv_config *c) {
     c->max_body = 8u << 20;
     c->depth = -1;
     c->temperature = -1;
+    c->max_connections = 1024;
+    c->idle_timeout = 60;
 }
 
 int server_host_is_loopback(const char *host) {
@@ -154,13 +163,13 @@ static const char *const KNOWN_SAMPLING[] = {"model", "temperature", "top_p", "t
                                              "frequency_penalty", "repetition_penalty", "seed", "mtplx", "stream", NULL};
 static const char *const KNOWN_CHAT[] = {"messages", "max_tokens", "max_completion_tokens", "n", "logprobs", "top_logprobs",
                                          "logit_bias", "stream_options", "stop", "tools", "tool_choice", "chat_template_kwargs",
-                                         "enable_thinking", "reasoning_effort", NULL};
+                                         "enable_thinking", "reasoning_effort", "response_format", "parallel_tool_calls", NULL};
 static const char *const KNOWN_COMPLETIONS[] = {"prompt", "max_tokens", "max_completion_tokens", "n", "logprobs", "top_logprobs",
                                                 "logit_bias", "stream_options", "stop", "echo", "best_of", "suffix", NULL};
 static const char *const KNOWN_MESSAGES[] = {"messages", "system", "max_tokens", "stop_sequences", "tools", "tool_choice",
                                              "thinking", "output_config", "mcp_servers", NULL};
 static const char *const KNOWN_RESPONSES[] = {"input", "instructions", "previous_response_id", "background", "max_output_tokens",
-                                              "tools", "tool_choice", "reasoning", NULL};
+                                              "tools", "tool_choice", "reasoning", "text", "parallel_tool_calls", NULL};
 
 static int in_list(const char *const *l, const char *k) {
     for (; *l; l++)
@@ -231,8 +240,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (j->done) {
+            /* a job cut before it was done (out of memory, server stop) must not look complete */
+            int cut = j->cancelled_before_done;
             pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_OF_STREAM;
+            return cut ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (j->cancelled) {
             pthread_mutex_unlock(&j->mu);
@@ -389,10 +400,29 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     int room = s->ctx - j->n_prompt;
     if (j->params.max_tokens <= 0 || j->params.max_tokens > room) j->params.max_tokens = room;
     if (s->cfg.max_tokens > 0 && j->params.max_tokens > s->cfg.max_tokens) j->params.max_tokens = s->cfg.max_tokens;
-    if (j->params.depth < 0) j->params.depth = s->depth;
+    if (j->params.depth < 0) { /* the server's depth, which the scheduler may lower under load */
+        j->params.depth = s->depth;
+        j->params.depth_auto = 1;
+    }
+    if (s->be->kv_pages > 0) { /* a request the KV pool could never hold would wait forever */
+        int need = j->n_prompt + j->params.max_tokens + j->params.depth + 1, P = s->be->kv_page_size;
+        if ((need + P - 1) / P > s->be->kv_pages) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "the server's KV cache holds %d positions (--kv-pages %d); this request may need %d (prompt %d + "
+                     "max_tokens %d + draft rows): lower max_tokens or restart the server with more --kv-pages",
+                     s->be->kv_pages * P, s->be->kv_pages, need, j->n_prompt, j->params.max_tokens);
+            job_unref(j);
+            return respond_error(s, c, cc, 503, "kv_cache_too_small", "max_tokens", msg, NULL, NULL);
+        }
+    }
     if (s->be->validate && s->be->validate(s->be->impl, &j->params, &err)) {
         job_unref(j);
         return respond_error(s, c, cc, 400, "invalid_request", NULL, err.msg, NULL, NULL);
+    }
+    if (structured_attach(s->be, j, &err)) { /* structured output: the matcher, now that the prompt is known */
+        job_unref(j);
+        return respond_error(s, c, cc, err.code == MTPLX_ENOMEM ? 500 : 400, "invalid_request", NULL, err.msg, NULL, NULL);
     }
 
     char hex[33];
@@ -496,8 +526,8 @@ static enum MHD_Result handle_models(srv_server *s, struct MHD_Connection *c, co
 static enum MHD_Result handle_health(srv_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     int waiting, running;
     queue_counts(&s->q, &waiting, &running);
-    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:f,s:{s:i,s:i,s:i},s:b}", "status", "ok", "model", s->be->model_id, "tier",
-                          s->be->tier, "depth", s->depth, "max_depth", s->be->max_depth, "context", s->ctx, "uptime_s",
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s?,s:i,s:i,s:i,s:f,s:{s:i,s:i,s:i},s:b}", "status", "ok", "model", s->be->model_id,
+                          "tier", s->be->tier, "family", s->be->family, "depth", s->depth, "max_depth", s->be->max_depth, "context", s->ctx, "uptime_s",
                           clock_now() - s->m.started, "queue", "waiting", waiting, "running", running, "max", s->cfg.max_queue,
                           "api_key_required", s->api_key != NULL);
     char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -510,8 +540,27 @@ static enum MHD_Result handle_metrics(srv_server *s, struct MHD_Connection *c, c
     int waiting, running;
     queue_counts(&s->q, &waiting, &running);
     cc->responded = 1;
-    return respond(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_render(&s->m, waiting, running, s->cfg.max_queue),
-                   NULL, NULL);
+    char *text = metrics_render(&s->m, waiting, running, s->cfg.max_queue), *proc = web_process_metrics();
+    sbuf b = {0};
+    if (text && (sbuf_puts(&b, text) || (proc && sbuf_puts(&b, proc)))) sbuf_free(&b);
+    free(text);
+    free(proc);
+    return respond(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.len ? sbuf_take(&b) : NULL, NULL, NULL);
+}
+
+/* A file of the embedded browser UI (web.h), served without the API key: the pages hold no data
+ * and ask for the key themselves. */
+static enum MHD_Result respond_web(srv_server *s, struct MHD_Connection *c, const web_file *f) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(f->len, (void *)f->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", web_content_type(f->name));
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; img-src 'self' data:");
+    enum MHD_Result rc = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    metrics_status(&s->m, 200);
+    return rc;
 }
 
 /* ---- routing ---- */
@@ -577,9 +626,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     srv_server *s = cls;
     conn_ctx *cc = *con_cls;
     if (!cc) {
+        fault_phase("request"); /* the fault build's sweep counts failure points per request */
         cc = calloc(1, sizeof *cc);
         if (!cc) return MHD_NO;
         *con_cls = cc;
+        atomic_fetch_add(&s->inflight, 1); /* on_completed takes it back */
         snprintf(cc->method, sizeof cc->method, "%s", method);
         snprintf(cc->path, sizeof cc->path, "%s", url);
         int method_ok;
@@ -590,6 +641,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!strcmp(method, "OPTIONS")) {
             cc->responded = 1;
             return respond(s, c, 204, "text/plain", strdup(""), NULL, NULL);
+        }
+        if (atomic_load(&s->draining)) /* server_drain: finish what runs, take nothing new */
+            return respond_error(s, c, cc, 503, "shutting_down", NULL, "the server is shutting down", "Connection", "close");
+        const web_file *wf = cc->endpoint == EP_OTHER && (!strcmp(method, "GET") || !strcmp(method, "HEAD")) ? web_file_for_url(url) : NULL;
+        if (wf) {
+            cc->responded = 1;
+            return respond_web(s, c, wf);
         }
         if (!authorized(s, c))
             return respond_error(s, c, cc, 401, "invalid_api_key", NULL, "missing or invalid API key", "WWW-Authenticate", "Bearer");
@@ -657,6 +715,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     sbuf_free(&cc->body);
     free(cc);
     *con_cls = NULL;
+    atomic_fetch_sub(&((srv_server *)cls)->inflight, 1);
 }
 
 /* libmicrohttpd's own diagnostics ("Failed to send ...": a client went away) — only when not quiet */
@@ -684,10 +743,14 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     if (cfg->ctx < 0) return err_set(err, MTPLX_EINVAL, "--ctx must be positive");
     if (cfg->max_tokens < 0) return err_set(err, MTPLX_EINVAL, "--max-tokens must be positive");
     if (cfg->temperature > 2) return err_set(err, MTPLX_EINVAL, "--temperature must be in [0, 2]");
+    if (cfg->max_connections < 1) return err_set(err, MTPLX_EINVAL, "--max-connections must be at least 1");
+    if (cfg->max_connections_per_ip < 0) return err_set(err, MTPLX_EINVAL, "--max-connections-per-ip must be 0 (off) or more");
+    if (cfg->idle_timeout < 0) return err_set(err, MTPLX_EINVAL, "--idle-timeout must be 0 (none) or more seconds");
 
     srv_server *s = calloc(1, sizeof *s);
     if (!s) return err_set(err, MTPLX_ENOMEM, "out of memory");
     s->cfg = *cfg;
+    s->listen_fd = -1;
     s->be = be;
     s->ctx = cfg->ctx > 0 ? cfg->ctx : be->ctx; /* what the user asked for, never silently less */
     s->depth = cfg->depth >= 0 ? cfg->depth : be->default_depth;
@@ -729,7 +792,9 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     /* the logger must be the first option, or libmicrohttpd warns that earlier options log elsewhere */
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->idle_timeout,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
@@ -749,11 +814,28 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
 
 int server_port(const srv_server *s) { return s->port; }
 
+/* Close the listening socket for new connections (once): MHD_quiesce_daemon stops accepting but
+ * leaves the socket listening, so connects would wait in the backlog; shutdown() makes the kernel
+ * refuse them. The descriptor itself is closed by server_stop after the daemon's threads are gone. */
+static void stop_listening(srv_server *s) {
+    if (!s->d || s->listen_fd >= 0) return;
+    s->listen_fd = MHD_quiesce_daemon(s->d);
+    if (s->listen_fd >= 0) shutdown(s->listen_fd, SHUT_RDWR);
+}
+
+void server_drain_begin(srv_server *s) {
+    atomic_store(&s->draining, 1);
+    stop_listening(s);
+}
+
+int server_inflight(srv_server *s) { return atomic_load(&s->inflight); }
+
 void server_stop(srv_server *s) {
     if (!s) return;
-    if (s->d) MHD_quiesce_daemon(s->d);
+    stop_listening(s);
     queue_stop(&s->q);             /* cancels running and queued jobs; their waiters wake up */
     if (s->d) MHD_stop_daemon(s->d);
+    if (s->listen_fd >= 0) close(s->listen_fd);
     pthread_mutex_destroy(&s->be_mu);
     pthread_mutex_destroy(&s->log_mu);
     json_decref(s->ignored_seen);

@@ -9,6 +9,7 @@
 #include "../base/sbuf.h"
 #include "../chat/reasoning.h"
 #include "../chat/toolcall.h"
+#include "../engine/constraint.h"
 #include "server.h"
 
 #define SRV_MAX_STOPS 4
@@ -32,6 +33,7 @@ typedef struct {
     uint64_t cycles_with_pos[GEN_MAX_DEPTH];/* cycles that drafted a token at position d+1 */
     double   prefill_s, decode_s;           /* summed over generations */
     double   last_decode_tok_s, last_prefill_tok_s;
+    srv_backend *be;                        /* for the scheduler's gauges (set by queue_start) */
 } srv_metrics;
 
 void metrics_init(srv_metrics *m);
@@ -69,6 +71,10 @@ struct srv_job {
     long long   created;
     const char *model_id;
     int         conn_fd;          /* client socket, polled for hang-up; -1 unknown */
+    grammar    *grammar;          /* structured output (structured.c), owned; NULL = unconstrained */
+    int         think_budget;     /* thinking tokens before the answer is forced; -1 = no budget */
+    grammar_matcher *matcher;     /* per-request automaton state; params.constraint points at con */
+    gen_constraint con;
 
     /* worker-only state while generating */
     void             *decoder;
@@ -114,21 +120,31 @@ void job_cancel(srv_job *j);
 
 /* ---- the worker and its queue (queue.c) ---- */
 
+typedef struct srv_queue srv_queue;
+
+/* One worker thread: it runs the jobs it takes as generation slot `slot`. */
 typedef struct {
+    srv_queue *q;
+    int        slot;
+    pthread_t  thread;
+    int        started;
+    srv_job   *current;           /* the job it runs (for cancel on stop), or NULL */
+} srv_worker;
+
+struct srv_queue {
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     srv_job   *head, *tail;
     int        waiting;           /* jobs queued, not yet started */
-    int        running;           /* 0 or 1 */
-    srv_job   *current;           /* the running job (for cancel on stop) */
+    int        running;           /* jobs taken by a worker (0..n_workers) */
     int        max;
     int        stopping;
-    pthread_t  thread;
-    int        thread_started;
+    srv_worker *workers;          /* [n_workers], one per generation slot of the backend */
+    int        n_workers;
     srv_backend *be;
     srv_metrics *metrics;
     int        quiet;
-} srv_queue;
+};
 
 int queue_start(srv_queue *q, srv_backend *be, srv_metrics *m, int max, int quiet, mtplx_err *err);
 /* Queue j (takes a reference). Returns 0, or -1 when the queue is full or stopping. */
@@ -138,8 +154,8 @@ void queue_counts(srv_queue *q, int *waiting, int *running);
 
 /* ---- output pipeline (pipeline.c): tokens -> text -> reasoning/content -> stop -> tools ---- */
 
-/* Run the whole generation of j on the worker thread; formats output into j's channel. */
-void pipeline_run(srv_job *j, srv_backend *be);
+/* Run the whole generation of j on worker `slot`'s thread; formats output into j's channel. */
+void pipeline_run(srv_job *j, srv_backend *be, int slot);
 
 /* ---- formatting (openai.c / anthropic.c) ---- */
 
@@ -187,6 +203,11 @@ int anthropic_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
                     srv_reqerr *e);
 int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **render_req, int *enable_thinking,
                     srv_reqerr *e);
+/* structured output (structured.c): parse the request's response format / forced tool choice /
+ * thinking budget into j (after j->api and j->tools are set); 0 or -1 with e. Then, once the prompt
+ * is rendered (start_in_reasoning known) and j->params are final, attach the matcher: 0 or an error. */
+int structured_parse(const json_t *body, srv_backend *be, srv_job *j, srv_reqerr *e);
+int structured_attach(srv_backend *be, srv_job *j, mtplx_err *err);
 /* shared sampler fields (temperature, top_p, top_k, min_p, penalties, seed, depth) */
 int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqerr *e);
 int reqerr(srv_reqerr *e, int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

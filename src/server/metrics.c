@@ -53,6 +53,61 @@ void metrics_generation(srv_metrics *m, const gen_stats *st, int cancelled, int 
 
 #define HDR(b, name, type, help) sbuf_printf(b, "# HELP " name " " help "\n# TYPE " name " " type "\n")
 
+/* The scheduler's gauges and counters (src/engine/sched.h). */
+static void metrics_render_sched(sbuf *b, srv_backend *be) {
+    sched_stats st;
+    be->sched_stats(be->impl, &st);
+    HDR(b, "mtplx_sequences_running", "gauge", "Sequences admitted to the scheduler (generating).");
+    sbuf_printf(b, "mtplx_sequences_running %d\n", st.running);
+    HDR(b, "mtplx_sequences_waiting", "gauge", "Sequences waiting for a slot or KV pages.");
+    sbuf_printf(b, "mtplx_sequences_waiting %d\n", st.waiting);
+    HDR(b, "mtplx_sequence_slots", "gauge", "Sequences that may generate at once (--max-seqs).");
+    sbuf_printf(b, "mtplx_sequence_slots %d\n", be->n_slots);
+    HDR(b, "mtplx_forwards_total", "counter", "Merged forwards run (trunk and MTP).");
+    sbuf_printf(b, "mtplx_forwards_total %llu\n", (unsigned long long)st.forwards);
+    HDR(b, "mtplx_forward_rows_total", "counter", "Rows carried by merged forwards.");
+    sbuf_printf(b, "mtplx_forward_rows_total %llu\n", (unsigned long long)st.rows);
+    HDR(b, "mtplx_forward_sequences_total", "counter", "Sequence parts carried by merged forwards.");
+    sbuf_printf(b, "mtplx_forward_sequences_total %llu\n", (unsigned long long)st.seq_parts);
+    HDR(b, "mtplx_rows_per_forward", "gauge", "Mean rows per merged forward since start.");
+    sbuf_printf(b, "mtplx_rows_per_forward %.3f\n", st.forwards ? (double)st.rows / (double)st.forwards : 0.0);
+    HDR(b, "mtplx_kv_pages_used", "gauge", "KV cache pages held by sequences.");
+    sbuf_printf(b, "mtplx_kv_pages_used %d\n", st.pages_used);
+    HDR(b, "mtplx_kv_pages_free", "gauge", "KV cache pages free.");
+    sbuf_printf(b, "mtplx_kv_pages_free %d\n", st.pages_total - st.pages_used);
+    HDR(b, "mtplx_kv_pages_reserved", "gauge", "KV cache pages promised to running sequences (their worst case).");
+    sbuf_printf(b, "mtplx_kv_pages_reserved %d\n", st.pages_reserved);
+}
+
+/* The prefix cache's counters and gauges (src/engine/prefix_cache.h). */
+static void metrics_render_cache(sbuf *b, srv_backend *be) {
+    prefix_cache_stats c;
+    be->cache_stats(be->impl, &c);
+    HDR(b, "mtplx_prefix_cache_lookups_total", "counter", "Requests that looked up the prefix cache.");
+    sbuf_printf(b, "mtplx_prefix_cache_lookups_total %llu\n", (unsigned long long)c.lookups);
+    HDR(b, "mtplx_prefix_cache_hits_total", "counter", "Requests that restored a cached prefix.");
+    sbuf_printf(b, "mtplx_prefix_cache_hits_total %llu\n", (unsigned long long)c.hits);
+    HDR(b, "mtplx_prefix_cache_hit_rate", "gauge", "Hits per lookup since start.");
+    sbuf_printf(b, "mtplx_prefix_cache_hit_rate %.6f\n", c.lookups ? (double)c.hits / (double)c.lookups : 0.0);
+    HDR(b, "mtplx_prefix_cache_prompt_tokens_total", "counter", "Prompt tokens of the requests that looked.");
+    sbuf_printf(b, "mtplx_prefix_cache_prompt_tokens_total %llu\n", (unsigned long long)c.prompt_tokens);
+    HDR(b, "mtplx_prefix_cache_cached_tokens_total", "counter", "Prompt tokens restored from the cache (prefill saved).");
+    sbuf_printf(b, "mtplx_prefix_cache_cached_tokens_total %llu\n", (unsigned long long)c.cached_tokens);
+    HDR(b, "mtplx_prefix_cache_entries", "gauge", "Checkpoints held.");
+    sbuf_printf(b, "mtplx_prefix_cache_entries %d\n", c.entries);
+    HDR(b, "mtplx_prefix_cache_evictions_total", "counter", "Checkpoints evicted (RAM budget or KV pages).");
+    sbuf_printf(b, "mtplx_prefix_cache_evictions_total %llu\n", (unsigned long long)c.evictions);
+    HDR(b, "mtplx_prefix_cache_bytes", "gauge", "Bytes held by tier: ram = recurrent-state copies, kv = KV pages referenced.");
+    sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"ram\"} %zu\n", c.ram_bytes);
+    sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"kv\"} %zu\n", (size_t)c.pages_held * c.page_bytes);
+    HDR(b, "mtplx_prefix_cache_budget_bytes", "gauge", "RAM budget of the recurrent-state copies (--cache-ram).");
+    sbuf_printf(b, "mtplx_prefix_cache_budget_bytes %zu\n", c.ram_budget);
+    HDR(b, "mtplx_prefix_cache_kv_pages_held", "gauge", "KV pages (trunk pool) the cache's checkpoints reference.");
+    sbuf_printf(b, "mtplx_prefix_cache_kv_pages_held %d\n", c.pages_held);
+    HDR(b, "mtplx_prefix_cache_kv_pages", "gauge", "KV pages the cache counts against --kv-pages (referenced or lent).");
+    sbuf_printf(b, "mtplx_prefix_cache_kv_pages %d\n", c.pages_counted);
+}
+
 char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int queue_max) {
     sbuf b = {0};
     pthread_mutex_lock(&m->mu);
@@ -101,9 +156,11 @@ char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int q
     pthread_mutex_unlock(&m->mu);
     HDR(&b, "mtplx_queue_waiting", "gauge", "Requests waiting for the worker.");
     sbuf_printf(&b, "mtplx_queue_waiting %d\n", queue_waiting);
-    HDR(&b, "mtplx_queue_running", "gauge", "Requests being generated (0 or 1).");
+    HDR(&b, "mtplx_queue_running", "gauge", "Requests taken by a worker (generating or waiting for KV pages).");
     sbuf_printf(&b, "mtplx_queue_running %d\n", queue_running);
     HDR(&b, "mtplx_queue_capacity", "gauge", "Waiting requests allowed before 429.");
     sbuf_printf(&b, "mtplx_queue_capacity %d\n", queue_max);
+    if (m->be && m->be->sched_stats) metrics_render_sched(&b, m->be);
+    if (m->be && m->be->cache_stats) metrics_render_cache(&b, m->be);
     return sbuf_take(&b);
 }

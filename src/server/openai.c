@@ -186,6 +186,11 @@ int openai_parse_chat(const json_t *body, srv_backend *be, srv_job *j, json_t **
     j->api = API_CHAT;
     j->split_reasoning = 1;
     *render_req = req;
+    if (structured_parse(body, be, j, e)) {
+        json_decref(req);
+        *render_req = NULL;
+        return -1;
+    }
     return 0;
 }
 

@@ -38,6 +38,8 @@ void job_unref(srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left > 0) return;
     json_decref(j->tools);
+    grammar_matcher_free(j->matcher);
+    grammar_free(j->grammar);
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
     reasoning_free(&j->rp);
@@ -72,10 +74,16 @@ static int job_is_cancelled(srv_job *j) {
 }
 
 /* Move what the formatter produced to the HTTP thread. */
+/* Out of memory for a stream's bytes: the client cannot get a complete stream any more, so the job
+ * is cut (cancelled: generation stops, the HTTP side aborts the connection). Call with j->mu held. */
+static void job_cut_locked(srv_job *j) {
+    if (j->stream) j->cancelled = 1;
+}
+
 static void job_flush(srv_job *j) {
     if (!j->stage.len) return;
     pthread_mutex_lock(&j->mu);
-    if (!j->cancelled) sbuf_append(&j->out, j->stage.p, j->stage.len);
+    if (!j->cancelled && sbuf_append(&j->out, j->stage.p, j->stage.len)) job_cut_locked(j);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     sbuf_clear(&j->stage);
@@ -258,12 +266,22 @@ static const char *finish_reason(const srv_job *j) {
     return "stop";
 }
 
-void pipeline_run(srv_job *j, srv_backend *be) {
+/* 1 when j's client went away (polled while the generation waits for room). */
+static int job_cancelled(void *user) {
+    srv_job *j = user;
+    pthread_mutex_lock(&j->mu);
+    int c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+void pipeline_run(srv_job *j, srv_backend *be, int slot) {
     pthread_mutex_lock(&j->mu);
     j->started = 1;
     int cancelled = j->cancelled;
     pthread_mutex_unlock(&j->mu);
     run_ctx c = {.j = j, .be = be};
+    int stream_failed = 0; /* the closing event could not be formatted (out of memory) */
     reasoning_init(&j->rp, j->start_in_reasoning);
     uint64_t idseed = 0;
     for (const char *p = j->id; *p; p++) idseed = idseed * 131 + (unsigned char)*p;
@@ -274,10 +292,14 @@ void pipeline_run(srv_job *j, srv_backend *be) {
         j->failed = 1;
         j->err = e;
     }
+    if (!cancelled && !j->failed && fmt_begin(j)) { /* a stream's opening event, e.g. the role chunk */
+        j->failed = 1;
+        err_set(&j->err, MTPLX_ENOMEM, "out of memory formatting the response");
+    }
     if (!cancelled && !j->failed) {
-        fmt_begin(j);
         job_flush(j);
-        if (be->generate(be->impl, j->prompt, j->n_prompt, &j->params, on_tokens, &c, &j->stats, &e)) {
+        if (be->generate(be->impl, slot, j->prompt, j->n_prompt, &j->params, on_tokens, &c, job_cancelled, j,
+                         &j->stats, &e)) {
             j->failed = 1;
             j->err = e;
         }
@@ -291,14 +313,18 @@ void pipeline_run(srv_job *j, srv_backend *be) {
             if (j->tools) toolcall_finish(&j->tp, on_content, on_call, j);
         }
         j->finish = finish_reason(j);
-        fmt_end(j);
+        if (fmt_end(j)) stream_failed = 1;
+    } else if (!cancelled) {
+        /* failed before the first token: a stream still ends with its error event */
+        j->finish = "error";
+        if (fmt_end(j)) stream_failed = 1;
     }
     if (!j->finish) j->finish = j->failed ? "error" : "stop";
     /* The last bytes and `done` are published together: the HTTP side never sees the final event
      * without `done`, so a client that hangs up right after reading it had a complete answer and the
      * generation is not counted as cancelled. */
     pthread_mutex_lock(&j->mu);
-    if (!j->cancelled && j->stage.len) sbuf_append(&j->out, j->stage.p, j->stage.len);
+    if (stream_failed || (!j->cancelled && j->stage.len && sbuf_append(&j->out, j->stage.p, j->stage.len))) job_cut_locked(j);
     j->cancelled_before_done = j->cancelled;
     j->done = 1;
     pthread_cond_broadcast(&j->cv);

@@ -1,12 +1,15 @@
-/* queue.c — the model-owner worker: one thread runs generations FIFO from a bounded queue. */
+/* queue.c — the workers: one thread per generation slot of the backend takes jobs FIFO from a
+ * bounded queue and runs them (the backend merges the running generations' forwards). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/clock.h"
 #include "internal.h"
 
 static void *worker_main(void *arg) {
-    srv_queue *q = arg;
+    srv_worker *w = arg;
+    srv_queue *q = w->q;
     for (;;) {
         pthread_mutex_lock(&q->mu);
         while (!q->head && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
@@ -18,14 +21,14 @@ static void *worker_main(void *arg) {
         q->head = j->next;
         if (!q->head) q->tail = NULL;
         q->waiting--;
-        q->running = 1;
-        q->current = j;
+        q->running++;
+        w->current = j;
         int stopping = q->stopping;
         pthread_mutex_unlock(&q->mu);
 
         if (stopping) job_cancel(j);
         double t0 = clock_now();
-        pipeline_run(j, q->be);
+        pipeline_run(j, q->be, w->slot);
         pthread_mutex_lock(&j->mu);
         int cancelled = j->cancelled_before_done; /* a hang-up after the complete answer is no cancel */
         pthread_mutex_unlock(&j->mu);
@@ -37,8 +40,8 @@ static void *worker_main(void *arg) {
                     clock_now() - t0);
 
         pthread_mutex_lock(&q->mu);
-        q->running = 0;
-        q->current = NULL;
+        q->running--;
+        w->current = NULL;
         pthread_mutex_unlock(&q->mu);
         job_unref(j);
     }
@@ -51,11 +54,22 @@ int queue_start(srv_queue *q, srv_backend *be, srv_metrics *m, int max, int quie
     pthread_cond_init(&q->cv, NULL);
     q->be = be;
     q->metrics = m;
+    m->be = be;
     q->max = max;
     q->quiet = quiet;
-    if (pthread_create(&q->thread, NULL, worker_main, q) != 0)
-        return err_set(err, MTPLX_EINTERNAL, "cannot start the worker thread");
-    q->thread_started = 1;
+    q->n_workers = be->n_slots > 0 ? be->n_slots : 1;
+    q->workers = calloc((size_t)q->n_workers, sizeof *q->workers);
+    if (!q->workers) return err_set(err, MTPLX_ENOMEM, "out of memory for %d workers", q->n_workers);
+    for (int i = 0; i < q->n_workers; i++) {
+        srv_worker *w = &q->workers[i];
+        w->q = q;
+        w->slot = i;
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            queue_stop(q);
+            return err_set(err, MTPLX_EINTERNAL, "cannot start worker thread %d", i);
+        }
+        w->started = 1;
+    }
     return 0;
 }
 
@@ -85,17 +99,20 @@ void queue_counts(srv_queue *q, int *waiting, int *running) {
     pthread_mutex_unlock(&q->mu);
 }
 
-/* Cancel everything (queued jobs are finished without running), then join the worker. */
+/* Cancel everything (queued jobs are finished without running), then join the workers. */
 void queue_stop(srv_queue *q) {
-    if (!q->thread_started) return;
+    if (!q->workers) return;
     pthread_mutex_lock(&q->mu);
     q->stopping = 1;
     for (srv_job *j = q->head; j; j = j->next) job_cancel(j);
-    if (q->current) job_cancel(q->current);
+    for (int i = 0; i < q->n_workers; i++)
+        if (q->workers[i].current) job_cancel(q->workers[i].current);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
-    pthread_join(q->thread, NULL);
-    q->thread_started = 0;
+    for (int i = 0; i < q->n_workers; i++)
+        if (q->workers[i].started) pthread_join(q->workers[i].thread, NULL);
+    free(q->workers);
+    q->workers = NULL;
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
 }

@@ -143,6 +143,11 @@ int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
     j->api = API_RESPONSES;
     j->split_reasoning = 1;
     *render_req = req;
+    if (structured_parse(body, be, j, e)) {
+        json_decref(req);
+        *render_req = NULL;
+        return -1;
+    }
     return 0;
 }
 
@@ -150,7 +155,7 @@ int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
 
 static json_t *usage_json(const srv_job *j) {
     int out = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    return json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", j->n_prompt, "input_tokens_details", "cached_tokens", 0,
+    return json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", j->n_prompt, "input_tokens_details", "cached_tokens", j->stats.cached_tokens,
                      "output_tokens", out, "output_tokens_details", "reasoning_tokens", 0, "total_tokens", j->n_prompt + out);
 }
 

@@ -24,9 +24,13 @@ typedef struct {
     int         max_tokens;   /* completion tokens at most per request (a larger ask is lowered); 0 = no cap */
     float       temperature;  /* default temperature for requests that send none; < 0 = the model's */
     int         quiet;        /* 1: no per-request log lines on stderr */
+    int         max_connections;        /* open client connections at most (one thread each); more wait in the listen backlog */
+    int         max_connections_per_ip; /* per client address; 0 = no per-address limit */
+    int         idle_timeout;           /* seconds a connection may stay silent (no bytes either way); 0 = none */
 } srv_config;
 
-/* Neutral defaults: 127.0.0.1:8000, no key, queue 128, body 8 MiB, depth -1, ctx 0. */
+/* Neutral defaults: 127.0.0.1:8000, no key, queue 128, body 8 MiB, depth -1, ctx 0, 1024 connections
+ * (no per-address limit), 60 s idle timeout. */
 void server_config_default(srv_config *c);
 
 /* 1 when host names a loopback address ("localhost", 127.x.y.z, ::1). */
@@ -39,6 +43,11 @@ typedef struct srv_server srv_server;
 int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx_err *err);
 /* The bound TCP port. */
 int server_port(const srv_server *s);
+/* Start a graceful shutdown: stop accepting connections (connects are refused) and answer new
+ * requests on open connections with 503; requests already received run on. */
+void server_drain_begin(srv_server *s);
+/* Requests received and not yet completed (0 once a drain has finished). */
+int server_inflight(srv_server *s);
 /* Stop accepting, cancel queued and running generations, join all threads, free everything. */
 void server_stop(srv_server *s);
 

@@ -11,21 +11,30 @@
 #include "internal.h"
 #include "sse.h"
 
+/* Undo a partly appended frame: b back to its first `len` bytes. A client must never receive half a
+ * frame (the fault-injection sweep, tests/fault/sweep.py, found "data: {..." cut by a failed append). */
+static int frame_undo(sbuf *b, size_t len) {
+    if (b->p && b->len > len) b->len = len, b->p[len] = 0;
+    return -1;
+}
+
 int sse_data(sbuf *b, json_t *obj) {
     char *s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(obj);
     if (!s) return -1;
+    size_t len0 = b->len;
     int rc = sbuf_puts(b, "data: ") || sbuf_puts(b, s) || sbuf_puts(b, "\n\n");
     free(s);
-    return rc ? -1 : 0;
+    return rc ? frame_undo(b, len0) : 0;
 }
 
 int sse_event(sbuf *b, const char *name, json_t *obj) {
+    size_t len0 = b->len;
     if (sbuf_printf(b, "event: %s\n", name)) {
         json_decref(obj);
-        return -1;
+        return frame_undo(b, len0);
     }
-    return sse_data(b, obj);
+    return sse_data(b, obj) ? frame_undo(b, len0) : 0;
 }
 
 /* ---- dispatch ---- */
@@ -59,8 +68,8 @@ int fmt_end(srv_job *j) {
 
 json_t *job_usage_json(const srv_job *j) {
     int c = j->stats.completion_tokens ? j->stats.completion_tokens : j->n_completion;
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
-                     j->n_prompt + c);
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", j->n_prompt, "completion_tokens", c, "total_tokens",
+                     j->n_prompt + c, "prompt_tokens_details", "cached_tokens", j->stats.cached_tokens);
 }
 
 json_t *job_stats_json(const srv_job *j) {

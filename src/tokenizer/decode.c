@@ -446,3 +446,10 @@ int tok_stream_flush(tok_stream *s, const char **text, size_t *len, mtplx_err *e
     *len = s->outb.len;
     return 0;
 }
+
+int tok_token_bytes(const tokenizer *t, int32_t id, const char **bytes, size_t *len) {
+    if (!t->dec_bytelevel_only || id < 0 || id >= t->n_ids || !t->dec_bytes[id]) return 0;
+    *bytes = t->dec_bytes[id];
+    *len = t->dec_len[id];
+    return 1;
+}

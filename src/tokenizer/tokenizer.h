@@ -56,6 +56,10 @@ const char *tok_id_to_token(const tokenizer *t, int32_t id);
 int tok_is_special(const tokenizer *t, int32_t id);
 /* 1 if id is any added token (special or not). */
 int tok_is_added(const tokenizer *t, int32_t id);
+/* The raw bytes id decodes to (byte-level tokenizers: each vocab character mapped back to its byte;
+ * added tokens: their content), owned by t. Returns 1, or 0 when the tokenizer's decoder is not
+ * exactly ByteLevel (the bytes of a token are then not defined on their own) or id is unknown. */
+int tok_token_bytes(const tokenizer *t, int32_t id, const char **bytes, size_t *len);
 
 /* Fields of tokenizer_config.json the chat layer needs; strings owned by t, NULL when absent. */
 typedef struct {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — `mtplx run`, `tune` and `bench` end to end on the embedded model: greedy output equals the
-# HF golden continuation at depths 0, 1 and 3; --samples seeds S..S+N-1 reproduce single runs; text
+# HF golden continuation at depths 0, 1 and 3; --samples seeds S..S+N-1 reproduce single runs, also
+# with --parallel (continuous batching, under the sanitizer build); text
 # prompts; JSON shape; tune saves a depth that run then uses; bench --json; error exits and messages
 # (on the sanitizer build).
 set -euo pipefail
@@ -40,6 +41,17 @@ a=$(js 'console.log(L[1].tokens.join(","))' "$tmp/s")
 b=$(js 'console.log(L[0].tokens.join(","))' "$tmp/s1")
 [ "$a" = "$b" ] || fail "sample 2 of --samples ($a) differs from --seed 42 ($b)"
 echo "--samples reproduces single runs"
+
+# 2b. --samples N --parallel (continuous batching, at most 3 at once): the same tokens, in seed order
+"$M" run --prompt-tokens "$prompt" --max-tokens 24 --temperature 0.8 --top-k 30 --depth 2 --samples 7 --seed 41 \
+    --json >"$tmp/sq"
+"$MA" run --prompt-tokens "$prompt" --max-tokens 24 --temperature 0.8 --top-k 30 --depth 2 --samples 7 --seed 41 \
+    --parallel --max-seqs 3 --json >"$tmp/sp" 2>"$tmp/sp.err"
+a=$(js 'console.log(L.map(x=>x.seed+":"+x.tokens.join(",")).join(";"))' "$tmp/sq")
+b=$(js 'console.log(L.map(x=>x.seed+":"+x.tokens.join(",")).join(";"))' "$tmp/sp")
+[ "$a" = "$b" ] || fail "--parallel samples differ from sequential ones: $b vs $a"
+grep -q "7 samples at most 3 at once" "$tmp/sp.err" || fail "--parallel aggregate line: $(cat "$tmp/sp.err")"
+echo "--samples --parallel reproduces sequential samples"
 
 # 2b. a flag the user typed always wins, even when it equals the built-in default (T 1, top-p 1,
 # top-k 0) that the model's generation_config (T 0.6, top-p 0.95, top-k 20) would otherwise replace

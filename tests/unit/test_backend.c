@@ -2,6 +2,8 @@
  * backend's settings read once from the environment, buffers, and the row-invariance contract of
  * the ops as the model layer calls them (R rows at once ≡ the rows one by one, bit for bit). */
 #include <math.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,8 +126,9 @@ TEST(test_row_ops_are_row_invariant) {
     be_free(be);
 }
 
-/* Attention over a sequence's KV: R rows at positions 0..R-1 in one call equal R one-row calls
- * (decode), outputs and the K/V written. */
+/* Attention over a sequence's paged KV: R rows at positions 0..R-1 in one call equal R one-row calls
+ * (decode), outputs and the K/V written — with the two caches' pages in different pool orders, so
+ * the op must follow the page table for every key it writes and reads. */
 TEST(test_attention_op_prefill_equals_decode) {
     be_backend *be;
     mtplx_err err = {0};
@@ -143,7 +146,9 @@ TEST(test_attention_op_prefill_equals_decode) {
     be_attn_args a = {big, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, 1, inv_freq, 1.0f, qn, kn, 1e-6f,
                       0.25f};
     memcpy(big, proj, sizeof(float) * R * bw);
-    be_seq_kv kv1 = {k1, v1, CAP}, kv2 = {k2, v2, CAP};
+    enum { PS = 4, NP = CAP / PS };
+    const int32_t pages1[NP] = {1, 0}, pages2[NP] = {0, 1};
+    be_seq_kv kv1 = {k1, v1, pages1, NP, PS}, kv2 = {k2, v2, pages2, NP, PS};
     be->ops->attention(be, &a, &kv1, 0, R, sc);
     float *all = malloc(sizeof(float) * R * bw);
     REQUIRE(all);
@@ -154,7 +159,11 @@ TEST(test_attention_op_prefill_equals_decode) {
         CHECK_MSG(memcmp(big + att_off, all + (size_t)t * bw + att_off, sizeof(float) * nH * Dh) == 0,
                   "attention row %d: prefill and decode differ", t);
     }
-    CHECK(memcmp(k1, k2, 4 * kvn) == 0 && memcmp(v1, v2, 4 * kvn) == 0);
+    size_t page = (size_t)nKV * PS * Dh; /* floats of one page */
+    for (int i = 0; i < NP; i++) {
+        CHECK_MSG(memcmp(k1 + pages1[i] * page, k2 + pages2[i] * page, 4 * page) == 0, "keys of page %d differ", i);
+        CHECK_MSG(memcmp(v1 + pages1[i] * page, v2 + pages2[i] * page, 4 * page) == 0, "values of page %d differ", i);
+    }
     free(proj), free(big), free(all), free(k1), free(v1), free(k2), free(v2), free(sc);
     be_free(be);
 }
@@ -207,6 +216,64 @@ TEST(test_model_without_host_memory_gives_the_same_bits) {
     model_free(b);
 }
 
+/* The repacked-weight cache (cpu_packcache.c): a miss writes one file and gives the same bits as
+ * the in-memory repack; a hit maps it (still the same bits, no new file); a corrupted payload is
+ * detected by its checksum and rewritten; another weight gets another file; "" switches it off. */
+TEST(test_pack_cache_round_trip) {
+    kern_weight probe = {.dtype = DT_U32, .rows = 512, .cols = 4096, .bits = 4, .group_size = 64, .scale_dtype = DT_BF16};
+    if (!kern_qpack_bytes(&probe)) SKIP("no VNNI repacking on this CPU");
+    char dir[64], cmd[400];
+    snprintf(dir, sizeof dir, "/tmp/mtplx_packcache_%d", (int)getpid());
+    const int N = 512, K = 4096, G = K / 64;
+    uint32_t *q = malloc((size_t)N * K / 2); /* 4 bits each */
+    uint16_t *sc = malloc((size_t)N * G * 2), *bi = malloc((size_t)N * G * 2);
+    for (size_t i = 0; i < (size_t)N * K / 8; i++) q[i] = (uint32_t)(g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17);
+    for (int i = 0; i < N * G; i++) sc[i] = f32_to_bf16(0.01f + 0.001f * frand()), bi[i] = f32_to_bf16(0.05f * frand());
+    kern_weight w = probe;
+    w.data = q, w.scales = sc, w.biases = bi;
+    float *x = malloc(sizeof(float) * 3 * K), y0[3 * 512], y[3 * 512];
+    fill(x, 3 * (size_t)K);
+    mtplx_err err = {0};
+    kern_pack_set *ref = NULL;
+    kern_weight wr = w;
+    REQUIRE(kern_pack_set_add(&ref, &wr, &err) == 0 && wr.packed);
+    kern_matmul(y0, N, x, K, 3, &wr);
+    /* miss, then hit, then a corrupted file */
+    for (int round = 0; round < 3; round++) {
+        kern_pack_set *set = NULL;
+        kern_weight wc = w;
+        CHECK_INT(cpu_packcache_prepare(dir, &set, &wc, &err), 1);
+        REQUIRE(wc.packed != NULL);
+        kern_matmul(y, N, x, K, 3, &wc);
+        CHECK_MSG(!memcmp(y, y0, sizeof y), "round %d: cached copy gives other bits", round);
+        kern_pack_set_free(set);
+        snprintf(cmd, sizeof cmd, "test $(ls %s | grep -c '\\.qpack$') = 1 && test $(ls %s | wc -l) = 1", dir, dir);
+        CHECK_MSG(system(cmd) == 0, "round %d: want exactly one cache file in %s", round, dir);
+        if (round == 1) { /* flip one payload byte (past the 4 KiB header) */
+            snprintf(cmd, sizeof cmd, "f=$(ls %s/*.qpack) && printf '\\377' | dd of=$f bs=1 seek=100000 conv=notrunc status=none", dir);
+            REQUIRE(system(cmd) == 0);
+        }
+    }
+    /* after the rebuild the file is whole again: a hit maps it (same bits) */
+    snprintf(cmd, sizeof cmd, "test \"$(dd if=$(ls %s/*.qpack) bs=1 skip=100000 count=1 status=none | od -An -tx1 | tr -d ' ')\" != ff", dir);
+    CHECK_MSG(system(cmd) == 0, "the corrupted cache file was not rewritten");
+    /* another weight (one scale changed) gets its own file */
+    sc[7] ^= 1;
+    kern_pack_set *set2 = NULL;
+    kern_weight w2 = w;
+    CHECK_INT(cpu_packcache_prepare(dir, &set2, &w2, &err), 1);
+    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) = 2", dir);
+    CHECK_MSG(system(cmd) == 0, "a changed weight must not reuse the cached copy");
+    kern_pack_set_free(set2);
+    kern_weight w3 = w;
+    CHECK_INT(cpu_packcache_prepare("", &set2, &w3, &err), 0); /* off */
+    CHECK(w3.packed == NULL);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    kern_pack_set_free(ref);
+    free(q), free(sc), free(bi), free(x);
+}
+
 int main(void) {
     RUN(test_unknown_backend_refused_with_the_available_ones);
     RUN(test_cpu_settings_read_from_the_environment);
@@ -215,5 +282,6 @@ int main(void) {
     RUN(test_row_ops_are_row_invariant);
     RUN(test_attention_op_prefill_equals_decode);
     RUN(test_model_without_host_memory_gives_the_same_bits);
+    RUN(test_pack_cache_round_trip);
     return TEST_SUMMARY();
 }

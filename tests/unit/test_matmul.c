@@ -3,11 +3,14 @@
  *     the same activation row computed alone (T = 1);
  *   - split invariance: a row computed inside a large (thread-split) matrix is bit-identical to the
  *     same weight row computed as a 1-row matrix;
+ *   - the AVX-512 path is run twice on a CPU with avx512_bf16: bf16 weights through the FMA kernel
+ *     (bf16dp knob off) and through the VDPBF16PS kernel (on), which must really differ in bits;
  *   - accuracy: |y - ref| <= 1e-5 * Σ|x·w| + 1e-30 against kern_matmul_ref (fp32, sequential sum; the
  *     bound covers reassociation of an fp32 sum of K terms, K <= 1100). */
 #include <stdint.h>
 
 #include "../../src/kernels/cpu.h"
+#include "../../src/kernels/knobs.h"
 #include "../../src/kernels/matmul.h"
 #include "cmp.h"
 #include "test.h"
@@ -150,13 +153,60 @@ TEST(test_avx2_split_invariant) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2);
     check_split_invariance(KERN_ISA_AVX2);
 }
+/* Switch bf16 weights on the AVX-512 path between the VDPBF16PS kernel (1) and the FMA kernel (0). */
+static void set_bf16dp(int on) {
+    kern_knobs k = *kern_knobs_get();
+    k.bf16dp = on;
+    kern_knobs_set(&k);
+}
+
 TEST(test_avx512_row_invariant_and_accurate) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512);
+    set_bf16dp(0);
     check_row_invariance(KERN_ISA_AVX512);
+    set_bf16dp(1);
 }
 TEST(test_avx512_split_invariant) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512);
+    set_bf16dp(0);
     check_split_invariance(KERN_ISA_AVX512);
+    set_bf16dp(1);
+}
+
+#define SKIP_WITHOUT_BF16DP()                                                                       \
+    do {                                                                                            \
+        SKIP_WITHOUT_ISA(KERN_ISA_AVX512);                                                          \
+        if (!cpu_get_features()->avx512bf16) SKIP("no avx512_bf16: the VDPBF16PS kernel is not tested"); \
+    } while (0)
+
+TEST(test_avx512bf16_row_invariant_and_accurate) {
+    SKIP_WITHOUT_BF16DP();
+    set_bf16dp(1);
+    check_row_invariance(KERN_ISA_AVX512);
+}
+TEST(test_avx512bf16_split_invariant) {
+    SKIP_WITHOUT_BF16DP();
+    set_bf16dp(1);
+    check_split_invariance(KERN_ISA_AVX512);
+}
+/* The knob really switches kernels: the hi/lo bf16 split and the FMA kernel's fp32 products give
+ * different low bits on a 300-input dot product for almost every output. */
+TEST(test_avx512bf16_path_taken) {
+    SKIP_WITHOUT_BF16DP();
+    REQUIRE(cpu_isa_set(KERN_ISA_AVX512) == 0);
+    void *store;
+    kern_weight w = make_weight(DT_BF16, 64, 300, &store);
+    float x[3 * 300], ya[3 * 64], yb[3 * 64];
+    for (int i = 0; i < 3 * 300; i++) x[i] = frand();
+    set_bf16dp(1);
+    kern_matmul(ya, 64, x, 300, 3, &w);
+    set_bf16dp(0);
+    kern_matmul(yb, 64, x, 300, 3, &w);
+    set_bf16dp(1);
+    int differ = 0;
+    for (int i = 0; i < 3 * 64; i++) differ += ya[i] != yb[i];
+    CHECK_MSG(differ > 3 * 64 / 4, "only %d of %d outputs differ between the two kernels", differ, 3 * 64);
+    free(store);
 }
 
 TEST(test_amx_row_invariant_and_accurate) {
@@ -206,6 +256,9 @@ int main(void) {
     RUN(test_avx2_split_invariant);
     RUN(test_avx512_row_invariant_and_accurate);
     RUN(test_avx512_split_invariant);
+    RUN(test_avx512bf16_row_invariant_and_accurate);
+    RUN(test_avx512bf16_split_invariant);
+    RUN(test_avx512bf16_path_taken);
     RUN(test_amx_row_invariant_and_accurate);
     RUN(test_amx_split_invariant);
     RUN(test_neon_row_invariant_and_accurate);

@@ -3,7 +3,9 @@
  *   - model_state_commit(keep) after a capturing T-row forward leaves a state whose next step is
  *     bit-identical to a state that only ever forwarded those keep rows;
  *   - the MTP head's multi-row call equals its single-row calls.
- * Run on the dense golden checkpoint (HF layout, GQA, partial RoPE, Hv = 2·Hk). */
+ * Run on the dense golden checkpoint (HF layout, GQA, partial RoPE, Hv = 2·Hk, fp32 weights), and
+ * the first and last on the bf16 checkpoint models/qwen35-tiny-code too, whose matmuls take the bf16
+ * kernels (AMX tiles, AVX512-BF16 dot products or the FMA kernel, whichever this CPU runs). */
 #include <stdio.h>
 
 #include "fwd_util.h"
@@ -24,7 +26,7 @@ static int fwd(model_state *s, const int32_t *tok, int n, float *logits, float *
     return rc;
 }
 
-TEST(test_prefill_rows_match_stepwise_decode) {
+static void check_prefill_rows(void) {
     const model_config *c = model_config_of(g_model);
     int V = c->vocab_size, H = c->hidden_size;
     mtplx_err err = {0};
@@ -53,6 +55,9 @@ TEST(test_prefill_rows_match_stepwise_decode) {
     model_state_free(a);
     model_state_free(b);
 }
+
+TEST(test_prefill_rows_match_stepwise_decode) { check_prefill_rows(); }
+TEST(test_bf16_prefill_rows_match_stepwise_decode) { check_prefill_rows(); }
 
 TEST(test_commit_matches_state_that_saw_only_kept_rows) {
     const model_config *c = model_config_of(g_model);
@@ -121,7 +126,7 @@ TEST(test_forward_rejects_bad_input) {
     model_state_free(a);
 }
 
-TEST(test_mtp_rows_match_single_rows) {
+static void check_mtp_rows(void) {
     const model_config *c = model_config_of(g_model);
     int H = c->hidden_size, T = 8;
     mtplx_err err = {0};
@@ -156,17 +161,30 @@ TEST(test_mtp_rows_match_single_rows) {
     model_state_free(s);
 }
 
-int main(void) {
+TEST(test_mtp_rows_match_single_rows) { check_mtp_rows(); }
+TEST(test_bf16_mtp_rows_match_single_rows) { check_mtp_rows(); }
+
+/* Swap the model under test to dir and its golden. */
+static int use_model(const char *dir, const char *gold) {
     mtplx_err err = {0};
-    if (model_load(k_dir, &g_model, &err) || golden_open("tests/data/goldens/qwen3_5_dense/golden.safetensors", &g_gold, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", k_dir, err.msg);
-        return 1;
+    if (g_model) golden_close(&g_gold), model_free(g_model), g_model = NULL;
+    if (model_load(dir, &g_model, &err) || golden_open(gold, &g_gold, &err)) {
+        fprintf(stderr, "cannot load %s: %s\n", dir, err.msg);
+        return -1;
     }
+    return 0;
+}
+
+int main(void) {
+    if (use_model(k_dir, "tests/data/goldens/qwen3_5_dense/golden.safetensors")) return 1;
     RUN(test_prefill_rows_match_stepwise_decode);
     RUN(test_commit_matches_state_that_saw_only_kept_rows);
     RUN(test_commit_refuses_without_capture_or_bad_keep);
     RUN(test_forward_rejects_bad_input);
     RUN(test_mtp_rows_match_single_rows);
+    if (use_model("models/qwen35-tiny-code", "models/qwen35-tiny-code/golden.safetensors")) return 1;
+    RUN(test_bf16_prefill_rows_match_stepwise_decode);
+    RUN(test_bf16_mtp_rows_match_single_rows);
     golden_close(&g_gold);
     model_free(g_model);
     return TEST_SUMMARY();

@@ -156,9 +156,9 @@ static void sb_defaults(void *impl, gen_params *p) {
     p->stop_ids[p->n_stop_ids++] = 256;
 }
 
-static int sb_generate(void *impl, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn fn, void *user,
-                       gen_stats *st, mtplx_err *err) {
-    (void)prompt, (void)err;
+static int sb_generate(void *impl, int slot, const int32_t *prompt, int n_prompt, const gen_params *p, gen_token_fn fn,
+                       void *user, int (*cancelled)(void *), void *cancel_user, gen_stats *st, mtplx_err *err) {
+    (void)prompt, (void)err, (void)slot, (void)cancelled, (void)cancel_user;
     script_be *b = impl;
     b->last_temperature = p->temperature;
     memset(st, 0, sizeof *st);

@@ -18,7 +18,10 @@
  * documented order (docs/speculative.md) and also by the same enumeration at depth 0.
  * Families of (p, q) include q = 0 where p > 0, p = 0 where q > 0, near-equal, equal, one-hot,
  * disjoint supports; settings include penalties (p only), top-k / top-p / min-p, greedy and a stop
- * id; depths 1-5 and adaptive depth 3, 6 tokens, for every family and setting. */
+ * id; depths 1-5 and adaptive depth 3, 6 tokens, for every family and setting.
+ * Structured output (docs/structured-output.md): with a toy gen_constraint whose allowed set depends
+ * on every token before it (and that can end the generation), the speculative law equals the AR law
+ * of the masked target, for the families with finite logits, every setting and depths 1-4. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -143,6 +146,51 @@ static int si_commit(void *ctx, const int32_t *seq, int n, int keep, mtplx_err *
     return 0;
 }
 
+/* ---------------- toy constraint (structured output) ---------------- */
+
+/* Allowed next ids after t[0..n): not the previous id, never 0 after an odd number of tokens. The
+ * generation is complete after "2 1". The state is the token list: advance pushes, rollback pops. */
+static int toy_allowed(const int32_t *t, int n, int j) { return !(n > 0 && t[n - 1] == j) && !(j == 0 && n % 2 == 1); }
+static int toy_complete(const int32_t *t, int n) { return n >= 2 && t[n - 2] == 2 && t[n - 1] == 1; }
+
+typedef struct {
+    int32_t t[CTX_MAX];
+    int n;
+    int bad; /* a forbidden token was advanced or rollback went too far */
+} toy_con;
+
+static toy_con TOY;
+
+static const uint32_t *toy_mask(void *ctx, mtplx_err *err) {
+    static uint32_t m;
+    toy_con *c = ctx;
+    m = 0;
+    for (int j = 0; j < V; j++)
+        if (toy_allowed(c->t, c->n, j)) m |= 1u << j;
+    (void)err;
+    return &m;
+}
+static int toy_advance(void *ctx, int32_t tok, mtplx_err *err) {
+    toy_con *c = ctx;
+    if (!toy_allowed(c->t, c->n, tok) || c->n >= CTX_MAX) {
+        c->bad = 1;
+        return err_set(err, MTPLX_EINVAL, "toy constraint: %d not allowed", tok);
+    }
+    c->t[c->n++] = tok;
+    return 0;
+}
+static void toy_rollback(void *ctx, int n) {
+    toy_con *c = ctx;
+    if (n > c->n) c->bad = 1, n = c->n;
+    c->n -= n;
+}
+static int toy_ended(void *ctx) {
+    toy_con *c = ctx;
+    return toy_complete(c->t, c->n);
+}
+static const gen_constraint k_toy = {&TOY, toy_mask, toy_advance, toy_rollback, toy_ended};
+static int CONSTRAINED; /* 1: the rig and the reference use the toy constraint */
+
 /* ---------------- branch oracle ---------------- */
 
 typedef struct {
@@ -242,6 +290,8 @@ static void snap_take(const rig *g, snapshot *s) {
     memcpy(s->ctx, g->m.ctx, sizeof(int32_t) * (size_t)g->m.len);
     s->len = g->m.len;
     s->broken = g->m.broken || (!s->done && g->m.last_n); /* a cycle that goes on must have committed */
+    if (CONSTRAINED && (TOY.bad || TOY.n != g->c.n || memcmp(TOY.t, g->c.toks, sizeof(int32_t) * (size_t)g->c.n)))
+        s->broken = 1; /* the constraint must hold exactly the emitted tokens */
 }
 
 static void snap_restore(rig *g, const snapshot *s) {
@@ -258,6 +308,8 @@ static void snap_restore(rig *g, const snapshot *s) {
     g->m.len = s->len;
     g->m.last_n = 0;
     g->m.broken = 0;
+    memcpy(TOY.t, s->toks, sizeof(int32_t) * (size_t)s->n); /* after a cycle the constraint holds the emitted tokens */
+    TOY.n = s->n;
 }
 
 static int seq_index(const int32_t *t, int n) {
@@ -368,6 +420,7 @@ static void rig_params(const setting *s, int depth, float conf, int max_tokens) 
     G.p.max_tokens = max_tokens;
     G.p.depth = depth;
     G.p.draft_min_conf = conf;
+    G.p.constraint = CONSTRAINED ? &k_toy : NULL;
     if (s->stop_id >= 0) {
         G.p.stop_ids[0] = s->stop_id;
         G.p.n_stop_ids = 1;
@@ -408,6 +461,8 @@ static int exact_law(const family *f, const setting *s, int depth, float conf, i
             G.c.n = 0;
             G.c.done = 0;
             G.c.finish = NULL;
+            TOY.n = 0;
+            TOY.bad = 0;
             if (cycle_first(&G.c, G.logits, &o.base, &e) || o.bad) {
                 res->failed = 1;
                 return -1;
@@ -432,6 +487,9 @@ static void ref_dist(const setting *s, const int32_t *comp, int n, double *out) 
     memcpy(ctx + 2, comp, sizeof(int32_t) * (size_t)n);
     float l[V];
     memcpy(l, G.m.f->t[target_row(ctx, n + 2)], sizeof l);
+    if (CONSTRAINED) /* the mask comes first: -inf ids take no penalty and no mass */
+        for (int j = 0; j < V; j++)
+            if (!toy_allowed(comp, n, j)) l[j] = NI;
     for (int j = 0; j < V; j++) {
         int cnt = 0, seen = j == k_prompt[0] || j == k_prompt[1];
         for (int i = 0; i < n; i++) cnt += comp[i] == j;
@@ -487,7 +545,7 @@ static void ref_law(const setting *s, int max_tokens, int32_t *prefix, int n, do
     for (int j = 0; j < V; j++) {
         if (pr[j] == 0) continue;
         prefix[n] = j;
-        if (n + 1 == max_tokens || j == s->stop_id)
+        if (n + 1 == max_tokens || j == s->stop_id || (CONSTRAINED && toy_complete(prefix, n + 1)))
             law[n + 1][seq_index(prefix, n + 1)] += w * pr[j];
         else
             ref_law(s, max_tokens, prefix, n + 1, w * pr[j], law);
@@ -584,6 +642,26 @@ TEST(test_broken_residual_is_not_the_ar_law) {
     CHECK_MSG(d > 1e-3, "the broken residual changed the law by only %g", d);
 }
 
+/* Structured output: masked p and masked q at every position; the exact law equals the AR law of the
+ * masked target (families with finite logits: masks never empty a row). */
+TEST(test_exact_law_under_a_constraint) {
+    CONSTRAINED = 1;
+    int configs = 0;
+    for (int fi = 0; fi < N_FAMILIES; fi++) {
+        int finite = 1;
+        for (int r = 0; r < ROWS; r++)
+            for (int j = 0; j < V; j++) finite &= k_families[fi].t[r][j] != NI && k_families[fi].d[r][j] != NI;
+        if (!finite) continue;
+        for (int si = 0; si < N_SETTINGS; si++)
+            for (int depth = 1; depth <= 4; depth++) {
+                check_config(fi, si, depth, 0, 6);
+                configs++;
+            }
+    }
+    CONSTRAINED = 0;
+    CHECK_INT(configs, 3 * N_SETTINGS * 4);
+}
+
 int main(void) {
     mtplx_err e;
     if (sampler_new(V, &G.smp, &e) || sampler_dist_init(&G.pd, V, &e) || sampler_dist_init(&G.resid, V, &e)) return 1;
@@ -593,6 +671,7 @@ int main(void) {
     RUN(test_exact_law_depths_1_2_4_5_adaptive);
     RUN(test_enumeration_covers_position3_and_bonus);
     RUN(test_broken_residual_is_not_the_ar_law);
+    RUN(test_exact_law_under_a_constraint);
     fprintf(stderr, "  largest |speculative law - AR law| over all configurations: %.3g (depth-0 enumeration: %.3g)\n",
             g_worst, g_worst_ar);
     sampler_free(G.smp);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../../src/model/model.h"
+#include "../../src/model/model_internal.h"
 #include "../../src/model/synth.h"
 #include "test.h"
 
@@ -86,6 +87,14 @@ TEST(test_synth_loads_and_runs_every_dtype) {
                   bits_l[i]);
         model_state_free(a);
         model_state_free(b);
+        /* the default q4:64 draft copy of a q4:64 checkpoint shares its weights (no requantization
+         * at load); other formats get fresh buffers */
+        const void *head = m->draft_head.data, *fc = m->mtp.fc.data;
+        CHECK(model_quantize_draft(m, 4, 64, 1, &e) == 0);
+        CHECK_MSG((m->draft_head.data == head && m->mtp.fc.data == fc) == (bits_l[i] == 4),
+                  "bits %d: draft copy %s the checkpoint's weights", bits_l[i],
+                  m->draft_head.data == head ? "shares" : "does not share");
+        CHECK(m->draft_head.dtype == DT_U32 && m->draft_head.bits == 4 && m->mtp_quantized);
         model_free(m);
     }
 }

@@ -4,6 +4,7 @@
 #include "cpu_backend.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,20 @@ void cpu_settings_from_env(cpu_settings *s) {
     k.amx_pf = env_int("MTPLX_AMX_PF", k.amx_pf);
     k.qpack_pf = env_int("MTPLX_QPACK_PF", k.qpack_pf);
     k.qpack_pf2 = env_int("MTPLX_QPACK_PF2", k.qpack_pf2);
+    k.bf16dp = env_int("MTPLX_BF16DP", k.bf16dp);
+    k.bf16_pf = env_int("MTPLX_BF16_PF", k.bf16_pf);
     s->knobs = k;
+    /* the repacked-weight cache directory (cpu_packcache.c) */
+    s->pack_cache[0] = 0;
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    e = getenv("MTPLX_PACK_CACHE");
+    if (e) {
+        if (strcmp(e, "0")) snprintf(s->pack_cache, sizeof s->pack_cache, "%s", e);
+    } else if (xdg && *xdg) {
+        snprintf(s->pack_cache, sizeof s->pack_cache, "%s/mtplx/qpack", xdg);
+    } else if (home && *home) {
+        snprintf(s->pack_cache, sizeof s->pack_cache, "%s/.cache/mtplx/qpack", home);
+    }
 }
 
 static pthread_mutex_t g_apply_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -109,8 +123,10 @@ static int cpu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
         c->needs_scratch = 1;
         if (!c->min_group || w->group_size < c->min_group) c->min_group = w->group_size;
     }
-    int rc = kern_pack_set_add(&c->packs, w, err);
-    if (!rc && w->amx) c->needs_scratch = 1;
+    int rc = cpu_packcache_prepare(c->settings.pack_cache, &c->packs, w, err);
+    if (rc < 0) return err ? err->code : MTPLX_ENOMEM;
+    rc = kern_pack_set_add(&c->packs, w, err); /* a no-op when the cache gave w its copy */
+    if (!rc && w->dtype == DT_BF16) c->needs_scratch = 1; /* AMX / AVX512-BF16 packed activations */
     return rc;
 }
 

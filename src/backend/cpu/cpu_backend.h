@@ -14,14 +14,19 @@
 #include "../../kernels/matmul.h"
 #include "../backend.h"
 
+#define CPU_CACHE_PATH_MAX 1024
+
 /* Everything a user can tune about the CPU backend, read once at creation. */
 typedef struct {
     kern_knobs knobs;   /* kernel path, threads, repacking, prefetch distances (knobs.h) */
+    char pack_cache[CPU_CACHE_PATH_MAX]; /* directory of the repacked-weight cache, "" = off */
 } cpu_settings;
 
 /* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx), MTPLX_NO_AMX=1,
  * MTPLX_THREADS (1..256), MTPLX_QPACK=0, MTPLX_QACT=f32, MTPLX_QAMX_MIN, MTPLX_AMX_PF,
- * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB). Unparsable values keep the default. */
+ * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB), MTPLX_BF16DP=0, MTPLX_BF16_PF=0,
+ * MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
+ * $HOME/.cache/mtplx/qpack). Unparsable values keep the default. */
 void cpu_settings_from_env(cpu_settings *s);
 
 /* Install the settings into the kernels and create the thread pool (process-wide: the kernels have
@@ -40,6 +45,12 @@ typedef struct {
     int min_group;          /* smallest quantization group among prepared weights, 0 = none */
     int needs_scratch;      /* 1: some prepared weight takes quantized / AMX-packed activations */
 } cpu_ctx;
+
+/* cpu_packcache.c: give w its VNNI copy from the cache directory dir (mapped from the file when
+ * one holds exactly this weight's copy, else repacked and written there). Returns 1 when w->packed
+ * is set, 0 when the cache does not apply (off, small copy, no copy for this weight, I/O trouble:
+ * the caller repacks as usual), -1 with err set on out of memory. */
+int cpu_packcache_prepare(const char *dir, kern_pack_set **set, kern_weight *w, mtplx_err *err);
 
 /* cpu_seq.c / cpu_moe.c: the sequence ops and how many pool tasks a piece of work gets. */
 int cpu_tasks(double work, int items, int max_tasks);

@@ -77,6 +77,25 @@ typedef struct {
     float *scores;        /* [n_tasks][ATT_SCORE_ROWS][capacity] */
 } attn_job;
 
+/* Page log2 of a be_seq_kv (page_size is a power of two). */
+static int page_shift(const be_seq_kv *kv) {
+    int s = 0;
+    while ((1 << s) < kv->page_size) s++;
+    return s;
+}
+
+/* Keys (or values, with w the value width) of head h as paged rows. */
+static kern_rows head_rows(const be_seq_kv *kv, const float *pool, int heads, int h, int w) {
+    kern_rows r = {pool + (size_t)h * kv->page_size * w, kv->pages, (long)heads * kv->page_size * w, page_shift(kv), w};
+    return r;
+}
+
+/* Where position pos of head h is stored. */
+static float *kv_at(const be_seq_kv *kv, float *pool, int heads, int h, int w, int pos) {
+    int ps = kv->page_size;
+    return pool + (((size_t)kv->pages[pos / ps] * heads + h) * ps + pos % ps) * w;
+}
+
 static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
     int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
@@ -95,9 +114,9 @@ static void attn_task(void *ctx, int task, int n_tasks) {
             out[e] = row + j->att_off + h * Dh;
             n[e] = j->pos0 + t + 1;
         }
-        size_t base = (size_t)kvh * j->capacity * Dh;
-        kern_attention_group(out, q, n, nq, j->kv->k + base, Dh, Dh, j->kv->v + base, Dh, Dh, j->scale, scores,
-                             j->capacity);
+        int nkv = j->nH / j->group;
+        kern_rows kr = head_rows(j->kv, j->kv->k, nkv, kvh, Dh), vr = head_rows(j->kv, j->kv->v, nkv, kvh, Dh);
+        kern_attention_group_rows(out, q, n, nq, &kr, Dh, &vr, Dh, j->scale, scores, j->capacity);
         if (j->gated)
             for (int e = 0; e < nq; e++) kern_mul_sigmoid(out[e], q[e] + Dh, Dh);
     }
@@ -108,7 +127,7 @@ static void attn_task(void *ctx, int task, int n_tasks) {
 void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
     (void)be;
     int Dh = a->head_dim, nH = a->n_heads, nKV = a->n_kv_heads, rd = a->rotary_dim, bw = a->ldb;
-    int capacity = kv->capacity, group = nH / nKV;
+    int capacity = kv->n_pages * kv->page_size, group = nH / nKV;
     float *cos_sin = rope_table(scratch, capacity);
     for (int t = 0; t < R; t++) {
         float *row = a->big + (size_t)t * bw;
@@ -121,8 +140,8 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
             float *kh = row + a->k_off + j * Dh;
             if (a->k_norm) kern_rmsnorm(kh, kh, a->k_norm, Dh, a->eps);
             if (rd > 0) kern_rope_apply(kh, cos_sin, rd);
-            memcpy(kv->k + ((size_t)j * capacity + pos) * Dh, kh, sizeof(float) * Dh);
-            memcpy(kv->v + ((size_t)j * capacity + pos) * Dh, row + a->v_off + j * Dh, sizeof(float) * Dh);
+            memcpy(kv_at(kv, kv->k, nKV, j, Dh, pos), kh, sizeof(float) * Dh);
+            memcpy(kv_at(kv, kv->v, nKV, j, Dh, pos), row + a->v_off + j * Dh, sizeof(float) * Dh);
         }
         for (int h = 0; h < nH; h++) {
             float *qh = row + h * a->q_stride;
@@ -148,7 +167,8 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
 
 void cpu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
     (void)be;
-    int nH = a->n_heads, Dn = a->nope_dim, Dr = a->rope_dim, Dv = a->v_dim, Dk = Dn + Dr, capacity = kv->capacity;
+    int nH = a->n_heads, Dn = a->nope_dim, Dr = a->rope_dim, Dv = a->v_dim, Dk = Dn + Dr;
+    int capacity = kv->n_pages * kv->page_size;
     float *cs = rope_table(scratch, capacity);
     for (int t = 0; t < R; t++) {
         float *row = a->rows + (size_t)t * a->ldr;
@@ -159,18 +179,18 @@ void cpu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0
         if (a->interleave) kern_rope_apply_interleaved(k_rope, cs, Dr);
         else kern_rope_apply(k_rope, cs, Dr);
         for (int h = 0; h < nH; h++) {
-            float *kd = kv->k + ((size_t)h * capacity + pos) * Dk;
+            float *kd = kv_at(kv, kv->k, nH, h, Dk, pos);
             const float *kvb = row + a->kvb_off + h * (Dn + Dv);
             memcpy(kd, kvb, sizeof(float) * Dn);
             memcpy(kd + Dn, k_rope, sizeof(float) * Dr);
-            memcpy(kv->v + ((size_t)h * capacity + pos) * Dv, kvb + Dn, sizeof(float) * Dv);
+            memcpy(kv_at(kv, kv->v, nH, h, Dv, pos), kvb + Dn, sizeof(float) * Dv);
         }
         for (int h = 0; h < nH; h++) {
             float *qh = row + a->q_off + h * Dk;
             if (a->interleave) kern_rope_apply_interleaved(qh + Dn, cs, Dr);
             else kern_rope_apply(qh + Dn, cs, Dr);
-            kern_mla_attention_head(row + a->att_off + h * Dv, qh, kv->k + (size_t)h * capacity * Dk, Dk, Dk,
-                                    kv->v + (size_t)h * capacity * Dv, Dv, Dv, pos + 1, a->scale, scratch);
+            kern_rows kr = head_rows(kv, kv->k, nH, h, Dk), vr = head_rows(kv, kv->v, nH, h, Dv);
+            kern_attention_rows(row + a->att_off + h * Dv, qh, &kr, Dk, &vr, Dv, pos + 1, a->scale, scratch);
         }
     }
 }

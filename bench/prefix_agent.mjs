@@ -1,0 +1,68 @@
+// prefix_agent.mjs — replay of a multi-turn agent conversation against `mtplx serve` (bench/prefix.sh):
+// a system prompt + 6 tool definitions, a task, then 10 turns in which the model's reply is fed back as
+// the agent would (its text, or its tool calls re-serialised by the chat template) followed by a tool
+// result of ~150-400 tokens. Prints, per turn, the prompt tokens and how many the server restored
+// from its prefix cache (usage.prompt_tokens_details.cached_tokens), and the total share.
+// Usage: node bench/prefix_agent.mjs BASE_URL [TURNS=10]
+const [base, turnsArg] = process.argv.slice(2);
+const TURNS = Number(turnsArg || 10);
+const tool = (name, desc, props) => ({ type: 'function', function: { name, description: desc,
+  parameters: { type: 'object', properties: Object.fromEntries(props.map((p) => [p, { type: 'string', description: `The ${p}.` }])),
+                required: props } } });
+const TOOLS = [
+  tool('read_file', 'Read a file from the workspace and return its contents with line numbers.', ['path']),
+  tool('list_dir', 'List the entries of a directory of the workspace, one per line, directories first.', ['path']),
+  tool('write_file', 'Write a file of the workspace, replacing its contents.', ['path', 'content']),
+  tool('run_tests', 'Run the test suite of the workspace and return the failures.', ['target']),
+  tool('grep', 'Search the workspace for a regular expression and return the matching lines.', ['pattern', 'path']),
+  tool('apply_patch', 'Apply a unified diff to the workspace.', ['patch']),
+];
+const RULES = [
+  'You are a coding agent working in a Python repository. Use the tools to inspect files before changing them.',
+  'Prefer small, reviewable changes; explain each change in one sentence.',
+  'Never invent file contents: read them first. Run the tests after every change.',
+  'When a test fails, read the failure, find the cause in the code, and fix the cause rather than the test.',
+];
+const SYSTEM = RULES.join('\n') + '\n' + Array.from({ length: 20 }, (_, i) =>
+  `Guideline ${i + 1}: keep functions short, name things for what they mean, handle errors where they occur, and document behaviour that is not obvious from the code.`).join('\n');
+const fileText = (k) => Array.from({ length: 12 + (k * 7) % 20 }, (_, i) =>
+  `${i + 1}: def helper_${k}_${i}(x):\n    return x * ${i + k} + ${k}  # step ${i}`).join('\n');
+
+async function post(body) {
+  const r = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+                                                           body: JSON.stringify(body) });
+  const j = await r.json();
+  if (r.status !== 200) throw new Error(JSON.stringify(j));
+  return j;
+}
+
+// one agent session of TURNS turns on task; returns [prompt tokens, cached tokens]
+async function session(task) {
+  const messages = [{ role: 'system', content: SYSTEM }, { role: 'user', content: task }];
+  let prompt = 0, cached = 0, seen = 0, prev = 0;
+  for (let t = 1; t <= TURNS; t++) {
+    const r = await post({ model: 'm', messages, tools: TOOLS, max_tokens: 48, temperature: 0 });
+    const u = r.usage, m = r.choices[0].message;
+    prompt += u.prompt_tokens;
+    cached += u.prompt_tokens_details.cached_tokens;
+    seen += prev; // the previous prompt is a prefix of this one: the most a cache of this session could serve
+    prev = u.prompt_tokens;
+    console.log(`turn ${String(t).padStart(2)}: ${u.prompt_tokens} prompt tokens, ${u.prompt_tokens_details.cached_tokens} from the cache`);
+    if (m.tool_calls && m.tool_calls.length) {
+      messages.push({ role: 'assistant', content: m.content ?? '', tool_calls: m.tool_calls });
+      for (const c of m.tool_calls) messages.push({ role: 'tool', tool_call_id: c.id, content: fileText(t) });
+    } else {
+      messages.push({ role: 'assistant', content: m.content ?? '' });
+      messages.push({ role: 'user', content: `Tool result (read_file src/math_${t}.py):\n${fileText(t)}` });
+    }
+  }
+  console.log(`session: ${cached} of ${prompt} prompt tokens from the cache (${(100 * cached / prompt).toFixed(1)}%); ` +
+              `the earlier prompts of the session held ${seen}`);
+  return [prompt, cached];
+}
+
+// the first session starts cold; the second (another task, same system prompt and tools) is what an
+// agent's next session looks like to a server that has seen one
+const [p1, c1] = await session('The tests in tests/test_math.py fail after the last refactor. Find out why and fix it.');
+const [p2, c2] = await session('Add type hints to src/math_1.py and make sure the tests still pass.');
+console.log(`total: ${c1 + c2} of ${p1 + p2} prompt tokens from the cache (${(100 * (c1 + c2) / (p1 + p2)).toFixed(1)}%)`);

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# GPU test of the CUDA backend, in one run on a machine with an NVIDIA GPU and nvcc (README, "Testing
+# on a GPU"). Builds with `make CUDA=1` (through scripts/device-build.sh on the GPU machine, which has
+# no package registry: `scripts/device-build.sh fetch` here first and carry build/device-debs; with
+# NATIVE=1, plain make with the system's headers), then with every model on the GPU (MTPLX_DEVICE=cuda):
+#   1. the CUDA ops against references and their row invariance (test_backend_cuda); the model-level unit tests: HF / family / MLX / quantized goldens within the CPU tolerances,
+#      row invariance (prefill ≡ decode, R = 1 vs n), greedy MTP ≡ AR at depths 1..5 on 22 prompts,
+#      the chi-square distribution test, synthetic shapes; batch invariance (test_batch: every family,
+#      random batches bit-identical to solo; test_sched: 16 concurrent generations token for token);
+#   2. greedy MTP ≡ AR through the CLI at depths 1..5 (same text as depth 0);
+#   3. bad input refused clearly: a corrupt checkpoint, a model larger than the GPU's free memory
+#      (MTPLX_GPU_MEM_LIMIT), --device cuda:99;
+#   4. compute-sanitizer memcheck clean on a short MTP run.
+# Prints one PASS/FAIL line per check and exits non-zero when any failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TESTS="test_backend_cuda test_forward test_rows test_generate test_generate_dist test_family_goldens test_family_layouts
+       test_family_mtp test_mlx_goldens test_quant_goldens test_shapes test_synth test_fwd_pool test_batch test_sched"
+targets="model build/mtplx"
+for t in $TESTS; do targets="$targets build/tests/$t"; done
+t0=$(date +%s)
+if [ "${NATIVE:-0}" = 1 ]; then
+    make -j"$(nproc)" CUDA=1 $targets > /tmp/gpu-test-build.log 2>&1
+else
+    scripts/device-build.sh build $targets CUDA=1 > /tmp/gpu-test-build.log 2>&1
+fi
+if [ $? -ne 0 ]; then tail -40 /tmp/gpu-test-build.log; echo "FAIL build"; exit 1; fi
+echo "PASS build ($(( $(date +%s) - t0 )) s)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+fails=0
+check() { # check NAME COMMAND...: runs it, prints PASS/FAIL and the tail of its output on failure
+    local name=$1; shift
+    local log=/tmp/gpu-test-$name.log s=$(date +%s)
+    if "$@" > "$log" 2>&1; then echo "PASS $name ($(( $(date +%s) - s )) s)"
+    else echo "FAIL $name ($(( $(date +%s) - s )) s)"; tail -15 "$log"; fails=$((fails + 1)); fi
+}
+export MTPLX_DEVICE=cuda
+
+uses_gpu() { MTPLX_CUDA_VERBOSE=1 build/mtplx run --prompt hi --max-tokens 2 2>&1 | grep "CUDA backend on GPU"; }
+check default_device_is_the_gpu uses_gpu
+
+# 1. unit tests that load models: every model of them on the GPU
+[ "${SKIP_UNIT:-0}" = 1 ] || for t in $TESTS; do check "$t" timeout "${T_TIMEOUT:-300}" build/tests/$t; done
+
+# 2. greedy MTP ≡ AR through the CLI
+P='def quicksort(arr):'
+build/mtplx run --prompt "$P" --max-tokens 64 --temperature 0 --depth 0 --quiet > /tmp/gpu-ar.txt 2>/dev/null
+mtp_equal() {
+    for d in 1 2 3 4 5; do
+        build/mtplx run --prompt "$P" --max-tokens 64 --temperature 0 --depth $d --quiet > /tmp/gpu-d$d.txt || return 1
+        cmp -s /tmp/gpu-ar.txt /tmp/gpu-d$d.txt || { echo "depth $d differs:"; cat /tmp/gpu-d$d.txt; return 1; }
+    done
+    [ -s /tmp/gpu-ar.txt ]
+}
+check cli_greedy_mtp_equals_ar mtp_equal
+cpu_equal() { # the GPU's greedy text matches the CPU's on the embedded model
+    build/mtplx run --device cpu --prompt "$P" --max-tokens 64 --temperature 0 --depth 0 --quiet > /tmp/gpu-cpu.txt &&
+        cmp /tmp/gpu-ar.txt /tmp/gpu-cpu.txt
+}
+check cli_greedy_gpu_equals_cpu cpu_equal
+
+# 3. bad input
+corrupt() {
+    local d=/tmp/gpu-corrupt; rm -rf $d; cp -r models/qwen35-tiny-code $d; rm -f $d/*.xz
+    local f=$(ls $d/model-*.safetensors | head -1); truncate -s 1000 "$f"
+    ! build/mtplx run --model $d --prompt hi --max-tokens 4 > /tmp/gpu-bad.txt 2>&1 || return 1
+    cat /tmp/gpu-bad.txt; grep -qi "safetensors\|truncat\|header\|size" /tmp/gpu-bad.txt
+}
+check refuses_corrupt_checkpoint corrupt
+too_big() {
+    ! MTPLX_GPU_MEM_LIMIT=1000000 build/mtplx run --prompt hi --max-tokens 4 > /tmp/gpu-big.txt 2>&1 || return 1
+    cat /tmp/gpu-big.txt; grep -q "do not fit on GPU" /tmp/gpu-big.txt
+}
+check refuses_model_larger_than_gpu too_big
+no_gpu() {
+    ! build/mtplx run --device cuda:99 --prompt hi --max-tokens 4 > /tmp/gpu-99.txt 2>&1 || return 1
+    cat /tmp/gpu-99.txt; grep -q "GPU" /tmp/gpu-99.txt
+}
+check refuses_missing_gpu no_gpu
+
+# 4. memcheck on a short MTP run
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+memcheck() {
+    "$SAN" --tool memcheck --error-exitcode 3 --leak-check no build/mtplx run --prompt "$P" --max-tokens 8 \
+        --temperature 0 --depth 3 --quiet
+}
+check compute_sanitizer_memcheck memcheck
+
+echo "gpu-test: $fails failed ($(( $(date +%s) - t0 )) s in all)"
+[ $fails -eq 0 ]

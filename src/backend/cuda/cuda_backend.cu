@@ -1,0 +1,495 @@
+/* cuda_backend.cu — the CUDA backend: device memory, device copies of weights (checkpoint format,
+ * uploaded once) and of the model's small host vectors, the element-wise row ops, and the ops table
+ * (docs/architecture.md, "The CUDA backend"). Matmul / embedding are in cuda_matmul.cu, attention /
+ * MLA / GDN in cuda_seq.cu, the MoE block in cuda_moe.cu.
+ *
+ * Row invariance (DESIGN.md §3): every kernel here computes a row with one thread block whose
+ * reduction order depends only on the row's width, never on how many rows share the call. */
+#include "cuda_internal.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "../../base/dtype.h"
+}
+
+void cu_check(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "mtplx: CUDA error in %s: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    abort();
+}
+
+/* ------------------------------------------------------------------ device copies */
+
+static size_t slot_of(const void *key, size_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static size_t dtype_bytes(mtplx_dtype d) { return d == DT_F32 ? 4 : 2; }
+
+/* Uploads w into *e (e->host already set). Returns 0, or MTPLX_ENOMEM with the sizes in err. */
+static int weight_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *err) {
+    size_t R = (size_t)w->rows, K = (size_t)w->cols, nb[3] = {0, 0, 0};
+    const void *src[3] = {w->data, w->scales, w->biases};
+    if (w->dtype == DT_U32) {
+        nb[0] = R * (K * (size_t)w->bits / 32) * 4;
+        nb[1] = nb[2] = R * (K / (size_t)w->group_size) * dtype_bytes(w->scale_dtype);
+    } else if (w->dtype == DT_F32 || w->dtype == DT_BF16 || w->dtype == DT_F16) {
+        nb[0] = R * K * dtype_bytes(w->dtype);
+    } else {
+        return err_set(err, MTPLX_EUNSUPPORTED, "CUDA backend: weight dtype %d not supported", (int)w->dtype);
+    }
+    void *dst[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++) {
+        if (!nb[i]) continue;
+        cudaError_t ce = cudaMalloc(&dst[i], nb[i]);
+        if (ce != cudaSuccess) {
+            size_t fr = 0, tot = 0;
+            cudaGetLastError();
+            cudaMemGetInfo(&fr, &tot);
+            for (int j = 0; j < i; j++) cudaFree(dst[j]);
+            return err_set(err, MTPLX_ENOMEM,
+                           "CUDA backend: GPU %d out of memory for a %dx%d weight (%zu bytes; %.2f GiB free of "
+                           "%.2f GiB, %.2f GiB already in weights)",
+                           c->device, w->rows, w->cols, nb[i], fr / 1073741824.0, tot / 1073741824.0,
+                           c->weight_bytes / 1073741824.0);
+        }
+        CU_CHECK(cudaMemcpy(dst[i], src[i], nb[i], cudaMemcpyHostToDevice), "weight upload");
+    }
+    e->data = dst[0];
+    e->scales = dst[1];
+    e->biases = dst[2];
+    e->bytes = nb[0] + nb[1] + nb[2];
+    c->weight_bytes += e->bytes;
+    return 0;
+}
+
+static void weight_free(cu_wdev *e) {
+    cudaFree(e->data);
+    cudaFree(e->scales);
+    cudaFree(e->biases);
+    e->data = e->scales = e->biases = NULL;
+}
+
+/* The slot for key in the weight table (grown to keep it at most half full). Caller holds the lock. */
+static cu_wdev *wslot(cu_ctx *c, const void *key) {
+    if (2 * (c->w_n + 1) > c->w_cap) {
+        size_t nc = c->w_cap ? 2 * c->w_cap : 1024;
+        cu_wdev *nt = (cu_wdev *)calloc(nc, sizeof *nt);
+        if (!nt) cu_check(cudaErrorMemoryAllocation, "weight table");
+        for (size_t i = 0; i < c->w_cap; i++) {
+            if (!c->w[i].host) continue;
+            size_t s = slot_of(c->w[i].host, nc);
+            while (nt[s].host) s = (s + 1) & (nc - 1);
+            nt[s] = c->w[i];
+        }
+        free(c->w);
+        c->w = nt;
+        c->w_cap = nc;
+    }
+    size_t s = slot_of(key, c->w_cap);
+    while (c->w[s].host && c->w[s].host != key) s = (s + 1) & (c->w_cap - 1);
+    return &c->w[s];
+}
+
+const cu_wdev *cu_weight(cu_ctx *c, const be_weight *w) {
+    pthread_mutex_lock(&c->lock);
+    cu_wdev *e = wslot(c, w->data);
+    if (!e->host) {
+        mtplx_err err;
+        err_clear(&err);
+        e->host = w->data;
+        if (weight_upload(c, w, e, &err)) {
+            fprintf(stderr, "mtplx: %s\n", err.msg);
+            abort();
+        }
+        c->w_n++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return e;
+}
+
+const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
+    if (!h) return NULL;
+    pthread_mutex_lock(&c->lock);
+    if (2 * (c->v_n + 1) > c->v_cap) {
+        size_t nc = c->v_cap ? 2 * c->v_cap : 1024;
+        cu_vdev *nt = (cu_vdev *)calloc(nc, sizeof *nt);
+        if (!nt) cu_check(cudaErrorMemoryAllocation, "vector table");
+        for (size_t i = 0; i < c->v_cap; i++) {
+            if (!c->v[i].host) continue;
+            size_t s = slot_of(c->v[i].host, nc);
+            while (nt[s].host) s = (s + 1) & (nc - 1);
+            nt[s] = c->v[i];
+        }
+        free(c->v);
+        c->v = nt;
+        c->v_cap = nc;
+    }
+    size_t s = slot_of(h, c->v_cap);
+    while (c->v[s].host && c->v[s].host != h) s = (s + 1) & (c->v_cap - 1);
+    cu_vdev *e = &c->v[s];
+    if (e->host && e->bytes >= bytes) {
+        pthread_mutex_unlock(&c->lock);
+        return (const float *)e->dev;
+    }
+    if (!e->host) {
+        cudaPointerAttributes at;
+        if (cudaPointerGetAttributes(&at, h) == cudaSuccess &&
+            (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged)) {
+            pthread_mutex_unlock(&c->lock);
+            return h; /* already backend memory (a buffer of this backend) */
+        }
+        cudaGetLastError();
+    } else {
+        cudaFree(e->dev); /* asked for more bytes than the first use: re-copy */
+        c->v_n--;
+    }
+    e->host = h;
+    e->bytes = bytes;
+    CU_CHECK(cudaMalloc(&e->dev, bytes ? bytes : 4), "vector upload");
+    CU_CHECK(cudaMemcpy(e->dev, h, bytes, cudaMemcpyHostToDevice), "vector upload");
+    c->v_n++;
+    pthread_mutex_unlock(&c->lock);
+    return (const float *)e->dev;
+}
+
+const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n) {
+    if (n > c->idx_cap) {
+        cudaFree(c->d_idx);
+        size_t nc = n < 4096 ? 4096 : 2 * n;
+        CU_CHECK(cudaMalloc(&c->d_idx, nc * sizeof(int32_t)), "index staging");
+        c->idx_cap = nc;
+    }
+    /* the previous user of d_idx may still be queued: a blocking copy on the default stream orders
+     * after it */
+    CU_CHECK(cudaMemcpy(c->d_idx, h, n * sizeof(int32_t), cudaMemcpyHostToDevice), "index staging");
+    return c->d_idx;
+}
+
+/* ------------------------------------------------------------------ memory ops */
+
+struct be_buf {
+    void *p;
+    size_t bytes;
+};
+
+static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what, be_buf **out, mtplx_err *err) {
+    *out = NULL;
+    be_buf *b = (be_buf *)calloc(1, sizeof *b);
+    if (!b) return err_set(err, MTPLX_ENOMEM, "%s: out of host memory", what);
+    cudaError_t ce = cudaMalloc(&b->p, bytes ? bytes : 4);
+    if (ce != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        free(b);
+        return err_set(err, MTPLX_ENOMEM, "%s: %zu bytes do not fit on GPU %d (%.2f GiB free of %.2f GiB)", what,
+                       bytes, cu_of(be)->device, fr / 1073741824.0, tot / 1073741824.0);
+    }
+    if (zero) CU_CHECK(cudaMemset(b->p, 0, bytes ? bytes : 4), what);
+    b->bytes = bytes;
+    *out = b;
+    return 0;
+}
+
+static void cu_buf_free(be_backend *be, be_buf *b) {
+    (void)be;
+    if (!b) return;
+    cudaFree(b->p);
+    free(b);
+}
+
+static void *cu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
+
+static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "upload");
+}
+
+static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "download");
+}
+
+static void cu_copy(be_backend *be, void *dst, const void *src, size_t n) {
+    (void)be;
+    if (n && dst != src) CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, 0), "copy");
+}
+
+static void cu_fill_zero(be_backend *be, void *dst, size_t n) {
+    (void)be;
+    if (n) CU_CHECK(cudaMemsetAsync(dst, 0, n, 0), "fill_zero");
+}
+
+/* ------------------------------------------------------------------ load time */
+
+static int cu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
+    cu_ctx *c = cu_of(be);
+    if (w->dtype == DT_U32 &&
+        ((w->bits != 4 && w->bits != 8) || (w->group_size != 32 && w->group_size != 64 && w->group_size != 128) ||
+         w->cols % w->group_size || (w->scale_dtype != DT_BF16 && w->scale_dtype != DT_F16 && w->scale_dtype != DT_F32)))
+        return err_set(err, MTPLX_EUNSUPPORTED, "CUDA backend: quantized weight %dx%d: %d bits, group %d not supported",
+                       w->rows, w->cols, w->bits, w->group_size);
+    pthread_mutex_lock(&c->lock);
+    cu_wdev *e = wslot(c, w->data);
+    int fresh = !e->host;
+    if (!fresh) { /* prepare means "this is the content now": re-upload (a reused host address) */
+        c->weight_bytes -= e->bytes;
+        weight_free(e);
+    }
+    e->host = w->data;
+    int rc = weight_upload(c, w, e, err);
+    if (rc) e->host = fresh ? NULL : e->host;
+    if (!rc && fresh) c->w_n++;
+    if (rc && !fresh) { /* the slot keeps its key but has no copy: drop it by rebuilding lazily */
+        e->data = e->scales = e->biases = NULL;
+        e->bytes = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+static size_t cu_weight_bytes(const be_backend *be) { return ((const cu_ctx *)be->impl)->weight_bytes; }
+
+static int cu_reserve_rows(be_backend *be, int rows, int max_cols, mtplx_err *err) {
+    (void)be, (void)rows, (void)max_cols, (void)err; /* kernels need no scratch beyond their buffers */
+    return 0;
+}
+
+static size_t cu_attn_scratch_floats(const be_backend *be, int capacity, int rotary_dim) {
+    (void)be, (void)capacity, (void)rotary_dim; /* RoPE and scores live in registers / shared memory */
+    return 1;
+}
+
+/* ------------------------------------------------------------------ row ops */
+
+/* One block per row: y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps), as kern_rmsnorm_rows. */
+__global__ void k_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, float eps) {
+    __shared__ float sh[33];
+    const float *xt = x + (size_t)blockIdx.x * ldx;
+    float *yt = y + (size_t)blockIdx.x * ldy;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
+    float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) yt[i] = (xt[i] * inv) * w[i];
+}
+
+static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
+                            float eps) {
+    if (R <= 0) return;
+    const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
+    k_rmsnorm<<<R, 256>>>(y, ldy, x, ldx, dw, n, eps);
+    CU_LAUNCHED("rmsnorm");
+}
+
+__global__ void k_add(float *x, const float *o, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += o[i];
+}
+
+static void cu_add(be_backend *be, float *x, const float *o, size_t n) {
+    (void)be;
+    if (!n) return;
+    k_add<<<(unsigned)((n + 255) / 256), 256>>>(x, o, n);
+    CU_LAUNCHED("add");
+}
+
+__global__ void k_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (c < n) y[(size_t)t * ldy + c] = cu_silu(g[(size_t)t * ldg + c]) * u[(size_t)t * ldu + c];
+}
+
+void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R) {
+    if (R <= 0 || n <= 0) return;
+    k_swiglu<<<dim3((n + 255) / 256, R), 256>>>(y, ldy, g, ldg, u, ldu, n);
+    CU_LAUNCHED("swiglu");
+}
+
+static void cu_swiglu_rows(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R) {
+    (void)be;
+    cu_swiglu(y, ld, g, ld, u, ld, n, R);
+}
+
+/* y_t[c] = silu(Σ_j w[c][j] · x[t + j][c]), FMA in tap order (as the CPU's SIMD paths). */
+__global__ void k_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (c >= C) return;
+    float acc = 0.f;
+    for (int j = 0; j < kc; j++) acc = fmaf(w[(size_t)c * kc + j], x[(size_t)(t + j) * ldx + c], acc);
+    y[(size_t)t * ldy + c] = cu_silu(acc);
+}
+
+static void cu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc,
+                           int R) {
+    if (R <= 0 || C <= 0) return;
+    const float *dw = cu_vec(cu_of(be), w, sizeof(float) * (size_t)C * kc);
+    k_conv1d_silu<<<dim3((C + 127) / 128, R), 128>>>(y, ldy, x, ldx, dw, C, kc);
+    CU_LAUNCHED("conv1d_silu");
+}
+
+/* ------------------------------------------------------------------ the backend */
+
+static void cu_destroy(be_backend *be);
+
+static be_ops make_ops(void) {
+    be_ops o;
+    memset(&o, 0, sizeof o);
+    o.name = "cuda";
+    o.destroy = cu_destroy;
+    o.buf_alloc = cu_buf_alloc;
+    o.buf_free = cu_buf_free;
+    o.buf_addr = cu_buf_addr;
+    o.upload = cu_upload;
+    o.download = cu_download;
+    o.copy = cu_copy;
+    o.fill_zero = cu_fill_zero;
+    o.weight_prepare = cu_weight_prepare;
+    o.weight_bytes = cu_weight_bytes;
+    o.reserve_rows = cu_reserve_rows;
+    o.attn_scratch_floats = cu_attn_scratch_floats;
+    o.moe_scratch_new = cu_moe_scratch_new;
+    o.moe_scratch_free = cu_moe_scratch_free;
+    o.matmul = cu_matmul;
+    o.matmul_n = cu_matmul_n;
+    o.embed_rows = cu_embed_rows;
+    o.rmsnorm_rows = cu_rmsnorm_rows;
+    o.add = cu_add;
+    o.swiglu_rows = cu_swiglu_rows;
+    o.conv1d_silu = cu_conv1d_silu;
+    o.attention = cu_attention;
+    o.mla = cu_mla;
+    o.gdn = cu_gdn;
+    o.gdn_replay = cu_gdn_replay;
+    o.moe = cu_moe;
+    return o;
+}
+
+static const be_ops cu_ops = make_ops();
+
+extern "C" int be_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_bytes, char *name, size_t name_len,
+                                mtplx_err *err) {
+    int n = be_cuda_device_count();
+    if (device < 0 || device >= n)
+        return err_set(err, MTPLX_EINVAL, "CUDA device %d does not exist (%d GPU%s visible)", device, n,
+                       n == 1 ? "" : "s");
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce == cudaSuccess) ce = cudaMemGetInfo(free_bytes, total_bytes);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(err, MTPLX_EIO, "CUDA device %d: %s", device, cudaGetErrorString(ce));
+    }
+    if (name && name_len) {
+        cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, device) == cudaSuccess) snprintf(name, name_len, "%s", p.name);
+        else snprintf(name, name_len, "GPU %d", device);
+    }
+    return 0;
+}
+
+extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
+    *out = NULL;
+    size_t fr, tot;
+    int rc = be_cuda_mem_info(device, &fr, &tot, NULL, 0, err);
+    if (rc) return rc;
+    cudaDeviceProp p;
+    CU_CHECK(cudaGetDeviceProperties(&p, device), "device properties");
+    if (p.major < 7)
+        return err_set(err, MTPLX_EUNSUPPORTED, "CUDA device %d (%s) has compute capability %d.%d; this build needs sm_90",
+                       device, p.name, p.major, p.minor);
+    be_backend *be = (be_backend *)calloc(1, sizeof *be);
+    cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return err_set(err, MTPLX_ENOMEM, "CUDA backend: out of host memory");
+    }
+    c->device = device;
+    pthread_mutex_init(&c->lock, NULL);
+    be->ops = &cu_ops;
+    be->caps.host_memory = 0;
+    be->impl = c;
+    const char *v = getenv("MTPLX_CUDA_VERBOSE");
+    if (v && *v && strcmp(v, "0"))
+        fprintf(stderr, "mtplx: CUDA backend on GPU %d (%s, sm_%d%d, %.1f GiB free)\n", device, p.name, p.major,
+                p.minor, fr / 1073741824.0);
+    *out = be;
+    return 0;
+}
+
+/* Frees every device copy and the backend (buffers are freed by their owners before this). */
+static void cu_destroy(be_backend *be) {
+    cu_ctx *c = cu_of(be);
+    cudaDeviceSynchronize();
+    for (size_t i = 0; i < c->w_cap; i++)
+        if (c->w[i].host) weight_free(&c->w[i]);
+    for (size_t i = 0; i < c->v_cap; i++)
+        if (c->v[i].host) cudaFree(c->v[i].dev);
+    free(c->w);
+    free(c->v);
+    cudaFree(c->d_idx);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    free(be);
+}
+
+/* ------------------------------------------------------------------ bandwidth */
+
+/* Reads n uint4 once (grid-stride) and folds them into *sink so the loads cannot be dropped. */
+__global__ void k_stream_read(const uint4 *p, size_t n, unsigned *sink) {
+    unsigned acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 v = __ldcs(p + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9E3779B9u) atomicAdd(sink, acc);
+}
+
+extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mtplx_err *err) {
+    *gbs = 0;
+    if (cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(err, MTPLX_EIO, "CUDA device %d cannot be used", device);
+    }
+    size_t n = bytes / sizeof(uint4);
+    uint4 *buf = NULL;
+    unsigned *sink = NULL;
+    if (cudaMalloc(&buf, n * sizeof(uint4)) != cudaSuccess || cudaMalloc(&sink, sizeof(unsigned)) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(buf);
+        return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: %zu bytes do not fit on GPU %d", bytes, device);
+    }
+    CU_CHECK(cudaMemset(buf, 1, n * sizeof(uint4)), "membw");
+    cudaDeviceProp p;
+    CU_CHECK(cudaGetDeviceProperties(&p, device), "membw");
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int r = 0; r < reps + 1; r++) { /* the first read warms up */
+        cudaEventRecord(e0);
+        k_stream_read<<<p.multiProcessorCount * 8, 512>>>(buf, n, sink);
+        cudaEventRecord(e1);
+        CU_CHECK(cudaEventSynchronize(e1), "membw");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        double g = n * sizeof(uint4) / (ms * 1e-3) / 1e9;
+        if (r > 0 && g > *gbs) *gbs = g;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(buf);
+    cudaFree(sink);
+    return 0;
+}

@@ -1,0 +1,107 @@
+/* cuda_internal.cuh — shared by the CUDA backend's .cu files: its context, device copies of weights
+ * and small host vectors, error checking, and the per-file op entry points (docs/architecture.md,
+ * "The CUDA backend").
+ *
+ * All work goes to the legacy default stream, so ops run in call order and a download (a blocking
+ * cudaMemcpy) sees every earlier op's result. A CUDA error inside an op cannot be returned (ops are
+ * void, backend.h): it is printed with the op's name and the process aborts, since a device fault
+ * leaves the context unusable. */
+#ifndef MTPLX_BACKEND_CUDA_INTERNAL_CUH
+#define MTPLX_BACKEND_CUDA_INTERNAL_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../base/err.h"
+#include "cuda_backend.h"
+}
+
+/* One weight's device copy in checkpoint format (bf16 / f16 / f32 values, or MLX affine packed
+ * uint32 with its scales and biases). */
+typedef struct {
+    const void *host;      /* key: the host description's data pointer */
+    void *data, *scales, *biases;
+    size_t bytes;          /* device bytes of all three */
+} cu_wdev;
+
+/* One small host array (norm weights, RoPE frequencies, ...) copied to the device on first use. */
+typedef struct {
+    const void *host;      /* key */
+    void *dev;
+    size_t bytes;
+} cu_vdev;
+
+/* Private state of one CUDA backend. */
+typedef struct {
+    int device;
+    pthread_mutex_t lock;  /* guards the two tables (ops may run on a server worker thread) */
+    cu_wdev *w;            /* open-addressing table of weight copies, w_cap slots */
+    size_t w_cap, w_n;
+    cu_vdev *v;            /* open-addressing table of vector copies, v_cap slots */
+    size_t v_cap, v_n;
+    size_t weight_bytes;   /* device bytes held by weight copies */
+    int32_t *d_idx;        /* device staging for host index arrays (tokens, page tables) */
+    size_t idx_cap;        /* int32 entries of d_idx */
+} cu_ctx;
+
+/* Abort with the op name on a CUDA error (see the header comment). */
+void cu_check(cudaError_t e, const char *what);
+#define CU_CHECK(call, what) cu_check((call), (what))
+#define CU_LAUNCHED(what) cu_check(cudaGetLastError(), (what))
+
+static inline cu_ctx *cu_of(be_backend *be) { return (cu_ctx *)be->impl; }
+
+/* The device copy of w (uploaded now if weight_prepare never saw it). Never NULL (aborts on OOM). */
+const cu_wdev *cu_weight(cu_ctx *c, const be_weight *w);
+/* The device copy of `bytes` of host array h (h itself when it already is device memory; NULL for
+ * NULL). Host arrays passed this way must not change after first use (they are model weights). */
+const float *cu_vec(cu_ctx *c, const float *h, size_t bytes);
+/* n int32 of a host array copied into the backend's index staging (valid until the next call). */
+const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n);
+
+/* cuda_matmul.cu */
+void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w);
+void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R);
+void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R);
+/* y[t·ldy + c] = silu(g[t·ldg + c]) · u[t·ldu + c] for c < n, t < R. */
+void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R);
+
+/* cuda_seq.cu */
+void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
+void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
+void cu_gdn(be_backend *be, const be_gdn_args *a, int R);
+void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
+                   const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
+
+/* cuda_moe.cu */
+int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_experts, int top_k,
+                       be_moe_scratch **out, mtplx_err *err);
+void cu_moe_scratch_free(be_backend *be, be_moe_scratch *s);
+void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+            be_moe_scratch *s);
+
+/* Block-wide sum of v over blockDim.x threads (a multiple of 32, at most 1024) in a fixed order:
+ * warp butterflies, then warp 0 adds the warp sums in warp order. Every thread gets the total. */
+__device__ __forceinline__ float cu_block_sum(float v, float *sh32) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (l == 0) sh32[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.f;
+        for (int i = 0; i < nw; i++) s += sh32[i];
+        sh32[32] = s;
+    }
+    __syncthreads();
+    return sh32[32];
+}
+
+__device__ __forceinline__ float cu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float cu_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+#endif

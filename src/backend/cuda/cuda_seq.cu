@@ -1,0 +1,370 @@
+/* cuda_seq.cu — the CUDA backend's sequence ops: gated attention and MLA over a sequence's paged KV
+ * cache, the Gated DeltaNet recurrence with per-row capture, and its replay (docs/architecture.md,
+ * "The CUDA backend").
+ *
+ * KV addressing is paged: position p of head h lives in page pages[p / page_size] at
+ * k + ((page · heads + h) · page_size + p % page_size) · width. The contiguous be_seq_kv of today is
+ * the one-page case (page 0, page_size = capacity), so the kernels are already the paged ones.
+ *
+ * Row invariance (DESIGN.md §3): one block per (row, head) attends over its keys with a fixed
+ * assignment of keys to warps (key j to warp j mod 4, online softmax) and a fixed merge, so a query's
+ * bits depend only on its keys; the delta rule runs a head's rows in order in one block; the state
+ * update is one function shared by the step and the replay, so the replay is bit-identical. */
+#include "cuda_internal.cuh"
+
+#include <math.h>
+
+#define ATT_WARPS 4
+#define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
+
+/* A sequence's KV cache of one layer as the kernels address it. */
+typedef struct {
+    float *k, *v;
+    const int32_t *pages; /* device page table, or NULL: everything in page 0 */
+    int page_size, heads, kw, vw;
+} kv_view;
+
+/* The view of kv for a layer with `heads` cached heads of widths kw / vw: the host page table is
+ * staged to the device (the staged table stays valid for the op's kernels: the next staging copy is
+ * ordered after them). */
+static kv_view kv_view_of(cu_ctx *c, const be_seq_kv *kv, int heads, int kw, int vw) {
+    kv_view v;
+    v.k = kv->k;
+    v.v = kv->v;
+    v.pages = cu_stage_idx(c, kv->pages, (size_t)kv->n_pages);
+    v.page_size = kv->page_size;
+    v.heads = heads;
+    v.kw = kw;
+    v.vw = vw;
+    return v;
+}
+
+__device__ __forceinline__ size_t kv_slot(const kv_view &kv, int h, int pos, int width) {
+    int page = kv.pages ? kv.pages[pos / kv.page_size] : 0;
+    return (((size_t)page * kv.heads + h) * kv.page_size + pos % kv.page_size) * width;
+}
+
+/* cos / sin of RoPE frequency i at pos, as kern_rope_cos_sin (double-precision cos of the fp32
+ * angle), times the YaRN attention factor f. */
+__device__ __forceinline__ void rope_cs(const float *inv_freq, int i, int pos, float f, float *c, float *s) {
+    float ang = (float)pos * inv_freq[i];
+    *c = (float)cos((double)ang);
+    *s = (float)sin((double)ang);
+    if (f != 1.0f) *c *= f, *s *= f;
+}
+
+/* ------------------------------------------------------------------ gated attention */
+
+typedef struct {
+    float *big;
+    int ldb, q_stride, k_off, v_off, n_heads, n_kv, Dh, rd, pos0;
+    const float *inv_freq, *q_norm, *k_norm;
+    float rope_factor, eps;
+} attn_prep_args;
+
+/* Block (t, h): per-head RMSNorm and RoPE of query head h (h < nH) or of key head h - nH, whose key
+ * and value then go into the cache at position pos0 + t. */
+__global__ void k_attn_prep(attn_prep_args a, kv_view kv) {
+    extern __shared__ float buf[]; /* [Dh] */
+    __shared__ float sh[33];
+    int t = blockIdx.x, h = blockIdx.y, Dh = a.Dh, pos = a.pos0 + t;
+    float *row = a.big + (size_t)t * a.ldb;
+    int is_q = h < a.n_heads, j = h - a.n_heads;
+    float *p = is_q ? row + (size_t)h * a.q_stride : row + a.k_off + (size_t)j * Dh;
+    const float *nw = is_q ? a.q_norm : a.k_norm;
+    for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = p[i];
+    if (nw) {
+        float s = 0.f;
+        for (int i = threadIdx.x; i < Dh; i += blockDim.x) s = fmaf(buf[i], buf[i], s);
+        float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)Dh + a.eps);
+        for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = (buf[i] * inv) * nw[i];
+    }
+    __syncthreads();
+    int half = a.rd / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float c, s, x1 = buf[i], x2 = buf[i + half];
+        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
+        buf[i] = x1 * c - x2 * s;
+        buf[i + half] = x2 * c + x1 * s;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < Dh; i += blockDim.x) p[i] = buf[i];
+    if (!is_q) {
+        float *kd = kv.k + kv_slot(kv, j, pos, Dh), *vd = kv.v + kv_slot(kv, j, pos, Dh);
+        const float *vs = row + a.v_off + (size_t)j * Dh;
+        for (int i = threadIdx.x; i < Dh; i += blockDim.x) kd[i] = buf[i], vd[i] = vs[i];
+    }
+}
+
+typedef struct {
+    float *big;
+    int ldb, q_off, q_stride, att_off, group, Dk, Dv, gated, pos0;
+    float scale;
+} attn_core_args;
+
+/* Block (t, h): query head h of row t attends to positions 0..pos0+t of KV head h / group; the
+ * output (× sigmoid(gate) when gated, the gate following the Dk query floats) goes to att_off. */
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
+    extern __shared__ float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
+    int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, n = a.pos0 + t + 1;
+    float *row = a.big + (size_t)t * a.ldb;
+    const float *qg = row + a.q_off + (size_t)h * a.q_stride;
+    float *q = sm, *part = sm + Dk;
+    for (int i = threadIdx.x; i < Dk; i += blockDim.x) q[i] = qg[i];
+    __syncthreads();
+    float m = -INFINITY, l = 0.f, o[ATT_MAXO];
+#pragma unroll
+    for (int i = 0; i < ATT_MAXO; i++) o[i] = 0.f;
+    for (int j = w; j < n; j += ATT_WARPS) {
+        const float *kr = kv.k + kv_slot(kv, kvh, j, Dk);
+        float d = 0.f;
+        for (int i = lane; i < Dk; i += 32) d = fmaf(q[i], kr[i], d);
+#pragma unroll
+        for (int s = 16; s > 0; s >>= 1) d += __shfl_xor_sync(0xffffffffu, d, s);
+        float sc = d * a.scale, mn = fmaxf(m, sc);
+        float corr = expf(m - mn), p = expf(sc - mn);
+        l = l * corr + p;
+        const float *vr = kv.v + kv_slot(kv, kvh, j, Dv);
+#pragma unroll
+        for (int i = 0; i < ATT_MAXO; i++) {
+            int dd = lane + 32 * i;
+            if (dd < Dv) o[i] = o[i] * corr + p * vr[dd];
+        }
+        m = mn;
+    }
+    float *mine = part + (size_t)w * (Dv + 2);
+    if (lane == 0) mine[0] = m, mine[1] = l;
+#pragma unroll
+    for (int i = 0; i < ATT_MAXO; i++) {
+        int dd = lane + 32 * i;
+        if (dd < Dv) mine[2 + dd] = o[i];
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int x = 0; x < ATT_WARPS; x++) M = fmaxf(M, part[(size_t)x * (Dv + 2)]);
+    float L = 0.f;
+    for (int x = 0; x < ATT_WARPS; x++) {
+        const float *px = part + (size_t)x * (Dv + 2);
+        L += px[1] * expf(px[0] - M);
+    }
+    float *out = row + a.att_off + (size_t)h * Dv;
+    for (int dd = threadIdx.x; dd < Dv; dd += blockDim.x) {
+        float acc = 0.f;
+        for (int x = 0; x < ATT_WARPS; x++) {
+            const float *px = part + (size_t)x * (Dv + 2);
+            acc += px[2 + dd] * expf(px[0] - M);
+        }
+        float r = acc / L;
+        if (a.gated) r *= cu_sigmoid(qg[Dk + dd]);
+        out[dd] = r;
+    }
+}
+
+static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
+    if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
+    size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
+    k_attn_core<<<dim3(R, nH), ATT_WARPS * 32, smem>>>(a, kv);
+    CU_LAUNCHED("attention");
+}
+
+void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    (void)scratch;
+    if (R <= 0) return;
+    cu_ctx *c = cu_of(be);
+    int Dh = a->head_dim, rd = a->rotary_dim;
+    kv_view v = kv_view_of(c, kv, a->n_kv_heads, Dh, Dh);
+    attn_prep_args p = {a->big, a->ldb, a->q_stride, a->k_off, a->v_off, a->n_heads, a->n_kv_heads, Dh, rd, pos0,
+                        cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
+                        cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
+                        a->rope_factor, a->eps};
+    k_attn_prep<<<dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh>>>(p, v);
+    CU_LAUNCHED("attention prep");
+    attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
+                        pos0, a->scale};
+    attn_core(q, v, R, a->n_heads);
+}
+
+/* ------------------------------------------------------------------ MLA */
+
+typedef struct {
+    float *rows;
+    int ldr, q_off, ckv_off, kvb_off, n_heads, Dn, Dr, Dv, kv_lora, interleave, pos0;
+    const float *inv_freq;
+    float rope_factor;
+} mla_prep_args;
+
+/* Rotate pair i of x (Dr dims): NeoX halves (i, i + Dr/2) or interleaved (2i, 2i + 1). */
+__device__ __forceinline__ void rope_pair(float *x, int i, int Dr, int inter, float c, float s) {
+    int i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + Dr / 2;
+    float x1 = x[i1], x2 = x[i2];
+    x[i1] = x1 * c - x2 * s;
+    x[i2] = x2 * c + x1 * s;
+}
+
+/* Block t: RoPE of row t's shared rope key and of every query head's rope part, then each head's
+ * key [nope | rope] and value into the cache at pos0 + t. */
+__global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
+    int t = blockIdx.x, pos = a.pos0 + t, Dr = a.Dr, half = Dr / 2, Dk = a.Dn + Dr;
+    float *row = a.rows + (size_t)t * a.ldr, *kr = row + a.ckv_off + a.kv_lora;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float c, s;
+        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
+        rope_pair(kr, i, Dr, a.interleave, c, s);
+    }
+    for (int x = threadIdx.x; x < a.n_heads * half; x += blockDim.x) {
+        int h = x / half, i = x % half;
+        float c, s;
+        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
+        rope_pair(row + a.q_off + (size_t)h * Dk + a.Dn, i, Dr, a.interleave, c, s);
+    }
+    __syncthreads();
+    for (int h = 0; h < a.n_heads; h++) {
+        const float *kvb = row + a.kvb_off + (size_t)h * (a.Dn + a.Dv);
+        float *kd = kv.k + kv_slot(kv, h, pos, Dk), *vd = kv.v + kv_slot(kv, h, pos, a.Dv);
+        for (int i = threadIdx.x; i < Dk; i += blockDim.x) kd[i] = i < a.Dn ? kvb[i] : kr[i - a.Dn];
+        for (int i = threadIdx.x; i < a.Dv; i += blockDim.x) vd[i] = kvb[a.Dn + i];
+    }
+}
+
+void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    (void)scratch;
+    if (R <= 0) return;
+    cu_ctx *c = cu_of(be);
+    int Dk = a->nope_dim + a->rope_dim;
+    kv_view v = kv_view_of(c, kv, a->n_heads, Dk, a->v_dim);
+    mla_prep_args p = {a->rows, a->ldr, a->q_off, a->ckv_off, a->kvb_off, a->n_heads, a->nope_dim, a->rope_dim,
+                       a->v_dim, a->kv_lora, a->interleave, pos0,
+                       cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
+                       a->rope_factor};
+    k_mla_prep<<<R, 128>>>(p, v);
+    CU_LAUNCHED("mla prep");
+    attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, pos0, a->scale};
+    attn_core(q, v, R, a->n_heads);
+}
+
+/* ------------------------------------------------------------------ Gated DeltaNet */
+
+/* The state update of one element, shared by the step and the replay: g·s + d·k rounded as two
+ * products and a sum (no FMA contraction), so both give the same bits. */
+__device__ __forceinline__ float gdn_upd(float s, float g, float d, float k) {
+    return __fadd_rn(__fmul_rn(g, s), __fmul_rn(d, k));
+}
+
+/* Block (t, x): L2-normalised q (x < Hk, × Dk^-½) or k (x >= Hk) head of row t. */
+__global__ void k_gdn_l2(const float *big, int ldb, int u_off, int Hk, int Dk, float *qn, float *kn) {
+    __shared__ float sh[33];
+    int t = blockIdx.x, x = blockIdx.y, is_k = x >= Hk, h = x % Hk, kd = Hk * Dk;
+    const float *src = big + (size_t)t * ldb + u_off + (is_k ? kd : 0) + (size_t)h * Dk;
+    float *dst = (is_k ? kn : qn) + (size_t)t * kd + (size_t)h * Dk;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < Dk; i += blockDim.x) s = fmaf(src[i], src[i], s);
+    float inv = 1.0f / sqrtf(cu_block_sum(s, sh) + 1e-6f), mul = is_k ? 1.0f : 1.0f / sqrtf((float)Dk);
+    for (int i = threadIdx.x; i < Dk; i += blockDim.x) dst[i] = (src[i] * inv) * mul;
+}
+
+typedef struct {
+    float *big;
+    int ldb, b_off, a_off, u_off, y_off, Hk, Hv, Dk, Dv, R;
+    const float *neg_A, *dt_bias, *norm;
+    float eps;
+    const float *src, *qn, *kn;
+    float *dst, *tape_g, *tape_d;
+} gdn_k_args;
+
+/* Block hv: value head hv's rows in order. Thread i owns value row i of the state, kept transposed
+ * in shared memory (S_T[j][i], conflict-free), then the gated RMSNorm of each row's output. */
+__global__ void k_gdn(gdn_k_args a) {
+    extern __shared__ float sm[];
+    __shared__ float sh[33];
+    int hv = blockIdx.x, i = threadIdx.x, Dk = a.Dk, Dv = a.Dv, kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk);
+    float *S = sm, *qs = sm + (size_t)Dk * Dv, *ks = qs + Dk;
+    const float *src = a.src + (size_t)hv * Dv * Dk;
+    for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) S[(x % Dk) * Dv + x / Dk] = src[x];
+    for (int t = 0; t < a.R; t++) {
+        __syncthreads();
+        for (int j = threadIdx.x; j < Dk; j += blockDim.x) {
+            qs[j] = a.qn[(size_t)t * kd + (size_t)hk * Dk + j];
+            ks[j] = a.kn[(size_t)t * kd + (size_t)hk * Dk + j];
+        }
+        __syncthreads();
+        float *row = a.big + (size_t)t * a.ldb;
+        float beta = cu_sigmoid(row[a.b_off + hv]);
+        float sp = row[a.a_off + hv] + a.dt_bias[hv];
+        sp = sp > 20.0f ? sp : log1pf(expf(sp));
+        float g = expf(a.neg_A[hv] * sp);
+        if (a.tape_g && i == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+        float y = 0.f;
+        if (i < Dv) {
+            float kv = 0.f;
+            for (int j = 0; j < Dk; j++) kv = fmaf(S[j * Dv + i], ks[j], kv);
+            float d = beta * (row[a.u_off + 2 * kd + hv * Dv + i] - g * kv);
+            for (int j = 0; j < Dk; j++) {
+                float s = gdn_upd(S[j * Dv + i], g, d, ks[j]);
+                S[j * Dv + i] = s;
+                y = fmaf(s, qs[j], y);
+            }
+            if (a.tape_d) a.tape_d[((size_t)t * a.Hv + hv) * Dv + i] = d;
+        }
+        float inv = 1.0f / sqrtf(cu_block_sum(i < Dv ? y * y : 0.f, sh) / (float)Dv + a.eps);
+        if (i < Dv) row[a.y_off + hv * Dv + i] = ((y * inv) * a.norm[i]) * cu_silu(row[hv * Dv + i]);
+    }
+    __syncthreads();
+    float *dst = a.dst + (size_t)hv * Dv * Dk;
+    for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) dst[x] = S[(x % Dk) * Dv + x / Dk];
+}
+
+static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
+
+static void gdn_smem_allow(const void *fn, size_t smem) {
+    if (smem > 48 * 1024) CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                                   "gdn shared memory");
+}
+
+void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
+    if (R <= 0) return;
+    cu_ctx *c = cu_of(be);
+    int Hk = a->Hk, Dk = a->Dk;
+    k_gdn_l2<<<dim3(R, 2 * Hk), 128>>>(a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+    CU_LAUNCHED("gdn l2norm");
+    gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, a->Hv, Dk, a->Dv, R,
+                    cu_vec(c, a->neg_A, sizeof(float) * a->Hv), cu_vec(c, a->dt_bias, sizeof(float) * a->Hv),
+                    cu_vec(c, a->norm, sizeof(float) * a->Dv), a->eps, a->src, a->qn, a->kn, a->dst, a->tape_g,
+                    a->tape_d};
+    size_t smem = gdn_smem(Dk, a->Dv);
+    gdn_smem_allow((const void *)k_gdn, smem);
+    int threads = (a->Dv + 31) / 32 * 32;
+    k_gdn<<<a->Hv, threads, smem>>>(k);
+    CU_LAUNCHED("gdn");
+}
+
+/* Block hv: the state before the call, then the first `keep` taped updates, into dst. */
+__global__ void k_gdn_replay(float *dst, const float *start, const float *tape_k, const float *tape_g,
+                             const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv) {
+    extern __shared__ float sm[];
+    int hv = blockIdx.x, i = threadIdx.x, kd = Hk * Dk, hk = hv / (Hv / Hk);
+    float *S = sm, *ks = sm + (size_t)Dk * Dv;
+    const float *src = start + (size_t)hv * Dv * Dk;
+    for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) S[(x % Dk) * Dv + x / Dk] = src[x];
+    for (int t = 0; t < keep; t++) {
+        __syncthreads();
+        for (int j = threadIdx.x; j < Dk; j += blockDim.x) ks[j] = tape_k[(size_t)t * kd + (size_t)hk * Dk + j];
+        __syncthreads();
+        if (i < Dv) {
+            float g = tape_g[(size_t)t * Hv + hv], d = tape_d[((size_t)t * Hv + hv) * Dv + i];
+            for (int j = 0; j < Dk; j++) S[j * Dv + i] = gdn_upd(S[j * Dv + i], g, d, ks[j]);
+        }
+    }
+    __syncthreads();
+    float *o = dst + (size_t)hv * Dv * Dk;
+    for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) o[x] = S[(x % Dk) * Dv + x / Dk];
+}
+
+void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
+                   const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv) {
+    (void)be;
+    size_t smem = gdn_smem(Dk, Dv);
+    gdn_smem_allow((const void *)k_gdn_replay, smem);
+    k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);
+    CU_LAUNCHED("gdn replay");
+}

@@ -1,0 +1,407 @@
+/* sched.c — continuous batching (sched.h, docs/architecture.md "The scheduler").
+ *
+ * A sequence's thread that needs the model queues a request ("sub") and waits. Whoever finds the
+ * queue ready — every running sequence is waiting, or the oldest request has waited wait_ms —
+ * becomes the executor for one step: it takes the queued requests in arrival order while they fit
+ * the row budget, runs one merged trunk forward and one merged MTP forward (plus the draft heads)
+ * with the model to itself, marks them done and wakes their owners. Requests that did not fit keep
+ * their place for the next step. There is no scheduler thread: the executor is always a thread
+ * that is waiting anyway. */
+#include "sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../base/clock.h"
+#include "../base/mem.h"
+#include "generate.h"
+
+typedef enum { SUB_TRUNK = 0, SUB_MTP = 1 } sub_kind;
+
+/* One queued request: a sequence's rows for the next merged forward. */
+typedef struct sub {
+    sub_kind kind;
+    fwd_seq f;          /* SUB_TRUNK */
+    mtp_seq q;          /* SUB_MTP */
+    head_kind head;     /* SUB_MTP with logits: the head, and which row's logits */
+    int logits_row;
+    float *logits;      /* [V] host, or NULL */
+    int rows;
+    double t;           /* clock_now() when queued */
+    int done, rc;
+    mtplx_err err;
+    struct sub *next;
+} sub;
+
+struct sched {
+    const mtplx_model *m;
+    sched_config cfg;
+    seq_pool *pool;
+    model_batch *batch;
+    int V, H;
+    float *head_in;          /* [max_batch_rows][H] hidden rows gathered for the draft heads */
+    float *head_out;         /* [max_batch_rows][V] their logits */
+    pthread_mutex_t mu;      /* everything below */
+    pthread_cond_t cv;       /* requests done, queued, sequences joined or left */
+    pthread_mutex_t exec;    /* the model: merged forwards and per-sequence work (sched_lock) */
+    sub *head, *tail;        /* queued requests, oldest first */
+    int n_pending;           /* queued requests (one per waiting sequence) */
+    int n_active, n_waiting; /* joined sequences; sequences waiting to join */
+    int n_prefill;           /* joined sequences inside a prompt (trunk or MTP history) forward */
+    int pages_reserved;
+    int executing;           /* 1 while some thread runs a step */
+    int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
+    void *reclaim_user;
+    uint64_t forwards, rows, seq_parts; /* counters, under exec */
+};
+
+static int imax(int a, int b) { return a > b ? a : b; }
+static int imin(int a, int b) { return a < b ? a : b; }
+
+void sched_config_default(sched_config *c, int max_seqs, int capacity) {
+    memset(c, 0, sizeof *c);
+    c->max_seqs = max_seqs;
+    c->prefill_chunk = 64;
+    c->max_batch_rows = imax(128, imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
+    c->capacity = capacity;
+    c->wait_ms = 2.0;
+    c->knee_rows = 8; /* bench/batching.md: on a 2-core Zen 5, 8 streams run fastest as AR steps */
+}
+
+int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err) {
+    *out = NULL;
+    if (c->max_seqs < 1 || c->max_seqs > BATCH_SEQS_MAX)
+        return err_set(err, MTPLX_EINVAL, "max sequences %d outside [1, %d]", c->max_seqs, BATCH_SEQS_MAX);
+    if (c->capacity < 1 || c->prefill_chunk < 1 || c->max_batch_rows < imax(c->prefill_chunk, GEN_MAX_DEPTH + 1))
+        return err_set(err, MTPLX_EINVAL,
+                       "batch rows %d must cover a prefill chunk (%d) and a verify (%d rows); capacity %d",
+                       c->max_batch_rows, c->prefill_chunk, GEN_MAX_DEPTH + 1, c->capacity);
+    sched *s = mem_zalloc(1, sizeof *s, "scheduler", err);
+    if (!s) return MTPLX_ENOMEM;
+    s->m = m;
+    s->cfg = *c;
+    int P = model_kv_page_size();
+    if (s->cfg.kv_pages <= 0) s->cfg.kv_pages = c->max_seqs * ((c->capacity + P - 1) / P);
+    s->V = model_config_of(m)->vocab_size;
+    s->H = model_config_of(m)->hidden_size;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->exec, NULL);
+    int rc = seq_pool_new(m, s->cfg.kv_pages, &s->pool, err);
+    if (!rc) rc = model_batch_new(m, s->cfg.max_batch_rows, s->cfg.capacity, &s->batch, err);
+    if (!rc) {
+        s->head_in = mem_aligned((size_t)s->cfg.max_batch_rows * s->H * sizeof(float), "draft head rows", err);
+        s->head_out = mem_aligned((size_t)s->cfg.max_batch_rows * s->V * sizeof(float), "draft head logits", err);
+        if (!s->head_in || !s->head_out) rc = MTPLX_ENOMEM;
+    }
+    if (rc) {
+        sched_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sched_free(sched *s) {
+    if (!s) return;
+    model_batch_free(s->batch);
+    seq_pool_free(s->pool);
+    free(s->head_in);
+    free(s->head_out);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->exec);
+    free(s);
+}
+
+seq_pool *sched_pool(sched *s) { return s->pool; }
+const sched_config *sched_config_of(const sched *s) { return &s->cfg; }
+void sched_lock(sched *s) { pthread_mutex_lock(&s->exec); }
+void sched_unlock(sched *s) { pthread_mutex_unlock(&s->exec); }
+
+static int pages_for(int positions) {
+    int P = model_kv_page_size();
+    return (positions + P - 1) / P;
+}
+
+/* ------------------------------------------------------------------ admission */
+
+static void deadline_in(struct timespec *ts, double seconds) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    long ns = ts->tv_nsec + (long)(seconds * 1e9);
+    ts->tv_sec += ns / 1000000000L;
+    ts->tv_nsec = ns % 1000000000L;
+}
+
+int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user, mtplx_err *err) {
+    int pages = pages_for(positions);
+    if (positions > s->cfg.capacity)
+        return err_set(err, MTPLX_ERANGE, "the request needs %d positions; a sequence holds at most %d (--ctx)",
+                       positions, s->cfg.capacity);
+    if (pages > s->cfg.kv_pages)
+        return err_set(err, MTPLX_ERANGE, "the request needs %d KV pages; the pool has %d (--kv-pages)", pages,
+                       s->cfg.kv_pages);
+    pthread_mutex_lock(&s->mu);
+    s->n_waiting++;
+    for (;;) {
+        int held = 0;
+        if (s->reclaim && s->n_active < s->cfg.max_seqs) { /* pages a cache holds count against the budget */
+            int room = s->cfg.kv_pages - s->pages_reserved - pages;
+            pthread_mutex_unlock(&s->mu);
+            pthread_mutex_lock(&s->exec);
+            held = s->reclaim(s->reclaim_user, room > 0 ? room : 0);
+            pthread_mutex_unlock(&s->exec);
+            pthread_mutex_lock(&s->mu);
+        }
+        if (s->n_active < s->cfg.max_seqs && s->pages_reserved + pages + held <= s->cfg.kv_pages) break;
+        if (cancelled && cancelled(user)) {
+            s->n_waiting--;
+            pthread_mutex_unlock(&s->mu);
+            return err_set(err, MTPLX_ECANCELED, "cancelled while waiting for a sequence slot");
+        }
+        struct timespec ts;
+        deadline_in(&ts, 0.05);
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    s->n_waiting--;
+    s->n_active++;
+    s->pages_reserved += pages;
+    pthread_mutex_unlock(&s->mu);
+    /* this thread may run merged forwards for everyone: their scratch must not be allocated then */
+    int rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
+    if (rc) sched_leave(s, positions);
+    return rc;
+}
+
+void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void *user) {
+    pthread_mutex_lock(&s->mu);
+    s->reclaim = reclaim;
+    s->reclaim_user = user;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void sched_leave(sched *s, int positions) {
+    pthread_mutex_lock(&s->mu);
+    s->n_active--;
+    s->pages_reserved -= pages_for(positions);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------------ one step */
+
+/* Take queued requests, oldest first, while each kind's rows fit max_batch_rows and its parts fit
+ * BATCH_SEQS_MAX (the first always goes). Called with mu held; returns the taken list. */
+static sub *take_ready(sched *s) {
+    int rows[2] = {0, 0}, parts[2] = {0, 0};
+    sub *taken = NULL, **tail = &taken, **pp = &s->head;
+    s->tail = NULL;
+    while (*pp) {
+        sub *x = *pp;
+        int k = x->kind;
+        if ((taken && rows[k] + x->rows > s->cfg.max_batch_rows) || parts[k] == BATCH_SEQS_MAX) {
+            s->tail = x;
+            pp = &x->next;
+            continue;
+        }
+        rows[k] += x->rows;
+        parts[k]++;
+        *pp = x->next;
+        x->next = NULL;
+        *tail = x;
+        tail = &x->next;
+        s->n_pending--;
+    }
+    return taken;
+}
+
+/* The draft heads of the MTP requests that want logits: their rows gathered, one head call per
+ * head kind. */
+static int run_heads(sched *s, sub **q, int n, mtplx_err *err) {
+    for (int kind = HEAD_TARGET; kind <= HEAD_MTP; kind++) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (q[i]->logits && (int)q[i]->head == kind)
+                memcpy(s->head_in + (size_t)k++ * s->H, q[i]->q.hidden_out + (size_t)q[i]->logits_row * s->H,
+                       sizeof(float) * s->H);
+        if (!k) continue;
+        int rc = model_lm_head(s->m, (head_kind)kind, s->head_in, k, s->head_out, err);
+        if (rc) return rc;
+        k = 0;
+        for (int i = 0; i < n; i++)
+            if (q[i]->logits && (int)q[i]->head == kind)
+                memcpy(q[i]->logits, s->head_out + (size_t)k++ * s->V, sizeof(float) * s->V);
+    }
+    return 0;
+}
+
+/* One merged forward of n requests of one kind; on an error, each request is retried alone so
+ * that only the one at fault fails (a failed batch changed no state). */
+static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
+    if (!n) return;
+    fwd_seq f[BATCH_SEQS_MAX];
+    mtp_seq g[BATCH_SEQS_MAX];
+    int R = 0;
+    for (int i = 0; i < n; i++) {
+        f[i] = q[i]->f;
+        g[i] = q[i]->q;
+        R += q[i]->rows;
+    }
+    mtplx_err err = {0};
+    int rc = kind == SUB_TRUNK ? model_forward_batch(s->m, s->batch, f, n, &err)
+                               : model_mtp_forward_batch(s->m, s->batch, g, n, &err);
+    if (!rc && kind == SUB_MTP) rc = run_heads(s, q, n, &err);
+    if (rc && n > 1) {
+        for (int i = 0; i < n; i++) run_kind(s, &q[i], 1, kind);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        q[i]->rc = rc;
+        if (rc) q[i]->err = err;
+    }
+    s->forwards++;
+    s->rows += (uint64_t)R;
+    s->seq_parts += (uint64_t)n;
+}
+
+/* Run one step with the requests taken from the queue. Called with mu held; releases it while the
+ * model runs. */
+static void run_step(sched *s) {
+    s->executing = 1;
+    sub *taken = take_ready(s);
+    pthread_mutex_unlock(&s->mu);
+    sub *q[2][BATCH_SEQS_MAX];
+    int n[2] = {0, 0};
+    for (sub *x = taken; x; x = x->next) q[x->kind][n[x->kind]++] = x;
+    pthread_mutex_lock(&s->exec);
+    run_kind(s, q[SUB_TRUNK], n[SUB_TRUNK], SUB_TRUNK);
+    run_kind(s, q[SUB_MTP], n[SUB_MTP], SUB_MTP);
+    pthread_mutex_unlock(&s->exec);
+    pthread_mutex_lock(&s->mu);
+    for (sub *x = taken; x; x = x->next) x->done = 1;
+    s->executing = 0;
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* Queue x and wait until some step ran it (possibly this thread's). Returns x's result. */
+static int submit(sched *s, sub *x, mtplx_err *err) {
+    pthread_mutex_lock(&s->mu);
+    x->t = clock_now();
+    x->next = NULL;
+    if (s->head) s->tail->next = x;
+    else s->head = x;
+    s->tail = x;
+    s->n_pending++;
+    pthread_cond_broadcast(&s->cv);
+    while (!x->done) {
+        double wait = s->cfg.wait_ms / 1000.0;
+        if (!s->executing && s->head &&
+            (s->n_pending >= s->n_active || clock_now() - s->head->t >= wait)) {
+            run_step(s);
+            continue;
+        }
+        if (s->executing || !s->head) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        } else {
+            struct timespec ts;
+            deadline_in(&ts, s->head->t + wait - clock_now() + 1e-4);
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (x->rc && err) *err = x->err;
+    return x->rc;
+}
+
+/* ------------------------------------------------------------------ requests */
+
+/* Count a sequence in (d = 1) or out of (d = -1) a prompt forward; d = 0 does nothing. */
+static void prefill_mark(sched *s, int d) {
+    if (!d) return;
+    pthread_mutex_lock(&s->mu);
+    s->n_prefill += d;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Prompt rows one sequence puts in the next step: prefill_chunk when nobody decodes, but only
+ * knee_rows (at least 8) while some sequence is decoding, so that its steps cost about what they
+ * cost without the prompt and it keeps streaming (the long prompt then takes more steps). */
+static int prefill_rows(sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int busy = s->n_active - s->n_prefill > 0;
+    pthread_mutex_unlock(&s->mu);
+    return busy ? imin(s->cfg.prefill_chunk, imax(s->cfg.knee_rows, 8)) : s->cfg.prefill_chunk;
+}
+
+int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err) {
+    if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_forward: T = %d rows (need >= 1)", T);
+    fwd_request r = req ? *req : (fwd_request){0};
+    if (T > s->cfg.max_batch_rows && r.capture)
+        return err_set(err, MTPLX_EINVAL, "sched_forward: capturing %d rows, a forward holds %d", T,
+                       s->cfg.max_batch_rows);
+    int H = s->H, V = s->V, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* longer than any verify: a prompt */
+    prefill_mark(s, prompt);
+    for (int c0 = 0, R; c0 < T && !rc; c0 += R) {
+        R = imin(r.capture ? T : prefill_rows(s), T - c0);
+        sub x = {.kind = SUB_TRUNK, .rows = R};
+        fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture};
+        if (r.logits && r.logits_from < c0 + R) {
+            int t0 = imax(r.logits_from - c0, 0);
+            p.logits = r.logits + (size_t)(c0 + t0 - r.logits_from) * V;
+            p.logits_from = t0;
+        }
+        x.f = (fwd_seq){st, tokens + c0, R, p};
+        rc = submit(s, &x, err);
+    }
+    prefill_mark(s, -prompt);
+    return rc;
+}
+
+int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
+              head_kind head, int logits_row, float *logits, mtplx_err *err) {
+    if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_mtp: T = %d rows (need >= 1)", T);
+    if (logits && (logits_row < 0 || logits_row >= T))
+        return err_set(err, MTPLX_EINVAL, "sched_mtp: logits row %d outside [0, %d)", logits_row, T);
+    int H = s->H, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* the MTP history of a prompt */
+    prefill_mark(s, prompt);
+    for (int c0 = 0, R; c0 < T && !rc; c0 += R) {
+        R = imin(prefill_rows(s), T - c0);
+        sub x = {.kind = SUB_MTP, .rows = R, .head = head};
+        x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
+        if (logits && logits_row >= c0 && logits_row < c0 + R) {
+            x.logits = logits;
+            x.logits_row = logits_row - c0;
+        }
+        rc = submit(s, &x, err);
+    }
+    prefill_mark(s, -prompt);
+    return rc;
+}
+
+int sched_depth_cap(sched *s, int depth) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_active > 0 ? s->n_active : 1;
+    pthread_mutex_unlock(&s->mu);
+    int cap = s->cfg.knee_rows / n - 1;
+    return cap < 0 ? 0 : cap > depth ? depth : cap;
+}
+
+void sched_get_stats(sched *s, sched_stats *o) {
+    pthread_mutex_lock(&s->mu);
+    o->running = s->n_active;
+    o->waiting = s->n_waiting;
+    o->pages_reserved = s->pages_reserved;
+    o->pages_total = s->cfg.kv_pages;
+    pthread_mutex_unlock(&s->mu);
+    int used, total;
+    pthread_mutex_lock(&s->exec); /* page counts and forward counters change only under exec */
+    seq_pool_pages(s->pool, &used, &total);
+    o->forwards = s->forwards;
+    o->rows = s->rows;
+    o->seq_parts = s->seq_parts;
+    pthread_mutex_unlock(&s->exec);
+    o->pages_used = used;
+}

@@ -1,0 +1,91 @@
+/* sched.h — continuous batching: many generations share one forward per step
+ * (docs/architecture.md, "The scheduler").
+ *
+ * Each generation runs its own decode loop (generate.c + cycle.c: prefill chunks, draft, verify,
+ * accept/commit) on its own thread, with its own sampler, seed, depth and stop conditions. Where
+ * that loop would call the model, it hands its rows to the scheduler and waits: the rows of every
+ * running sequence that is waiting are merged into one trunk forward (model_forward_batch) and one
+ * MTP forward (model_mtp_forward_batch, with the draft heads), and the last sequence to arrive — or
+ * the first one after a short wait for sequences still sampling — runs them for everyone. So a
+ * request is a state machine whose states are the points where it waits for rows; the scheduler
+ * merges the rows of all of them into one forward per step. Sequences join and leave between
+ * forwards. Because every op is row-invariant, a sequence's tokens do not depend on which others
+ * share its forwards (tests/unit/test_sched.c).
+ *
+ * Memory: one sequence pool (KV pages) for all; a sequence is admitted (sched_join) only when the
+ * pages its whole request could need are free, so a running sequence never runs out of pages. */
+#ifndef MTPLX_ENGINE_SCHED_H
+#define MTPLX_ENGINE_SCHED_H
+
+#include <stdint.h>
+
+#include "../base/err.h"
+#include "../model/model.h"
+
+typedef struct sched sched;
+
+typedef struct {
+    int max_seqs;        /* sequences generating at once (>= 1) */
+    int max_batch_rows;  /* rows in one forward (>= prefill_chunk and >= GEN_MAX_DEPTH + 1) */
+    int prefill_chunk;   /* prompt rows of one sequence in one forward when it runs alone; while
+                            others decode, min(prefill_chunk, max(knee_rows, 8)) */
+    int capacity;        /* positions one sequence may hold (prompt + completion + draft rows) */
+    int kv_pages;        /* pages in the pool; 0 = max_seqs sequences of `capacity` positions */
+    double wait_ms;      /* how long a ready forward waits for sequences still sampling */
+    int knee_rows;       /* rows a trunk forward carries at about the cost of one (memory-bound);
+                            the depth policy keeps the running sequences' verify rows near it */
+} sched_config;
+
+/* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */
+void sched_config_default(sched_config *c, int max_seqs, int capacity);
+
+/* Create a scheduler over m (pool and batch scratch allocated here). Returns 0 and *out or an error. */
+int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err);
+void sched_free(sched *s);    /* no sequence may be running */
+
+seq_pool *sched_pool(sched *s);
+const sched_config *sched_config_of(const sched *s);
+
+/* Admission of a sequence that may reach `positions` positions (trunk and MTP pages). Waits until
+ * a sequence slot and the pages are free; cancelled(user) (may be NULL) is polled while waiting and
+ * ends the wait with ECANCELED. Returns 0 (then call sched_leave when done), ERANGE when the request
+ * can never fit (the message names the numbers and the flag to raise), or ECANCELED. */
+int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user, mtplx_err *err);
+void sched_leave(sched *s, int positions);
+
+/* Pages of the pool held by something other than the running sequences (the prefix cache,
+ * src/engine/prefix_cache.h). reclaim(user, max_pages) gives back what it can until it holds at most
+ * max_pages pages that no sequence holds too, and returns how many it holds then; sched_join counts
+ * those against the page budget and calls reclaim, with the model held, before admitting. */
+void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void *user);
+
+/* A joined sequence's trunk rows (model_forward's contract) or MTP rows (model_mtp_forward's), run
+ * in the next merged forward; blocks until done. With logits != NULL, the MTP call also gives the
+ * logits of row logits_row through head `head` (model_lm_head). */
+int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err);
+int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
+              head_kind head, int logits_row, float *logits, mtplx_err *err);
+
+/* The MTP depth policy under load (docs/architecture.md, "MTP depth under load"): the most drafts a
+ * cycle of a depth_auto request may make now, with n sequences running: knee_rows / n - 1, clamped
+ * to [0, depth]. Returns depth when one sequence runs. */
+int sched_depth_cap(sched *s, int depth);
+
+/* Hold the model for per-sequence work that must not overlap a forward (commit, trim, copies). */
+void sched_lock(sched *s);
+void sched_unlock(sched *s);
+
+typedef struct {
+    uint64_t forwards;       /* merged forwards run (trunk and MTP) */
+    uint64_t rows;           /* rows they carried */
+    uint64_t seq_parts;      /* sequence parts they carried (a sequence's rows in one forward) */
+    int running;             /* joined sequences */
+    int waiting;             /* sequences waiting in sched_join */
+    int pages_used;          /* KV pages held by sequences now (trunk pool) */
+    int pages_reserved;      /* pages promised to running sequences */
+    int pages_total;
+} sched_stats;
+
+void sched_get_stats(sched *s, sched_stats *out);
+
+#endif

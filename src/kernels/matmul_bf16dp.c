@@ -1,0 +1,131 @@
+/* matmul_bf16dp.c — AVX512-BF16 path of kern_matmul for dense bf16 weights on CPUs without AMX
+ * tiles (AMD Zen 4/5, Intel Cooper Lake; docs/kernels.md "bf16 without AMX").
+ *
+ * VDPBF16PS multiplies 32 bf16 pairs and adds each pair's two products into one of 16 fp32 lanes.
+ * The weight rows are read as they lie in the checkpoint (32 consecutive bf16 = one vector, the
+ * pairs are adjacent inputs), so nothing is repacked and the per-element bf16 → fp32 widening of
+ * the FMA path (matmul_avx512.c) disappears. Activations are fp32: as on the AMX path
+ * (matmul_amx.c) each row x is split once per call into x_hi = bf16(x) and x_lo = bf16(x − x_hi),
+ * ~16 mantissa bits together, and every weight vector meets both; bf16 × bf16 products are exact in
+ * fp32, so the only differences from the fp32 reference are the 2^-17 split residue and the
+ * summation order.
+ *
+ * Row invariance (DESIGN.md §3): output (t, r) is the horizontal sum of one accumulator chain over
+ * k = 0, 32, 64, ... (the tail by a zero-masked weight load against zero-padded activations), two
+ * VDPBF16PS per step (x_hi, then x_lo); neither T, nor the other rows of the tile, nor the thread
+ * split change that sequence. A tile is 4 weight rows × up to 4 activation rows (16 chains), so a
+ * verify of 4 rows reads each weight vector once, like one row.
+ *
+ * Software prefetch (the bf16_pf knob): while a block of 4 weight rows is read, the same columns of
+ * the block 4 rows ahead are prefetched into L2, so the four row streams keep a whole block in
+ * flight (the hardware prefetchers restart at every block change). */
+#if defined(__x86_64__) /* AVX512-BF16: x86 only (inert versions in matmul_internal.h elsewhere) */
+#include <assert.h>
+#include <immintrin.h>
+#include <string.h>
+
+#include "matmul_internal.h"
+
+#define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+enum { BD_ROWS = 4, BD_T = 4 }; /* weight rows × activation rows per tile */
+
+/* Inputs rounded up to whole 32-element steps. */
+static int k_pad(int K) { return (K + 31) & ~31; }
+
+size_t mm_bf16dp_pack_bytes(int T, int K) { return (size_t)T * (size_t)k_pad(K) * 4; }
+
+/* Row t, step s of the packed activations: 32 x_hi then 32 x_lo bf16 (128 bytes) at
+ * buf + (t·ks + s)·128; inputs past K are zero. */
+TGT void mm_bf16dp_pack_x(void *buf, const float *x, int ldx, int T, int K) {
+    const int ks = k_pad(K) / 32;
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * ldx;
+        uint16_t *o = (uint16_t *)buf + (size_t)t * ks * 64;
+        for (int s = 0; s < ks; s++, o += 64) {
+            int c = s * 32, n = K - c < 32 ? K - c : 32;
+            __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+            __mmask16 m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+            __m512 a = _mm512_maskz_loadu_ps(m0, xr + c), b = _mm512_maskz_loadu_ps(m1, xr + c + 16);
+            /* cvtne2ps: round to nearest even; the second operand fills the low half */
+            __m512bh hi = _mm512_cvtne2ps_pbh(b, a);
+            __m512 ahi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256((__m512i)hi)), 16));
+            __m512 bhi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64((__m512i)hi, 1)), 16));
+            __m512bh lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bhi), _mm512_sub_ps(a, ahi));
+            _mm512_storeu_si512(o, (__m512i)hi);
+            _mm512_storeu_si512(o + 32, (__m512i)lo);
+        }
+    }
+}
+
+/* One tile: weight rows at W + wrow[0..3] (duplicates allowed in a short last block; rows >= nr are
+ * not stored), packed activation rows xp[0..TT). pf: byte distance of the prefetch, 0 = none. */
+INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp, int ks, int K, float *y,
+              int ldy, int r, const int TT, size_t pf) {
+    __m512 acc[BD_ROWS][BD_T];
+    _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
+    int s = 0;
+    const int full = K / 32;
+    for (; s < full; s++) {
+        __m512bh wv[BD_ROWS];
+        _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
+            const uint16_t *p = W + wrow[i] + (size_t)s * 32;
+            if (pf) _mm_prefetch((const char *)p + pf, _MM_HINT_T1);
+            wv[i] = (__m512bh)_mm512_loadu_si512(p);
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {
+            const uint16_t *xs = xp + ((size_t)t * ks + s) * 64;
+            __m512bh xh = (__m512bh)_mm512_loadu_si512(xs), xl = (__m512bh)_mm512_loadu_si512(xs + 32);
+            _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
+                acc[i][t] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[i][t], wv[i], xh), wv[i], xl);
+            }
+        }
+    }
+    if (s < ks) { /* K % 32 inputs left: zero-masked weights against zero-padded activations */
+        __mmask32 m = (__mmask32)((1u << (K - s * 32)) - 1);
+        __m512bh wv[BD_ROWS];
+        _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++)
+            wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, W + wrow[i] + (size_t)s * 32);
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {
+            const uint16_t *xs = xp + ((size_t)t * ks + s) * 64;
+            __m512bh xh = (__m512bh)_mm512_loadu_si512(xs), xl = (__m512bh)_mm512_loadu_si512(xs + 32);
+            _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
+                acc[i][t] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[i][t], wv[i], xh), wv[i], xl);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
+        if (i >= nr) break;
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++)
+            y[(size_t)t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+    }
+}
+
+/* Output rows [r0, r1) for T <= MM_TMAX activation rows packed by mm_bf16dp_pack_x into xpack. */
+TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
+                        const void *xpack) {
+    (void)x, (void)ldx;
+    const int K = w->cols, ks = k_pad(K) / 32;
+    const uint16_t *W = w->data, *xp = xpack;
+    assert(w->dtype == DT_BF16);
+    /* the same columns of the next 4-row block, while it lies inside the matrix */
+    const size_t pf_blk = kern_knobs_get()->bf16_pf ? (size_t)BD_ROWS * K * 2 : 0;
+    for (int r = r0; r < r1; r += BD_ROWS) {
+        int nr = r1 - r < BD_ROWS ? r1 - r : BD_ROWS;
+        size_t wrow[BD_ROWS];
+        for (int i = 0; i < BD_ROWS; i++) wrow[i] = (size_t)(r + (i < nr ? i : nr - 1)) * K;
+        size_t pf = r + 2 * BD_ROWS <= w->rows ? pf_blk : 0;
+        int t = 0;
+        for (; t + BD_T <= T; t += BD_T)
+            tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, BD_T, t ? 0 : pf);
+        switch (T - t) {
+        case 3: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 3, t ? 0 : pf); break;
+        case 2: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 2, t ? 0 : pf); break;
+        case 1: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 1, t ? 0 : pf); break;
+        default: break;
+        }
+    }
+}
+#endif /* __x86_64__ */

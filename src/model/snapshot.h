@@ -1,0 +1,45 @@
+/* snapshot.h — a saved point of one sequence for the prefix cache (docs/prefix-cache.md).
+ *
+ * A snapshot of a pooled trunk state at length L holds references to the state's first
+ * ceil(L / page) KV pages (shared, copy-on-write: no KV bytes are copied) and a copy of every Gated
+ * DeltaNet layer's conv and recurrent state at L, which cannot be recomputed from the KV. With an
+ * MTP state it also shares the MTP head's KV pages of its first mtp_len rows. Restoring it into a
+ * state of the same pool makes that state continue bit-identically to the one it was taken from. */
+#ifndef MTPLX_MODEL_SNAPSHOT_H
+#define MTPLX_MODEL_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct model_snap model_snap;
+
+/* Snapshot s's committed sequence of L positions (and, when ms != NULL, its MTP history of
+ * mtp_state_len(ms) rows): the GDN states are copied now; the KV pages are referenced later by
+ * model_snap_attach. Both must be states made in a seq_pool (model_state_new_in /
+ * mtp_state_new_in). Call with the model held. Returns 0 and *out, EUNSUPPORTED for a standalone
+ * state, or ENOMEM. */
+int model_snap_take(const model_state *s, const mtp_state *ms, model_snap **out, mtplx_err *err);
+
+/* Reference the KV pages of the snapshot's positions from s (and ms), the state it was taken from,
+ * still holding at least those positions. Attach when s will not write into them again — when it
+ * is about to be reset — so that the last, partly filled page is not copied by s's next write.
+ * Returns 0, EINVAL (s shorter than the snapshot, or another pool) or ERANGE. Model held. */
+int model_snap_attach(model_snap *snap, const model_state *s, const mtp_state *ms, mtplx_err *err);
+
+/* s (and ms, when not NULL) become the snapshot's sequence: they share its pages and get its GDN
+ * states. Returns 0, EINVAL (other pool, or ms given and the snapshot has no MTP history) or ERANGE
+ * (capacity). Call with the model held. */
+int model_snap_restore(const model_snap *snap, model_state *s, mtp_state *ms, mtplx_err *err);
+
+void model_snap_free(model_snap *snap);  /* drops the page references; NULL is fine */
+
+int model_snap_len(const model_snap *snap);      /* trunk positions L */
+int model_snap_mtp_len(const model_snap *snap);  /* MTP history rows, or -1 when none was taken */
+/* The trunk (mtp = 0) or MTP (mtp = 1) KV pages the snapshot holds: *n of them in ids (valid until
+ * it is freed). */
+const int32_t *model_snap_pages(const model_snap *snap, int mtp, int *n);
+/* Bytes of the GDN copy one snapshot of model m holds (its own memory; pages are counted apart). */
+size_t model_snap_state_bytes(const mtplx_model *m);
+#endif

@@ -1,0 +1,275 @@
+/* test_backend_cuda.c — the CUDA backend's ops against references on random inputs, and their row
+ * invariance bit for bit within the backend (docs/architecture.md, "Adding a backend" item 4).
+ * Skips on a build without CUDA or a machine without a GPU; scripts/gpu-test.sh runs it on a GPU. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/backend/backend.h"
+#include "../../src/backend/device.h"
+#include "../../src/kernels/matmul.h"
+#include "../../src/kernels/quant.h"
+#include "test.h"
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static float frand(void) { /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+static void fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = frand();
+}
+
+static char g_why[1100]; /* why there is no CUDA backend here */
+
+/* The CUDA backend, or NULL (g_why says why: no CUDA in this build, no usable GPU). */
+static be_backend *cuda_new(void) {
+    be_backend *be = NULL;
+    mtplx_err err = {0};
+    if (!be_device_has_cuda()) return snprintf(g_why, sizeof g_why, "built without CUDA (make CUDA=1)"), NULL;
+    if (be_create("cuda", &be, &err)) return snprintf(g_why, sizeof g_why, "no usable GPU: %s", err.msg), NULL;
+    return be;
+}
+
+/* A device buffer holding n floats of host (NULL: uninitialised); *b is freed by the caller. */
+static float *dev_floats(be_backend *be, const float *host, size_t n, be_buf **b) {
+    mtplx_err err = {0};
+    if (be->ops->buf_alloc(be, n * sizeof(float), 0, "test", b, &err)) return NULL;
+    float *p = be_buf_addr(be, *b);
+    if (host) be->ops->upload(be, p, host, n * sizeof(float));
+    return p;
+}
+
+/* One weight format: dense (bits 0, dtype) or MLX affine (bits, group). */
+typedef struct {
+    mtplx_dtype dtype;
+    int bits, group;
+} fmt;
+
+/* w (rows x cols) in format f, its storage in *store (freed by the caller). */
+static int make_weight(const float *wf, int rows, int cols, fmt f, be_weight *w, void **store) {
+    memset(w, 0, sizeof *w);
+    w->rows = rows, w->cols = cols;
+    if (f.bits) {
+        size_t wb = quant_weight_bytes(rows, cols, f.bits), sb = quant_scales_bytes(rows, cols, f.group, DT_BF16);
+        unsigned char *buf = malloc(wb + 2 * sb);
+        mtplx_err err = {0};
+        if (!buf || quant_affine(wf, rows, cols, f.bits, f.group, DT_BF16, (uint32_t *)buf, buf + wb, buf + wb + sb, &err))
+            return -1;
+        w->dtype = DT_U32, w->data = buf, w->scales = buf + wb, w->biases = buf + wb + sb;
+        w->scale_dtype = DT_BF16, w->bits = f.bits, w->group_size = f.group;
+        *store = buf;
+        return 0;
+    }
+    size_t n = (size_t)rows * cols;
+    w->dtype = f.dtype;
+    if (f.dtype == DT_F32) {
+        float *p = malloc(n * 4);
+        if (!p) return -1;
+        memcpy(p, wf, n * 4);
+        w->data = p, *store = p;
+        return 0;
+    }
+    uint16_t *p = malloc(n * 2);
+    if (!p) return -1;
+    for (size_t i = 0; i < n; i++) p[i] = f.dtype == DT_BF16 ? f32_to_bf16(wf[i]) : f32_to_f16(wf[i]);
+    w->data = p, *store = p;
+    return 0;
+}
+
+/* matmul in every checkpoint format against the fp32 reference of the same stored weight, and every
+ * row of an R-row call bit-identical to the row computed alone (R = 1..20, rows in another order). */
+TEST(test_matmul_every_format_matches_reference_and_is_row_invariant) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    enum { N = 100, K = 384, RMAX = 20 };
+    const fmt fmts[] = {{DT_F32, 0, 0}, {DT_BF16, 0, 0}, {DT_F16, 0, 0}, {DT_U32, 8, 64}, {DT_U32, 4, 32},
+                        {DT_U32, 4, 128}, {DT_U32, 8, 128}};
+    float *wf = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * RMAX * K);
+    float *ref = malloc(sizeof(float) * RMAX * N), *got = malloc(sizeof(float) * RMAX * N), *one = malloc(sizeof(float) * N);
+    REQUIRE(wf && x && ref && got && one);
+    fill(wf, (size_t)N * K), fill(x, (size_t)RMAX * K);
+    be_buf *bx, *by, *bx1;
+    float *dx = dev_floats(be, x, (size_t)RMAX * K, &bx), *dy = dev_floats(be, NULL, (size_t)RMAX * N, &by);
+    float *dx1 = dev_floats(be, NULL, K, &bx1);
+    REQUIRE(dx && dy && dx1);
+    for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++) {
+        be_weight w;
+        void *store = NULL;
+        mtplx_err err = {0};
+        REQUIRE(make_weight(wf, N, K, fmts[fi], &w, &store) == 0);
+        REQUIRE(be->ops->weight_prepare(be, &w, &err) == 0);
+        kern_matmul_ref(ref, N, x, K, RMAX, &w);
+        be->ops->matmul(be, dy, N, dx, K, RMAX, &w);
+        be->ops->download(be, got, dy, sizeof(float) * RMAX * N);
+        double worst = 0;
+        for (int i = 0; i < RMAX * N; i++) {
+            double d = fabs((double)got[i] - ref[i]) / (1.0 + fabs(ref[i]));
+            if (d > worst) worst = d;
+        }
+        CHECK_MSG(worst < 1e-4, "format %zu: worst relative difference %.3g", fi, worst);
+        for (int R = 1; R <= RMAX; R++) { /* rows R-1 .. 0 in reverse as an R-row call */
+            float *xr = malloc(sizeof(float) * R * K);
+            REQUIRE(xr);
+            for (int t = 0; t < R; t++) memcpy(xr + (size_t)t * K, x + (size_t)(R - 1 - t) * K, sizeof(float) * K);
+            be->ops->upload(be, dx, xr, sizeof(float) * R * K);
+            be->ops->matmul(be, dy, N, dx, K, R, &w);
+            float *yr = malloc(sizeof(float) * R * N);
+            REQUIRE(yr);
+            be->ops->download(be, yr, dy, sizeof(float) * R * N);
+            for (int t = 0; t < R; t++) {
+                be->ops->upload(be, dx1, x + (size_t)(R - 1 - t) * K, sizeof(float) * K);
+                be->ops->matmul(be, dy, N, dx1, K, 1, &w);
+                be->ops->download(be, one, dy, sizeof(float) * N);
+                CHECK_MSG(memcmp(one, yr + (size_t)t * N, sizeof(float) * N) == 0,
+                          "format %zu: row %d of %d differs from the row alone", fi, t, R);
+            }
+            free(xr), free(yr);
+        }
+        be->ops->upload(be, dx, x, sizeof(float) * RMAX * K);
+        free(store);
+    }
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, by), be->ops->buf_free(be, bx1);
+    free(wf), free(x), free(ref), free(got), free(one);
+    be_free(be);
+}
+
+/* Gated attention: a 6-row prefill equals 6 single-row decodes bit for bit, and matches the CPU
+ * backend's result within fp32 rounding. */
+TEST(test_attention_prefill_equals_decode_and_cpu) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    enum { R = 6, nH = 4, nKV = 2, Dh = 64, CAP = 8 };
+    int qs = 2 * Dh, kvw = nKV * Dh, k_off = nH * qs, v_off = k_off + kvw, att_off = v_off + kvw, bw = att_off + nH * Dh;
+    float inv_freq[Dh / 4], qn[Dh], kn[Dh];
+    for (int i = 0; i < Dh / 4; i++) inv_freq[i] = powf(10000.f, -2.0f * i / (Dh / 2));
+    fill(qn, Dh), fill(kn, Dh);
+    size_t kvn = (size_t)nKV * CAP * Dh, sn = cpu->ops->attn_scratch_floats(cpu, CAP, Dh / 2);
+    float *proj = malloc(sizeof(float) * R * bw), *cbig = malloc(sizeof(float) * R * bw);
+    float *gall = malloc(sizeof(float) * R * bw), *grow = malloc(sizeof(float) * bw);
+    float *ck = calloc(kvn, 4), *cv = calloc(kvn, 4), *sc = malloc(4 * sn);
+    REQUIRE(proj && cbig && gall && grow && ck && cv && sc);
+    fill(proj, (size_t)R * bw);
+    be_attn_args a = {cbig, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, 1, inv_freq, 1.0f, qn, kn, 1e-6f,
+                      0.125f};
+    memcpy(cbig, proj, sizeof(float) * R * bw);
+    const int32_t pages[2] = {1, 0}; /* two pages of 4 positions, in reverse pool order */
+    be_seq_kv ckv = {ck, cv, pages, 2, CAP / 2};
+    cpu->ops->attention(cpu, &a, &ckv, 0, R, sc);
+    be_buf *bb, *bk1, *bv1, *bk2, *bv2;
+    float *dbig = dev_floats(be, proj, (size_t)R * bw, &bb);
+    float *k1 = dev_floats(be, NULL, kvn, &bk1), *v1 = dev_floats(be, NULL, kvn, &bv1);
+    float *k2 = dev_floats(be, NULL, kvn, &bk2), *v2 = dev_floats(be, NULL, kvn, &bv2);
+    REQUIRE(dbig && k1 && v1 && k2 && v2);
+    be_attn_args g = a;
+    g.big = dbig;
+    be_seq_kv kv1 = {k1, v1, pages, 2, CAP / 2}, kv2 = {k2, v2, pages, 2, CAP / 2};
+    be->ops->attention(be, &g, &kv1, 0, R, NULL);
+    be->ops->download(be, gall, dbig, sizeof(float) * R * bw);
+    double worst = 0;
+    for (int t = 0; t < R; t++)
+        for (int i = 0; i < nH * Dh; i++) {
+            double d = fabs((double)gall[(size_t)t * bw + att_off + i] - cbig[(size_t)t * bw + att_off + i]);
+            if (d > worst) worst = d;
+        }
+    CHECK_MSG(worst < 1e-4, "attention: worst |GPU - CPU| %.3g", worst);
+    for (int t = 0; t < R; t++) {
+        be->ops->upload(be, dbig, proj + (size_t)t * bw, sizeof(float) * bw);
+        be->ops->attention(be, &g, &kv2, t, 1, NULL);
+        be->ops->download(be, grow, dbig, sizeof(float) * bw);
+        CHECK_MSG(memcmp(grow + att_off, gall + (size_t)t * bw + att_off, sizeof(float) * nH * Dh) == 0,
+                  "attention row %d: prefill and decode differ", t);
+    }
+    float *h1 = malloc(4 * kvn), *h2 = malloc(4 * kvn);
+    REQUIRE(h1 && h2);
+    be->ops->download(be, h1, k1, 4 * kvn), be->ops->download(be, h2, k2, 4 * kvn);
+    CHECK(memcmp(h1, h2, 4 * kvn) == 0);
+    be->ops->buf_free(be, bb), be->ops->buf_free(be, bk1), be->ops->buf_free(be, bv1);
+    be->ops->buf_free(be, bk2), be->ops->buf_free(be, bv2);
+    free(proj), free(cbig), free(gall), free(grow), free(ck), free(cv), free(sc), free(h1), free(h2);
+    be_free(cpu);
+    be_free(be);
+}
+
+/* GDN: a capturing 5-row call replayed to keep = 0..5 rows gives the state of a plain keep-row call
+ * bit for bit; the outputs match the CPU backend within fp32 rounding. */
+TEST(test_gdn_replay_bit_identical_and_matches_cpu) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    enum { R = 5, Hk = 2, Hv = 4, Dk = 32, Dv = 32 };
+    int kd = Hk * Dk, vd = Hv * Dv, b_off = vd, a_off = b_off + Hv, u_off = a_off + Hv, y_off = u_off + 2 * kd + vd;
+    int bw = y_off + vd;
+    size_t sn = (size_t)Hv * Dv * Dk;
+    float negA[Hv], dtb[Hv], nrm[Dv];
+    for (int i = 0; i < Hv; i++) negA[i] = -0.5f - 0.1f * i, dtb[i] = 0.1f * frand();
+    for (int i = 0; i < Dv; i++) nrm[i] = 1.0f + 0.1f * frand();
+    float *big = malloc(sizeof(float) * R * bw), *cbig = malloc(sizeof(float) * R * bw), *s0 = malloc(4 * sn);
+    float *cs = malloc(4 * sn), *cq = malloc(sizeof(float) * R * kd), *ck = malloc(sizeof(float) * R * kd);
+    float *gbig = malloc(sizeof(float) * R * bw), *st1 = malloc(4 * sn), *st2 = malloc(4 * sn);
+    REQUIRE(big && cbig && s0 && cs && cq && ck && gbig && st1 && st2);
+    fill(big, (size_t)R * bw);
+    for (size_t i = 0; i < sn; i++) s0[i] = 0.1f * frand();
+    memcpy(cbig, big, sizeof(float) * R * bw);
+    be_gdn_args c = {cbig, bw, b_off, a_off, u_off, y_off, Hk, Hv, Dk, Dv, negA, dtb, nrm, 1e-6f,
+                     s0, cs, cq, ck, NULL, NULL};
+    cpu->ops->gdn(cpu, &c, R);
+    be_buf *bb, *bs0, *bsd, *bq, *bk, *btg, *btd, *bs2;
+    float *dbig = dev_floats(be, big, (size_t)R * bw, &bb), *ds0 = dev_floats(be, s0, sn, &bs0);
+    float *dsd = dev_floats(be, NULL, sn, &bsd), *dq = dev_floats(be, NULL, (size_t)R * kd, &bq);
+    float *dk = dev_floats(be, NULL, (size_t)R * kd, &bk), *tg = dev_floats(be, NULL, (size_t)R * Hv, &btg);
+    float *td = dev_floats(be, NULL, (size_t)R * vd, &btd), *ds2 = dev_floats(be, NULL, sn, &bs2);
+    REQUIRE(dbig && ds0 && dsd && dq && dk && tg && td && ds2);
+    be_gdn_args g = {dbig, bw, b_off, a_off, u_off, y_off, Hk, Hv, Dk, Dv, negA, dtb, nrm, 1e-6f,
+                     ds0, dsd, dq, dk, tg, td};
+    be->ops->gdn(be, &g, R);
+    be->ops->download(be, gbig, dbig, sizeof(float) * R * bw);
+    be->ops->download(be, st1, dsd, 4 * sn);
+    double worst = 0;
+    for (int t = 0; t < R; t++)
+        for (int i = 0; i < vd; i++) {
+            double d = fabs((double)gbig[(size_t)t * bw + y_off + i] - cbig[(size_t)t * bw + y_off + i]);
+            if (d > worst) worst = d;
+        }
+    for (size_t i = 0; i < sn; i++) {
+        double d = fabs((double)st1[i] - cs[i]);
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst < 1e-4, "gdn: worst |GPU - CPU| %.3g", worst);
+    for (int keep = 0; keep <= R; keep++) {
+        be->ops->copy(be, ds2, dsd, 4 * sn);
+        be->ops->gdn_replay(be, ds2, ds0, dk, tg, td, keep, Hk, Hv, Dk, Dv);
+        be->ops->download(be, st2, ds2, 4 * sn);
+        if (keep) { /* the plain call of `keep` rows, from the same inputs */
+            be->ops->upload(be, dbig, big, sizeof(float) * R * bw);
+            be_gdn_args p = g;
+            p.dst = dsd, p.tape_g = NULL, p.tape_d = NULL;
+            be_buf *bq2, *bk2;
+            p.qn = dev_floats(be, NULL, (size_t)R * kd, &bq2), p.kn = dev_floats(be, NULL, (size_t)R * kd, &bk2);
+            be->ops->gdn(be, &p, keep);
+            be->ops->download(be, st1, dsd, 4 * sn);
+            be->ops->buf_free(be, bq2), be->ops->buf_free(be, bk2);
+        } else {
+            memcpy(st1, s0, 4 * sn);
+        }
+        CHECK_MSG(memcmp(st1, st2, 4 * sn) == 0, "replay of %d rows differs from a %d-row call", keep, keep);
+        /* restore the 5-row state and tapes for the next keep */
+        be->ops->upload(be, dbig, big, sizeof(float) * R * bw);
+        be->ops->gdn(be, &g, R);
+    }
+    be_buf *bufs[] = {bb, bs0, bsd, bq, bk, btg, btd, bs2};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->ops->buf_free(be, bufs[i]);
+    free(big), free(cbig), free(s0), free(cs), free(cq), free(ck), free(gbig), free(st1), free(st2);
+    be_free(cpu);
+    be_free(be);
+}
+
+int main(void) {
+    RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
+    RUN(test_attention_prefill_equals_decode_and_cpu);
+    RUN(test_gdn_replay_bit_identical_and_matches_cpu);
+    return TEST_SUMMARY();
+}

@@ -1,0 +1,352 @@
+/* test_prefix_cache.c — the prefix cache is exact (docs/prefix-cache.md): requests served from it
+ * (a shared prefix that diverges mid-block, the same prompt again, the next turn of a conversation,
+ * after LRU evictions and after the scheduler took pages back) give token for token what they give
+ * cold, greedy and seeded, at depths 0, 1 and 3; the reported cached tokens are the deepest
+ * checkpoint that is a prefix of the prompt, and a prompt that differs at token k reuses < k. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../../src/engine/generate.h"
+#include "../../src/engine/prefix_cache.h"
+#include "../../src/engine/sched.h"
+#include "test.h"
+
+#define MODEL_DIR "models/qwen35-tiny-code"
+#define CAP 512
+
+static mtplx_model *M;
+
+typedef struct {
+    int32_t *toks;
+    int n;
+    gen_stats st;
+} result;
+
+static uint32_t rnd(uint32_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+static void params(gen_params *p, int depth, int sampled, int max_tokens) {
+    gen_params_default(p);
+    p->depth = depth;
+    p->max_tokens = max_tokens;
+    p->seed = 77 + (uint64_t)depth;
+    p->seed_set = 1;
+    p->temperature = sampled ? 0.8f : 0.0f;
+    p->top_k = sampled ? 40 : 0;
+}
+
+static int run(gen_session *s, const int32_t *prompt, int n, const gen_params *p, result *r) {
+    mtplx_err e;
+    err_clear(&e);
+    free(r->toks);
+    memset(r, 0, sizeof *r);
+    int rc = gen_session_run(s, prompt, n, p, NULL, NULL, &r->toks, &r->n, &r->st, &e);
+    if (rc) T_FAIL("generation failed: %s", e.msg);
+    return rc;
+}
+
+/* cold run of prompt vs cached run: same tokens; returns the cached run's cached_tokens */
+static int same_as_cold(gen_session *cold, gen_session *hot, const int32_t *prompt, int n, const gen_params *p,
+                        result *out) {
+    result a = {0};
+    if (run(cold, prompt, n, p, &a) || run(hot, prompt, n, p, out)) {
+        free(a.toks);
+        return -1;
+    }
+    CHECK_MSG(a.st.cached_tokens == 0, "the cold session reused %d tokens", a.st.cached_tokens);
+    CHECK_MSG(a.n == out->n && !memcmp(a.toks, out->toks, sizeof(int32_t) * (size_t)a.n),
+              "depth %d T %.1f prompt %d: cached run differs from cold (%d vs %d tokens, cached %d)", p->depth,
+              p->temperature, n, out->n, a.n, out->st.cached_tokens);
+    free(a.toks);
+    return out->st.cached_tokens;
+}
+
+static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
+    mtplx_err e;
+    gen_session *cold, *hot;
+    REQUIRE(gen_session_new(M, &cold, &e) == 0);
+    REQUIRE(gen_session_new(M, &hot, &e) == 0);
+    gen_session_attach(cold, x);
+    gen_session_attach(hot, x);
+    gen_session_set_prefix_cache(hot, pc);
+    const int S = prefix_cache_spacing(pc);
+    uint32_t seed = 12345u + (uint32_t)depth * 7u + (uint32_t)sampled;
+    int32_t base[200], other[200], turn2[400];
+    for (int i = 0; i < 200; i++) base[i] = (int32_t)(rnd(&seed) % 8000);
+    gen_params p;
+    params(&p, depth, sampled, 12);
+    result r = {0};
+
+    /* 1. first sight of a 90-token prompt: nothing to reuse (fresh tokens), checkpoints stored */
+    int got = same_as_cold(cold, hot, base, 90, &p, &r);
+    CHECK_MSG(got == 0, "first request reused %d tokens", got);
+    /* 2. the same prompt again: everything but the last token */
+    got = same_as_cold(cold, hot, base, 90, &p, &r);
+    CHECK_INT(got, 89);
+    /* 3. diverges at token 60 (inside a block): the deepest grid checkpoint at or below 60 */
+    memcpy(other, base, sizeof other);
+    other[60] = (other[60] + 1) % 8000;
+    got = same_as_cold(cold, hot, other, 80, &p, &r);
+    CHECK_INT(got, 60 / S * S);
+    /* 4. the next turn: prompt + completion + new tokens restores the whole first conversation */
+    REQUIRE(run(hot, base, 90, &p, &r) == 0);
+    int n1 = r.n;
+    memcpy(turn2, base, sizeof(int32_t) * 90);
+    memcpy(turn2 + 90, r.toks, sizeof(int32_t) * (size_t)n1);
+    for (int i = 0; i < 20; i++) turn2[90 + n1 + i] = (int32_t)(rnd(&seed) % 8000);
+    got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
+    CHECK_MSG(got == 90 + n1 - 1, "second turn reused %d tokens, expected the conversation's %d", got, 90 + n1 - 1);
+    /* 5. the next turn where the earlier reply was re-rendered differently (one token changed): the
+     * cache must not serve the old reply; it falls back to a checkpoint before the change */
+    turn2[90 + 3] = (turn2[90 + 3] + 5) % 8000;
+    got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
+    CHECK_MSG(got <= 93, "a changed reply still reused %d tokens", got);
+    free(r.toks);
+    gen_session_free(cold);
+    gen_session_free(hot);
+}
+
+TEST(test_cached_equals_cold) {
+    mtplx_err e;
+    static const int cases[4][2] = {{0, 0}, {1, 1}, {3, 0}, {3, 1}}; /* (depth, seeded) */
+    for (int k = 0; k < 4; k++) {
+            int depth = cases[k][0], sampled = cases[k][1];
+            sched_config c;
+            sched_config_default(&c, 2, CAP);
+            sched *x;
+            REQUIRE(sched_new(M, &c, &x, &e) == 0);
+            prefix_cache_config pcc = {0, 16};
+            prefix_cache *pc;
+            REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+            sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+            scenario(x, pc, depth, sampled);
+            prefix_cache_stats ps;
+            prefix_cache_get_stats(pc, &ps);
+            CHECK(ps.hits >= 3 && ps.cached_tokens > 0 && ps.entries > 0);
+            prefix_cache_free(pc);
+            sched_stats st;
+            sched_get_stats(x, &st);
+            CHECK_MSG(st.pages_used == 0, "%d pages still held after the cache was freed", st.pages_used);
+            sched_free(x);
+        }
+}
+
+/* A RAM budget of ~8 checkpoints: entries are evicted (LRU) and the results stay exact; the cache's
+ * own bytes never pass the budget. */
+TEST(test_evictions_exact) {
+    mtplx_err e;
+    sched_config c;
+    sched_config_default(&c, 2, CAP);
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache_config pcc = {0, 16};
+    prefix_cache *pc;
+    prefix_cache_stats ps;
+    size_t per = 0;
+    {   /* measure one entry's bytes with a big budget */
+        prefix_cache *big;
+        REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &big, &e) == 0);
+        gen_session *s;
+        REQUIRE(gen_session_new(M, &s, &e) == 0);
+        gen_session_attach(s, x);
+        gen_session_set_prefix_cache(s, big);
+        int32_t t[40];
+        for (int i = 0; i < 40; i++) t[i] = i * 13 + 1;
+        gen_params p;
+        params(&p, 0, 0, 1);
+        result r = {0};
+        run(s, t, 40, &p, &r); /* checkpoints at 16, 32 and 39 */
+        prefix_cache_get_stats(big, &ps);
+        per = ps.ram_bytes / (size_t)(ps.entries ? ps.entries : 1);
+        free(r.toks);
+        gen_session_free(s);
+        prefix_cache_free(big);
+    }
+    pcc.ram_bytes = per * 8 + per / 2; /* an 80-token prompt leaves 6 checkpoints (spacing 16) */
+    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *cold, *hot;
+    REQUIRE(gen_session_new(M, &cold, &e) == 0);
+    REQUIRE(gen_session_new(M, &hot, &e) == 0);
+    gen_session_attach(cold, x);
+    gen_session_attach(hot, x);
+    gen_session_set_prefix_cache(hot, pc);
+    uint32_t seed = 99;
+    int32_t pr[4][200];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 200; i++) pr[k][i] = (int32_t)(rnd(&seed) % 8000);
+    result r = {0};
+    static const int order[] = {0, 0, 1, 2, 3, 0, 0, 1}; /* 1..3 push 0 out; then it comes back */
+    for (int i = 0; i < 8; i++) {
+        int k = order[i];
+        gen_params p;
+        params(&p, k % 2 ? 3 : 0, i % 2, 12);
+        int got = same_as_cold(cold, hot, pr[k], 80, &p, &r);
+        if (i == 1 || i == 6) CHECK_MSG(got == 79, "request %d: reused %d of 80 tokens", i, got);
+        prefix_cache_get_stats(pc, &ps);
+        CHECK_MSG(ps.ram_bytes <= ps.ram_budget, "cache holds %zu bytes over its budget %zu", ps.ram_bytes,
+                  ps.ram_budget);
+    }
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.evictions > 0, "no eviction with a budget of ~8 entries (%d entries)", ps.entries);
+    CHECK_MSG(ps.hits > 0, "no hit at all");
+    free(r.toks);
+    gen_session_free(cold);
+    gen_session_free(hot);
+    prefix_cache_free(pc);
+    sched_free(x);
+}
+
+/* A pool just big enough for one request: the cache's pages of an earlier prompt must be given
+ * back when a different request needs them (admission would wait forever otherwise); a request
+ * reusing them reserves only its own pages; one that could not fit with its lease runs cold. */
+TEST(test_pages_reclaimed) {
+    mtplx_err e;
+    sched_config c;
+    sched_config_default(&c, 1, 128);
+    c.kv_pages = 128 / model_kv_page_size();
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache_config pcc = {0, 16};
+    prefix_cache *pc;
+    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[100], b[100];
+    uint32_t seed = 5;
+    for (int i = 0; i < 100; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
+    gen_params p;
+    params(&p, 3, 0, 12);
+    result r = {0};
+    REQUIRE(run(s, a, 100, &p, &r) == 0);
+    prefix_cache_stats ps;
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.pages_counted > 0, "the cache holds no pages after a request");
+    REQUIRE(run(s, b, 100, &p, &r) == 0); /* needs the whole pool: the cache must give its pages back */
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.evictions > 0, "admission did not evict");
+    /* b again, with a shorter completion: its restored pages are lent, it reserves only its own */
+    params(&p, 3, 0, 4);
+    REQUIRE(run(s, b, 100, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 99);
+    /* b with the long completion again: with the lease it would need 9 of the 8 pages (the cache
+     * keeps the page the prefix ends inside while the request copies it): it runs cold, it does
+     * not wait forever */
+    params(&p, 3, 0, 12);
+    REQUIRE(run(s, b, 100, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 0);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    CHECK_INT(st.pages_used, 0);
+    sched_free(x);
+}
+
+/* A request whose prompt + completion fill the whole context still runs when it restores a prefix
+ * (its reservation never exceeds what it needs cold). */
+TEST(test_full_context) {
+    mtplx_err e;
+    sched_config c;
+    sched_config_default(&c, 1, 48);
+    c.kv_pages = 4; /* 3 for the sequence + the shared page its 2-token prefix ends inside */
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache *pc;
+    REQUIRE(prefix_cache_new(M, sched_pool(x), NULL, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[3] = {11, 22, 33};
+    gen_params p;
+    params(&p, 0, 0, 48 - 3 - 1); /* prompt + max_tokens + depth + 1 = the capacity */
+    result r = {0};
+    REQUIRE(run(s, a, 3, &p, &r) == 0);
+    REQUIRE(run(s, a, 3, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 2);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_free(x);
+}
+
+static int always(void *u) {
+    (void)u;
+    return 1;
+}
+
+/* A request that restored a prefix and is then cancelled while waiting for admission gives its
+ * lease back: the cache counts only its entries' pages again, and the next request still hits. */
+TEST(test_cancel_returns_lease) {
+    mtplx_err e;
+    sched_config c;
+    sched_config_default(&c, 1, 256);
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache_config pcc = {0, 16};
+    prefix_cache *pc;
+    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[100];
+    for (int i = 0; i < 100; i++) a[i] = 7 * i + 3;
+    gen_params p;
+    params(&p, 1, 0, 8);
+    result r = {0};
+    REQUIRE(run(s, a, 100, &p, &r) == 0);
+    prefix_cache_stats before, after;
+    prefix_cache_get_stats(pc, &before);
+    REQUIRE(sched_join(x, 16, NULL, NULL, &e) == 0); /* the only slot is taken */
+    gen_session_set_cancel(s, always, NULL);
+    int32_t *t = NULL;
+    int n = 0;
+    CHECK_INT(gen_session_run(s, a, 100, &p, NULL, NULL, &t, &n, NULL, &e), MTPLX_ECANCELED);
+    free(t);
+    CHECK_MSG(before.pages_counted > 0, "nothing cached by the first request");
+    sched_lock(x);
+    int held = prefix_cache_reclaim(pc, 0); /* every entry evicted: only leases still out would count */
+    sched_unlock(x);
+    prefix_cache_get_stats(pc, &after);
+    CHECK_MSG(held == 0 && after.entries == 0, "a cancelled request kept its lease: %d pages still counted", held);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    CHECK_MSG(st.pages_used == 0, "%d pages held after the cancel and a full eviction", st.pages_used);
+    sched_leave(x, 16);
+    gen_session_set_cancel(s, NULL, NULL);
+    REQUIRE(run(s, a, 100, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 0);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_get_stats(x, &st);
+    CHECK_INT(st.pages_used, 0);
+    sched_free(x);
+}
+
+int main(void) {
+    mtplx_err e;
+    if (model_load(MODEL_DIR, &M, &e)) {
+        fprintf(stderr, "%s: %s\n", MODEL_DIR, e.msg);
+        return 1;
+    }
+    RUN(test_cached_equals_cold);
+    RUN(test_evictions_exact);
+    RUN(test_pages_reclaimed);
+    RUN(test_cancel_returns_lease);
+    RUN(test_full_context);
+    model_free(M);
+    return TEST_SUMMARY();
+}
