@@ -15,7 +15,9 @@
 #      CPU's detected best path is checked against the one it must have;
 #   3. the model goldens again with MTPLX_KERNEL=portable (the plain C path end to end).
 # Left out (SLOW): the engine's generation and speculative-decoding units (test_family_mtp,
-# test_generate, test_generate_dist with its sampling statistics, test_fwd_pool, test_spec_exact) and
+# test_generate, test_generate_dist and test_grammar_dist with their sampling statistics,
+# test_fwd_pool, test_spec_exact, the scheduler's test_sched and the prefix cache's test_prefix_cache,
+# each over 5 minutes under qemu on a loaded machine, measured 2026-12-01) and
 # the tokenizer units (test_chat_tokref, test_tokenizer): they have no architecture-specific code of
 # their own, run natively in the same suite, call kernels covered above, and under qemu take 9-13 s
 # of CPU each (tokenizers, test_spec_exact; measured 2026-12-01) to minutes (the generation units):
@@ -26,8 +28,8 @@
 set -u
 cd "$(dirname "$0")/.."
 
-SLOW="test_family_mtp test_generate test_generate_dist test_fwd_pool test_spec_exact test_chat_tokref
-      test_tokenizer"
+SLOW="test_family_mtp test_generate test_generate_dist test_grammar_dist test_fwd_pool test_spec_exact
+      test_sched test_prefix_cache test_chat_tokref test_tokenizer"
 # run with the sanitizer build's reduced sizes (MTPLX_SANITIZED=1: fewer decode steps, the 23M-parameter
 # quantizations skipped), which the native run covers in full
 REDUCED="test_forward test_quant_goldens"
