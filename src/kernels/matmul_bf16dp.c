@@ -139,17 +139,20 @@ static inline int block_rows(size_t *wrow, int r, int r1, int K) {
     return nr;
 }
 
-/* Bytes of weight rows kept in L2 while every 4-row activation tile passes over them (below). */
+/* Bytes of weight rows kept in L2 while every 4-row activation tile passes over them (below), and
+ * the packed activations up to which the call's rows all stay in L1 instead. */
 #define BD_L2_BYTES (128 * 1024)
+#define BD_L1_X_BYTES (32 * 1024)
 
 /* Output rows [r0, r1) for T <= MM_TMAX activation rows packed by mm_bf16dp_pack_x into xpack.
  *
- * T <= 4: one pass, each 4-row weight block read once against all rows. T > 4: the rows are
- * walked in L2-sized groups of weight rows; every 4-row activation tile (in L1) passes over the
- * whole group (in L2), and the first tile's pass prefetches the next group into L2, so the weight
- * stream from memory runs one group ahead of the arithmetic instead of one 4-row block. Both orders
- * call the same tile on the same (weight block, activation tile) pairs, so each output element's
- * operation sequence is unchanged (row invariance). */
+ * While the packed rows fit in L1 (T <= 4, or T·K·4 bytes <= BD_L1_X_BYTES): one pass, each 4-row
+ * weight block read once from memory and met by every activation tile while it is in L1. Beyond
+ * that the rows are walked in L2-sized groups of weight rows; every 4-row activation tile (in L1)
+ * passes over the whole group (in L2), and the first tile's pass prefetches the next group into
+ * L2, so the weight stream from memory runs one group ahead of the arithmetic instead of one 4-row
+ * block. Both orders call the same tile on the same (weight block, activation tile) pairs, so each
+ * output element's operation sequence is unchanged (row invariance). */
 TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
                         const void *xpack) {
     (void)x, (void)ldx;
@@ -159,14 +162,16 @@ TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const
     assert(w->dtype == DT_BF16);
     const int pf_on = kern_knobs_get()->bf16_pf;
     size_t wrow[BD_ROWS];
-    if (T <= BD_T) {
+    if (T <= BD_T || (size_t)T * xstride * 2 <= BD_L1_X_BYTES) {
         /* the same columns of the next 4-row block, while it lies inside the matrix */
         const size_t pf_blk = pf_on ? (size_t)BD_ROWS * K * 2 : 0;
         for (int r = r0; r < r1; r += BD_ROWS) {
             int nr = block_rows(wrow, r, r1, K);
             size_t pf = r + 2 * BD_ROWS <= w->rows ? pf_blk : 0;
-            if (T == BD_T) tile(W, wrow, nr, xp, ks, K, y, ldy, r, BD_T, pf);
-            else tile_rest(W, wrow, nr, xp, ks, K, y, ldy, r, T, pf);
+            int t = 0;
+            for (; t + BD_T <= T; t += BD_T)
+                tile(W, wrow, nr, xp + t * xstride, ks, K, y + (size_t)t * ldy, ldy, r, BD_T, t ? 0 : pf);
+            tile_rest(W, wrow, nr, xp + t * xstride, ks, K, y + (size_t)t * ldy, ldy, r, T - t, t ? 0 : pf);
         }
         return;
     }
