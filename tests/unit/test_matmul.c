@@ -41,7 +41,7 @@ static kern_weight make_weight(mtplx_dtype dt, int rows, int cols, void **store)
 }
 
 static const mtplx_dtype k_dtypes[] = {DT_F32, DT_F16, DT_BF16};
-static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}};
+static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}, {70, 1700}};
 
 /* For each shape/dtype: T = 1..16 and 40 rows vs T = 1, and vs the reference. */
 static void check_row_invariance(kern_isa isa) {
