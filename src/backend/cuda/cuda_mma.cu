@@ -9,7 +9,7 @@
  *   - q4 / q8: activations are quantized per weight group to int8 exactly as qact_fill_portable
  *     (d = max|x| / 127, a = rint(x · 127 / max|x|)); the integer group sums come from mma.sync
  *     m16n8k32 u8 × s8 (exact), and each group adds (float)Σqa · (s·d) and b · (d·Σa), as
- *     mm_qrows_portable (docs/kernels.md, "int8 activations").
+ *     mm_qrows_portable (docs/kernels.md, "MLX affine quantized weights").
  *
  * Work split: a block of MMA_WARPS warps owns 16 consecutive outputs (one mma M tile) and one of
  * `ksplit` K ranges; its warps take the 32-wide K blocks (bf16) or weight groups (q) of that range in
