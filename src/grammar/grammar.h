@@ -52,6 +52,13 @@ typedef enum {
  * separated by a newline. Errors as grammar_from_schema, prefixed with the tool's name. */
 int grammar_tool_calls(const json_t *tools, const char *only, int parallel, grammar_tool_dialect dialect,
                        grammar **out, mtplx_err *err);
+/* Tool calls under tool_choice "auto": free text, where the model may open "<tool_call>" any number
+ * of times; a call of a strict tool (OpenAI "strict": true) then has its arguments constrained by its
+ * schema, a call of another tool is its name then free text up to "</tool_call>". Errors as
+ * grammar_tool_calls. */
+int grammar_tool_calls_auto(const json_t *tools, grammar_tool_dialect dialect, grammar **out, mtplx_err *err);
+/* 1 when an OpenAI tool item (chat or Responses form) has "strict": true. */
+int grammar_tool_is_strict(const json_t *tool);
 void grammar_free(grammar *g);
 
 /* 1 when bytes s[0..n) are a complete sentence of g, else 0 (tests and fuzzing). */

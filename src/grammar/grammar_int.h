@@ -27,6 +27,7 @@
 #define GR_MAX_INDENT 20         /* spaces after a newline between JSON tokens (match.c gap_ws) */
 #define GR_MAX_DIGITS 15         /* integer / fraction digits of a number (exact in a double) */
 #define GR_MAX_EXP_DIGITS 2
+#define GR_MAX_DFA_BYTES (32L << 20) /* pattern / format automata and their viability tables */
 
 /* A DFA over Unicode scalar values (regex.c): a string `pattern` or `format` with the string's length
  * bounds. State 0 is the start; every state with edges can still reach acceptance. */
@@ -97,6 +98,7 @@ typedef struct {
     int unique;            /* ARRAY: uniqueItems over a LITS item node of at most 64 values */
     int min_props, max_props; /* OBJECT: minProperties, maxProperties (-1 none) */
     gr_dfa *dfa;           /* STRING: pattern / format (owned), NULL = any string */
+    int avoid;             /* TEXT: 1 = the terminator never occurs and the text may end anywhere */
 } gnode;
 
 struct grammar {
@@ -104,6 +106,7 @@ struct grammar {
     int n_nodes, cap_nodes;
     int root;
     long lit_bytes;        /* literal bytes so far (GR_MAX_LIT_BYTES) */
+    long dfa_bytes;        /* memory of pattern / format automata so far (GR_MAX_DFA_BYTES) */
 };
 
 /* One open node of a parse. Zeroed before use so that states compare and hash byte for byte. */

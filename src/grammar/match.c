@@ -314,6 +314,7 @@ static int may_end(const grammar *g, const gframe *f) {
     case GN_LITS: return f->phase == 1 && n->lens[f->a] == f->ws;
     case GN_WS: return 1;
     case GN_ANYTEXT: return f->a == 0;
+    case GN_TEXT: return n->avoid && f->a == 0;
     case GN_SEQ: return f->phase == 0 && n->n == 0;
     case GN_REPEAT: return (f->phase == 0 || f->phase == 2) && f->a >= n->min;
     default: return 0;
@@ -617,7 +618,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         const int tl = n->lens[0];
         if (f->a == 0 && (unsigned char)term[f->ws] == c) { /* the terminator goes on */
             if (++f->ws == tl) {
-                if (pop_done(g, s, 0, guard)) out_add(out, s);
+                if (!n->avoid && pop_done(g, s, 0, guard)) out_add(out, s);
                 return;
             }
             out_add(out, s);

@@ -13,8 +13,9 @@
 
 #include "grammar_int.h"
 
-#define RX_MAX_NFA 20000   /* NFA states after expanding counted repetition */
-#define RX_MAX_DFA 6000    /* DFA states */
+#define RX_MAX_NFA 10000   /* NFA states after expanding counted repetition */
+#define RX_MAX_DFA 4000    /* DFA states */
+#define RX_MAX_CELLS (2 << 20) /* DFA states x elementary intervals (the subset construction's work) */
 #define RX_MAX_VIABLE (8 << 20) /* bytes of the (length, state) viability table */
 #define RX_MAX_CP 0x10FFFF
 
@@ -642,6 +643,10 @@ static int dfa_from_nfa(const nfa *a, int start, int fin, gr_dfa **out, rx_parse
     if (dset_find(&d, cur) < 0) goto nomem;
     const int ni = nb - 1;
     for (int s = 0; s < d.n; s++) {
+        if ((size_t)(s + 1) * (size_t)ni > RX_MAX_CELLS) {
+            rc = rx_fail(p, "the pattern's automaton has too many states");
+            goto done;
+        }
         if ((size_t)(s + 1) * (size_t)ni > tr_cap) {
             tr_cap = tr_cap ? 2 * tr_cap : (size_t)ni * 64;
             void *q = realloc(tr, tr_cap * sizeof *tr);

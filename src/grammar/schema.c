@@ -399,6 +399,16 @@ static int compile_array(cctx *cx, const json_t *sch, const char *path, int dept
     return id;
 }
 
+/* Count d's memory against the grammar's budget (hostile schemas with many patterns). */
+static int dfa_account(cctx *cx, const gr_dfa *d, const char *kw, const char *path) {
+    cx->g->dfa_bytes += (long)((size_t)(d->cap + 1) * (size_t)d->n + (size_t)d->first[d->n] * sizeof(gr_edge) +
+                               (size_t)d->n * (sizeof(int) + 1));
+    if (cx->g->dfa_bytes > GR_MAX_DFA_BYTES)
+        return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: '%s' at %s: the pattern/format automata of this schema "
+                       "need more than %ld MiB", kw, path, GR_MAX_DFA_BYTES >> 20);
+    return 0;
+}
+
 static int compile_string(cctx *cx, const json_t *sch, const char *path) {
     int mn, mx, rc;
     if ((rc = get_count(cx, sch, "minLength", path, 0, &mn)) || (rc = get_count(cx, sch, "maxLength", path, -1, &mx)))
@@ -425,6 +435,10 @@ static int compile_string(cctx *cx, const json_t *sch, const char *path) {
         return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: string lengths above 65000 at %s", path);
     gr_dfa *d = NULL;
     if (rx && (rc = gr_dfa_compile(rx, rl, kw, path, mn, mx, &d, cx->err))) return rc;
+    if (d && (rc = dfa_account(cx, d, kw, path))) {
+        gr_dfa_free(d);
+        return rc;
+    }
     int id = node_new(cx, GN_STRING);
     if (id < 0) {
         gr_dfa_free(d);
@@ -905,6 +919,11 @@ static int xml_params(cctx *cx, const json_t *params, const char *path, int *out
         seq[0] = text_node(cx, open);
         if (seq[0] < 0) return seq[0];
         if (is_str && !json_object_get(v, "enum") && !json_object_get(v, "const")) {
+            const json_t *fm = json_object_get(v, "format");
+            if (json_object_get(v, "pattern") || (fm && gr_format_regex(json_string_value(fm), NULL)))
+                return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: '%s' at %s: a string parameter of the model's XML "
+                               "tool-call format is raw text, where pattern/format are not enforced",
+                               json_object_get(v, "pattern") ? "pattern" : "format", sub);
             val = node_new(cx, GN_TEXT);
             if (val < 0) return val;
             gnode *nd = &cx->g->nodes[val];
@@ -974,7 +993,28 @@ static int xml_params(cctx *cx, const json_t *params, const char *path, int *out
     return *out < 0 ? *out : 0;
 }
 
+/* A GN_TEXT node: text up to `term` (avoid = 0), or text that never contains it and may end (avoid = 1). */
+static int text_until(cctx *cx, const char *term, int avoid) {
+    int id = node_new(cx, GN_TEXT);
+    if (id < 0) return id;
+    gnode *nd = &cx->g->nodes[id];
+    nd->strs = calloc(1, sizeof *nd->strs);
+    nd->lens = malloc(sizeof *nd->lens);
+    if (!nd->strs || !nd->lens || !(nd->strs[0] = strdup(term))) return err_set(cx->err, MTPLX_ENOMEM, "schema: out of memory");
+    nd->lens[0] = (int)strlen(term);
+    nd->n = 1;
+    nd->avoid = avoid;
+    return id;
+}
+
+/* skip_open: the call's text without its leading "<tool_call>" (grammar_tool_calls_auto). */
+static int one_tool_body(cctx *cx, const json_t *tool, grammar_tool_dialect d, int skip_open, int *out);
+
 static int one_tool(cctx *cx, const json_t *tool, grammar_tool_dialect d, int *out) {
+    return one_tool_body(cx, tool, d, 0, out);
+}
+
+static int one_tool_body(cctx *cx, const json_t *tool, grammar_tool_dialect d, int skip_open, int *out) {
     const char *name;
     const json_t *params = tool_fields(tool, &name);
     if (!name || strlen(name) > 200 || strpbrk(name, "<>\"\\\n"))
@@ -987,12 +1027,12 @@ static int one_tool(cctx *cx, const json_t *tool, grammar_tool_dialect d, int *o
     cx->root = params;
     cx->n_refs = 0; /* $ref resolves per tool */
     if (d == GRAMMAR_TOOLS_JSON) {
-        snprintf(head, sizeof head, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", name);
+        snprintf(head, sizeof head, "%s\n{\"name\": \"%s\", \"arguments\": ", skip_open ? "" : "<tool_call>", name);
         seq[ns++] = text_node(cx, head);
         seq[ns++] = compile(cx, params, "#", 0);
         seq[ns++] = text_node(cx, "}\n</tool_call>");
     } else {
-        snprintf(head, sizeof head, "<tool_call>\n<function=%s>\n", name);
+        snprintf(head, sizeof head, "%s\n<function=%s>\n", skip_open ? "" : "<tool_call>", name);
         seq[ns++] = text_node(cx, head);
         int p = 0;
         if (!json_is_object(params) || (json_object_get(params, "type") && strcmp(json_string_value(json_object_get(params, "type")) ? json_string_value(json_object_get(params, "type")) : "", "object")))
@@ -1055,6 +1095,79 @@ int grammar_tool_calls(const json_t *tools, const char *only, int parallel, gram
             }
         }
         r = rep;
+    }
+    return finish(out, &cx, r);
+}
+
+/* ---- strict tools under tool_choice "auto" ---- */
+
+int grammar_tool_is_strict(const json_t *tool) {
+    const json_t *f = json_object_get(tool, "function");
+    return json_is_true(json_object_get(json_is_object(f) ? f : tool, "strict"));
+}
+
+int grammar_tool_calls_auto(const json_t *tools, grammar_tool_dialect dialect, grammar **out, mtplx_err *err) {
+    cctx cx;
+    if (begin(out, &cx, err)) return MTPLX_ENOMEM;
+    int alts[GR_MAX_ALTS], na = 0, rc = 0, nfree = 0;
+    size_t nt = json_array_size(tools);
+    char **fl = calloc(nt ? nt : 1, sizeof *fl);
+    int *fn = calloc(nt ? nt : 1, sizeof *fn);
+    if (!fl || !fn) rc = err_set(err, MTPLX_ENOMEM, "schema: out of memory");
+    for (size_t i = 0; !rc && i < nt; i++) {
+        const json_t *t = json_array_get(tools, i);
+        const char *name;
+        tool_fields(t, &name);
+        if (!name || strlen(name) > 200 || strpbrk(name, "<>\"\\\n")) {
+            rc = err_set(err, MTPLX_EINVAL, "tools: a tool needs a plain 'name' (no quotes, brackets or newlines)");
+            break;
+        }
+        if (!grammar_tool_is_strict(t)) { /* its call: the name, then free text up to the closing tag */
+            fl[nfree] = malloc(strlen(name) + 32);
+            if (!fl[nfree]) {
+                rc = err_set(err, MTPLX_ENOMEM, "schema: out of memory");
+                break;
+            }
+            sprintf(fl[nfree], dialect == GRAMMAR_TOOLS_JSON ? "\n{\"name\": \"%s\"" : "\n<function=%s>", name);
+            fn[nfree] = (int)strlen(fl[nfree]);
+            nfree++;
+            continue;
+        }
+        if (na == GR_MAX_ALTS - 1) {
+            rc = err_set(err, MTPLX_EUNSUPPORTED, "tools: more than %d strict tools", GR_MAX_ALTS - 1);
+            break;
+        }
+        rc = one_tool_body(&cx, t, dialect, 1, &alts[na]);
+        if (!rc) na++;
+    }
+    if (!rc && nfree) {
+        int seq[2] = {lits_node(&cx, fl, fn, nfree), text_until(&cx, "</tool_call>", 0)};
+        rc = seq[0] < 0 ? seq[0] : seq[1] < 0 ? seq[1] : 0;
+        if (!rc && (alts[na] = kids_node(&cx, GN_SEQ, seq, 2)) < 0) rc = alts[na];
+        if (!rc) na++;
+    }
+    for (int i = 0; i < nfree; i++) free(fl[i]);
+    free(fl);
+    free(fn);
+    if (!rc && na == 0) rc = err_set(err, MTPLX_EINVAL, "tools: no tools");
+    int r = rc;
+    if (!rc) { /* (text "<tool_call>" call)* then text without "<tool_call>" */
+        int call[2] = {text_until(&cx, "<tool_call>", 0), kids_node(&cx, GN_ANYOF, alts, na)}, tail = -1, rep = -1;
+        r = call[0] < 0 ? call[0] : call[1];
+        int body = r >= 0 ? kids_node(&cx, GN_SEQ, call, 2) : r;
+        if (body >= 0) r = rep = node_new(&cx, GN_REPEAT);
+        else r = body;
+        if (r >= 0) {
+            gnode *nd = &cx.g->nodes[rep];
+            nd->kids = malloc(2 * sizeof(int));
+            if (!nd->kids) r = err_set(err, MTPLX_ENOMEM, "schema: out of memory");
+            else nd->kids[0] = body, nd->kids[1] = -1, nd->min = 0, nd->max = -1;
+        }
+        if (r >= 0) r = tail = text_until(&cx, "<tool_call>", 1);
+        if (r >= 0) {
+            int k[2] = {rep, tail};
+            r = kids_node(&cx, GN_SEQ, k, 2);
+        }
     }
     return finish(out, &cx, r);
 }

@@ -426,10 +426,62 @@ TEST(test_format_walks_match) {
     pcre2_match_data_free(md);
 }
 
+/* tool_choice "auto" with a strict tool: free text, any number of calls; a strict tool's arguments
+ * follow its schema, another tool's call is free after its name; unknown names are not callable. */
+TEST(test_strict_tools_under_auto) {
+    json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"strict\":true,"
+                               "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","
+                               "\"pattern\":\"^[A-Z][a-z]+$\"},\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},"
+                               "\"required\":[\"city\",\"days\"],\"additionalProperties\":false}}},"
+                               "{\"type\":\"function\",\"function\":{\"name\":\"search\",\"parameters\":{\"type\":\"object\"}}}]",
+                               0, NULL);
+    REQUIRE(tools);
+    CHECK(grammar_tool_is_strict(json_array_get(tools, 0)) && !grammar_tool_is_strict(json_array_get(tools, 1)));
+    grammar *g;
+    mtplx_err e;
+    REQUIRE(!grammar_tool_calls_auto(tools, GRAMMAR_TOOLS_JSON, &g, &e));
+    const char *call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
+    const acc_case c[] = {
+        {"", "", 0}, /* the automaton has no empty sentence here: the answer is at least one byte */
+        {"", "Just an answer, <b>no</b> call: tool_call.", 1},
+        {"", call, 1},
+        {"", "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>\nDone.", 1},
+        {"", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"paris\", \"days\": 3}}\n</tool_call>", 0},
+        {"", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 9}}\n</tool_call>", 0},
+        {"", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 0},
+        {"", "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": 5, whatever}}\n</tool_call>", 1},
+        {"", "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>", 0},
+        {"", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 1}}\n</tool_call>\n"
+             "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call>", 1},
+        {"", "text <tool_call>\n{\"name\": \"get_weather\"", 0}, /* an open call must finish */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        CHECK_MSG(grammar_accepts(g, c[i].text, strlen(c[i].text)) == c[i].ok, "auto tools on %s: expected %d", c[i].text,
+                  c[i].ok);
+    grammar_free(g);
+    /* the XML dialect: strict arguments as parameters; a raw-text string parameter cannot carry a pattern */
+    int rc = grammar_tool_calls_auto(tools, GRAMMAR_TOOLS_XML, &g, &e);
+    CHECK_MSG(rc == MTPLX_EUNSUPPORTED && strstr(e.msg, "'pattern'") && strstr(e.msg, "get_weather"), "%s", rc ? e.msg : "compiled");
+    json_object_del(json_object_get(json_object_get(json_object_get(json_object_get(json_array_get(tools, 0), "function"),
+                                                                     "parameters"), "properties"), "city"), "pattern");
+    REQUIRE(!grammar_tool_calls_auto(tools, GRAMMAR_TOOLS_XML, &g, &e));
+    const char *xml_ok = "Sure.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n"
+                         "</parameter>\n</function>\n</tool_call>",
+               *xml_bad = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n12\n"
+                          "</parameter>\n</function>\n</tool_call>",
+               *xml_free = "<tool_call>\n<function=search>\n<parameter=q>\nanything\n</parameter>\n</function>\n</tool_call>";
+    CHECK(grammar_accepts(g, xml_ok, strlen(xml_ok)));
+    CHECK(!grammar_accepts(g, xml_bad, strlen(xml_bad)));
+    CHECK(grammar_accepts(g, xml_free, strlen(xml_free)));
+    grammar_free(g);
+    json_decref(tools);
+}
+
 int main(void) {
     RUN(test_documents_by_hand);
     RUN(test_refusals_name_the_keyword_and_reason);
     RUN(test_patterns_against_pcre2);
     RUN(test_format_walks_match);
+    RUN(test_strict_tools_under_auto);
     return TEST_SUMMARY();
 }
