@@ -58,13 +58,17 @@ static int force_tools(srv_backend *be, srv_job *j, const char *only, int parall
 }
 
 /* tool_choice "auto" with a strict tool: the model may answer or call; a strict tool's arguments
- * are constrained (grammar_tool_calls_auto). Nothing changes without a strict tool. */
+ * are constrained (grammar_tool_calls_auto). Nothing changes without a strict tool, or when a strict
+ * tool's schema is outside the compiler's subset (then no call is constrained). */
 static int strict_auto_tools(srv_backend *be, srv_job *j, srv_reqerr *e) {
     int strict = 0;
     for (size_t i = 0; i < json_array_size(j->tools); i++) strict |= grammar_tool_is_strict(json_array_get(j->tools, i));
     if (!strict) return 0;
     mtplx_err err = {0};
     int rc = grammar_tool_calls_auto(j->tools, be->tool_dialect, &j->grammar, &err);
+    /* a schema outside the subset leaves the calls unconstrained, as they were before strict tools were
+       honoured (agent clients send strict tools with tool_choice auto; a 400 would break them) */
+    if (rc == MTPLX_EUNSUPPORTED) return 0;
     if (rc) return reqerr(e, rc == MTPLX_ENOMEM ? 500 : 400, "tools", "%s", err.msg);
     return 0;
 }
