@@ -675,6 +675,7 @@ static int dfa_from_nfa(const nfa *a, int start, int fin, gr_dfa **out, rx_parse
             tr[(size_t)s * ni + iv] = t;
         }
     }
+    if (d.n <= 0) goto nomem;
     {
         /* trim: keep the states from which an accepting state is reachable */
         uint8_t *acc = calloc((size_t)d.n, 1), *live = calloc((size_t)d.n, 1);
