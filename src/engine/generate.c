@@ -399,20 +399,23 @@ static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_promp
         if (s->last_out) memcpy(ids + n_prompt, s->toks, sizeof *ids * (size_t)s->last_out);
     }
     sess_lock(s);
-    int deepest = 0;
+    int deepest = 0, in_prompt = 0;
     for (int i = 0; i < s->n_pend; i++) {
         mtplx_err e = {0};
         int L = model_snap_len(s->pend[i]);
         if (ids && L <= n_ids && !model_snap_attach(s->pend[i], s->st, s->pend_hidden[i] ? s->mst : NULL, &e)) {
             prefix_cache_put(s->pcache, ids, s->pend[i], s->pend_hidden[i], &e);
             deepest = L > deepest ? L : deepest;
+            if (L <= n_prompt && L > in_prompt) in_prompt = L;
         } else
             model_snap_free(s->pend[i]);
         free(s->pend_hidden[i]);
     }
-    /* the conversation so far (a turn's end, or the prompt's n - 1): what the next turn, or the next
-     * server on the same --cache-dir, resumes; written through to the disk tier now */
+    /* the conversation so far (a turn's end) and the prompt's n - 1 (where a next turn that re-renders
+     * the reply differently resumes): written through to the disk tier now, for a later turn after
+     * RAM evicted them or for the next server on the same --cache-dir */
     if (ids && deepest) prefix_cache_persist(s->pcache, ids, deepest);
+    if (ids && in_prompt && in_prompt < deepest) prefix_cache_persist(s->pcache, ids, in_prompt);
     sess_unlock(s);
     s->n_pend = 0;
     free(ids);

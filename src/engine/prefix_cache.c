@@ -360,7 +360,7 @@ void prefix_cache_get_stats(prefix_cache *pc, prefix_cache_stats *o) {
     o->pages_counted = pages_counted(pc);
     o->page_bytes = seq_pool_page_bytes(pc->m);
     pthread_mutex_unlock(&pc->mu);
-    o->disk = pc->disk != NULL;
+    o->disk = pc->had_disk;
     o->disk_on = 0, o->disk_files = 0, o->disk_bytes = o->disk_budget = 0;
     o->disk_hits = o->disk_writes = o->disk_evictions = o->disk_errors = 0;
     if (pc->disk) {
@@ -435,6 +435,17 @@ void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L) {
     if (i >= 0 && !pc->e[i].on_disk && prefix_disk_has(pc->disk, tokens, L, h, pc->e[i].hidden != NULL))
         pc->e[i].on_disk = 1;
     if (i >= 0) spill_entry(pc, i);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+void prefix_cache_persist_all(prefix_cache *pc) {
+    if (!pc->disk) return;
+    pthread_mutex_lock(&pc->mu);
+    for (int i = 0; i < pc->n; i++) {
+        pc_entry *x = &pc->e[i];
+        if (!x->on_disk && prefix_disk_has(pc->disk, x->tokens, x->L, x->hash, x->hidden != NULL)) x->on_disk = 1;
+        spill_entry(pc, i);
+    }
     pthread_mutex_unlock(&pc->mu);
 }
 

@@ -87,6 +87,9 @@ int prefix_cache_disk_restore(prefix_cache *pc, const int32_t *tokens, int max_l
  * without a disk tier or when it is there already. Model held. */
 void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L);
 
+/* Write every entry to the disk tier (`mtplx run --cache-dir` before it exits). Model held. */
+void prefix_cache_persist_all(prefix_cache *pc);
+
 /* Wait until the disk tier's queued writes are on disk (tests; `mtplx run` before it exits). */
 void prefix_cache_sync(prefix_cache *pc);
 
@@ -116,8 +119,8 @@ typedef struct {
     int pages_held;          /* distinct trunk pages the entries reference */
     int pages_counted;       /* pages referenced or lent: counted against the page budget (max of pools) */
     size_t page_bytes;       /* bytes of one KV page (trunk + MTP) */
-    int disk;                /* 1: a disk tier was configured and opened */
-    int disk_on;             /* ... and still works (a write error turns it off) */
+    int disk;                /* 1: a disk tier was asked for (--cache-dir) */
+    int disk_on;             /* ... and works: opened, and no write error turned it off since */
     int disk_files;
     size_t disk_bytes, disk_budget;
     uint64_t disk_hits;      /* restores from disk */

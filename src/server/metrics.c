@@ -108,7 +108,7 @@ static void metrics_render_cache(sbuf *b, srv_backend *be) {
     HDR(b, "mtplx_prefix_cache_kv_pages", "gauge", "KV pages the cache counts against --kv-pages (referenced or lent).");
     sbuf_printf(b, "mtplx_prefix_cache_kv_pages %d\n", c.pages_counted);
     if (c.disk) { /* the disk tier (--cache-dir) */
-        HDR(b, "mtplx_prefix_cache_disk_on", "gauge", "1 while the disk tier works; 0 after a write error turned it off.");
+        HDR(b, "mtplx_prefix_cache_disk_on", "gauge", "1 while the disk tier works; 0 when --cache-dir could not be used or a write error turned it off.");
         sbuf_printf(b, "mtplx_prefix_cache_disk_on %d\n", c.disk_on);
         HDR(b, "mtplx_prefix_cache_disk_files", "gauge", "Checkpoint files in --cache-dir.");
         sbuf_printf(b, "mtplx_prefix_cache_disk_files %d\n", c.disk_files);

@@ -595,7 +595,7 @@ TEST(test_disk_tier_unusable_dir) {
     REQUIRE(pc != NULL);
     prefix_cache_stats ps;
     prefix_cache_get_stats(pc, &ps);
-    CHECK_MSG(!ps.disk && !ps.disk_on, "a disk tier on an unusable directory");
+    CHECK_MSG(ps.disk && !ps.disk_on, "a disk tier on an unusable directory");
     gen_session *s;
     REQUIRE(gen_session_new(M, &s, &e) == 0);
     gen_session_attach(s, x);
