@@ -98,9 +98,9 @@ static void sum_words(uint64_t lane[4], const unsigned char *p, size_t n) {
             memcpy(&w, p + i + 8 * k, 8);
             lane[k] = mix((lane[k] ^ w) * 0x9e3779b97f4a7c15ULL);
         }
-    unsigned char t[32] = {0};
-    memcpy(t, p + i, n - i);
     if (n - i) {
+        unsigned char t[32] = {0};
+        memcpy(t, p + i, n - i);
         for (int k = 0; k < 4; k++) {
             uint64_t w;
             memcpy(&w, t + 8 * k, 8);
@@ -135,6 +135,7 @@ static uint64_t cks_parts(const void *a, size_t na, const void *b, size_t nb, co
     for (int k = 0; k < 3; k++) {
         const unsigned char *p = pp[k];
         size_t n = nn[k];
+        if (!n) continue;
         s.n += n;
         if (cn) { /* fill the carry first */
             size_t t = 32 - cn < n ? 32 - cn : n;
