@@ -59,8 +59,9 @@ static void usage(FILE *f) {
             "  --quiet                   no progress on stderr (shown for a load or prefill > 1 s)\n"
             "  --cache-dir DIR           the prefix cache on disk, shared with `mtplx serve --cache-dir`: the\n"
             "                            deepest checkpoint of DIR that starts the prompt is restored instead\n"
-            "                            of prefilled, and this run's prompt and conversation are saved\n"
-            "                            there for the next run (docs/prefix-cache.md); same tokens as cold\n"
+            "                            of prefilled, and this run's prompt (all but its last token) and\n"
+            "                            conversation are saved there for the next run\n"
+            "                            (docs/prefix-cache.md); same tokens as cold\n"
             "  --cache-disk BYTES        byte budget of DIR's files (default 8589934592 = 8 GiB)\n"
             "  --json-schema F           structured output: the completion is JSON valid under the JSON\n"
             "                            Schema in file F (docs/structured-output.md)\n"
@@ -534,7 +535,6 @@ out:
     grammar_free(gr);
     if (ts) tok_stream_free(ts);
     gen_session_free(s);
-    if (pc) prefix_cache_persist_all(pc); /* the whole session for the next run (the model is idle) */
     prefix_cache_free(pc); /* writes what is queued for the disk tier */
     sched_free(cx);
     free(prompt);

@@ -438,17 +438,6 @@ void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L) {
     pthread_mutex_unlock(&pc->mu);
 }
 
-void prefix_cache_persist_all(prefix_cache *pc) {
-    if (!pc->disk) return;
-    pthread_mutex_lock(&pc->mu);
-    for (int i = 0; i < pc->n; i++) {
-        pc_entry *x = &pc->e[i];
-        if (!x->on_disk && prefix_disk_has(pc->disk, x->tokens, x->L, x->hash, x->hidden != NULL)) x->on_disk = 1;
-        spill_entry(pc, i);
-    }
-    pthread_mutex_unlock(&pc->mu);
-}
-
 void prefix_cache_sync(prefix_cache *pc) {
     if (pc->disk) prefix_disk_sync(pc->disk);
 }

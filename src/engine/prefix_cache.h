@@ -87,9 +87,6 @@ int prefix_cache_disk_restore(prefix_cache *pc, const int32_t *tokens, int max_l
  * without a disk tier or when it is there already. Model held. */
 void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L);
 
-/* Write every entry to the disk tier (`mtplx run --cache-dir` before it exits). Model held. */
-void prefix_cache_persist_all(prefix_cache *pc);
-
 /* Wait until the disk tier's queued writes are on disk (tests; `mtplx run` before it exits). */
 void prefix_cache_sync(prefix_cache *pc);
 
