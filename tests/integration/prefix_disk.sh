@@ -9,7 +9,8 @@
 #  4. a flipped byte in every file: found (log line, error counted), nothing restored, same reply;
 #  5. disk full (a 1 MiB tmpfs as root; without root, a file-size limit, ulimit -f, which fails
 #     writes the same way): one log line, the tier turns off, RAM keeps serving;
-#  6. a read-only directory: served without the tier, with a log line.
+#  6. a read-only directory: served without the tier, with a log line;
+#  7. `mtplx run --cache-dir` twice: the second run restores the prompt from disk, same tokens.
 set -u
 cd "$(dirname "$0")/../.."
 unset MTPLX_API_KEY
@@ -161,5 +162,14 @@ grep -q "no disk tier.*serving from RAM only" "$tmp/g.err" && [ "$on" = 0 ] && o
 stop "$g_pid"
 }
 stop "$cold_pid"
+
+# 7. mtplx run --cache-dir: a second run of the same prompt restores it from disk, same tokens
+RD=$tmp/runcache
+runj() { build/mtplx run --prompt "def fibonacci(n):\n    # the n-th Fibonacci number" --max-tokens 12 --temperature 0.8 \
+    --seed 5 --depth 3 --quiet --json "$@" | node -e 'const o=JSON.parse(require("fs").readFileSync(0)); console.log(o.stats.cached_tokens, o.tokens.join(","))'; }
+r0=$(runj) r1=$(runj --cache-dir "$RD") r2=$(runj --cache-dir "$RD")
+[ "${r1#* }" = "${r0#* }" ] && [ "${r2#* }" = "${r0#* }" ] && [ "${r1%% *}" = 0 ] && [ "${r2%% *}" -gt 0 ] \
+    && ok "run --cache-dir: the second run restored ${r2%% *} prompt tokens from disk, same tokens" \
+    || bad "run --cache-dir: cold '$r0', first '$r1', second '$r2'"
 [ $fail -eq 0 ] && echo "prefix disk tier integration: all passed"
 exit $fail
