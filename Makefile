@@ -135,11 +135,11 @@ run: deps
 	./build/mtplx run $(RUN_ARGS)
 
 # README command 2: build everything and run the whole suite (unit tests, the same under
-# ASan/UBSan, then tests/integration/*.sh).
+# ASan/UBSan, the AArch64 build of the unit tests under qemu, then tests/integration/*.sh).
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz arm64
 	@bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
@@ -173,3 +173,40 @@ clean:
 -include $(FAULT_LIB_OBJ:.o=.d) $(FAULT_CLI_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
 # unit tests too (-MMD writes build/tests/test_x.d): a change to fwd_util.h or cmp.h rebuilds them
 -include $(TESTS:=.d) $(ASAN_TESTS:=.d)
+
+# ---- AArch64: the library and the unit tests cross-compiled with Debian's gcc-aarch64-linux-gnu
+# against the arm64 -dev packages (multiarch), run under qemu-user by tests/arm64.sh: `make
+# test-arm64` (tests/run.sh runs it as one check). ARM64 speed cannot be measured here (README). The
+# NEON kernels are chosen at run time (src/kernels/cpu.c), so one build serves every ARMv8-A CPU.
+ARM_CC   ?= aarch64-linux-gnu-gcc
+ARM_PKGCONFIG := PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+# evaluated once, on first use (a plain `make` never asks the arm64 pkg-config)
+ARM_PKG_CFLAGS = $(eval ARM_PKG_CFLAGS := $(shell $(ARM_PKGCONFIG) --cflags $(PKGS) 2>/dev/null))$(ARM_PKG_CFLAGS)
+ARM_PKG_LIBS = $(eval ARM_PKG_LIBS := $(shell $(ARM_PKGCONFIG) --libs $(PKGS) 2>/dev/null))$(ARM_PKG_LIBS)
+ARM_CFLAGS = -O2 -g -std=c17 -D_GNU_SOURCE -pthread -fno-strict-aliasing $(WARN) $(ARM_PKG_CFLAGS) -MMD -MP
+ARM_LIB_OBJ := $(LIB_SRC:%.c=build/arm64/obj/%.o)
+ARM_TESTS   := $(TEST_SRC:tests/unit/%.c=build/arm64/tests/%)
+
+.PHONY: arm64 test-arm64
+arm64: model $(ARM_TESTS)
+
+build/arm64/obj/src/kernels/%.o: ARM_OPT := -O3
+$(ARM_LIB_OBJ): Makefile
+build/arm64/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) $(ARM_OPT) -c $< -o $@
+
+build/arm64/libmtplx.a: $(ARM_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/arm64/tests/%: tests/unit/%.c build/arm64/libmtplx.a tests/unit/test.h
+	@mkdir -p $(dir $@)
+	$(ARM_CC) $(ARM_CFLAGS) -o $@ $< build/arm64/libmtplx.a $(ARM_PKG_LIBS) -lpthread -lm
+
+test-arm64:
+	@MTPLX_ARM64_DEPS=1 bash scripts/deps.sh
+	@$(MAKE) --no-print-directory -j$(JOBS) arm64
+	@bash tests/arm64.sh
+
+-include $(ARM_LIB_OBJ:.o=.d) $(ARM_TESTS:=.d)

@@ -11,12 +11,14 @@
 # cycle_step and is estimated as 2 instructions per id per masked row.
 #
 #   bash bench/grammar.sh [MODEL_DIR] [DEPTH] [N] [SEEDS]       # defaults: small-code, 3, 48, 3
+# MTPLX_BIN names the binary (default build/mtplx; a copy keeps a long run independent of rebuilds).
 set -u
 cd "$(dirname "$0")/.."
 model=${1:-../shared/models/qwen35-small-code}
 depth=${2:-3}
 n=${3:-48}
 seeds=${4:-3}
+bin=${MTPLX_BIN:-build/mtplx}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '<|im_start|>user\nDescribe the function read_file as JSON.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n' >"$out/prompt"
@@ -31,13 +33,14 @@ run() {
     local extra=()
     [ "${5:-}" = schema ] && extra=(--json-schema "$out/schema.json")
     local tok
-    tok=$(MTPLX_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$f" build/mtplx run --model "$model" \
+    tok=$(MTPLX_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$f" "$bin" run --model "$model" \
         --prompt-file "$out/prompt" --seed "$4" --temperature 1 --top-p 1 --top-k 0 --depth "$2" --max-tokens "$3" \
         --json "${extra[@]}" 2>/dev/null | sed -n 's/.*"completion_tokens":\([0-9]*\).*/\1/p')
     local ir gir
     ir=$(sed -n 's/^summary: *//p; s/^totals: *//p' "$f" | head -1 | awk '{print $1}')
     gir=$(callgrind_annotate --inclusive=yes "$f" 2>/dev/null | awk '/grammar_matcher_(mask|advance|rollback|ended)/ {gsub(",", "", $1); s += $1} END {print s + 0}')
     echo "$ir $tok $gir"
+    echo "run $1: Ir $ir completion_tokens $tok grammar_Ir $gir" >&2
 }
 printf '%-14s %6s %14s %8s %14s %12s\n' config depth "Ir/token" tokens "grammar Ir/tok" "mask+walk %"
 for mode in free schema; do

@@ -3,6 +3,8 @@
 # MTP depth D, on a loaded machine where wall clock is noise (bench/grammar.md). Per configuration:
 # `mtplx run --samples S` at max_tokens 1 and N; per token = CPU difference / (tokens - 1 per sample).
 #   bash bench/grammar_cpu.sh [MODEL] [DEPTH] [N] [SAMPLES]     # defaults: small-code, 3, 64, 8
+# Modes: free (unconstrained), schema (bounded strings, integer, enum, array), pattern (the same with
+# pattern / format strings and uniqueItems). MTPLX_BIN names the binary (default build/mtplx).
 set -u
 cd "$(dirname "$0")/.."
 model=${1:-../shared/models/qwen35-small-code}
@@ -17,12 +19,22 @@ cat >"$out/schema.json" <<'JSON'
  "kind":{"enum":["function","class","module"]},"args":{"type":"array","items":{"type":"string","maxLength":16},"maxItems":4}},
  "required":["name","lines","kind","args"],"additionalProperties":false}
 JSON
-for mode in free schema; do
+# the same object with pattern / format strings (src/grammar/regex.c) and the newer keywords
+cat >"$out/pattern.json" <<'JSON'
+{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z_][a-z0-9_]{0,23}$"},
+ "lines":{"type":"integer","minimum":0,"maximum":500},"kind":{"enum":["function","class","module"]},
+ "args":{"type":"array","items":{"enum":["path","mode","size","flags"]},"uniqueItems":true},
+ "modified":{"type":"string","format":"date"}},
+ "required":["name","lines","kind","args","modified"],"additionalProperties":false}
+JSON
+bin=${MTPLX_BIN:-build/mtplx}
+for mode in free schema pattern; do
     for d in 0 "$depth"; do
         extra=()
         [ $mode = schema ] && extra=(--json-schema "$out/schema.json")
+        [ $mode = pattern ] && extra=(--json-schema "$out/pattern.json")
         for mt in 1 "$n"; do
-            /usr/bin/time -f "%U %S" -o "$out/$mode.$d.$mt.time" env MTPLX_THREADS=1 build/mtplx run --model "$model" \
+            /usr/bin/time -f "%U %S" -o "$out/$mode.$d.$mt.time" env MTPLX_THREADS=1 "$bin" run --model "$model" \
                 --prompt-file "$out/prompt" --samples "$samples" --seed 11 --temperature 1 --top-p 1 --top-k 0 \
                 --depth "$d" --max-tokens "$mt" --json "${extra[@]}" >"$out/$mode.$d.$mt.jsonl" 2>/dev/null
         done

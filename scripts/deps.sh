@@ -8,6 +8,11 @@
 # -fsanitize=fuzzer). Packages are installed only for the needs that fail; afterwards every failed
 # need is checked again, and the script exits 1 naming any that still fail. Runs as root (CI, a
 # fresh machine) or through sudo. scripts/fresh-check.sh runs it in a fresh Debian 12 chroot.
+# The ARM64 check of the suite (tests/arm64.sh: the unit tests cross-compiled with Debian's
+# gcc-aarch64-linux-gnu and run under qemu-user) needs the cross compiler, qemu and the arm64 builds
+# of the libraries (multiarch: dpkg --add-architecture arm64); they come with MTPLX_TEST_DEPS=1 (every
+# `make test`, so the suite is the same on every machine) or MTPLX_ARM64_DEPS=1 (`make test-arm64`),
+# never for `make run`.
 set -euo pipefail
 PKGS="jansson libpcre2-8 libutf8proc libmicrohttpd libcurl"   # the Makefile's PKGS
 NODE_MAJOR_MIN=18                                        # Debian 12's nodejs; tests/js runs on it
@@ -20,6 +25,8 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
 needs=(cc make pkgconfig xz)
 for m in $PKGS; do needs+=("pc:$m"); done
 if [ "${MTPLX_TEST_DEPS:-0}" = 1 ]; then needs+=(asan fuzz node npm cacerts netns browser tmux); fi
+if [ "${MTPLX_TEST_DEPS:-0}" = 1 ] || [ "${MTPLX_ARM64_DEPS:-0}" = 1 ]; then needs+=(armcc armlibs qemu); fi
+ARM_PC=PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 
 # packages NEED: the Debian 12 packages that provide it
 packages() {
@@ -39,6 +46,10 @@ packages() {
         npm) echo npm ;;
         cacerts) echo ca-certificates ;;           # npm reaches its registry over HTTPS
         netns) echo iproute2 util-linux ;;         # agents.sh: clients run in a loopback-only namespace
+        armcc) echo gcc-aarch64-linux-gnu libc6-dev-arm64-cross ;;
+        armlibs) echo pkg-config libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
+                      libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64 ;;
+        qemu) echo qemu-user ;;                    # qemu-aarch64 runs the arm64 unit tests
         browser) echo chromium ;;                  # webui.sh: playwright-core drives it headless
         tmux) echo tmux ;;                         # chat.sh: drives `mtplx chat` on a terminal
     esac
@@ -70,6 +81,12 @@ probe() {
         npm) command -v npm && npm --version ;;
         cacerts) [ -s /etc/ssl/certs/ca-certificates.crt ] ;;
         netns) command -v ip && command -v unshare ;;
+        armcc) command -v aarch64-linux-gnu-gcc && aarch64-linux-gnu-gcc -o "$tmp/armcc" "$tmp/main.c" ;;
+        armlibs) command -v aarch64-linux-gnu-gcc && command -v pkg-config &&
+                 env $ARM_PC pkg-config --exists --print-errors $PKGS &&
+                 aarch64-linux-gnu-gcc -o "$tmp/armlibs" "$tmp/main.c" $(env $ARM_PC pkg-config --cflags --libs $PKGS) ;;
+        qemu) command -v qemu-aarch64 && aarch64-linux-gnu-gcc -o "$tmp/armq" "$tmp/main.c" &&
+              qemu-aarch64 -cpu max "$tmp/armq" ;;
         browser) command -v chromium && chromium --headless --no-sandbox --disable-gpu --dump-dom 'data:text/html,<p>mtplx</p>' | grep -q mtplx ;;
         tmux) command -v tmux && tmux -V ;;
     esac
@@ -87,6 +104,9 @@ for n in "${missing[@]}"; do read -ra p <<<"$(packages "$n")"; pkgs+=("${p[@]}")
 echo "deps: not met: ${missing[*]}; installing ${pkgs[*]}" >&2
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
+case " ${pkgs[*]}" in   # the arm64 libraries are multiarch packages: the architecture first
+    *:arm64*) dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64 ;;
+esac
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >"$tmp/apt.log" 2>&1 || {
     cat "$tmp/apt.log" >&2; exit 1; }

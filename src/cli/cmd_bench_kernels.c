@@ -220,7 +220,8 @@ static int matmul_bench(const char *format, int n, int k, int count, int rows, i
         cli_error("bench", "%s", err.msg);
         return err.code == MTPLX_EINVAL ? 2 : 1;
     }
-    const char *isa = cpu_isa_name(cpu_isa());
+    /* on a GPU (--device cuda) the device names the kernel */
+    const char *isa = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_isa_name(cpu_isa());
     int threads = tpool_threads(tpool_global());
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"format\": \"%s\", \"shape\": [%d, %d], \"count\": %d, "

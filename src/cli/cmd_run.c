@@ -3,6 +3,7 @@
  * One process loads the model once and can run many generations (--samples N with seeds
  * S..S+N-1, one JSON line each with --json), reusing one generation session. */
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "../chat/chat.h"
 #include "../chat/reasoning.h"
 #include "../engine/constraint.h"
+#include "../engine/prefix_cache.h"
 #include "../grammar/grammar.h"
 #include "../engine/gen_config.h"
 #include "../engine/generate.h"
@@ -32,6 +34,7 @@ static void usage(FILE *f) {
             "usage: mtplx run [--model DIR] (--prompt TEXT | --prompt-file F | --prompt-tokens 1,2,3)\n"
             "                 [--chat] [--samples N [--parallel [--max-seqs M]]] [--seed S] [--depth N]\n"
             "                 [--json] [sampler flags] [--json-schema F | --grammar json] [--max-thinking-tokens N]\n"
+            "                 [--cache-dir DIR [--cache-disk BYTES]]\n"
             "\n"
             "Generate a completion. Sampler defaults come from the model's generation_config.json and\n"
             "its EOS ids stop the generation.\n"
@@ -54,6 +57,12 @@ static void usage(FILE *f) {
             "  --json                    one JSON object per generation: text, tokens, seed,\n"
             "                            finish_reason, stats\n"
             "  --quiet                   no progress on stderr (shown for a load or prefill > 1 s)\n"
+            "  --cache-dir DIR           the prefix cache on disk, shared with `mtplx serve --cache-dir`: the\n"
+            "                            deepest checkpoint of DIR that starts the prompt is restored instead\n"
+            "                            of prefilled, and this run's prompt (all but its last token) and\n"
+            "                            conversation are saved there for the next run\n"
+            "                            (docs/prefix-cache.md); same tokens as cold\n"
+            "  --cache-disk BYTES        byte budget of DIR's files (default 8589934592 = 8 GiB)\n"
             "  --json-schema F           structured output: the completion is JSON valid under the JSON\n"
             "                            Schema in file F (docs/structured-output.md)\n"
             "  --grammar json            structured output: any JSON object\n"
@@ -94,8 +103,8 @@ static json_t *stats_json(const gen_stats *st) {
     json_t *acc = json_array();
     for (int d = 0; d < st->depth && d < GEN_MAX_DEPTH; d++)
         json_array_append_new(acc, json_real(st->cycles ? (double)st->accepted_per_position[d] / st->cycles : 0));
-    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:s}", "prompt_tokens",
-                     st->prompt_tokens, "completion_tokens", st->completion_tokens, "prefill_tok_s", st->prefill_tok_s,
+    return json_pack("{s:i, s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:s}", "prompt_tokens",
+                     st->prompt_tokens, "cached_tokens", st->cached_tokens, "completion_tokens", st->completion_tokens, "prefill_tok_s", st->prefill_tok_s,
                      "decode_tok_s", st->decode_tok_s, "depth", st->depth, "cycles", st->cycles, "drafted", st->drafted,
                      "accepted", st->accepted, "accepted_per_position", acc, "acceptance_rate", st->acceptance_rate,
                      "tokens_per_verify", st->tokens_per_verify, "draft_ms", st->draft_s * 1e3, "verify_ms",
@@ -103,8 +112,10 @@ static json_t *stats_json(const gen_stats *st) {
 }
 
 static void stats_line(const gen_stats *st) {
-    fprintf(stderr, "[prompt %d tok, %.1f tok/s prefill | completion %d tok, %.1f tok/s decode | depth %d",
-            st->prompt_tokens, st->prefill_tok_s, st->completion_tokens, st->decode_tok_s, st->depth);
+    if (st->cached_tokens > 0) fprintf(stderr, "[prompt %d tok (%d from the prefix cache)", st->prompt_tokens, st->cached_tokens);
+    else fprintf(stderr, "[prompt %d tok", st->prompt_tokens);
+    fprintf(stderr, ", %.1f tok/s prefill | completion %d tok, %.1f tok/s decode | depth %d",
+            st->prefill_tok_s, st->completion_tokens, st->decode_tok_s, st->depth);
     if (st->depth > 0) {
         fprintf(stderr, ", acceptance %.3f [", st->acceptance_rate);
         for (int d = 0; d < st->depth; d++)
@@ -272,7 +283,10 @@ int cmd_run(int argc, char **argv) {
     const char *schema_file = NULL, *grammar_kind = NULL;
     long think_budget = RUN_DEFAULT_THINKING;
     int json = 0, chat = 0, depth = -1, quiet = 0, parallel = 0;
-    long samples = 1, l, max_seqs = 0;
+    long samples = 1, l, max_seqs = 0, cache_disk = 0;
+    const char *cache_dir = NULL;
+    sched *cx = NULL;      /* --cache-dir: a one-sequence scheduler ... */
+    prefix_cache *pc = NULL; /* ... and the prefix cache over its pool */
     uint64_t seed = 0;
     int seed_set = 0;
     /* sampler flags are parsed into `flags`; `set` records which ones were given */
@@ -292,6 +306,11 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--chat")) chat = 1;
         else if (!strcmp(a, "--parallel")) parallel = 1;
+        else if (v && !strcmp(a, "--cache-dir")) cache_dir = argv[++i];
+        else if (!strcmp(a, "--cache-disk")) {
+            if (cli_parse_long("run", a, v, 1L << 20, LONG_MAX, &cache_disk)) return 2;
+            i++;
+        }
         else if (!strcmp(a, "--max-seqs")) {
             if (cli_parse_long("run", a, v, 1, BATCH_SEQS_MAX, &max_seqs)) return 2;
             i++;
@@ -340,6 +359,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (schema_file && grammar_kind) {
         cli_error("run", "give at most one of --json-schema and --grammar");
+        return 2;
+    }
+    if (cache_dir && parallel) {
+        cli_error("run", "--cache-dir cannot be combined with --parallel yet");
         return 2;
     }
     if ((schema_file || grammar_kind) && parallel) { /* one matcher per sample would be needed */
@@ -468,7 +491,19 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "%s", err.msg);
         goto out;
     }
-    gen_session_set_prompt_cache(s, samples > 1); /* N samples of one prompt: prefill once */
+    if (cache_dir) { /* the server's code: a scheduler of one sequence and the prefix cache over its pool */
+        sched_config c;
+        sched_config_default(&c, 1, n_prompt + p.max_tokens + p.depth + 1);
+        prefix_cache_config pcc = {0, 0, cache_dir, (size_t)cache_disk};
+        if (sched_new(m, &c, &cx, &err) || prefix_cache_new(m, sched_pool(cx), &pcc, &pc, &err)) {
+            cli_error("run", "%s", err.msg);
+            goto out;
+        }
+        sched_set_reclaim(cx, prefix_cache_reclaim_hook, pc);
+        gen_session_attach(s, cx);
+        gen_session_set_prefix_cache(s, pc);
+    } else
+        gen_session_set_prompt_cache(s, samples > 1); /* N samples of one prompt: prefill once */
     if (tok && !json && tok_stream_new(tok, 1, &ts, &err)) {
         cli_error("run", "%s", err.msg);
         goto out;
@@ -501,6 +536,8 @@ out:
     grammar_free(gr);
     if (ts) tok_stream_free(ts);
     gen_session_free(s);
+    prefix_cache_free(pc); /* writes what is queued for the disk tier */
+    sched_free(cx);
     free(prompt);
     free(file_text);
     if (tok) tok_free(tok);

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
             "                   [--api-key K | --api-key-file F] [--max-queue N] [--max-body BYTES]\n"
             "                   [--depth N] [--ctx N] [--max-tokens N] [--temperature T] [--quiet]\n"
             "                   [--max-seqs N] [--max-batch-rows N] [--kv-pages N] [--prefill-chunk N]\n"
-            "                   [--knee-rows N] [--cache-ram MIB]\n"
+            "                   [--knee-rows N] [--cache-ram MIB] [--cache-dir DIR] [--cache-disk BYTES]\n"
             "                   [--max-connections N] [--max-connections-per-ip N] [--idle-timeout S]\n"
             "                   [--drain-timeout S] [--log-file F]\n"
             "\n"
@@ -66,6 +66,14 @@ static void usage(FILE *f) {
             "                      (docs/prefix-cache.md). MIB bounds its recurrent-state copies (default\n"
             "                      1024); its KV pages come from --kv-pages and are given back on demand.\n"
             "                      0 = off\n"
+            "  --cache-dir DIR     the prefix cache's disk tier: checkpoints evicted from RAM and each\n"
+            "                      conversation's state after a turn are written to DIR (checksummed,\n"
+            "                      atomic, keyed by a fingerprint of the model and kernels), so long\n"
+            "                      sessions survive RAM eviction and server restarts; a corrupt or\n"
+            "                      foreign file is never used; an unwritable or full disk leaves the\n"
+            "                      cache in RAM only, with a log line (docs/prefix-cache.md)\n"
+            "  --cache-disk BYTES  byte budget of the files in --cache-dir, least recently used removed\n"
+            "                      first (default 8589934592 = 8 GiB)\n"
             "  --draft-vocab N     draft head over the N most common token ids only (merge order of\n"
             "                      tokenizer.json; the output law is unchanged); 0 = full (default)\n"
             "  --max-connections N open client connections at most (default 1024; one thread each);\n"
@@ -244,6 +252,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--cache-ram")) {
             if (parse_long(a, val, 0, 1L << 30, &v)) goto usage_err;
             mo.cache_ram_mb = v ? v : -1, i++;
+        } else if (!strcmp(a, "--cache-dir") && val) {
+            mo.cache_dir = val, i++;
+        } else if (!strcmp(a, "--cache-disk")) {
+            if (parse_long(a, val, 1L << 20, LONG_MAX, &v)) goto usage_err;
+            mo.cache_disk_bytes = (size_t)v, i++;
         } else if (!strcmp(a, "--draft-vocab")) {
             if (parse_long(a, val, 0, INT32_MAX, &v)) goto usage_err;
             mo.draft_vocab = (int)v, i++;

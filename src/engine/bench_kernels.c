@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../backend/backend.h"
+#include "../backend/device.h"
 #include "../base/clock.h"
 #include "../kernels/matmul.h"
 #include "../kernels/membw.h"
@@ -386,6 +388,37 @@ static int bench_matmul_weight(int bits, int n, int k, uint64_t *seed, kern_weig
     return 0;
 }
 
+/* bench_matmul's timing rounds on a device backend (`--device cuda`): the weights uploaded once, x in
+ * device memory, every pass closed by a 4-byte download so that its kernels have finished. */
+static int bench_matmul_device(const kern_weight *w, int count, int n, int k, const float *x, int max_rows,
+                               int reps, double *times, mtplx_err *err) {
+    be_backend *be = NULL;
+    int rc = be_create(NULL, &be, err);
+    if (rc) return rc;
+    be_buf *bx = NULL, *by = NULL;
+    kern_weight *dw = calloc((size_t)count, sizeof *dw);
+    if (!dw) rc = err_set(err, MTPLX_ENOMEM, "matmul bench: out of memory");
+    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)max_rows * k, 0, "matmul bench x", &bx, err);
+    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)max_rows * n, 0, "matmul bench y", &by, err);
+    for (int i = 0; i < count && !rc; i++) dw[i] = w[i], rc = be->ops->weight_prepare(be, &dw[i], err);
+    if (!rc) {
+        float *dx = be_buf_addr(be, bx), *dy = be_buf_addr(be, by), probe;
+        be->ops->upload(be, dx, x, sizeof(float) * (size_t)max_rows * k);
+        for (int r = -1; r < reps; r++) /* one untimed round first */
+            for (int T = 1; T <= max_rows; T++) {
+                double t0 = clock_now();
+                for (int i = 0; i < count; i++) be_matmul(be, dy, n, dx, k, T, &dw[i]);
+                be->ops->download(be, &probe, dy, sizeof probe);
+                if (r >= 0) times[(size_t)T * reps + r] = clock_now() - t0;
+            }
+    }
+    be->ops->buf_free(be, bx);
+    be->ops->buf_free(be, by);
+    be_free(be);
+    free(dw);
+    return rc;
+}
+
 int bench_matmul(const char *format, int n, int k, int count, int max_rows, int reps, uint64_t seed,
                  bench_matmul_out *out, mtplx_err *err) {
     int bits = !strcmp(format, "q4") ? 4 : !strcmp(format, "q8") ? 8 : !strcmp(format, "bf16") ? 0 : -1;
@@ -403,12 +436,14 @@ int bench_matmul(const char *format, int n, int k, int count, int max_rows, int 
         rc = err_set(err, MTPLX_ENOMEM, "matmul bench: out of memory");
         goto done;
     }
+    int on_gpu = strcmp(be_device_resolved(), "cpu") != 0;
     for (int i = 0; i < count && !rc; i++)
-        if (!(rc = bench_matmul_weight(bits, n, k, &seed, &w[i], mem + 3 * i, err)))
+        if (!(rc = bench_matmul_weight(bits, n, k, &seed, &w[i], mem + 3 * i, err)) && !on_gpu)
             rc = kern_pack_set_add(&packs, &w[i], err);
     if (rc) goto done;
     for (size_t i = 0; i < (size_t)max_rows * k; i++) x[i] = (float)(next_rand(&seed) % 2001) / 1000.0f - 1.0f;
-    for (int r = -1; r < reps; r++) /* one untimed round first */
+    if (on_gpu && (rc = bench_matmul_device(w, count, n, k, x, max_rows, reps, times, err))) goto done;
+    for (int r = -1; r < reps && !on_gpu; r++) /* one untimed round first */
         for (int T = 1; T <= max_rows; T++) {
             double t0 = clock_now();
             for (int i = 0; i < count; i++) kern_matmul(y, n, x, k, T, &w[i]);

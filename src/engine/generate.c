@@ -76,6 +76,8 @@ struct gen_session {
     int last_out;                  /* completion tokens of the last run in s->toks */
     int restored;                  /* positions restored from pcache before admission (0: none) */
     prefix_lease lease;            /* the pages that restore lent */
+    int disk_want;                 /* the disk tier has a deeper prefix than RAM: restore it after admission */
+    int ram_L;                     /* ... than this RAM depth */
     int (*cancelled)(void *user);  /* polled while waiting for admission */
     void *cancel_user;
 };
@@ -397,14 +399,23 @@ static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_promp
         if (s->last_out) memcpy(ids + n_prompt, s->toks, sizeof *ids * (size_t)s->last_out);
     }
     sess_lock(s);
+    int deepest = 0, in_prompt = 0;
     for (int i = 0; i < s->n_pend; i++) {
         mtplx_err e = {0};
-        if (ids && model_snap_len(s->pend[i]) <= n_ids && !model_snap_attach(s->pend[i], s->st, s->pend_hidden[i] ? s->mst : NULL, &e))
+        int L = model_snap_len(s->pend[i]);
+        if (ids && L <= n_ids && !model_snap_attach(s->pend[i], s->st, s->pend_hidden[i] ? s->mst : NULL, &e)) {
             prefix_cache_put(s->pcache, ids, s->pend[i], s->pend_hidden[i], &e);
-        else
+            deepest = L > deepest ? L : deepest;
+            if (L <= n_prompt && L > in_prompt) in_prompt = L;
+        } else
             model_snap_free(s->pend[i]);
         free(s->pend_hidden[i]);
     }
+    /* the conversation so far (a turn's end) and the prompt's n - 1 (where a next turn that re-renders
+     * the reply differently resumes): written through to the disk tier now, for a later turn after
+     * RAM evicted them or for the next server on the same --cache-dir */
+    if (ids && deepest) prefix_cache_persist(s->pcache, ids, deepest);
+    if (ids && in_prompt && in_prompt < deepest) prefix_cache_persist(s->pcache, ids, in_prompt);
     sess_unlock(s);
     s->n_pend = 0;
     free(ids);
@@ -412,8 +423,10 @@ static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_promp
 
 /* Restore into the (empty) states the deepest cached prefix of prompt[0, n - 1) (the last token
  * always runs: its row gives the first logits), before admission so that its pages need not be
- * reserved. Sets s->restored and s->lease; cur_hidden gets the hidden at L - 1 when mtp. */
-static int restore_prefix(gen_session *s, const int32_t *prompt, int n, int mtp, mtplx_err *err) {
+ * reserved. Sets s->restored and s->lease; cur_hidden gets the hidden at L - 1 when mtp. With
+ * use_disk, a deeper checkpoint on the disk tier wins: the RAM restore is undone and
+ * s->disk_want set (its pages are the request's own, so it is read after admission). */
+static int restore_prefix(gen_session *s, const int32_t *prompt, int n, int mtp, int use_disk, mtplx_err *err) {
     sess_lock(s);
     model_state_reset(s->st);
     if (s->mst) mtp_state_reset(s->mst);
@@ -422,7 +435,35 @@ static int restore_prefix(gen_session *s, const int32_t *prompt, int n, int mtp,
     sess_unlock(s);
     if (L < 0) return -L;
     s->restored = L;
+    s->disk_want = use_disk && prefix_cache_disk_probe(s->pcache, prompt, n - 1, mtp, L) > L;
+    s->ram_L = L;
+    if (s->disk_want && L) {
+        sess_lock(s);
+        model_state_reset(s->st);
+        if (s->mst) mtp_state_reset(s->mst);
+        sess_unlock(s);
+        prefix_cache_return(s->pcache, &s->lease);
+        s->restored = 0;
+    }
     return 0;
+}
+
+/* After admission, for s->disk_want: restore the disk tier's deepest checkpoint into the empty
+ * states, into pages of the request's reservation; when no file deeper than RAM's passes its checks
+ * (those that fail are logged and removed there), fall back to RAM's deepest checkpoint. Returns 0
+ * or an error. */
+static int restore_disk(gen_session *s, const int32_t *prompt, int n, int mtp, mtplx_err *err) {
+    s->disk_want = 0;
+    sess_lock(s);
+    int L = prefix_cache_disk_restore(s->pcache, prompt, n - 1, mtp, s->ram_L, s->st, mtp ? s->mst : NULL,
+                                      s->cur_hidden, err);
+    sess_unlock(s);
+    if (L < 0) return -L;
+    if (L > 0) {
+        s->restored = L;
+        return 0;
+    }
+    return restore_prefix(s, prompt, n, mtp, 0, err); /* shares pages only: nothing to reserve */
 }
 
 /* Back to empty states and no lease (a restore that is not used). */
@@ -600,13 +641,14 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     int need = n_prompt + p->max_tokens + p->depth + 1, join = need;
     const sched_config *sc = sched_config_of(s->exec);
     s->restored = 0;
+    s->disk_want = 0;
     if (s->pcache && need <= sc->capacity) {
         /* restore first: the pages it shares are the cache's to count (lent), not the request's. It
          * takes pages from index floor(L / P) on: the copy of the page the prefix ends inside, and
          * the growth after it */
         int P = model_kv_page_size();
         if ((rc = session_reserve(s, need, n_prompt, p->max_tokens, err)) ||
-            (rc = restore_prefix(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, err)))
+            (rc = restore_prefix(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, 1, err)))
             return rc;
         join = need - s->restored / P * P;
         int lent = s->lease.n[0] > s->lease.n[1] ? s->lease.n[0] : s->lease.n[1];
@@ -617,6 +659,11 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     }
     if ((rc = sched_join(s->exec, join, s->cancelled, s->cancel_user, err))) {
         undo_restore(s);
+        return rc;
+    }
+    if (s->disk_want && (rc = restore_disk(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, err))) {
+        undo_restore(s);
+        sched_leave(s->exec, join);
         return rc;
     }
     rc = session_run(s, prompt, n_prompt, p, on_tokens, user, out_tokens, n_out, stats, err);

@@ -9,10 +9,12 @@
 #include "prefix_cache.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/mem.h"
+#include "prefix_disk.h"
 
 typedef struct {
     int L;              /* positions */
@@ -22,6 +24,7 @@ typedef struct {
     float *hidden;      /* [H] trunk hidden at L - 1 when the snapshot holds an MTP history, else NULL */
     uint64_t used;      /* clock of the last store or restore (LRU) */
     size_t bytes;       /* own memory: GDN copy + tokens + hidden */
+    int on_disk;        /* 1: written (or queued) to the disk tier */
 } pc_entry;
 
 struct prefix_cache {
@@ -40,6 +43,8 @@ struct prefix_cache {
     uint64_t clock;
     size_t bytes;
     uint64_t lookups, hits, prompt_tokens, cached_tokens, evictions, stores;
+    prefix_disk *disk;       /* the disk tier, or NULL */
+    int had_disk;            /* a disk tier was asked for */
     pthread_mutex_t mu;
 };
 
@@ -77,8 +82,39 @@ int prefix_cache_new(const mtplx_model *m, seq_pool *pool, const prefix_cache_co
         return MTPLX_ENOMEM;
     }
     pthread_mutex_init(&pc->mu, NULL);
+    if (c && c->disk_dir) {
+        unsigned char fp[32];
+        model_snap_fingerprint(m, fp);
+        mtplx_err e = {0};
+        pc->had_disk = 1;
+        if (prefix_disk_open(c->disk_dir, c->disk_bytes, fp, &pc->disk, &e))
+            fprintf(stderr, "mtplx: prefix cache: no disk tier (%s); serving from RAM only\n", e.msg);
+    }
     *out = pc;
     return 0;
+}
+
+/* Serialise snap (attached), keyed by tokens[0, L) with hash h, into the disk tier's write queue.
+ * Called with mu and the model held; the file is written by the tier's thread. */
+static void spill(prefix_cache *pc, const model_snap *snap, const int32_t *tokens, uint64_t h, const float *hidden) {
+    int L = model_snap_len(snap), ml = model_snap_mtp_len(snap);
+    if (!hidden || ml != L - 1) ml = -1, hidden = NULL; /* an MTP history is usable only complete, with its hidden */
+    size_t bytes = model_snap_blob_bytes(pc->m, L, ml);
+    void *blob = malloc(bytes ? bytes : 1);
+    mtplx_err e = {0};
+    if (!blob || model_snap_write_blob(snap, ml >= 0, blob, &e)) {
+        free(blob);
+        return;
+    }
+    prefix_disk_put(pc->disk, tokens, L, h, ml, hidden, pc->H, blob, bytes);
+}
+
+/* Before evicting entry i from RAM: keep it on disk when there is a tier. */
+static void spill_entry(prefix_cache *pc, int i) {
+    pc_entry *x = &pc->e[i];
+    if (!pc->disk || x->on_disk) return;
+    x->on_disk = 1;
+    spill(pc, x->snap, x->tokens, x->hash, x->hidden);
 }
 
 static void entry_drop(prefix_cache *pc, int i) {
@@ -98,6 +134,7 @@ static void entry_drop(prefix_cache *pc, int i) {
 
 void prefix_cache_free(prefix_cache *pc) {
     if (!pc) return;
+    prefix_disk_close(pc->disk); /* finishes the queued writes */
     while (pc->n) entry_drop(pc, pc->n - 1);
     free(pc->e);
     for (int k = 0; k < 2; k++) free(pc->cache_ref[k]), free(pc->lent[k]);
@@ -234,11 +271,13 @@ int prefix_cache_put(prefix_cache *pc, const int32_t *tokens, model_snap *snap, 
     size_t bytes = pc->snap_bytes + sizeof *tokens * (size_t)L + (mtp ? sizeof(float) * (size_t)pc->H : 0);
     if ((old >= 0 && (pc->e[old].hidden || !mtp)) || bytes > pc->budget) { /* known, or too big even alone */
         if (old >= 0) pc->e[old].used = ++pc->clock;
+        else if (pc->disk && !prefix_disk_has(pc->disk, tokens, L, h, mtp)) /* RAM cannot hold it: disk can */
+            spill(pc, snap, tokens, h, mtp ? hidden : NULL);
         pthread_mutex_unlock(&pc->mu);
         model_snap_free(snap);
         return 0;
     }
-    pc_entry x = {L, h, NULL, snap, NULL, 0, bytes};
+    pc_entry x = {L, h, NULL, snap, NULL, 0, bytes, 0};
     int rc = 0;
     if (pc->n == pc->cap) {
         int cap = pc->cap ? 2 * pc->cap : 16;
@@ -273,6 +312,7 @@ int prefix_cache_put(prefix_cache *pc, const int32_t *tokens, model_snap *snap, 
     while (pc->bytes > pc->budget && pc->n > 1) {
         int v = lru(pc);
         if (v == pc->n - 1) break; /* never the one just stored */
+        spill_entry(pc, v);
         entry_drop(pc, v);
         pc->evictions++;
     }
@@ -284,7 +324,9 @@ int prefix_cache_reclaim(prefix_cache *pc, int max_pages) {
     pthread_mutex_lock(&pc->mu);
     int held = pages_counted(pc);
     while (held > max_pages && pc->n) {
-        entry_drop(pc, lru(pc));
+        int v = lru(pc);
+        spill_entry(pc, v);
+        entry_drop(pc, v);
         pc->evictions++;
         held = pages_counted(pc);
     }
@@ -318,4 +360,84 @@ void prefix_cache_get_stats(prefix_cache *pc, prefix_cache_stats *o) {
     o->pages_counted = pages_counted(pc);
     o->page_bytes = seq_pool_page_bytes(pc->m);
     pthread_mutex_unlock(&pc->mu);
+    o->disk = pc->had_disk;
+    o->disk_on = 0, o->disk_files = 0, o->disk_bytes = o->disk_budget = 0;
+    o->disk_hits = o->disk_writes = o->disk_evictions = o->disk_errors = 0;
+    if (pc->disk) {
+        prefix_disk_stats d;
+        prefix_disk_get_stats(pc->disk, &d);
+        o->disk_on = d.on, o->disk_files = d.files, o->disk_bytes = d.bytes, o->disk_budget = d.budget;
+        o->disk_hits = d.hits, o->disk_writes = d.writes, o->disk_evictions = d.evictions, o->disk_errors = d.errors;
+    }
+}
+
+/* ---- the disk tier (prefix_disk.h) ---- */
+
+/* hp[0..n]: the prefix hashes of tokens (heap, caller frees), or NULL. */
+static uint64_t *prefix_hashes(const int32_t *tokens, int n) {
+    uint64_t *hp = malloc(sizeof *hp * ((size_t)n + 1));
+    if (!hp) return NULL;
+    hp[0] = HASH_SEED;
+    for (int i = 0; i < n; i++) hp[i + 1] = hash_step(hp[i], tokens[i]);
+    return hp;
+}
+
+int prefix_cache_disk_probe(prefix_cache *pc, const int32_t *tokens, int max_len, int need_mtp, int min_L) {
+    if (!pc->disk || max_len <= min_L) return 0;
+    uint64_t *hp = prefix_hashes(tokens, max_len);
+    int L = hp ? prefix_disk_find(pc->disk, tokens, max_len, hp, need_mtp, min_L) : 0;
+    free(hp);
+    return L;
+}
+
+/* Read, check and restore the disk checkpoint of tokens[0, L). Returns 1 when restored, 0 when the
+ * file failed (logged and removed) or the request cannot take it. */
+static int disk_restore_one(prefix_cache *pc, const int32_t *tokens, int L, int need_mtp, model_state *s,
+                            mtp_state *ms, float *hidden) {
+    uint64_t h = prefix_hash(tokens, L);
+    prefix_disk_loaded ld;
+    mtplx_err e = {0};
+    if (prefix_disk_read(pc->disk, tokens, L, h, need_mtp, &ld, &e)) return 0; /* logged and removed */
+    /* the blob's layout depends on the MTP rows it holds, whether or not this request uses them */
+    size_t want = model_snap_blob_bytes(pc->m, L, ld.mtp_len);
+    int rc = ld.blob_bytes != want ? err_set(&e, MTPLX_EBADFILE, "blob of %zu bytes, %zu expected", ld.blob_bytes, want)
+                                   : model_snap_read_blob(s, need_mtp ? ms : NULL, L, ld.mtp_len, ld.blob, ld.blob_bytes, &e);
+    if (rc) {
+        model_state_reset(s);
+        if (ms) mtp_state_reset(ms);
+        if (rc != MTPLX_ENOMEM && rc != MTPLX_ERANGE) /* else the file is fine; this request cannot take it */
+            prefix_disk_reject(pc->disk, tokens, L, h, need_mtp, e.msg);
+        prefix_disk_loaded_free(&ld);
+        return 0;
+    }
+    if (need_mtp) memcpy(hidden, ld.hidden, sizeof(float) * (size_t)pc->H);
+    prefix_disk_loaded_free(&ld);
+    prefix_disk_note_hit(pc->disk);
+    return 1;
+}
+
+int prefix_cache_disk_restore(prefix_cache *pc, const int32_t *tokens, int max_len, int need_mtp, int min_L,
+                              model_state *s, mtp_state *ms, float *hidden, mtplx_err *err) {
+    (void)err; /* every failure here is the file's: logged, and the request runs without it */
+    for (int tries = 0; tries < 4; tries++) { /* a rejected file leaves the index: the next deepest is tried */
+        int L = prefix_cache_disk_probe(pc, tokens, max_len, need_mtp, min_L);
+        if (L <= 0) return 0;
+        if (disk_restore_one(pc, tokens, L, need_mtp, s, ms, hidden)) return L;
+    }
+    return 0;
+}
+
+void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L) {
+    if (!pc->disk || L < 1) return;
+    uint64_t h = prefix_hash(tokens, L);
+    pthread_mutex_lock(&pc->mu);
+    int i = find_exact(pc, tokens, L, h);
+    if (i >= 0 && !pc->e[i].on_disk && prefix_disk_has(pc->disk, tokens, L, h, pc->e[i].hidden != NULL))
+        pc->e[i].on_disk = 1;
+    if (i >= 0) spill_entry(pc, i);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+void prefix_cache_sync(prefix_cache *pc) {
+    if (pc->disk) prefix_disk_sync(pc->disk);
 }

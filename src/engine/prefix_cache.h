@@ -27,6 +27,8 @@ typedef struct prefix_cache prefix_cache;
 typedef struct {
     size_t ram_bytes;   /* budget of the cache's own memory (GDN copies, tokens, hiddens); 0 = default */
     int spacing;        /* prompt tokens between checkpoints; 0 = prefix_cache_spacing_rule */
+    const char *disk_dir; /* the disk tier's directory (prefix_disk.h), NULL = no disk tier */
+    size_t disk_bytes;  /* its byte budget; 0 = PREFIX_DISK_DEFAULT_BYTES */
 } prefix_cache_config;
 
 /* Default RAM budget when ram_bytes is 0. */
@@ -37,7 +39,10 @@ typedef struct {
  * more memory than the KV they cover, and a hit between two of them re-prefills < spacing tokens. */
 int prefix_cache_spacing_rule(const mtplx_model *m);
 
-/* A cache over the pages of pool (of model m). Returns 0 and *out or ENOMEM. Free it before the pool. */
+/* A cache over the pages of pool (of model m). Returns 0 and *out or ENOMEM. Free it before the pool.
+ * With c->disk_dir, entries evicted from RAM and the conversations marked by prefix_cache_persist
+ * are also written there (prefix_disk.h); a directory that cannot be used (read-only, full, not
+ * creatable) is reported on stderr and the cache works from RAM only. */
 int prefix_cache_new(const mtplx_model *m, seq_pool *pool, const prefix_cache_config *c, prefix_cache **out, mtplx_err *err);
 void prefix_cache_free(prefix_cache *pc);
 int prefix_cache_spacing(const prefix_cache *pc);
@@ -65,6 +70,26 @@ void prefix_cache_return(prefix_cache *pc, prefix_lease *lease);   /* a zeroed l
  * least recently used entries past the RAM budget. Returns 0 or ENOMEM (snap freed either way). */
 int prefix_cache_put(prefix_cache *pc, const int32_t *tokens, model_snap *snap, const float *hidden, mtplx_err *err);
 
+/* The disk tier: the depth of the deepest checkpoint on disk that is a prefix of tokens[0, max_len)
+ * and deeper than min_L (0: none, or no disk tier). No I/O: the tier's index is in memory. */
+int prefix_cache_disk_probe(prefix_cache *pc, const int32_t *tokens, int max_len, int need_mtp, int min_L);
+
+/* Restore that checkpoint (the deepest deeper than min_L) into the empty states s (and ms, with
+ * hidden as for prefix_cache_restore): reads the file, checks it (size, fingerprint, checksum,
+ * tokens) and writes its KV into fresh pages of s's own (the caller has reserved them: call after
+ * admission). A file that fails is logged, removed and never used; the next deepest is tried.
+ * Returns L, or 0 (nothing restored: the states are empty again). Call with the model held. */
+int prefix_cache_disk_restore(prefix_cache *pc, const int32_t *tokens, int max_len, int need_mtp, int min_L,
+                              model_state *s, mtp_state *ms, float *hidden, mtplx_err *err);
+
+/* Write the entry for exactly tokens[0, L) to the disk tier now (not only when it is evicted): a
+ * conversation's state after a turn, which a later turn — or the next server — resumes. No-op
+ * without a disk tier or when it is there already. Model held. */
+void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L);
+
+/* Wait until the disk tier's queued writes are on disk (tests; `mtplx run` before it exits). */
+void prefix_cache_sync(prefix_cache *pc);
+
 /* 1 when an entry for exactly tokens[0, L) exists (with an MTP history when need_mtp). */
 int prefix_cache_has(prefix_cache *pc, const int32_t *tokens, int L, int need_mtp);
 
@@ -91,6 +116,14 @@ typedef struct {
     int pages_held;          /* distinct trunk pages the entries reference */
     int pages_counted;       /* pages referenced or lent: counted against the page budget (max of pools) */
     size_t page_bytes;       /* bytes of one KV page (trunk + MTP) */
+    int disk;                /* 1: a disk tier was asked for (--cache-dir) */
+    int disk_on;             /* ... and works: opened, and no write error turned it off since */
+    int disk_files;
+    size_t disk_bytes, disk_budget;
+    uint64_t disk_hits;      /* restores from disk */
+    uint64_t disk_writes;    /* files written */
+    uint64_t disk_evictions; /* files removed for the disk budget */
+    uint64_t disk_errors;    /* write errors, corrupt / truncated / unreadable files */
 } prefix_cache_stats;
 
 void prefix_cache_get_stats(prefix_cache *pc, prefix_cache_stats *out);

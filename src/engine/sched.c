@@ -136,6 +136,18 @@ static void deadline_in(struct timespec *ts, double seconds) {
     ts->tv_nsec = ns % 1000000000L;
 }
 
+/* The cancel check of the sequence this thread joined (sched_join sets it, sched_leave clears it):
+ * a generation keeps its whole decode loop on the thread that joined (docs/architecture.md, "The
+ * scheduler"), so sched_forward / sched_mtp poll it between the chunks of a prompt, and a hang-up or
+ * a shutdown's cancel does not wait for a long prefill to end. */
+static _Thread_local struct {
+    int (*fn)(void *user);
+    void *user;
+} tl_cancel;
+
+/* 1 when the joined sequence's cancel check says stop. */
+static int joined_cancelled(void) { return tl_cancel.fn && tl_cancel.fn(tl_cancel.user); }
+
 int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user, mtplx_err *err) {
     int pages = pages_for(positions);
     if (positions > s->cfg.capacity)
@@ -173,6 +185,7 @@ int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user
     /* this thread may run merged forwards for everyone: their scratch must not be allocated then */
     int rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
     if (rc) sched_leave(s, positions);
+    else tl_cancel.fn = cancelled, tl_cancel.user = user;
     return rc;
 }
 
@@ -184,6 +197,7 @@ void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void
 }
 
 void sched_leave(sched *s, int positions) {
+    tl_cancel.fn = NULL, tl_cancel.user = NULL;
     pthread_mutex_lock(&s->mu);
     s->n_active--;
     s->pages_reserved -= pages_for(positions);
@@ -345,6 +359,10 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
     int H = s->H, V = s->V, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* longer than any verify: a prompt */
     prefill_mark(s, prompt);
     for (int c0 = 0, R; c0 < T && !rc; c0 += R) {
+        if (c0 > 0 && joined_cancelled()) {
+            rc = err_set(err, MTPLX_ECANCELED, "cancelled during the prompt (%d of %d rows done)", c0, T);
+            break;
+        }
         R = imin(r.capture ? T : prefill_rows(s), T - c0);
         sub x = {.kind = SUB_TRUNK, .rows = R};
         fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture};
@@ -368,6 +386,10 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
     int H = s->H, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* the MTP history of a prompt */
     prefill_mark(s, prompt);
     for (int c0 = 0, R; c0 < T && !rc; c0 += R) {
+        if (c0 > 0 && joined_cancelled()) {
+            rc = err_set(err, MTPLX_ECANCELED, "cancelled during the MTP history of the prompt (%d of %d rows)", c0, T);
+            break;
+        }
         R = imin(prefill_rows(s), T - c0);
         sub x = {.kind = SUB_MTP, .rows = R, .head = head};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};

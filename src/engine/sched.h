@@ -60,7 +60,9 @@ void sched_leave(sched *s, int positions);
 void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void *user);
 
 /* A joined sequence's trunk rows (model_forward's contract) or MTP rows (model_mtp_forward's), run
- * in the next merged forward; blocks until done. With logits != NULL, the MTP call also gives the
+ * in the next merged forward; blocks until done. A prompt goes in chunks; between them the cancel
+ * check given to sched_join (on this thread) is polled, and a cancel ends the call with ECANCELED
+ * (the state then holds the chunks done: the caller discards or trims it). With logits != NULL, the MTP call also gives the
  * logits of row logits_row through head `head` (model_lm_head). */
 int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err);
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,

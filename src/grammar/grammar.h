@@ -25,10 +25,14 @@ typedef struct grammar_matcher grammar_matcher;
 
 /* Compile a JSON Schema (a JSON object or boolean). Supported: type (one or a list; "null" makes a
  * type nullable), nullable, properties, required, additionalProperties (bool or schema; absent =
- * false, as in OpenAI strict mode), enum, const, anyOf, oneOf (branches must not overlap), allOf of
- * one schema, items, minItems, maxItems, minLength, maxLength, minimum, maximum,
- * exclusiveMinimum, exclusiveMaximum, $ref to "#", "#/$defs/N" or "#/definitions/N" (recursion
- * allowed), and annotations (title, description, default, examples, $schema, $id, $comment, ...).
+ * false, as in OpenAI strict mode), minProperties, maxProperties, enum, const, anyOf, oneOf
+ * (branches must not overlap), allOf of one schema, items (a schema or false), prefixItems,
+ * minItems, maxItems, uniqueItems (items from at most 64 fixed values, or maxItems <= 1),
+ * minLength, maxLength, pattern (the safe ECMAScript subset of regex.c), format (date, time,
+ * date-time, email, uuid, ipv4, ipv6, uri, hostname; int32, int64, float, double on numbers),
+ * minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf (integer divisors), $ref to "#",
+ * "#/$defs/N" or "#/definitions/N" (recursion allowed), and annotations (title, description,
+ * default, examples, $schema, $id, $comment, ...).
  * Anything else is MTPLX_EUNSUPPORTED with a message naming the keyword and its JSON path; a schema
  * whose language is empty (minimum > maximum, ...) or too large (limits in grammar_int.h) is
  * MTPLX_EINVAL. Returns 0 and *out (grammar_free). */
@@ -52,6 +56,13 @@ typedef enum {
  * separated by a newline. Errors as grammar_from_schema, prefixed with the tool's name. */
 int grammar_tool_calls(const json_t *tools, const char *only, int parallel, grammar_tool_dialect dialect,
                        grammar **out, mtplx_err *err);
+/* Tool calls under tool_choice "auto": free text, where the model may open "<tool_call>" any number
+ * of times; a call of a strict tool (OpenAI "strict": true) then has its arguments constrained by its
+ * schema, a call of another tool is its name then free text up to "</tool_call>". Errors as
+ * grammar_tool_calls. */
+int grammar_tool_calls_auto(const json_t *tools, grammar_tool_dialect dialect, grammar **out, mtplx_err *err);
+/* 1 when an OpenAI tool item (chat or Responses form) has "strict": true. */
+int grammar_tool_is_strict(const json_t *tool);
 void grammar_free(grammar *g);
 
 /* 1 when bytes s[0..n) are a complete sentence of g, else 0 (tests and fuzzing). */

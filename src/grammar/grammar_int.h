@@ -27,6 +27,41 @@
 #define GR_MAX_INDENT 20         /* spaces after a newline between JSON tokens (match.c gap_ws) */
 #define GR_MAX_DIGITS 15         /* integer / fraction digits of a number (exact in a double) */
 #define GR_MAX_EXP_DIGITS 2
+#define GR_MAX_DFA_BYTES (32L << 20) /* pattern / format automata and their viability tables */
+
+/* A DFA over Unicode scalar values (regex.c): a string `pattern` or `format` with the string's length
+ * bounds. State 0 is the start; every state with edges can still reach acceptance. */
+typedef struct {
+    uint32_t lo, hi;       /* code points lo..hi (never a surrogate) */
+    int to;
+} gr_edge;
+
+typedef struct gr_dfa {
+    int n;                 /* states */
+    int *first;            /* [n + 1]: the edges of s are edges[first[s] .. first[s+1]), sorted by lo */
+    gr_edge *edges;
+    uint8_t *accept;       /* [n] */
+    int min_len, max_len;  /* code points (max -1: none) */
+    int cap;               /* the count of code points saturates here (max_len, else min_len) */
+    uint8_t *viable;       /* [(cap + 1) * n]: an accepted completion within the length bounds exists */
+} gr_dfa;
+
+/* Compile `pattern` (len bytes, ECMAScript "u" syntax, the safe subset of regex.c) with the length
+ * bounds; kw and path name the keyword in messages. Returns 0 and *out (gr_dfa_free),
+ * MTPLX_EUNSUPPORTED naming the construct and the reason, or MTPLX_EINVAL for an empty language. */
+int gr_dfa_compile(const char *pattern, size_t len, const char *kw, const char *path, int min_len, int max_len,
+                   gr_dfa **out, mtplx_err *err);
+void gr_dfa_free(gr_dfa *d);
+/* The state after code point c from s, or -1. */
+int gr_dfa_step(const gr_dfa *d, int s, uint32_t c);
+/* 1 when state s after `count` code points can still complete within the bounds. */
+int gr_dfa_viable(const gr_dfa *d, int count, int s);
+/* 1 when some code point in [lo, hi] leads from s (after count code points) to a viable state. */
+int gr_dfa_range_viable(const gr_dfa *d, int s, int count, uint32_t lo, uint32_t hi);
+/* 1 when the UTF-8 string s[0..n) is accepted (with the length bounds). */
+int gr_dfa_match(const gr_dfa *d, const char *s, size_t n);
+/* The regular expression of a string format (date, time, ...) and the length bound it implies, or NULL. */
+const char *gr_format_regex(const char *name, int *max_len);
 
 typedef enum {
     GN_OBJECT, /* { "key": value, ... } */
@@ -44,9 +79,10 @@ typedef enum {
 
 typedef struct {
     gn_kind kind;
-    int n;                 /* OBJECT: properties; LITS: literals; ANYOF/SEQ: kids */
+    int n;                 /* OBJECT: properties; LITS: literals; ANYOF/SEQ: kids; ARRAY: prefixItems */
     int *kids;             /* ANYOF/SEQ: [n] node ids; OBJECT: [n] value node per property (sorted
-                              by name); REPEAT: [2] item, separator (-1 none) */
+                              by name); REPEAT: [2] item, separator (-1 none); ARRAY: [n + 1] the
+                              prefixItems, then the node of the later items (-1: none) */
     char **strs;           /* LITS: [n] sorted literal bytes; OBJECT: [n] keys as JSON text with quotes,
                               sorted; TEXT: [1] the terminator */
     int *lens;             /* [n] byte lengths of strs */
@@ -58,6 +94,11 @@ typedef struct {
     int has_lo, has_hi;    /* NUMBER bounds */
     int lo_excl, hi_excl;
     double lo, hi;
+    double multiple;       /* NUMBER: multipleOf (a positive integer), 0 = none */
+    int unique;            /* ARRAY: uniqueItems over a LITS item node of at most 64 values */
+    int min_props, max_props; /* OBJECT: minProperties, maxProperties (-1 none) */
+    gr_dfa *dfa;           /* STRING: pattern / format (owned), NULL = any string */
+    int avoid;             /* TEXT: 1 = the terminator never occurs and the text may end anywhere */
 } gnode;
 
 struct grammar {
@@ -65,6 +106,7 @@ struct grammar {
     int n_nodes, cap_nodes;
     int root;
     long lit_bytes;        /* literal bytes so far (GR_MAX_LIT_BYTES) */
+    long dfa_bytes;        /* memory of pattern / format automata so far (GR_MAX_DFA_BYTES) */
 };
 
 /* One open node of a parse. Zeroed before use so that states compare and hash byte for byte. */

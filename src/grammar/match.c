@@ -74,7 +74,10 @@ static int num_hits(const gnode *g, int neg, double m1, double m2, int m2_open) 
         double hi = g->has_hi ? (g->hi_excl ? ceil(g->hi) - 1 : floor(g->hi)) : INFINITY;
         if (Lo) L = floor(L) + 1; /* integers only: an open end moves in */
         if (Ho) H = ceil(H) - 1;
-        return fmax(L, lo) <= fmin(H, hi);
+        L = fmax(L, lo);
+        H = fmin(H, hi);
+        if (g->multiple > 0) return ceil(L / g->multiple) * g->multiple <= H; /* a multiple in [L, H] */
+        return L <= H;
     }
     if (g->has_lo) {
         if (g->lo > L) L = g->lo, Lo = g->lo_excl;
@@ -95,7 +98,7 @@ static double pow10i(int k) {
 
 /* Some completion of the number prefix in f is within the node's bounds. */
 static int num_viable(const gnode *g, const gframe *f) {
-    if (!g->has_lo && !g->has_hi) return 1;
+    if (!g->has_lo && !g->has_hi && !(g->multiple > 0)) return 1;
     const int neg = f->ws & 1;
     const double v = f->u.v;
     switch (f->phase) {
@@ -123,7 +126,7 @@ static int num_in_bounds(const gnode *g, const gframe *f) {
     if (f->ws & 1) x = -x;
     if (g->has_lo && (g->lo_excl ? !(x > g->lo) : !(x >= g->lo))) return 0;
     if (g->has_hi && (g->hi_excl ? !(x < g->hi) : !(x <= g->hi))) return 0;
-    return 1;
+    return !(g->multiple > 0) || fmod(x, g->multiple) == 0;
 }
 
 /* Step a number frame by c. Returns 1 (consumed) or 0 (c does not extend it). */
@@ -225,6 +228,57 @@ static int str_byte(gframe *f, int c) {
     return 0;
 }
 
+/* A STRING frame with a pattern / format DFA takes byte c: the decoded code point steps the DFA
+ * (state in the low 32 bits of u.bits, the code point decoded so far in the high 32; code points in
+ * f->ws, saturating at the DFA's cap). A byte inside a code point (UTF-8 or \u escape) is taken only
+ * when some completion of it leads to a viable state. Returns 1 (taken, the string goes on), 0 with
+ * f->phase = 2 (the closing quote, accepted), or 0 (refused). */
+static int str_dfa_byte(const gnode *n, gframe *f, int c) {
+    const gr_dfa *d = n->dfa;
+    int st = (int)(uint32_t)f->u.bits;
+    uint32_t acc = (uint32_t)(f->u.bits >> 32), cp = 0;
+    const int in_utf8 = f->a != 0, esc = f->b, lead = !in_utf8 && !esc && c >= 0x80;
+    if (n->max >= 0 && f->ws >= n->max && !in_utf8 && !esc && c != '"') return 0;
+    int r = str_byte(f, c);
+    if (r < 0) return 0;
+    if (r == 2) {
+        if (!d->accept[st] || f->ws < d->min_len) return 0;
+        f->phase = 2;
+        return 0;
+    }
+    if (in_utf8) acc = (acc << 6) | (uint32_t)(c & 0x3f);
+    else if (esc >= 2) acc = (acc << 4) | (uint32_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    else if (lead) acc = (uint32_t)c & (c >= 0xf0 ? 0x07 : c >= 0xe0 ? 0x0f : 0x1f);
+    if (r == 1) {
+        if (esc == 1) {
+            static const char from[] = "\"\\/bfnrt", to[] = {'"', '\\', '/', 8, 12, 10, 13, 9};
+            cp = (uint32_t)to[strchr(from, c) - from];
+        } else
+            cp = in_utf8 || esc >= 2 ? acc : (uint32_t)c;
+        int t = gr_dfa_step(d, st, cp);
+        if (t < 0 || !gr_dfa_viable(d, f->ws + 1, t)) return 0;
+        if (f->ws < d->cap) f->ws++;
+        f->u.bits = (uint32_t)t;
+        return 1;
+    }
+    /* inside a code point: the code points that can still come form one interval */
+    uint32_t lo, hi;
+    if (f->a) {
+        int left = f->a >> 16, blo = (f->a >> 8) & 0xff, bhi = f->a & 0xff, sh = 6 * (left - 1);
+        lo = ((acc << 6) | (uint32_t)(blo & 0x3f)) << sh;
+        hi = (((acc << 6) | (uint32_t)(bhi & 0x3f)) << sh) | ((1u << sh) - 1);
+    } else if (f->b == 1) /* after '\': any escape; all of them lie in [0, 0xffff] */
+        lo = 0, hi = 0xffff;
+    else { /* \u and k hex digits */
+        int k = (f->b & 0xf) - 2, sh = 4 * (4 - k);
+        lo = acc << sh;
+        hi = ((acc + 1) << sh) - 1;
+    }
+    if (!gr_dfa_range_viable(d, st, f->ws, lo, hi)) return 0;
+    f->u.bits = (uint64_t)acc << 32 | (uint32_t)st;
+    return 1;
+}
+
 /* ---- literal sets ---- */
 
 /* Narrow the sorted literal range [*lo, *hi) sharing the first pos bytes to those whose byte pos is c. */
@@ -260,6 +314,7 @@ static int may_end(const grammar *g, const gframe *f) {
     case GN_LITS: return f->phase == 1 && n->lens[f->a] == f->ws;
     case GN_WS: return 1;
     case GN_ANYTEXT: return f->a == 0;
+    case GN_TEXT: return n->avoid && f->a == 0;
     case GN_SEQ: return f->phase == 0 && n->n == 0;
     case GN_REPEAT: return (f->phase == 0 || f->phase == 2) && f->a >= n->min;
     default: return 0;
@@ -270,7 +325,7 @@ static int may_end(const grammar *g, const gframe *f) {
  * parent. Returns 1 when the stack is still a valid parse (0: too deep). */
 static int pop_done(const grammar *g, gstack *s, int result, int guard) {
     if (guard > GUARD) return 0;
-    const int was_key = s->f[s->n - 1].key;
+    const int was_key = s->f[s->n - 1].key, lit = s->f[s->n - 1].a; /* LITS: the literal matched */
     s->n--;
     if (s->n == 0) return 1; /* the sentence is complete */
     gframe *p = &s->f[s->n - 1];
@@ -280,6 +335,7 @@ static int pop_done(const grammar *g, gstack *s, int result, int guard) {
         if (was_key) {
             p->phase = 3;
             p->a = result;
+            p->b++; /* properties written */
             if (result >= 0) p->u.bits |= 1ULL << result;
         } else {
             p->phase = 6;
@@ -288,6 +344,10 @@ static int pop_done(const grammar *g, gstack *s, int result, int guard) {
         p->ws = 0;
         return 1;
     case GN_ARRAY:
+        if (n->unique) { /* the item is a literal of the item node: each at most once */
+            if ((p->u.bits >> lit) & 1) return 0;
+            p->u.bits |= 1ULL << lit;
+        }
         p->phase = 3;
         p->a++;
         p->ws = 0;
@@ -315,10 +375,20 @@ static void push_feed(const grammar *g, gstack *s, int node, int c, gset *out, i
     if (push(s, node)) feed(g, s, c, out, guard + 1);
 }
 
-/* The object of a key frame at the top has keys left to write (declared ones unused, or others). */
-static int keys_left(const gnode *n, uint64_t used) {
-    uint64_t all = n->n >= 64 ? ~0ULL : (1ULL << n->n) - 1;
-    return (all & ~used) != 0 || n->additional >= 0;
+/* maxProperties leaves room for one more optional property next to the required ones unwritten. */
+static int optional_room(const gnode *n, const gframe *p) {
+    return n->max_props < 0 || p->b + 1 + __builtin_popcountll(n->required & ~p->u.bits) <= n->max_props;
+}
+
+/* The declared properties object frame p may write next (a bit mask). */
+static uint64_t keys_open(const gnode *n, const gframe *p) {
+    uint64_t all = n->n >= 64 ? ~0ULL : (1ULL << n->n) - 1, left = all & ~p->u.bits;
+    return optional_room(n, p) ? left : left & n->required;
+}
+
+/* Object frame p has a property left to write (declared ones unused, or others, within maxProperties). */
+static int keys_left(const gnode *n, const gframe *p) {
+    return keys_open(n, p) != 0 || (n->additional >= 0 && optional_room(n, p));
 }
 
 /* Object frame p of node n sees the opening quote of a key: push the key frames. */
@@ -326,11 +396,10 @@ static void key_start(const grammar *g, gstack *s, const gnode *n, gset *out) {
     gframe *p = &s->f[s->n - 1];
     p->phase = 2;
     p->ws = 0;
-    uint64_t all = n->n >= 64 ? ~0ULL : (1ULL << n->n) - 1;
     if (s->n >= GR_MAX_DEPTH) return;
     gframe k = frame_start(p->node);
     k.key = 1;
-    if (all & ~p->u.bits) { /* declared keys: the range of all of them, the quote matched */
+    if (keys_open(n, p)) { /* declared keys: the range of all of them, the quote matched */
         k.a = 0;
         k.b = n->n;
         k.ws = 1;
@@ -338,7 +407,7 @@ static void key_start(const grammar *g, gstack *s, const gnode *n, gset *out) {
         out_add(out, s);
         s->n--;
     }
-    if (n->additional >= 0) {
+    if (n->additional >= 0 && optional_room(n, p)) {
         k.phase = 1;
         k.a = k.b = 0;
         k.ws = 0;
@@ -352,12 +421,12 @@ static void key_start(const grammar *g, gstack *s, const gnode *n, gset *out) {
 static void key_byte(const grammar *g, gstack *s, int c, gset *out, int guard) {
     gframe *k = &s->f[s->n - 1];
     const gnode *n = &g->nodes[k->node];
-    const uint64_t used = s->f[s->n - 2].u.bits;
+    const uint64_t open = keys_open(n, &s->f[s->n - 2]);
     if (k->phase == 0) {
         int lo = k->a, hi = k->b;
         lits_narrow(n->strs, n->lens, &lo, &hi, k->ws, c);
         int live = 0;
-        for (int i = lo; i < hi && !live; i++) live = !((used >> i) & 1);
+        for (int i = lo; i < hi && !live; i++) live = (open >> i) & 1;
         if (!live) return;
         k->a = lo;
         k->b = hi;
@@ -391,7 +460,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
     const gnode *n = &g->nodes[f->node];
     switch (n->kind) {
     case GN_OBJECT: {
-        const int req_ok = (n->required & ~f->u.bits) == 0;
+        const int req_ok = (n->required & ~f->u.bits) == 0 && f->b >= n->min_props;
         switch (f->phase) {
         case 0:
             if (c == '{') f->phase = 1, out_add(out, s);
@@ -400,7 +469,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         case 7:
             if (is_ws(c)) {
                 if (gap_ws(f, c)) out_add(out, s);
-            } else if (c == '"' && keys_left(n, f->u.bits)) key_start(g, s, n, out);
+            } else if (c == '"' && keys_left(n, f)) key_start(g, s, n, out);
             else if (c == '}' && f->phase == 1 && req_ok) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
             }
@@ -423,7 +492,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         case 6:
             if (is_ws(c)) {
                 if (gap_ws(f, c)) out_add(out, s);
-            } else if (c == ',' && keys_left(n, f->u.bits)) f->phase = 7, f->ws = 0, out_add(out, s);
+            } else if (c == ',' && keys_left(n, f)) f->phase = 7, f->ws = 0, out_add(out, s);
             else if (c == '}' && req_ok) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
             }
@@ -445,13 +514,14 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
             } else if (n->max != 0) {
                 f->phase = 2;
                 f->ws = 0;
-                push_feed(g, s, n->kids[0], c, out, guard);
+                push_feed(g, s, n->kids[f->a < n->n ? f->a : n->n], c, out, guard);
             }
             return;
         case 3:
             if (is_ws(c)) {
                 if (gap_ws(f, c)) out_add(out, s);
             } else if (c == ',' && (n->max < 0 || f->a < n->max)) f->phase = 4, f->ws = 0, out_add(out, s);
+            /* (uniqueItems: max is at most the number of values, so a value is left after the comma) */
             else if (c == ']' && f->a >= n->min) {
                 if (pop_done(g, s, 0, guard)) out_add(out, s);
             }
@@ -461,6 +531,11 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
     case GN_STRING: {
         if (f->phase == 0) {
             if (c == '"') f->phase = 1, out_add(out, s);
+            return;
+        }
+        if (n->dfa) {
+            if (str_dfa_byte(n, f, c)) out_add(out, s);
+            else if (f->phase == 2 && pop_done(g, s, 0, guard)) out_add(out, s);
             return;
         }
         if (n->max >= 0 && f->ws >= n->max && f->a == 0 && f->b == 0 && c != '"') return; /* no room for a new character */
@@ -484,6 +559,13 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         int lo = f->phase ? f->a : 0, hi = f->phase ? f->b : n->n;
         lits_narrow(n->strs, n->lens, &lo, &hi, f->ws, c);
         if (lo >= hi) return;
+        if (s->n >= 2 && g->nodes[s->f[s->n - 2].node].kind == GN_ARRAY && g->nodes[s->f[s->n - 2].node].unique &&
+            !s->f[s->n - 2].key) { /* some literal of the range is not in the array yet */
+            const uint64_t used = s->f[s->n - 2].u.bits;
+            int live = 0;
+            for (int i = lo; i < hi && !live; i++) live = !((used >> i) & 1);
+            if (!live) return;
+        }
         f->phase = 1;
         f->a = lo;
         f->b = hi;
@@ -536,7 +618,7 @@ static void consume(const grammar *g, gstack *s, int c, gset *out, int guard) {
         const int tl = n->lens[0];
         if (f->a == 0 && (unsigned char)term[f->ws] == c) { /* the terminator goes on */
             if (++f->ws == tl) {
-                if (pop_done(g, s, 0, guard)) out_add(out, s);
+                if (!n->avoid && pop_done(g, s, 0, guard)) out_add(out, s);
                 return;
             }
             out_add(out, s);

@@ -38,6 +38,7 @@ static int node_new(cctx *cx, gn_kind k) {
     n->kind = k;
     n->additional = -1;
     n->max = -1;
+    n->max_props = -1;
     return g->n_nodes++;
 }
 
@@ -176,7 +177,9 @@ static const char *const k_annotations[] = {"title", "description", "default", "
 static const char *const k_supported[] = {"type", "nullable", "properties", "required", "additionalProperties",
                                           "enum", "const", "anyOf", "oneOf", "allOf", "items", "minItems",
                                           "maxItems", "minLength", "maxLength", "minimum", "maximum",
-                                          "exclusiveMinimum", "exclusiveMaximum", "$ref", NULL};
+                                          "exclusiveMinimum", "exclusiveMaximum", "$ref", "pattern", "format",
+                                          "multipleOf", "minProperties", "maxProperties", "prefixItems",
+                                          "uniqueItems", NULL};
 
 static int in_list(const char *k, const char *const *l) {
     for (; *l; l++)
@@ -307,10 +310,19 @@ static int compile_object(cctx *cx, const json_t *sch, const char *path, int dep
         else
             required |= 1ULL << found;
     }
+    int mnp = 0, mxp = -1;
+    if (!rc && !(rc = get_count(cx, sch, "minProperties", path, 0, &mnp)))
+        rc = get_count(cx, sch, "maxProperties", path, -1, &mxp);
+    if (!rc && mxp >= 0 && (mnp > mxp || __builtin_popcountll(required) > mxp))
+        rc = err_set(cx->err, MTPLX_EINVAL, "schema: minProperties / required / maxProperties at %s leave no object", path);
+    if (!rc && addn < 0 && mnp > i)
+        rc = err_set(cx->err, MTPLX_EINVAL, "schema: minProperties %d at %s exceeds the %d properties allowed", mnp, path, i);
     int id = rc ? rc : node_new(cx, GN_OBJECT);
     if (id >= 0) {
         gnode *nd = &cx->g->nodes[id];
         nd->n = i;
+        nd->min_props = mnp;
+        nd->max_props = mxp;
         nd->required = required;
         nd->additional = addn;
         nd->kids = malloc((size_t)(i ? i : 1) * sizeof *nd->kids);
@@ -330,43 +342,131 @@ static int compile_object(cctx *cx, const json_t *sch, const char *path, int dep
     return id;
 }
 
+/* prefixItems (the first positions), items (the later ones; false: none), min/maxItems, and
+ * uniqueItems where it can be enforced exactly: items from a finite set of at most 64 JSON texts
+ * (enum, const, boolean), tracked as a used-set in the array's frame, or maxItems <= 1. */
+static int compile_array(cctx *cx, const json_t *sch, const char *path, int depth) {
+    const json_t *items = json_object_get(sch, "items"), *pre = json_object_get(sch, "prefixItems"),
+                 *uq = json_object_get(sch, "uniqueItems");
+    int mn, mx, rc, np = 0, kids[GR_MAX_PROPS + 1];
+    if ((rc = get_count(cx, sch, "minItems", path, 0, &mn)) || (rc = get_count(cx, sch, "maxItems", path, -1, &mx)))
+        return rc;
+    if (json_is_array(items))
+        return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: 'items' at %s is an array (the draft-4 tuple form); "
+                       "write it as 'prefixItems'", path);
+    if (uq && !json_is_boolean(uq)) return err_set(cx->err, MTPLX_EINVAL, "schema: 'uniqueItems' at %s must be a boolean", path);
+    if (pre) {
+        if (!json_is_array(pre) || json_array_size(pre) > GR_MAX_PROPS)
+            return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: 'prefixItems' at %s must be an array of at most %d schemas",
+                           path, GR_MAX_PROPS);
+        np = (int)json_array_size(pre);
+        for (int i = 0; i < np; i++) {
+            char sub[1024];
+            snprintf(sub, sizeof sub, "%s/prefixItems/%d", path, i);
+            if ((kids[i] = compile(cx, json_array_get(pre, (size_t)i), sub, depth + 1)) < 0) return kids[i];
+        }
+    }
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/items", path);
+    int it = json_is_false(items) ? -1 : items ? compile(cx, items, sub, depth + 1) : any_node(cx);
+    if (it < -1 || (it == -1 && !json_is_false(items))) return it;
+    if (it == -1 && (mx < 0 || mx > np)) mx = np; /* items: false: nothing after the prefix */
+    if (mx >= 0 && mn > mx)
+        return err_set(cx->err, MTPLX_EINVAL, "schema: minItems %d > maxItems %d at %s matches nothing", mn, mx, path);
+    int unique = 0;
+    if (json_is_true(uq) && (mx < 0 || mx > 1)) {
+        const gnode *in = it >= 0 ? &cx->g->nodes[it] : NULL;
+        if (np || !in || in->kind != GN_LITS || in->n > 64)
+            return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: 'uniqueItems' at %s is enforced only when the items are "
+                           "one of at most 64 fixed values (enum, const, boolean) and there are no prefixItems, or "
+                           "maxItems <= 1", path);
+        if (mn > in->n)
+            return err_set(cx->err, MTPLX_EINVAL, "schema: minItems %d at %s exceeds the %d distinct values", mn, path, in->n);
+        if (mx < 0 || mx > in->n) mx = in->n;
+        unique = 1;
+    }
+    kids[np] = it;
+    int id = node_new(cx, GN_ARRAY);
+    if (id < 0) return id;
+    gnode *nd = &cx->g->nodes[id];
+    nd->kids = malloc((size_t)(np + 1) * sizeof(int));
+    if (!nd->kids) return err_set(cx->err, MTPLX_ENOMEM, "schema: out of memory");
+    memcpy(nd->kids, kids, (size_t)(np + 1) * sizeof(int));
+    nd->n = np;
+    nd->min = mn;
+    nd->max = mx;
+    nd->unique = unique;
+    return id;
+}
+
+/* Count d's memory against the grammar's budget (hostile schemas with many patterns). */
+static int dfa_account(cctx *cx, const gr_dfa *d, const char *kw, const char *path) {
+    cx->g->dfa_bytes += (long)((size_t)(d->cap + 1) * (size_t)d->n + (size_t)d->first[d->n] * sizeof(gr_edge) +
+                               (size_t)d->n * (sizeof(int) + 1));
+    if (cx->g->dfa_bytes > GR_MAX_DFA_BYTES)
+        return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: '%s' at %s: the pattern/format automata of this schema "
+                       "need more than %ld MiB", kw, path, GR_MAX_DFA_BYTES >> 20);
+    return 0;
+}
+
+static int compile_string(cctx *cx, const json_t *sch, const char *path) {
+    int mn, mx, rc;
+    if ((rc = get_count(cx, sch, "minLength", path, 0, &mn)) || (rc = get_count(cx, sch, "maxLength", path, -1, &mx)))
+        return rc;
+    const json_t *pat = json_object_get(sch, "pattern"), *fmt = json_object_get(sch, "format");
+    const char *rx = NULL, *kw = "pattern";
+    size_t rl = 0;
+    if (pat && !json_is_string(pat)) return err_set(cx->err, MTPLX_EINVAL, "schema: 'pattern' at %s must be a string", path);
+    if (pat) rx = json_string_value(pat), rl = json_string_length(pat);
+    if (fmt) {
+        int fmax = -1;
+        const char *frx = gr_format_regex(json_string_value(fmt), &fmax);
+        if (frx && rx)
+            return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: 'format' together with 'pattern' at %s is not supported "
+                           "(write the format into the pattern)", path);
+        if (frx) {
+            rx = frx, rl = strlen(frx), kw = "format";
+            if (fmax >= 0 && (mx < 0 || mx > fmax)) mx = fmax;
+        }
+    }
+    if (mx >= 0 && mn > mx)
+        return err_set(cx->err, MTPLX_EINVAL, "schema: minLength %d > maxLength %d at %s matches nothing", mn, mx, path);
+    if (mn > 65000 || mx > 65000)
+        return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: string lengths above 65000 at %s", path);
+    gr_dfa *d = NULL;
+    if (rx && (rc = gr_dfa_compile(rx, rl, kw, path, mn, mx, &d, cx->err))) return rc;
+    if (d && (rc = dfa_account(cx, d, kw, path))) {
+        gr_dfa_free(d);
+        return rc;
+    }
+    int id = node_new(cx, GN_STRING);
+    if (id < 0) {
+        gr_dfa_free(d);
+        return id;
+    }
+    cx->g->nodes[id].min = mn;
+    cx->g->nodes[id].max = mx;
+    cx->g->nodes[id].dfa = d;
+    return id;
+}
+
+/* 'format' names one this compiler knows: the string formats of regex.c (applied to strings) and
+ * the numeric int32 / int64 / float / double (applied to numbers). */
+static int check_format(cctx *cx, const json_t *sch, const char *path) {
+    const json_t *f = json_object_get(sch, "format");
+    if (!f) return 0;
+    const char *name = json_string_value(f);
+    static const char *const num[] = {"int32", "int64", "float", "double", NULL};
+    if (name && (gr_format_regex(name, NULL) || in_list(name, num))) return 0;
+    return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: 'format' '%s' at %s is not supported (supported: date, time, "
+                   "date-time, email, uuid, ipv4, ipv6, uri, hostname, int32, int64, float, double)",
+                   name ? name : "(not a string)", path);
+}
+
 static int compile_type(cctx *cx, const json_t *sch, const char *type, const char *path, int depth) {
     if (!strcmp(type, "object")) return compile_object(cx, sch, path, depth);
-    if (!strcmp(type, "array")) {
-        const json_t *items = json_object_get(sch, "items");
-        int mn, mx, rc;
-        if ((rc = get_count(cx, sch, "minItems", path, 0, &mn)) || (rc = get_count(cx, sch, "maxItems", path, -1, &mx)))
-            return rc;
-        if (mx >= 0 && mn > mx)
-            return err_set(cx->err, MTPLX_EINVAL, "schema: minItems %d > maxItems %d at %s matches nothing", mn, mx, path);
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%s/items", path);
-        int it = items ? compile(cx, items, sub, depth + 1) : any_node(cx);
-        if (it < 0) return it;
-        int id = node_new(cx, GN_ARRAY);
-        if (id < 0) return id;
-        gnode *nd = &cx->g->nodes[id];
-        nd->kids = malloc(sizeof(int));
-        if (!nd->kids) return err_set(cx->err, MTPLX_ENOMEM, "schema: out of memory");
-        nd->kids[0] = it;
-        nd->min = mn;
-        nd->max = mx;
-        return id;
-    }
-    if (!strcmp(type, "string")) {
-        int mn, mx, rc;
-        if ((rc = get_count(cx, sch, "minLength", path, 0, &mn)) || (rc = get_count(cx, sch, "maxLength", path, -1, &mx)))
-            return rc;
-        if (mx >= 0 && mn > mx)
-            return err_set(cx->err, MTPLX_EINVAL, "schema: minLength %d > maxLength %d at %s matches nothing", mn, mx, path);
-        if (mn > 65000 || mx > 65000)
-            return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: string lengths above 65000 at %s", path);
-        int id = node_new(cx, GN_STRING);
-        if (id < 0) return id;
-        cx->g->nodes[id].min = mn;
-        cx->g->nodes[id].max = mx;
-        return id;
-    }
+    if (!strcmp(type, "array")) return compile_array(cx, sch, path, depth);
+    if (!strcmp(type, "string")) return compile_string(cx, sch, path);
     if (!strcmp(type, "number") || !strcmp(type, "integer")) {
         int id = node_new(cx, GN_NUMBER);
         if (id < 0) return id;
@@ -386,6 +486,23 @@ static int compile_type(cctx *cx, const json_t *sch, const char *type, const cha
             if (i < 2 && (!nd.has_lo || x > nd.lo || (x == nd.lo && i == 1))) nd.has_lo = 1, nd.lo = x, nd.lo_excl = i == 1;
             if (i >= 2 && (!nd.has_hi || x < nd.hi || (x == nd.hi && i == 3))) nd.has_hi = 1, nd.hi = x, nd.hi_excl = i == 3;
         }
+        const char *fmt = json_string_value(json_object_get(sch, "format"));
+        if (fmt && !strcmp(fmt, "int32")) { /* a 32-bit integer */
+            nd.is_int = 1;
+            if (!nd.has_lo || nd.lo < -2147483648.0) nd.has_lo = 1, nd.lo = -2147483648.0, nd.lo_excl = 0;
+            if (!nd.has_hi || nd.hi > 2147483647.0) nd.has_hi = 1, nd.hi = 2147483647.0, nd.hi_excl = 0;
+        }
+        const json_t *mo = json_object_get(sch, "multipleOf");
+        if (mo) {
+            double m = json_is_number(mo) ? json_number_value(mo) : -1;
+            if (!(m > 0) || !isfinite(m))
+                return err_set(cx->err, MTPLX_EINVAL, "schema: 'multipleOf' at %s must be a number > 0", path);
+            if (m != floor(m) || m > 1e15)
+                return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: 'multipleOf' %g at %s: only integer divisors up to "
+                               "1e15 are supported (a decimal divisor is not exact in binary floating point)", m, path);
+            nd.multiple = m;
+            nd.is_int = 1; /* a multiple of an integer is an integer: written without fraction or exponent */
+        }
         if (nd.has_lo && nd.has_hi) {
             int empty;
             if (nd.is_int) {
@@ -393,6 +510,10 @@ static int compile_type(cctx *cx, const json_t *sch, const char *type, const cha
                 empty = lo > hi;
             } else
                 empty = nd.lo > nd.hi || (nd.lo == nd.hi && (nd.lo_excl || nd.hi_excl));
+            if (!empty && nd.multiple > 0) {
+                double lo = nd.lo_excl ? floor(nd.lo) + 1 : ceil(nd.lo), hi = nd.hi_excl ? ceil(nd.hi) - 1 : floor(nd.hi);
+                empty = ceil(lo / nd.multiple) * nd.multiple > hi;
+            }
             if (empty) return err_set(cx->err, MTPLX_EINVAL, "schema: the bounds at %s leave no %s", path, type);
         }
         cx->g->nodes[id] = nd;
@@ -437,6 +558,32 @@ static int schema_types(cctx *cx, const json_t *sch, const char *path, const cha
     return 0;
 }
 
+/* For enum/const: *out = a DFA of the string constraints next to them (pattern or format, and
+ * minLength / maxLength), NULL when there are none. */
+static int string_filter(cctx *cx, const json_t *sch, const char *path, gr_dfa **out, int *none) {
+    *out = NULL;
+    *none = 0;
+    const json_t *pat = json_object_get(sch, "pattern"), *fmt = json_object_get(sch, "format");
+    int mn, mx, rc, fmax = -1;
+    if ((rc = get_count(cx, sch, "minLength", path, 0, &mn)) || (rc = get_count(cx, sch, "maxLength", path, -1, &mx)))
+        return rc;
+    const char *rx = json_string_value(pat), *frx = fmt ? gr_format_regex(json_string_value(fmt), &fmax) : NULL;
+    if (!rx && frx) rx = frx;
+    if (fmax >= 0 && (mx < 0 || mx > fmax)) mx = fmax;
+    if (!rx && !mn && mx < 0) return 0;
+    if (*none) return 0;
+    if (mx >= 0 && mn > mx) *none = 1; /* no string fits: none of the values is kept */
+    if (mx > 65000 || mn > 65000) return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: string lengths above 65000 at %s", path);
+    if (!rx) rx = "^[\\s\\S]*$";
+    rc = gr_dfa_compile(rx, strlen(rx), pat ? "pattern" : "format", path, mn, mx, out, cx->err);
+    if (rc == MTPLX_EINVAL) { /* an empty language: no string value is kept */
+        err_clear(cx->err);
+        *none = 1;
+        return 0;
+    }
+    return rc;
+}
+
 static int compile_enum(cctx *cx, const json_t *sch, const char *path, const char **types, int nt) {
     const json_t *e = json_object_get(sch, "enum"), *c = json_object_get(sch, "const");
     json_t *vals = json_array();
@@ -452,12 +599,19 @@ static int compile_enum(cctx *cx, const json_t *sch, const char *path, const cha
         json_decref(vals);
         return err_set(cx->err, MTPLX_EINVAL, "schema: 'enum' at %s has more than %d values", path, GR_MAX_LITS);
     }
+    gr_dfa *sd = NULL; /* the string constraints (pattern, format, lengths) the string values must meet */
+    int none, rc = string_filter(cx, sch, path, &sd, &none);
+    if (rc) {
+        json_decref(vals);
+        return rc;
+    }
     char **s = calloc(n ? n : 1, sizeof *s);
-    int *l = calloc(n ? n : 1, sizeof *l), m = 0, rc = 0;
+    int *l = calloc(n ? n : 1, sizeof *l), m = 0;
     for (size_t i = 0; s && l && i < n; i++) {
         json_t *v = json_array_get(vals, i);
         int ok = nt == 0;
         for (int t = 0; t < nt && !ok; t++) ok = has_type(v, types[t]);
+        if (ok && json_is_string(v)) ok = !none && (!sd || gr_dfa_match(sd, json_string_value(v), json_string_length(v)));
         if (!ok) continue;
         s[m] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
         if (!s[m]) break;
@@ -470,6 +624,7 @@ static int compile_enum(cctx *cx, const json_t *sch, const char *path, const cha
     for (int i = 0; s && i < m; i++) free(s[i]);
     free(s);
     free(l);
+    gr_dfa_free(sd);
     json_decref(vals);
     return rc;
 }
@@ -486,7 +641,6 @@ static int compile(cctx *cx, const json_t *sch, const char *path, int depth) {
     json_object_foreach((json_t *)sch, k, v) {
         if (in_list(k, k_annotations)) continue;
         if (!in_list(k, k_supported)) {
-            if (!strcmp(k, "uniqueItems") && json_is_false(v)) continue;
             return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: unsupported JSON Schema keyword '%s' at %s", k, path);
         }
         if (strcmp(k, "$ref") && strcmp(k, "anyOf") && strcmp(k, "oneOf") && strcmp(k, "allOf")) constraining = 1;
@@ -527,17 +681,20 @@ static int compile(cctx *cx, const json_t *sch, const char *path, int depth) {
     }
     const char *types[8];
     int nt, rc = schema_types(cx, sch, path, types, &nt);
-    if (rc) return rc;
+    if (rc || (rc = check_format(cx, sch, path))) return rc;
     if (json_object_get(sch, "enum") || json_object_get(sch, "const")) return compile_enum(cx, sch, path, types, nt);
     if (nt == 0) { /* no type: inferred from the keywords, else any value */
         if (json_object_get(sch, "properties") || json_object_get(sch, "required") ||
-            json_object_get(sch, "additionalProperties"))
+            json_object_get(sch, "additionalProperties") || json_object_get(sch, "minProperties") ||
+            json_object_get(sch, "maxProperties"))
             types[nt++] = "object";
-        else if (json_object_get(sch, "items") || json_object_get(sch, "minItems") || json_object_get(sch, "maxItems"))
+        else if (json_object_get(sch, "items") || json_object_get(sch, "minItems") || json_object_get(sch, "maxItems") ||
+                 json_object_get(sch, "prefixItems") || json_object_get(sch, "uniqueItems"))
             types[nt++] = "array";
-        else if (json_object_get(sch, "minLength") || json_object_get(sch, "maxLength"))
+        else if (json_object_get(sch, "minLength") || json_object_get(sch, "maxLength") ||
+                 json_object_get(sch, "pattern") || json_object_get(sch, "format"))
             types[nt++] = "string";
-        else if (json_object_get(sch, "minimum") || json_object_get(sch, "maximum") ||
+        else if (json_object_get(sch, "multipleOf") || json_object_get(sch, "minimum") || json_object_get(sch, "maximum") ||
                  json_object_get(sch, "exclusiveMinimum") || json_object_get(sch, "exclusiveMaximum"))
             types[nt++] = "number";
         else
@@ -561,6 +718,7 @@ void grammar_free(grammar *g) {
         free(n->lens);
         free(n->kids);
         free(n->key_hash);
+        gr_dfa_free(n->dfa);
     }
     free(g->nodes);
     free(g);
@@ -593,11 +751,20 @@ static int begin(grammar **out, cctx *cx, mtplx_err *err) {
 static int productive_now(const grammar *g, const uint8_t *prod, int i) {
     const gnode *n = &g->nodes[i];
     switch (n->kind) {
-    case GN_OBJECT:
-        for (int k = 0; k < n->n; k++)
+    case GN_OBJECT: {
+        int avail = 0;
+        for (int k = 0; k < n->n; k++) {
             if (((n->required >> k) & 1) && !prod[n->kids[k]]) return 0;
+            avail += prod[n->kids[k]];
+        }
+        return avail >= n->min_props || (n->additional >= 0 && prod[n->additional]);
+    }
+    case GN_ARRAY:
+        for (int k = 0; k < n->min && k <= n->n; k++) {
+            int it = n->kids[k < n->n ? k : n->n];
+            if (it < 0 || !prod[it]) return 0;
+        }
         return 1;
-    case GN_ARRAY: return n->min == 0 || prod[n->kids[0]];
     case GN_ANYOF:
         for (int k = 0; k < n->n; k++)
             if (prod[n->kids[k]]) return 1;
@@ -650,7 +817,15 @@ static int prune(cctx *cx, int root) {
             n->n = m;
             n->required = req;
             if (n->additional >= 0 && !prod[n->additional]) n->additional = -1;
-        } else if ((n->kind == GN_ARRAY || n->kind == GN_REPEAT) && !prod[n->kids[0]])
+        } else if (n->kind == GN_ARRAY) { /* no more items than the first unproductive position */
+            for (int k = 0; k <= n->n && (n->max < 0 || k < n->max); k++) {
+                int it = n->kids[k];
+                if (it < 0 || !prod[it]) {
+                    n->max = k;
+                    break;
+                }
+            }
+        } else if (n->kind == GN_REPEAT && !prod[n->kids[0]])
             n->max = 0;
     }
     free(prod);
@@ -744,6 +919,11 @@ static int xml_params(cctx *cx, const json_t *params, const char *path, int *out
         seq[0] = text_node(cx, open);
         if (seq[0] < 0) return seq[0];
         if (is_str && !json_object_get(v, "enum") && !json_object_get(v, "const")) {
+            const json_t *fm = json_object_get(v, "format");
+            if (json_object_get(v, "pattern") || (fm && gr_format_regex(json_string_value(fm), NULL)))
+                return err_set(cx->err, MTPLX_EUNSUPPORTED, "schema: '%s' at %s: a string parameter of the model's XML "
+                               "tool-call format is raw text, where pattern/format are not enforced",
+                               json_object_get(v, "pattern") ? "pattern" : "format", sub);
             val = node_new(cx, GN_TEXT);
             if (val < 0) return val;
             gnode *nd = &cx->g->nodes[val];
@@ -813,7 +993,28 @@ static int xml_params(cctx *cx, const json_t *params, const char *path, int *out
     return *out < 0 ? *out : 0;
 }
 
+/* A GN_TEXT node: text up to `term` (avoid = 0), or text that never contains it and may end (avoid = 1). */
+static int text_until(cctx *cx, const char *term, int avoid) {
+    int id = node_new(cx, GN_TEXT);
+    if (id < 0) return id;
+    gnode *nd = &cx->g->nodes[id];
+    nd->strs = calloc(1, sizeof *nd->strs);
+    nd->lens = malloc(sizeof *nd->lens);
+    if (!nd->strs || !nd->lens || !(nd->strs[0] = strdup(term))) return err_set(cx->err, MTPLX_ENOMEM, "schema: out of memory");
+    nd->lens[0] = (int)strlen(term);
+    nd->n = 1;
+    nd->avoid = avoid;
+    return id;
+}
+
+/* skip_open: the call's text without its leading "<tool_call>" (grammar_tool_calls_auto). */
+static int one_tool_body(cctx *cx, const json_t *tool, grammar_tool_dialect d, int skip_open, int *out);
+
 static int one_tool(cctx *cx, const json_t *tool, grammar_tool_dialect d, int *out) {
+    return one_tool_body(cx, tool, d, 0, out);
+}
+
+static int one_tool_body(cctx *cx, const json_t *tool, grammar_tool_dialect d, int skip_open, int *out) {
     const char *name;
     const json_t *params = tool_fields(tool, &name);
     if (!name || strlen(name) > 200 || strpbrk(name, "<>\"\\\n"))
@@ -826,12 +1027,12 @@ static int one_tool(cctx *cx, const json_t *tool, grammar_tool_dialect d, int *o
     cx->root = params;
     cx->n_refs = 0; /* $ref resolves per tool */
     if (d == GRAMMAR_TOOLS_JSON) {
-        snprintf(head, sizeof head, "<tool_call>\n{\"name\": \"%s\", \"arguments\": ", name);
+        snprintf(head, sizeof head, "%s\n{\"name\": \"%s\", \"arguments\": ", skip_open ? "" : "<tool_call>", name);
         seq[ns++] = text_node(cx, head);
         seq[ns++] = compile(cx, params, "#", 0);
         seq[ns++] = text_node(cx, "}\n</tool_call>");
     } else {
-        snprintf(head, sizeof head, "<tool_call>\n<function=%s>\n", name);
+        snprintf(head, sizeof head, "%s\n<function=%s>\n", skip_open ? "" : "<tool_call>", name);
         seq[ns++] = text_node(cx, head);
         int p = 0;
         if (!json_is_object(params) || (json_object_get(params, "type") && strcmp(json_string_value(json_object_get(params, "type")) ? json_string_value(json_object_get(params, "type")) : "", "object")))
@@ -894,6 +1095,79 @@ int grammar_tool_calls(const json_t *tools, const char *only, int parallel, gram
             }
         }
         r = rep;
+    }
+    return finish(out, &cx, r);
+}
+
+/* ---- strict tools under tool_choice "auto" ---- */
+
+int grammar_tool_is_strict(const json_t *tool) {
+    const json_t *f = json_object_get(tool, "function");
+    return json_is_true(json_object_get(json_is_object(f) ? f : tool, "strict"));
+}
+
+int grammar_tool_calls_auto(const json_t *tools, grammar_tool_dialect dialect, grammar **out, mtplx_err *err) {
+    cctx cx;
+    if (begin(out, &cx, err)) return MTPLX_ENOMEM;
+    int alts[GR_MAX_ALTS], na = 0, rc = 0, nfree = 0;
+    size_t nt = json_array_size(tools);
+    char **fl = calloc(nt ? nt : 1, sizeof *fl);
+    int *fn = calloc(nt ? nt : 1, sizeof *fn);
+    if (!fl || !fn) rc = err_set(err, MTPLX_ENOMEM, "schema: out of memory");
+    for (size_t i = 0; !rc && i < nt; i++) {
+        const json_t *t = json_array_get(tools, i);
+        const char *name;
+        tool_fields(t, &name);
+        if (!name || strlen(name) > 200 || strpbrk(name, "<>\"\\\n")) {
+            rc = err_set(err, MTPLX_EINVAL, "tools: a tool needs a plain 'name' (no quotes, brackets or newlines)");
+            break;
+        }
+        if (!grammar_tool_is_strict(t)) { /* its call: the name, then free text up to the closing tag */
+            fl[nfree] = malloc(strlen(name) + 32);
+            if (!fl[nfree]) {
+                rc = err_set(err, MTPLX_ENOMEM, "schema: out of memory");
+                break;
+            }
+            sprintf(fl[nfree], dialect == GRAMMAR_TOOLS_JSON ? "\n{\"name\": \"%s\"" : "\n<function=%s>", name);
+            fn[nfree] = (int)strlen(fl[nfree]);
+            nfree++;
+            continue;
+        }
+        if (na == GR_MAX_ALTS - 1) {
+            rc = err_set(err, MTPLX_EUNSUPPORTED, "tools: more than %d strict tools", GR_MAX_ALTS - 1);
+            break;
+        }
+        rc = one_tool_body(&cx, t, dialect, 1, &alts[na]);
+        if (!rc) na++;
+    }
+    if (!rc && nfree) {
+        int seq[2] = {lits_node(&cx, fl, fn, nfree), text_until(&cx, "</tool_call>", 0)};
+        rc = seq[0] < 0 ? seq[0] : seq[1] < 0 ? seq[1] : 0;
+        if (!rc && (alts[na] = kids_node(&cx, GN_SEQ, seq, 2)) < 0) rc = alts[na];
+        if (!rc) na++;
+    }
+    for (int i = 0; i < nfree; i++) free(fl[i]);
+    free(fl);
+    free(fn);
+    if (!rc && na == 0) rc = err_set(err, MTPLX_EINVAL, "tools: no tools");
+    int r = rc;
+    if (!rc) { /* (text "<tool_call>" call)* then text without "<tool_call>" */
+        int call[2] = {text_until(&cx, "<tool_call>", 0), kids_node(&cx, GN_ANYOF, alts, na)}, tail = -1, rep = -1;
+        r = call[0] < 0 ? call[0] : call[1];
+        int body = r >= 0 ? kids_node(&cx, GN_SEQ, call, 2) : r;
+        if (body >= 0) r = rep = node_new(&cx, GN_REPEAT);
+        else r = body;
+        if (r >= 0) {
+            gnode *nd = &cx.g->nodes[rep];
+            nd->kids = malloc(2 * sizeof(int));
+            if (!nd->kids) r = err_set(err, MTPLX_ENOMEM, "schema: out of memory");
+            else nd->kids[0] = body, nd->kids[1] = -1, nd->min = 0, nd->max = -1;
+        }
+        if (r >= 0) r = tail = text_until(&cx, "<tool_call>", 1);
+        if (r >= 0) {
+            int k[2] = {rep, tail};
+            r = kids_node(&cx, GN_SEQ, k, 2);
+        }
     }
     return finish(out, &cx, r);
 }

@@ -1,10 +1,13 @@
-/* act.c — vector activations (see act.h). Portable, AVX2 and AVX-512 paths chosen by cpu_isa();
+/* act.c — vector activations (see act.h). Portable, AVX2, AVX-512 and NEON (vec_neon.c) paths chosen
+ * by cpu_isa();
  * every element is computed by itself, so results do not depend on n or on a row's neighbours. */
 #include "act.h"
 
 #include "cpu.h"
+#include "neon.h"
 #include "simd_math.h"
 
+#if defined(__x86_64__)
 SM_TGT512 static void swiglu_avx512(float *y, const float *gate, const float *up, int n) {
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
@@ -21,14 +24,30 @@ SM_TGT256 static void swiglu_avx2(float *y, const float *gate, const float *up, 
     }
 }
 
+#endif
+
 void kern_swiglu(float *y, const float *gate, const float *up, int n) {
     kern_isa isa = cpu_isa();
-    if (isa >= KERN_ISA_AVX512) swiglu_avx512(y, gate, up, n);
-    else if (isa == KERN_ISA_AVX2) swiglu_avx2(y, gate, up, n);
-    else
-        for (int i = 0; i < n; i++) y[i] = act_silu(gate[i]) * up[i];
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) {
+        swiglu_avx512(y, gate, up, n);
+        return;
+    }
+    if (isa == KERN_ISA_AVX2) {
+        swiglu_avx2(y, gate, up, n);
+        return;
+    }
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) {
+        swiglu_neon(y, gate, up, n);
+        return;
+    }
+#endif
+    (void)isa;
+    for (int i = 0; i < n; i++) y[i] = act_silu(gate[i]) * up[i];
 }
 
+#if defined(__x86_64__)
 SM_TGT512 static void mul_sigmoid_avx512(float *y, const float *gate, int n) {
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
@@ -45,10 +64,25 @@ SM_TGT256 static void mul_sigmoid_avx2(float *y, const float *gate, int n) {
     }
 }
 
+#endif
+
 void kern_mul_sigmoid(float *y, const float *gate, int n) {
     kern_isa isa = cpu_isa();
-    if (isa >= KERN_ISA_AVX512) mul_sigmoid_avx512(y, gate, n);
-    else if (isa == KERN_ISA_AVX2) mul_sigmoid_avx2(y, gate, n);
-    else
-        for (int i = 0; i < n; i++) y[i] *= act_sigmoid(gate[i]);
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) {
+        mul_sigmoid_avx512(y, gate, n);
+        return;
+    }
+    if (isa == KERN_ISA_AVX2) {
+        mul_sigmoid_avx2(y, gate, n);
+        return;
+    }
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) {
+        mul_sigmoid_neon(y, gate, n);
+        return;
+    }
+#endif
+    (void)isa;
+    for (int i = 0; i < n; i++) y[i] *= act_sigmoid(gate[i]);
 }

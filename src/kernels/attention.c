@@ -5,12 +5,14 @@
  * accumulator chain over the head dims (4 keys are interleaved only for instruction-level
  * parallelism), reduce it in a fixed order, and sum exps and values in vector lanes whose layout
  * depends on n and the widths alone — so a query's result depends only on its own keys, never on how
- * many rows or heads the caller processes (row invariance). The path is chosen by cpu_isa(). */
+ * many rows or heads the caller processes (row invariance). The path is chosen by cpu_isa(); the NEON
+ * path (AArch64) lives in attention_neon.c with the same scheme in 4-lane vectors. */
 #include "attention.h"
 
 #include <math.h>
 
 #include "cpu.h"
+#include "neon.h"
 #include "simd_math.h"
 
 static void attention_portable(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
@@ -38,6 +40,7 @@ static void attention_portable(float *out, const float *q, const kern_rows *k, i
     }
 }
 
+#if defined(__x86_64__)
 /* ---- AVX-512 ---- */
 
 SM_INL512 __mmask16 mask16(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
@@ -281,6 +284,8 @@ SM_TGT256 static void attention_avx2(float *out, const float *q, const kern_rows
     for (int d0 = 0; d0 < dv; d0 += 64) wsum256(out, v, dv, d0, n, scores);
 }
 
+#endif /* __x86_64__ */
+
 /* A page table of one page: rows j < 2^30 of a flat array. */
 static const int32_t flat_page[1] = {0};
 
@@ -292,9 +297,16 @@ kern_rows kern_rows_flat(const float *base, int ld) {
 void kern_attention_rows(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv, int n,
                          float scale, float *scores) {
     kern_isa isa = cpu_isa();
+#if defined(__x86_64__)
     if (isa >= KERN_ISA_AVX512) attention_avx512(out, q, k, dk, v, dv, n, scale, scores);
     else if (isa == KERN_ISA_AVX2) attention_avx2(out, q, k, dk, v, dv, n, scale, scores);
-    else attention_portable(out, q, k, dk, v, dv, n, scale, scores);
+    else
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) attention_neon(out, q, k, dk, v, dv, n, scale, scores);
+    else
+#endif
+        attention_portable(out, q, k, dk, v, dv, n, scale, scores);
+    (void)isa;
 }
 
 void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk, int dk, const float *v,
@@ -310,10 +322,12 @@ void kern_attention_head(float *out, const float *q, const float *k, const float
 
 void kern_attention_group_rows(float *const *out, const float *const *q, const int *n, int nq, const kern_rows *k,
                                int dk, const kern_rows *v, int dv, float scale, float *scores, long lds) {
+#if defined(__x86_64__)
     if (cpu_isa() >= KERN_ISA_AVX512) {
         attention_group_avx512(out, q, n, nq, k, dk, v, dv, scale, scores, lds);
         return;
     }
+#endif
     for (int i = 0; i < nq; i++) kern_attention_rows(out[i], q[i], k, dk, v, dv, n[i], scale, scores + (i % 4) * lds);
 }
 

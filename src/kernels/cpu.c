@@ -1,9 +1,16 @@
-/* cpu.c — run-time CPU feature detection (CPUID + XGETBV) and the kernel path choice. */
+/* cpu.c — run-time CPU feature detection (CPUID + XGETBV on x86-64, the kernel's hardware capability
+ * words on AArch64) and the kernel path choice. */
 #include "cpu.h"
 
 #include "knobs.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#define CPU_X86 1
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#define CPU_ARM64 1
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +22,7 @@ static cpu_features g_feat;
 static kern_isa g_best, g_isa;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+#ifdef CPU_X86
 /* XCR0: which register states the OS saves (AVX needs YMM; AVX-512 needs opmask + ZMM). */
 static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
@@ -35,7 +43,7 @@ static int amx_request_permission(void) {
 }
 
 /* CPUID directly (GCC's and clang's __builtin_cpu_supports know different feature names). */
-static void cpu_detect(void) {
+static void cpu_detect_arch(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) goto choose;
     int osxsave = (c >> 27) & 1;
@@ -66,15 +74,54 @@ choose:;
     int avx2 = g_feat.avx2 && g_feat.fma && g_feat.f16c;
     int avx512 = avx2 && g_feat.avx512f && g_feat.avx512bw && g_feat.avx512vl;
     g_best = avx512 && amx ? KERN_ISA_AMX : avx512 ? KERN_ISA_AVX512 : avx2 ? KERN_ISA_AVX2 : KERN_ISA_PORTABLE;
-    g_isa = g_best;
-    int want = kern_knobs_get()->isa; /* $MTPLX_KERNEL, read by the CPU backend */
-    if (want >= 0) g_isa = (kern_isa)want < g_best ? (kern_isa)want : g_best;
+}
+#elif defined(CPU_ARM64)
+/* Linux's AArch64 hwcap bits (arch/arm64/include/uapi/asm/hwcap.h), spelled out so that an older
+ * libc's headers are enough. */
+#define ARM_HWCAP_ASIMD (1ul << 1)
+#define ARM_HWCAP_ASIMDDP (1ul << 20)
+#define ARM_HWCAP2_I8MM (1ul << 13)
+#define ARM_HWCAP2_BF16 (1ul << 14)
+
+static void cpu_detect_arch(void) {
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    g_feat.asimd = (hw & ARM_HWCAP_ASIMD) != 0;
+    g_feat.asimddp = g_feat.asimd && (hw & ARM_HWCAP_ASIMDDP);
+    g_feat.i8mm = g_feat.asimd && (hw2 & ARM_HWCAP2_I8MM);
+    g_feat.bf16 = g_feat.asimd && (hw2 & ARM_HWCAP2_BF16);
+    /* the levels are cumulative: i8mm without dotprod (no CPU ships it) runs the plain NEON path */
+    g_best = !g_feat.asimd ? KERN_ISA_PORTABLE
+             : g_feat.asimddp && g_feat.i8mm ? KERN_ISA_NEON_I8MM
+             : g_feat.asimddp ? KERN_ISA_NEON_DOT
+                              : KERN_ISA_NEON;
+}
+#else
+static void cpu_detect_arch(void) { g_best = KERN_ISA_PORTABLE; }
+#endif
+
+/* 1 when `isa` is PORTABLE or a level of this build's architecture at most g_best. */
+static int isa_runs(kern_isa isa) {
+    if (isa == KERN_ISA_PORTABLE) return 1;
+    if (KERN_ISA_IS_NEON(isa) != KERN_ISA_IS_NEON(g_best) || g_best == KERN_ISA_PORTABLE) return 0;
+    return isa <= g_best;
+}
+
+/* The path for a wanted kern_isa value (-1 = best): a weaker level of this architecture as asked,
+ * anything this CPU cannot run (a stronger level, the other architecture) the best it can. */
+static kern_isa isa_for(int want) {
+    if (want < 0 || !isa_runs((kern_isa)want)) return g_best;
+    return (kern_isa)want;
+}
+
+static void cpu_detect(void) {
+    cpu_detect_arch();
+    g_isa = isa_for(kern_knobs_get()->isa); /* $MTPLX_KERNEL, read by the CPU backend */
 }
 
 void cpu_knobs_changed(void) {
     pthread_once(&g_once, cpu_detect);
     int want = kern_knobs_get()->isa;
-    if (want >= 0) g_isa = (kern_isa)want < g_best ? (kern_isa)want : g_best;
+    if (want >= 0) g_isa = isa_for(want);
 }
 
 const cpu_features *cpu_get_features(void) {
@@ -92,9 +139,13 @@ kern_isa cpu_isa(void) {
     return g_isa;
 }
 
-int cpu_isa_set(kern_isa isa) {
+int cpu_isa_supported(kern_isa isa) {
     pthread_once(&g_once, cpu_detect);
-    if ((int)isa < 0 || isa > g_best) return -1;
+    return (int)isa >= 0 && isa <= KERN_ISA_NEON_I8MM && isa_runs(isa);
+}
+
+int cpu_isa_set(kern_isa isa) {
+    if (!cpu_isa_supported(isa)) return -1;
     g_isa = isa;
     kern_knobs_pin_isa(); /* a backend created later keeps this choice */
     return 0;
@@ -106,6 +157,9 @@ const char *cpu_isa_name(kern_isa isa) {
     case KERN_ISA_AVX2: return "avx2";
     case KERN_ISA_AVX512: return "avx512";
     case KERN_ISA_AMX: return "amx";
+    case KERN_ISA_NEON: return "neon";
+    case KERN_ISA_NEON_DOT: return "neon-dot";
+    case KERN_ISA_NEON_I8MM: return "neon-i8mm";
     }
     return "?";
 }
@@ -115,6 +169,9 @@ int cpu_isa_parse(const char *s, kern_isa *out) {
     else if (!strcmp(s, "avx2")) *out = KERN_ISA_AVX2;
     else if (!strcmp(s, "avx512")) *out = KERN_ISA_AVX512;
     else if (!strcmp(s, "amx")) *out = KERN_ISA_AMX;
+    else if (!strcmp(s, "neon")) *out = KERN_ISA_NEON;
+    else if (!strcmp(s, "neon-dot")) *out = KERN_ISA_NEON_DOT;
+    else if (!strcmp(s, "neon-i8mm")) *out = KERN_ISA_NEON_I8MM;
     else return -1;
     return 0;
 }

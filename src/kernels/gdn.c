@@ -1,11 +1,13 @@
 /* gdn.c — Gated DeltaNet conv and recurrence (see gdn.h). Plain C paths, and AVX-512 (conv, step,
- * replay) / AVX2 (conv) paths chosen by cpu_isa(); tests compare them against the plain ones. */
+ * replay) / AVX2 (conv) / NEON (conv, step, replay: gdn_neon.c) paths chosen by cpu_isa(); tests
+ * compare them against the plain ones. */
 #include "gdn.h"
 
-#include <immintrin.h>
+#include <stddef.h>
 
 #include "act.h"
 #include "cpu.h"
+#include "neon.h"
 #include "simd_math.h"
 
 static void conv1d_silu_portable(float *y, int ldy, const float *x, int ldx, const float *w, int channels, int kc,
@@ -23,6 +25,7 @@ static void conv1d_silu_portable(float *y, int ldy, const float *x, int ldx, con
 
 #define CONV_KMAX 8 /* taps held in registers by the SIMD paths; wider kernels take the portable path */
 
+#if defined(__x86_64__)
 /* 16 channels at a time: their kc taps are gathered once (w is [channel][tap]) and reused for every
  * row; each output is Σ_j w·x by FMA in tap order, then the vector SiLU. */
 SM_TGT512 static void conv1d_silu_avx512(float *y, int ldy, const float *x, int ldx, const float *w, int channels,
@@ -59,13 +62,21 @@ SM_TGT256 static void conv1d_silu_avx2(float *y, int ldy, const float *x, int ld
         }
     }
 }
+#endif
 
 void kern_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w, int channels, int kc,
                       int rows) {
     kern_isa isa = cpu_isa();
+#if defined(__x86_64__)
     if (kc <= CONV_KMAX && isa >= KERN_ISA_AVX512) conv1d_silu_avx512(y, ldy, x, ldx, w, channels, kc, rows);
     else if (kc <= CONV_KMAX && isa == KERN_ISA_AVX2) conv1d_silu_avx2(y, ldy, x, ldx, w, channels, kc, rows);
-    else conv1d_silu_portable(y, ldy, x, ldx, w, channels, kc, rows);
+    else
+#elif defined(__aarch64__)
+    if (kc <= CONV_KMAX && KERN_ISA_IS_NEON(isa)) conv1d_silu_neon(y, ldy, x, ldx, w, channels, kc, rows);
+    else
+#endif
+        conv1d_silu_portable(y, ldy, x, ldx, w, channels, kc, rows);
+    (void)isa;
 }
 
 /* The state update shared by the forward step and the replay, so both round identically. Kept out
@@ -83,6 +94,7 @@ __attribute__((noinline)) static void gdn_update_row(float *dst, const float *sr
  * Four value rows run interleaved, each with exactly the one-row operation sequence (so the bits do
  * not change): one row's FMA chain, reduction and scalar delta are a long dependency chain, and a
  * head's state is L2-resident from the second row of a verify call on, so the step was latency-bound. */
+#if defined(__x86_64__)
 #define GDN_ROWS4(X) X(0) X(1) X(2) X(3)
 __attribute__((target("avx512f,avx2,fma"))) static void gdn_step_avx512(float *S_dst, const float *S_src,
                                                                      const float *q, const float *k,
@@ -144,13 +156,21 @@ __attribute__((target("avx512f,avx2,fma"))) static void gdn_step_avx512(float *S
     }
 }
 #undef GDN_ROWS4
+#endif
 
 void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
                    float g, float beta, float *y, float *delta_out, int dk, int dv) {
+#if defined(__x86_64__)
     if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_step_avx512(S_dst, S_src, q, k, v, g, beta, y, delta_out, dk, dv);
         return;
     }
+#elif defined(__aarch64__)
+    if (dk % 4 == 0 && KERN_ISA_IS_NEON(cpu_isa())) {
+        gdn_step_neon(S_dst, S_src, q, k, v, g, beta, y, delta_out, dk, dv);
+        return;
+    }
+#endif
     for (int i = 0; i < dv; i++) {
         const float *src = S_src + (long)i * dk;
         float *dst = S_dst + (long)i * dk;
@@ -169,6 +189,7 @@ void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float
  * products a[r] = S_src row · k of this step already summed: writes the rows' new state, y and delta,
  * and, with NEXT (kn non-NULL), leaves in a[r] the next step's S row · kn summed from the stored
  * values. */
+#if defined(__x86_64__)
 #define GDN_FUSED_ROWS(NR, NEXT)                                                                                      \
     do {                                                                                                              \
         float dr[4];                                                                                                  \
@@ -239,20 +260,24 @@ SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const f
     }
 }
 #undef GDN_FUSED_ROWS
+#endif
 
 void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const float *k, int ldqk, const float *v,
                     int ldv, const float *g, const float *beta, float *y, int ldy, float *delta_out, int ldd, int R,
                     int dk, int dv) {
     if (R < 1) return;
+#if defined(__x86_64__)
     if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_steps_avx512(S_dst, S_src, q, k, ldqk, v, ldv, g, beta, y, ldy, delta_out, ldd, R, dk, dv);
         return;
     }
+#endif
     for (int t = 0; t < R; t++)
         kern_gdn_step(S_dst, t == 0 ? S_src : S_dst, q + (long)t * ldqk, k + (long)t * ldqk, v + (long)t * ldv, g[t],
                       beta[t], y + (long)t * ldy, delta_out ? delta_out + (long)t * ldd : NULL, dk, dv);
 }
 
+#if defined(__x86_64__)
 /* The AVX-512 replay: the very update of gdn_step_avx512 (mul, mul, add per element), so a replayed
  * state is bit-identical to the forward's. */
 SM_TGT512 static void gdn_replay_avx512(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
@@ -267,13 +292,21 @@ SM_TGT512 static void gdn_replay_avx512(float *S_dst, const float *S_src, const 
                                                     _mm512_mul_ps(vd, _mm512_loadu_ps(k + j))));
     }
 }
+#endif
 
 void kern_gdn_replay(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
                      int dk, int dv) {
+#if defined(__x86_64__)
     if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_replay_avx512(S_dst, S_src, k, delta, g, dk, dv);
         return;
     }
+#elif defined(__aarch64__)
+    if (dk % 4 == 0 && KERN_ISA_IS_NEON(cpu_isa())) {
+        gdn_replay_neon(S_dst, S_src, k, delta, g, dk, dv);
+        return;
+    }
+#endif
     for (int i = 0; i < dv; i++)
         gdn_update_row(S_dst + (long)i * dk, S_src + (long)i * dk, k, delta[i], g, dk);
 }

@@ -25,7 +25,7 @@ static int clamp_bytes(int v, int def) { return v < 0 || v > KNOB_BYTES_MAX ? de
 
 void kern_knobs_set(const kern_knobs *k) {
     kern_knobs d = kern_knobs_default(), n = *k;
-    if (n.isa < -1 || n.isa > KERN_ISA_AMX) n.isa = -1;
+    if (n.isa < -1 || n.isa > KERN_ISA_NEON_I8MM) n.isa = -1;
     if (n.threads < 0 || n.threads > 256) n.threads = 0;
     if (n.qamx_min < 1) n.qamx_min = 1;
     n.amx_pf = clamp_bytes(n.amx_pf, d.amx_pf);

@@ -48,7 +48,7 @@ static const xpath g_xpath_bf16dp = {mm_rows_bf16dp, mm_bf16dp_pack_bytes, mm_bf
  * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512), unless the bf16dp knob is off. */
 static const xpath *pick_xpath(const kern_weight *w) {
     kern_isa isa = cpu_isa();
-    if (w->amx && isa >= KERN_ISA_AMX) return &g_xpath_amx;
+    if (w->amx && isa == KERN_ISA_AMX) return &g_xpath_amx;
     if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && cpu_get_features()->avx512bf16 && kern_knobs_get()->bf16dp)
         return &g_xpath_bf16dp;
     return NULL;
@@ -73,10 +73,16 @@ static void mm_task(void *ctx, int i, int n) {
 
 static mm_rows_fn pick_dense_fn(void) {
     kern_isa isa = cpu_isa();
+#if defined(__x86_64__)
     if (isa >= KERN_ISA_AVX512) return mm_rows_dense_avx512;
     if (isa == KERN_ISA_AVX2) return mm_rows_dense_avx2;
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) return mm_rows_dense_neon;
+#endif
+    (void)isa;
     return mm_rows_dense_portable;
 }
+
 
 /* Rough single-core cost of a call in ns: streaming the weights (~30 GB/s) plus the FMAs
  * (~100 GFLOP/s). Calls above ~20 µs are worth splitting over the pool. */
@@ -114,12 +120,13 @@ static void mm_run(mm_job *j) {
 /* ---- quantized weights ---- */
 
 /* Bytes of one quantized-activation copy of tb rows of K inputs in groups of gs: the int8 values,
- * the group scales and sums, the VNNI dot-product scratch. */
+ * the group scales and sums, the VNNI dot-product scratch (on AArch64 the integer group sums asum,
+ * which fit in it: G <= K/4). */
 static void quant_sizes(int tb, int K, int gs, size_t *a_bytes, size_t *g_bytes, size_t *dv_bytes) {
-    int G = K / gs;
+    int G = K / gs, dvw = (K / 64) * 16 > G ? (K / 64) * 16 : G;
     *a_bytes = ((size_t)tb * K + 63) & ~(size_t)63;
     *g_bytes = ((size_t)tb * G * 4 + 63) & ~(size_t)63;
-    *dv_bytes = (size_t)tb * (K / 64) * 16 * 4;
+    *dv_bytes = (size_t)tb * dvw * 4;
 }
 
 /* Activation mode for quantized weights: int8 (default) or f32 (the qact_f32 knob, $MTPLX_QACT=f32). */
@@ -191,7 +198,9 @@ void kern_matmul_release_scratch(void) {
 /* Smallest T for which repacked quantized weights take the AMX kernel (the qamx_min knob,
  * $MTPLX_QAMX_MIN, default 9; below it the VNNI kernel is faster on weights streamed from DRAM by
  * both cores — bench/kernels.md). */
+#if defined(__x86_64__)
 static int qamx_min_rows(void) { return kern_knobs_get()->qamx_min; }
+#endif
 
 typedef void (*qact_fill_fn)(const float *x, int ldx, qact *qa);
 
@@ -201,6 +210,16 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
     kern_isa isa = cpu_isa();
     int vnni = cpu_get_features()->avx512vnni, K = w->cols;
     *qfn = mm_qrows_portable, *fill = qact_fill_portable, *layout = QA_NATURAL;
+#if defined(__aarch64__)
+    (void)vnni, (void)K, (void)T;
+    if (KERN_ISA_IS_NEON(isa)) {
+        *qfn = isa == KERN_ISA_NEON_I8MM ? mm_qrows_neon_i8mm
+               : isa == KERN_ISA_NEON_DOT ? mm_qrows_neon_dot
+                                          : mm_qrows_neon;
+        *fill = qact_fill_neon;
+        *layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;
+    }
+#elif defined(__x86_64__)
     if (w->packed && isa >= KERN_ISA_AVX512 && vnni) {
         /* AMX for T >= qamx_min_rows(): same bits as the VNNI kernel, cheaper from ~9 rows (docs/kernels.md) */
         *qfn = isa >= KERN_ISA_AMX && T >= qamx_min_rows() ? mm_qrows_amx : mm_qrows_packed;
@@ -212,6 +231,7 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
         *qfn = mm_qrows_avx2, *fill = qact_fill_avx2;
         *layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;
     }
+#endif
 }
 
 /* Bytes of quantized activations for tb rows of K inputs in groups of gs: a, d + bd, dv. */
@@ -238,7 +258,8 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
             j.fn = mm_rows_qf32_portable; /* the qact_f32 knob ($MTPLX_QACT=f32) */
         } else {
             qa = (qact){tt, K, G, gs, layout, (int8_t *)buf, (float *)(buf + a_bytes),
-                        (float *)(buf + a_bytes + g_bytes), (float *)(buf + a_bytes + 2 * g_bytes)};
+                        (float *)(buf + a_bytes + g_bytes), (float *)(buf + a_bytes + 2 * g_bytes),
+                        (int32_t *)(buf + a_bytes + 2 * g_bytes)};
             fill(j.x, ldx, &qa);
             j.qfn = qfn;
             j.qa = &qa;
@@ -349,7 +370,7 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
         if (qa_of[k] < 0) {
             size_t a_bytes, g_bytes, dv_bytes;
             quant_sizes(T, w->cols, w->group_size, &a_bytes, &g_bytes, &dv_bytes);
-            qas[n_qa] = (qact){T, w->cols, w->cols / w->group_size, w->group_size, layout, NULL, NULL, NULL, NULL};
+            qas[n_qa] = (qact){T, w->cols, w->cols / w->group_size, w->group_size, layout, NULL, NULL, NULL, NULL, NULL};
             qoff[n_qa][0] = need;
             qoff[n_qa][1] = need + a_bytes;
             qoff[n_qa][2] = need + a_bytes + g_bytes;
@@ -366,6 +387,7 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
             qas[q].d = (float *)(buf + qoff[q][1]);
             qas[q].bd = (float *)(buf + qoff[q][2]);
             qas[q].dv = (float *)(buf + qoff[q][3]);
+            qas[q].asum = (int32_t *)(buf + qoff[q][3]);
             fills[q](x, ldx, &qas[q]);
         }
         for (int q = 0; q < n_xp; q++) xpp[q]->pack(buf + xoff[q], x, ldx, T, xk[q]);

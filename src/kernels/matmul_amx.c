@@ -17,6 +17,7 @@
  * ops over k = 0, 32, 64, ...; a C element depends only on its A row and its B column, so neither T,
  * nor the other rows, nor the thread split change it. Output rows past the last full 16-row block
  * are computed by the AVX-512 path (always the same rows of a given weight). */
+#if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <assert.h>
 #include <immintrin.h>
 #include <stdlib.h>
@@ -252,3 +253,4 @@ TGT void mm_rows_bf16_amx(float *y, int ldy, const float *x, int ldx, int T, con
     }
     if (full_end < r1) mm_rows_dense_avx512(y, ldy, x, ldx, T, w, full_end > r0 ? full_end : r0, r1);
 }
+#endif /* __x86_64__ */

@@ -2,6 +2,7 @@
  * AVX-512). Same scheme as matmul_avx512.c with 8-wide vectors and 4 weight rows × TT ≤ 2 activation
  * rows per tile (16 ymm registers). The K % 8 tail is copied into zero-padded 8-element buffers, so
  * every output element sees the same operation sequence whatever T is. */
+#if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 
 #include "matmul_internal.h"
@@ -104,3 +105,4 @@ TGT void mm_rows_dense_avx2(float *y, int ldy, const float *x, int ldx, int T, c
     default: rows_f32(y, ldy, x, ldx, T, w, r0, r1); break;
     }
 }
+#endif /* __x86_64__ */

@@ -5,6 +5,7 @@
  * reads the weights from memory once (the 4-row block stays in L1 across the T tiles). Every output
  * element has its own accumulator chain over c = 0, 16, 32, ... (tail by zero-masked loads) and one
  * fixed horizontal reduction: the result is independent of T and of the tiling. */
+#if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 
 #include "matmul_internal.h"
@@ -100,3 +101,4 @@ TGT void mm_rows_dense_avx512(float *y, int ldy, const float *x, int ldx, int T,
     default: rows_f32(y, ldy, x, ldx, T, w, r0, r1); break;
     }
 }
+#endif /* __x86_64__ */

@@ -14,11 +14,15 @@
  * k = 0, 32, 64, ... (the tail by a zero-masked weight load against zero-padded activations), two
  * VDPBF16PS per step (x_hi, then x_lo); neither T, nor the other rows of the tile, nor the thread
  * split change that sequence. A tile is 4 weight rows × up to 4 activation rows (16 chains), so a
- * verify of 4 rows reads each weight vector once, like one row.
+ * verify of 4 rows reads each weight vector once, like one row. The 16 horizontal sums of a tile are
+ * taken four at a time with shared shuffles, by the same tree as _mm512_reduce_add_ps (hsum4).
+ * More than 4 activation rows: L2-sized groups of weight rows, each passed over by every 4-row
+ * activation tile (mm_rows_bf16dp); docs/kernels.md "bf16 without AMX".
  *
  * Software prefetch (the bf16_pf knob): while a block of 4 weight rows is read, the same columns of
  * the block 4 rows ahead are prefetched into L2, so the four row streams keep a whole block in
  * flight (the hardware prefetchers restart at every block change). */
+#if defined(__x86_64__) /* AVX512-BF16: x86 only (inert versions in matmul_internal.h elsewhere) */
 #include <assert.h>
 #include <immintrin.h>
 #include <string.h>
@@ -58,6 +62,23 @@ TGT void mm_bf16dp_pack_x(void *buf, const float *x, int ldx, int T, int K) {
     }
 }
 
+/* The horizontal sums of a, b, c, d as lanes 0..3, each by the tree of _mm512_reduce_add_ps
+ * (halves of 8, then 4, then (q0 + q2) + (q1 + q3)), four vectors sharing each shuffle and add:
+ * the bits are those of four separate reductions, at a third of the instructions. */
+INL __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    /* p = lanes 0..7 + lanes 8..15: [p_a | p_b], [p_c | p_d] */
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* q = p_0..3 + p_4..7: 128-bit lane k holds q of vector k */
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2))); /* q0+q2, q1+q3, .. */
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1))); /* element 0: the sum */
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), q));
+}
+
 /* One tile: weight rows at W + wrow[0..3] (duplicates allowed in a short last block; rows >= nr are
  * not stored), packed activation rows xp[0..TT). pf: byte distance of the prefetch, 0 = none. */
 INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp, int ks, int K, float *y,
@@ -95,35 +116,82 @@ INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp,
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int i = 0; i < BD_ROWS; i++) {
-        if (i >= nr) break;
-        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++)
-            y[(size_t)t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+    const __mmask8 sm = (__mmask8)((1u << nr) - 1);
+    _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++)
+        _mm_mask_storeu_ps(y + (size_t)t * ldy + r, sm, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+}
+
+/* The TT < BD_T activation rows left after the full 4-row tiles, against one 4-row weight block. */
+INL void tile_rest(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp, int ks, int K, float *y,
+                   int ldy, int r, int TT, size_t pf) {
+    switch (TT) {
+    case 3: tile(W, wrow, nr, xp, ks, K, y, ldy, r, 3, pf); break;
+    case 2: tile(W, wrow, nr, xp, ks, K, y, ldy, r, 2, pf); break;
+    case 1: tile(W, wrow, nr, xp, ks, K, y, ldy, r, 1, pf); break;
+    default: break;
     }
 }
 
-/* Output rows [r0, r1) for T <= MM_TMAX activation rows packed by mm_bf16dp_pack_x into xpack. */
+/* Weight rows [r, r + 4) clamped to [.., r1): their element offsets (a short last block repeats
+ * its last row) and how many are real. */
+static inline int block_rows(size_t *wrow, int r, int r1, int K) {
+    int nr = r1 - r < BD_ROWS ? r1 - r : BD_ROWS;
+    for (int i = 0; i < BD_ROWS; i++) wrow[i] = (size_t)(r + (i < nr ? i : nr - 1)) * K;
+    return nr;
+}
+
+/* Bytes of weight rows kept in L2 while every 4-row activation tile passes over them (below), and
+ * the packed activations up to which the call's rows all stay in L1 instead. */
+#define BD_L2_BYTES (128 * 1024)
+#define BD_L1_X_BYTES (32 * 1024)
+
+/* Output rows [r0, r1) for T <= MM_TMAX activation rows packed by mm_bf16dp_pack_x into xpack.
+ *
+ * While the packed rows fit in L1 (T <= 4, or T·K·4 bytes <= BD_L1_X_BYTES): one pass, each 4-row
+ * weight block read once from memory and met by every activation tile while it is in L1. Beyond
+ * that the rows are walked in L2-sized groups of weight rows; every 4-row activation tile (in L1)
+ * passes over the whole group (in L2), and the first tile's pass prefetches the next group into
+ * L2, so the weight stream from memory runs one group ahead of the arithmetic instead of one 4-row
+ * block. Both orders call the same tile on the same (weight block, activation tile) pairs, so each
+ * output element's operation sequence is unchanged (row invariance). */
 TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
                         const void *xpack) {
     (void)x, (void)ldx;
     const int K = w->cols, ks = k_pad(K) / 32;
     const uint16_t *W = w->data, *xp = xpack;
+    const size_t xstride = (size_t)ks * 64; /* uint16 per packed activation row */
     assert(w->dtype == DT_BF16);
-    /* the same columns of the next 4-row block, while it lies inside the matrix */
-    const size_t pf_blk = kern_knobs_get()->bf16_pf ? (size_t)BD_ROWS * K * 2 : 0;
-    for (int r = r0; r < r1; r += BD_ROWS) {
-        int nr = r1 - r < BD_ROWS ? r1 - r : BD_ROWS;
-        size_t wrow[BD_ROWS];
-        for (int i = 0; i < BD_ROWS; i++) wrow[i] = (size_t)(r + (i < nr ? i : nr - 1)) * K;
-        size_t pf = r + 2 * BD_ROWS <= w->rows ? pf_blk : 0;
+    const int pf_on = kern_knobs_get()->bf16_pf;
+    size_t wrow[BD_ROWS];
+    if (T <= BD_T || (size_t)T * xstride * 2 <= BD_L1_X_BYTES) {
+        /* the same columns of the next 4-row block, while it lies inside the matrix */
+        const size_t pf_blk = pf_on ? (size_t)BD_ROWS * K * 2 : 0;
+        for (int r = r0; r < r1; r += BD_ROWS) {
+            int nr = block_rows(wrow, r, r1, K);
+            size_t pf = r + 2 * BD_ROWS <= w->rows ? pf_blk : 0;
+            int t = 0;
+            for (; t + BD_T <= T; t += BD_T)
+                tile(W, wrow, nr, xp + t * xstride, ks, K, y + (size_t)t * ldy, ldy, r, BD_T, t ? 0 : pf);
+            tile_rest(W, wrow, nr, xp + t * xstride, ks, K, y + (size_t)t * ldy, ldy, r, T - t, t ? 0 : pf);
+        }
+        return;
+    }
+    int grp = BD_L2_BYTES / (2 * K) / BD_ROWS * BD_ROWS;
+    if (grp < BD_ROWS) grp = BD_ROWS;
+    for (int g0 = r0; g0 < r1; g0 += grp) {
+        int g1 = g0 + grp < r1 ? g0 + grp : r1;
+        /* the same columns grp rows further on, while those lie inside the matrix */
+        size_t pf_grp = pf_on ? (size_t)grp * K * 2 : 0;
         int t = 0;
-        for (; t + BD_T <= T; t += BD_T)
-            tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, BD_T, t ? 0 : pf);
-        switch (T - t) {
-        case 3: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 3, t ? 0 : pf); break;
-        case 2: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 2, t ? 0 : pf); break;
-        case 1: tile(W, wrow, nr, xp + (size_t)t * ks * 64, ks, K, y + (size_t)t * ldy, ldy, r, 1, t ? 0 : pf); break;
-        default: break;
+        for (; t < T; t += BD_T) {
+            int tt = T - t < BD_T ? T - t : BD_T;
+            for (int r = g0; r < g1; r += BD_ROWS) {
+                int nr = block_rows(wrow, r, g1, K);
+                size_t pf = t == 0 && r + grp + BD_ROWS <= w->rows ? pf_grp : 0;
+                if (tt == BD_T) tile(W, wrow, nr, xp + t * xstride, ks, K, y + (size_t)t * ldy, ldy, r, BD_T, pf);
+                else tile_rest(W, wrow, nr, xp + t * xstride, ks, K, y + (size_t)t * ldy, ldy, r, tt, pf);
+            }
         }
     }
 }
+#endif /* __x86_64__ */

@@ -25,6 +25,7 @@ typedef struct {
     float *d;          /* [T][G] activation scale per group */
     float *bd;         /* [T][G] d · Σ a over the group (multiplies the weight bias) */
     float *dv;         /* AVX-512 only: [T][K/64][16] d of the group each int32 lane of a chunk covers */
+    int32_t *asum;     /* AArch64 only: [T][G] Σ a over the group (the same memory as dv) */
 } qact;
 
 /* A repacked quantized weight (kern_pack_set_add; matmul_qpack.c). Per block of 16 output rows (rows
@@ -48,6 +49,8 @@ typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight
 void qact_fill_portable(const float *x, int ldx, qact *qa);
 void qact_fill_avx2(const float *x, int ldx, qact *qa);
 void qact_fill_avx512(const float *x, int ldx, qact *qa);
+/* AArch64: also fills qa->asum. */
+void qact_fill_neon(const float *x, int ldx, qact *qa);
 
 void mm_qrows_portable(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 void mm_qrows_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
@@ -57,6 +60,11 @@ void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, in
  * sums are exact either way and the float epilogue is the same code); for calls with T >= 3. */
 void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+/* AArch64 (matmul_q_neon.c): the integer group sums by widening multiplies (NEON), SDOT (NEON_DOT) or
+ * SMMLA (NEON_I8MM), all exact, then one float epilogue: the three give bit-identical results. */
+void mm_qrows_neon(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+void mm_qrows_neon_dot(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+void mm_qrows_neon_i8mm(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 
 /* fp32-activation path (MTPLX_QACT=f32): dequantizes each group and takes fp32 dot products. */
 void mm_rows_qf32_portable(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1);

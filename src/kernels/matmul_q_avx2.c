@@ -4,6 +4,7 @@
  * int16), q8 is widened to int16 and multiplied with vpmaddwd (255·127·2 would not fit vpmaddubsw).
  * Lane sums are exact int32; then convert, × d[t,g], FMA × s[r,g] into one accumulator per
  * (row, t); the bias term Σ_g b·(d·Σa) is added in a fixed scalar order. Tiles: 2 rows × ≤ 2 t. */
+#if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 #include <math.h>
 
@@ -108,3 +109,4 @@ TGT void mm_qrows_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, 
         if (t < qa->T) qtile(w, qa, wr, goff, nr, t, y, ldy, r, 1);
     }
 }
+#endif /* __x86_64__ */

@@ -6,6 +6,7 @@
  * int32 lane sums; they are converted, multiplied by the activation scale of their lane's group and
  * FMA'd with the weight scale into one accumulator per (row, t). The weight-bias term is a separate
  * dot product over groups, Σ_g b[r,g]·(d·Σa)[t,g]. Tiles: 4 weight rows × up to 4 activation rows. */
+#if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 #include <math.h>
 
@@ -158,3 +159,4 @@ TGT void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w
         }
     }
 }
+#endif /* __x86_64__ */

@@ -14,7 +14,6 @@
  * Numerics per output (lane): Σ_g fma(b[g], bd[t,g], fma(cvt(Σ_{c∈g} q·a)·s[g], d[t,g], acc)) — the
  * same dequantized-weight × dequantized-activation product as matmul_q.h, in its own fixed order,
  * with no horizontal reduction; independent of T and of the split (blocks are whole). */
-#include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -100,7 +99,7 @@ static void pack_geometry(const kern_weight *w, kern_qpack *p) {
 static int pack_applies(const kern_weight *w) {
     if (!kern_knobs_get()->qpack || w->dtype != DT_U32) return 0; /* $MTPLX_QPACK=0 */
     if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
-    return cpu_best_isa() >= KERN_ISA_AVX512 && cpu_get_features()->avx512vnni;
+    return !KERN_ISA_IS_NEON(cpu_best_isa()) && cpu_best_isa() >= KERN_ISA_AVX512 && cpu_get_features()->avx512vnni;
 }
 
 size_t kern_qpack_bytes(const kern_weight *w) {
@@ -176,7 +175,7 @@ int kern_pack_set_adopt(kern_pack_set **setp, kern_weight *w, void *mem, size_t 
 
 /* The AMX-BF16 copy of a bf16 weight (see kern_pack_set_add). */
 static int pack_add_amx(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
-    if (w->amx || w->cols % 32 || w->rows < 16 || cpu_isa() < KERN_ISA_AMX) return 0;
+    if (w->amx || w->cols % 32 || w->rows < 16 || cpu_isa() != KERN_ISA_AMX) return 0;
     kern_pack_set *set = *setp;
     if (!set && !(set = *setp = calloc(1, sizeof *set)))
         return err_set(err, MTPLX_ENOMEM, "packing bf16 weights: out of memory");
@@ -224,6 +223,10 @@ void kern_pack_set_free(kern_pack_set *set) {
 }
 
 size_t kern_pack_set_bytes(const kern_pack_set *set) { return set ? set->bytes : 0; }
+
+/* ---- the x86-64 kernels (AArch64 and other targets never pack: kern_pack_set_add) ---- */
+#if defined(__x86_64__)
+#include <immintrin.h>
 
 /* Sanitizer builds (ASan: the unit tests' asan build, the fuzz build) compile the VNNI blocks with
  * the group size as a run-time value and without forced unrolling: the same source, far less code.
@@ -542,3 +545,4 @@ TGT_AMX void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *
     }
     _tile_release();
 }
+#endif /* __x86_64__ */

@@ -1,10 +1,11 @@
 /* membw.c — streaming read of a buffer, for measuring the machine's memory read bandwidth next to a
  * benchmark (`mtplx bench --membw`). The sum keeps the compiler from dropping the loads. */
-#include <immintrin.h>
-
 #include "membw.h"
 #include "cpu.h"
 #include "threadpool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
 
 __attribute__((target("avx512f"))) static float read_avx512(const float *p, size_t n) {
     __m512 a = _mm512_setzero_ps(), b = a, c = a, d = a;
@@ -36,11 +37,15 @@ __attribute__((target("avx2"))) static float read_avx2(const float *p, size_t n)
     for (; i < n; i++) s += p[i];
     return s;
 }
+#endif
 
 float kern_stream_read(const float *p, size_t n) {
+#if defined(__x86_64__)
     kern_isa isa = cpu_isa();
     if (isa >= KERN_ISA_AVX512) return read_avx512(p, n);
     if (isa == KERN_ISA_AVX2) return read_avx2(p, n);
+#endif
+    /* plain C (also AArch64, where GCC vectorizes the 4 lanes with NEON at -O3) */
     float s[4] = {0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4)

@@ -1,14 +1,16 @@
 /* norm.c — RMS and L2 normalisation of one vector (see norm.h).
  *
  * The AVX-512 / AVX2 paths keep the sum of squares in vector lanes (element i in lane i mod 16, or
- * mod 8) and reduce them once in a fixed order; the scaling is elementwise. A vector's result
+ * mod 8) and reduce them once in a fixed order (NEON, vec_neon.c: lane i mod 4); the scaling is elementwise. A vector's result
  * depends only on its own n values, so rows stay invariant (DESIGN.md §3). The path is cpu_isa()'s. */
 #include "norm.h"
 
 #include <math.h>
+#include <stddef.h>
 
 #include "act.h"
 #include "cpu.h"
+#include "neon.h"
 #include "simd_math.h"
 
 /* ---- sums of squares ---- */
@@ -19,6 +21,7 @@ static float sumsq_portable(const float *x, int n) {
     return ss;
 }
 
+#if defined(__x86_64__)
 SM_TGT512 static float sumsq_avx512(const float *x, int n) {
     __m512 a = _mm512_setzero_ps();
     int i = 0;
@@ -46,6 +49,7 @@ SM_TGT256 static float sumsq_avx2(const float *x, int n) {
     }
     return sm_hsum256(a);
 }
+#endif
 
 /* ---- y = (x · inv) · (w ? w : mul), then · silu(z) when z (× 1 is exact, so mul = 1 is x · inv) ---- */
 
@@ -58,6 +62,7 @@ static void scale_portable(float *y, const float *x, const float *w, const float
         for (int i = 0; i < n; i++) y[i] *= act_silu(z[i]);
 }
 
+#if defined(__x86_64__)
 SM_TGT512 static void scale_avx512(float *y, const float *x, const float *w, const float *z, int n, float inv,
                                    float mul) {
     __m512 vi = _mm512_set1_ps(inv), vm = _mm512_set1_ps(mul);
@@ -82,15 +87,36 @@ SM_TGT256 static void scale_avx2(float *y, const float *x, const float *w, const
     }
 }
 
+#endif
+
 static float sumsq(const float *x, int n, kern_isa isa) {
-    return isa >= KERN_ISA_AVX512 ? sumsq_avx512(x, n) : isa == KERN_ISA_AVX2 ? sumsq_avx2(x, n) : sumsq_portable(x, n);
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) return sumsq_avx512(x, n);
+    if (isa == KERN_ISA_AVX2) return sumsq_avx2(x, n);
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) return sumsq_neon(x, n);
+#endif
+    return sumsq_portable(x, n);
 }
 
 static void scale(float *y, const float *x, const float *w, const float *z, int n, float inv, float mul,
                   kern_isa isa) {
-    if (isa >= KERN_ISA_AVX512) scale_avx512(y, x, w, z, n, inv, mul);
-    else if (isa == KERN_ISA_AVX2) scale_avx2(y, x, w, z, n, inv, mul);
-    else scale_portable(y, x, w, z, n, inv, mul);
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) {
+        scale_avx512(y, x, w, z, n, inv, mul);
+        return;
+    }
+    if (isa == KERN_ISA_AVX2) {
+        scale_avx2(y, x, w, z, n, inv, mul);
+        return;
+    }
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) {
+        scale_neon(y, x, w, z, n, inv, mul);
+        return;
+    }
+#endif
+    scale_portable(y, x, w, z, n, inv, mul);
 }
 
 void kern_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {

@@ -1,6 +1,6 @@
-/* simd_math.h — internal: vector exp and the activations built on it, for the AVX-512 and AVX2
- * paths of the non-matmul kernels (attention softmax, SiLU, sigmoid gates). Not for use outside
- * src/kernels.
+/* simd_math.h — internal: vector exp and the activations built on it, for the AVX-512, AVX2 and
+ * NEON paths of the non-matmul kernels (attention softmax, SiLU, sigmoid gates). Not for use outside
+ * src/kernels. Each target sees only its own half (x86-64: immintrin.h; AArch64: arm_neon.h).
  *
  * exp(x) = 2^n · p(r), n = round(x · log2 e), r = x − n·ln 2 (two-constant Cody–Waite), p the
  * degree-6 Taylor polynomial (|r| <= 0.35: relative error about 1.2e-7, about one ulp). Inputs are
@@ -11,13 +11,6 @@
  * from libm's expf by an ulp or so; a process uses one path (cpu_isa()) throughout. */
 #ifndef MTPLX_KERNELS_SIMD_MATH_H
 #define MTPLX_KERNELS_SIMD_MATH_H
-
-#include <immintrin.h>
-
-#define SM_TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
-#define SM_TGT256 __attribute__((target("avx2,fma")))
-#define SM_INL512 static inline __attribute__((always_inline)) SM_TGT512
-#define SM_INL256 static inline __attribute__((always_inline)) SM_TGT256
 
 #define SM_EXP_HI 88.7f
 #define SM_EXP_LO -87.3f
@@ -31,6 +24,14 @@
 #define SM_P4 4.1666667e-2f
 #define SM_P3 1.6666667e-1f
 #define SM_P2 0.5f
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define SM_TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+#define SM_TGT256 __attribute__((target("avx2,fma")))
+#define SM_INL512 static inline __attribute__((always_inline)) SM_TGT512
+#define SM_INL256 static inline __attribute__((always_inline)) SM_TGT256
 
 SM_INL512 __m512 sm_exp512(__m512 x) {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(SM_EXP_LO)), _mm512_set1_ps(SM_EXP_HI));
@@ -106,5 +107,62 @@ SM_INL256 float sm_hmax256(__m256 v) {
 SM_INL256 __m256i sm_mask256(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+
+#elif defined(__aarch64__)
+/* ---- AArch64 Advanced SIMD (every ARMv8-A CPU: no target attribute needed) ---- */
+#include <arm_neon.h>
+
+#define SM_INLN static inline __attribute__((always_inline))
+
+/* exp of 4 lanes: the AVX2 sequence (vfmsq is the fused x − n·c of vfnmadd; 2^n built in the
+ * exponent field as 2^(n−1)·2). */
+SM_INLN float32x4_t sm_exp4(float32x4_t x) {
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(SM_EXP_LO)), vdupq_n_f32(SM_EXP_HI));
+    float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(SM_LOG2E)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(SM_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(SM_LN2_LO));
+    float32x4_t p = vdupq_n_f32(SM_P6);
+    p = vfmaq_f32(vdupq_n_f32(SM_P5), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SM_P4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SM_P3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(SM_P2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(126)), 23);
+    return vmulq_f32(vmulq_f32(p, vreinterpretq_f32_s32(e)), vdupq_n_f32(2.0f));
+}
+
+/* x · sigmoid(x) = x / (1 + e^-x). */
+SM_INLN float32x4_t sm_silu4(float32x4_t x) {
+    float32x4_t e = sm_exp4(vnegq_f32(x));
+    return vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0f), e));
+}
+
+/* 1 / (1 + e^-x). */
+SM_INLN float32x4_t sm_sigmoid4(float32x4_t x) {
+    float32x4_t e = sm_exp4(vnegq_f32(x));
+    return vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
+}
+
+/* Horizontal sum in a fixed order: (0+2, 1+3), then the pair. */
+SM_INLN float sm_hsum4(float32x4_t v) {
+    float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+    return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
+}
+
+/* Lanes [0, n) of v (n in 0..4) loaded from p, the others 0: never reads past p + n. */
+SM_INLN float32x4_t sm_load4_part(const float *p, int n) {
+    float b[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int i = 0; i < n; i++) b[i] = p[i];
+    return vld1q_f32(b);
+}
+
+/* Store lanes [0, n) of v to p (n in 0..4). */
+SM_INLN void sm_store4_part(float *p, float32x4_t v, int n) {
+    float b[4];
+    vst1q_f32(b, v);
+    for (int i = 0; i < n; i++) p[i] = b[i];
+}
+#endif
 
 #endif

@@ -52,6 +52,8 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
 #endif
 }
 

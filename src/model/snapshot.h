@@ -42,4 +42,34 @@ int model_snap_mtp_len(const model_snap *snap);  /* MTP history rows, or -1 when
 const int32_t *model_snap_pages(const model_snap *snap, int mtp, int *n);
 /* Bytes of the GDN copy one snapshot of model m holds (its own memory; pages are counted apart). */
 size_t model_snap_state_bytes(const mtplx_model *m);
+
+/* ---- serialised form, for the prefix cache's disk tier (docs/prefix-cache.md, "The disk tier") ---- */
+
+/* Bytes of the serialised checkpoint of L trunk positions and an MTP history of mtp_len rows (-1:
+ * none): the GDN copy, then for each of the ceil(L / page) trunk pages every attention layer's keys
+ * then values, then the ceil(mtp_len / page) MTP pages likewise. Whole pages: the positions past L
+ * in the last page are whatever the page held (no reader looks at them). */
+size_t model_snap_blob_bytes(const mtplx_model *m, int L, int mtp_len);
+
+/* Write snap (attached) into dst[model_snap_blob_bytes(m, len, with_mtp ? mtp_len : -1)], host
+ * memory: with its MTP history only when with_mtp. Call with the model held. Returns 0 or EINVAL
+ * (not attached). */
+int model_snap_write_blob(const model_snap *snap, int with_mtp, void *dst, mtplx_err *err);
+
+/* The reverse: s (and ms, when the blob has an MTP history and ms != NULL), empty states of a
+ * sequence pool, take fresh pages for L positions (mtp_len rows) and get the blob's KV and GDN
+ * state, so they continue bit-identically to the state the blob was written from. bytes must be
+ * model_snap_blob_bytes(m, L, mtp_len). Call with the model held. Returns 0, EINVAL (size, standalone
+ * or non-empty state), ERANGE (capacity) or ENOMEM (no free page; the states are then reset). */
+int model_snap_read_blob(model_state *s, mtp_state *ms, int L, int mtp_len, const void *blob, size_t bytes,
+                         mtplx_err *err);
+
+/* SHA-256 identity of what a checkpoint's bits depend on: the format version, the numerics version
+ * (MODEL_SNAP_NUMERICS, bumped whenever a kernel's results change), the backend and the CPU kernel
+ * path, the configuration and every tensor's name, dtype, shape and a sample of its bytes (start,
+ * two inner points, end), and whether the MTP layer runs quantized copies. Two processes that give
+ * a prompt the same bits get the same fingerprint; a different model, dtype, quantization or kernel
+ * path gets another. */
+#define MODEL_SNAP_NUMERICS 1
+void model_snap_fingerprint(const mtplx_model *m, unsigned char out[32]);
 #endif

@@ -112,7 +112,7 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
     int rc = sched_new(b->model, &c, &b->sched, err);
     if (rc) return rc;
     if (o->cache_ram_mb >= 0) { /* the prefix cache (docs/prefix-cache.md): its pages count against --kv-pages */
-        prefix_cache_config pc = {(size_t)o->cache_ram_mb << 20, 0};
+        prefix_cache_config pc = {(size_t)o->cache_ram_mb << 20, 0, o->cache_dir, o->cache_disk_bytes};
         if ((rc = prefix_cache_new(b->model, sched_pool(b->sched), &pc, &b->pcache, err))) return rc;
         sched_set_reclaim(b->sched, prefix_cache_reclaim_hook, b->pcache);
     }

@@ -13,6 +13,8 @@ typedef struct {
     int prefill_chunk;   /* prompt rows of one sequence per forward (0 = the scheduler's default) */
     int knee_rows;       /* the depth policy's knee (0 = the scheduler's default, sched.h) */
     long cache_ram_mb;   /* prefix cache RAM budget in MiB (0 = the default, < 0 = no prefix cache) */
+    const char *cache_dir;   /* the prefix cache's disk tier (NULL = none) */
+    size_t cache_disk_bytes; /* its byte budget (0 = the default) */
     int draft_vocab;     /* draft head over this many most common ids (tok_common_ids); 0 = full */
 } srv_model_opts;
 

@@ -100,12 +100,29 @@ static void metrics_render_cache(sbuf *b, srv_backend *be) {
     HDR(b, "mtplx_prefix_cache_bytes", "gauge", "Bytes held by tier: ram = recurrent-state copies, kv = KV pages referenced.");
     sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"ram\"} %zu\n", c.ram_bytes);
     sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"kv\"} %zu\n", (size_t)c.pages_held * c.page_bytes);
+    if (c.disk) sbuf_printf(b, "mtplx_prefix_cache_bytes{tier=\"disk\"} %zu\n", c.disk_bytes);
     HDR(b, "mtplx_prefix_cache_budget_bytes", "gauge", "RAM budget of the recurrent-state copies (--cache-ram).");
     sbuf_printf(b, "mtplx_prefix_cache_budget_bytes %zu\n", c.ram_budget);
     HDR(b, "mtplx_prefix_cache_kv_pages_held", "gauge", "KV pages (trunk pool) the cache's checkpoints reference.");
     sbuf_printf(b, "mtplx_prefix_cache_kv_pages_held %d\n", c.pages_held);
     HDR(b, "mtplx_prefix_cache_kv_pages", "gauge", "KV pages the cache counts against --kv-pages (referenced or lent).");
     sbuf_printf(b, "mtplx_prefix_cache_kv_pages %d\n", c.pages_counted);
+    if (c.disk) { /* the disk tier (--cache-dir) */
+        HDR(b, "mtplx_prefix_cache_disk_on", "gauge", "1 while the disk tier works; 0 when --cache-dir could not be used or a write error turned it off.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_on %d\n", c.disk_on);
+        HDR(b, "mtplx_prefix_cache_disk_files", "gauge", "Checkpoint files in --cache-dir.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_files %d\n", c.disk_files);
+        HDR(b, "mtplx_prefix_cache_disk_budget_bytes", "gauge", "Byte budget of the files (--cache-disk).");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_budget_bytes %zu\n", c.disk_budget);
+        HDR(b, "mtplx_prefix_cache_disk_hits_total", "counter", "Requests that restored a checkpoint from disk.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_hits_total %llu\n", (unsigned long long)c.disk_hits);
+        HDR(b, "mtplx_prefix_cache_disk_writes_total", "counter", "Checkpoint files written.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_writes_total %llu\n", (unsigned long long)c.disk_writes);
+        HDR(b, "mtplx_prefix_cache_disk_evictions_total", "counter", "Checkpoint files removed for the disk budget.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_evictions_total %llu\n", (unsigned long long)c.disk_evictions);
+        HDR(b, "mtplx_prefix_cache_disk_errors_total", "counter", "Write errors and corrupt, truncated or unreadable files.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_errors_total %llu\n", (unsigned long long)c.disk_errors);
+    }
 }
 
 char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int queue_max) {

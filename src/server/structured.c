@@ -4,6 +4,7 @@
  *
  *   OpenAI chat:   response_format {type: json_object | json_schema {schema, ...} | text},
  *                  tool_choice "required" | {"type":"function","function":{"name"}} (forced call),
+ *                  tool_choice "auto" (or none given) with "strict": true tools (constrained arguments),
  *                  parallel_tool_calls, reasoning_effort low/medium/high, mtplx.max_thinking_tokens
  *   Responses:     text.format {type: json_object | json_schema {schema, ...} | text},
  *                  tool_choice "required" | {"type":"function","name"}, reasoning.effort
@@ -56,6 +57,22 @@ static int force_tools(srv_backend *be, srv_job *j, const char *only, int parall
     return 0;
 }
 
+/* tool_choice "auto" with a strict tool: the model may answer or call; a strict tool's arguments
+ * are constrained (grammar_tool_calls_auto). Nothing changes without a strict tool, or when a strict
+ * tool's schema is outside the compiler's subset (then no call is constrained). */
+static int strict_auto_tools(srv_backend *be, srv_job *j, srv_reqerr *e) {
+    int strict = 0;
+    for (size_t i = 0; i < json_array_size(j->tools); i++) strict |= grammar_tool_is_strict(json_array_get(j->tools, i));
+    if (!strict) return 0;
+    mtplx_err err = {0};
+    int rc = grammar_tool_calls_auto(j->tools, be->tool_dialect, &j->grammar, &err);
+    /* a schema outside the subset leaves the calls unconstrained, as they were before strict tools were
+       honoured (agent clients send strict tools with tool_choice auto; a 400 would break them) */
+    if (rc == MTPLX_EUNSUPPORTED) return 0;
+    if (rc) return reqerr(e, rc == MTPLX_ENOMEM ? 500 : 400, "tools", "%s", err.msg);
+    return 0;
+}
+
 int structured_parse(const json_t *body, srv_backend *be, srv_job *j, srv_reqerr *e) {
     j->think_budget = -1;
     const char *what = NULL; /* the field that asked for structure, named when it cannot be had */
@@ -78,6 +95,8 @@ int structured_parse(const json_t *body, srv_backend *be, srv_job *j, srv_reqerr
             if (!name) return reqerr(e, 400, "tool_choice", "'tool_choice' names no function");
             rc = force_tools(be, j, name, parallel, "tool_choice", e);
         }
+        if (!rc && !j->grammar && be->vocab && (!tc || (json_is_string(tc) && !strcmp(json_string_value(tc), "auto"))))
+            rc = strict_auto_tools(be, j, e);
         if (rc) return rc;
         const json_t *re = j->api == API_CHAT ? json_object_get(body, "reasoning_effort")
                                               : json_object_get(json_object_get(body, "reasoning"), "effort");

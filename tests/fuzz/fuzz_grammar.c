@@ -18,7 +18,9 @@
 #include "../../src/grammar/grammar.h"
 
 static const char *const k_pieces[] = {"{\"", "\":", "\": ", "\", \"", "}", "},", "]", "[{", "true", "null", "\"\n",
-                                       "\xc3", "\xa9", "\xe2\x82", "\xac\"", "12", "-0.", "e+", "\\u00", "\n  "};
+                                       "\xc3", "\xa9", "\xe2\x82", "\xac\"", "12", "-0.", "e+", "\\u00", "\n  ",
+                                       /* pattern / format strings: escapes, dates, addresses, 4-byte UTF-8 */
+                                       "\\\\", "\\\"", "\\u20", "2024-", ":00Z\"", "@a.", "::", "\xf0\x9f", "\x98\x80"};
 #define N_PIECES (int)(sizeof k_pieces / sizeof k_pieces[0])
 #define V (256 + N_PIECES + 2)
 

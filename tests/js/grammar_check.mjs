@@ -14,11 +14,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 
 const [bin, base] = process.argv.slice(2);
 const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv); // date, time, date-time, email, uuid, ipv4, ipv6, uri, hostname checked by ajv-formats' own rules
 
 const SCHEMAS = [
   { name: 'flat', schema: { type: 'object', properties: {
@@ -43,6 +45,19 @@ const SCHEMAS = [
   { name: 'scalar', schema: { type: 'integer', minimum: -50, maximum: 50 } },
   { name: 'free-extra', schema: { type: 'object', properties: { id: { type: 'integer' } }, required: ['id'],
       additionalProperties: { type: 'string', maxLength: 8 } } },
+  { name: 'pattern-format', schema: { type: 'object', properties: {
+      id: { type: 'string', pattern: '^[a-z]{2,4}-\\d{2,5}$' }, code: { type: 'string', pattern: '[A-Z]\\w*', maxLength: 12 },
+      day: { type: 'string', format: 'date' }, at: { type: 'string', format: 'date-time' },
+      mail: { type: 'string', format: 'email' }, uuid: { type: 'string', format: 'uuid' },
+      ip: { type: 'string', format: 'ipv4' }, ip6: { type: 'string', format: 'ipv6' },
+      host: { type: 'string', format: 'hostname' }, url: { type: 'string', format: 'uri' }, t: { type: 'string', format: 'time' } },
+      required: ['id', 'code', 'day', 'mail', 'ip'], additionalProperties: false } },
+  { name: 'keywords', schema: { type: 'object', properties: {
+      pair: { type: 'array', prefixItems: [{ type: 'integer', multipleOf: 3 }, { enum: ['x', 'y'] }], items: false, minItems: 2 },
+      set: { type: 'array', items: { enum: ['red', 'green', 'blue', 1, 12] }, uniqueItems: true, minItems: 2 },
+      n: { type: 'integer', multipleOf: 7, minimum: -100, maximum: 100 },
+      extra: { type: 'object', additionalProperties: { type: 'integer' }, minProperties: 1, maxProperties: 2 } },
+      minProperties: 2, maxProperties: 3, required: ['pair'], additionalProperties: false } },
   { name: 'json_object', schema: null },
 ];
 
@@ -102,7 +117,7 @@ await step('mtplx run: every schema, depths 0..5, with and without thinking, val
   console.log(`     ${validated} outputs validated, ${truncated} cut by max_tokens`);
   assert.ok(truncated * 2 <= validated, `too many outputs hit max_tokens: ${truncated} vs ${validated}`);
   const bad = spawnSync(bin, ['run', '--prompt', 'x', '--json-schema', join(dir, 'bad.json')], { encoding: 'utf8' });
-  writeFileSync(join(dir, 'bad.json'), JSON.stringify({ type: 'string', pattern: '^a+$' }));
+  writeFileSync(join(dir, 'bad.json'), JSON.stringify({ type: 'string', pattern: '^(?=a)a+$' }));
   const bad2 = spawnSync(bin, ['run', '--prompt', 'x', '--json-schema', join(dir, 'bad.json')], { encoding: 'utf8' });
   assert.notEqual(bad.status, 0);
   assert.equal(bad2.status, 2, bad2.stderr);
@@ -188,8 +203,27 @@ await step('anthropic forced tool use (tool_choice tool and any), stop_reason to
 
 await step('an unsupported keyword is a 400 that names it', async () => {
   await assert.rejects(openai.chat.completions.create({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }],
-    response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', format: 'email' } } } }),
+    response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', format: 'idn-email' } } } }),
   (e) => e.status === 400 && /'format'/.test(e.message));
+  await assert.rejects(openai.chat.completions.create({ model: 'm', max_tokens: 5, messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '(a)\\1' } } } }),
+  (e) => e.status === 400 && /'pattern'/.test(e.message) && /backreference/.test(e.message));
+});
+
+await step('openai tool_choice auto with a strict tool: any call of it has valid arguments', async () => {
+  let calls = 0;
+  for (let k = 0; k < 6; k++) {
+    const r = await openai.chat.completions.create({ model: 'm', ...sample, seed: 40 + k, max_tokens: 200, tools: TOOLS,
+      messages: [{ role: 'user', content: 'Show me the first lines of setup.py' }], chat_template_kwargs: { enable_thinking: false } });
+    const c = r.choices[0];
+    if (c.finish_reason === 'length') continue;
+    for (const tc of c.message.tool_calls ?? []) {
+      if (tc.function.name !== 'read_file') continue;
+      check('read_file', TOOLS[0].function.parameters, tc.function.arguments, `auto seed ${40 + k}`);
+      calls++;
+    }
+  }
+  console.log(`     ${calls} strict calls validated`);
 });
 
 console.log(`grammar: all passed (${validated} documents validated)`);

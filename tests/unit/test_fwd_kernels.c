@@ -34,7 +34,8 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((g_rng >> 40) * (1.0 / (1ull << 23))) - 1.0f;
 }
 
-static const kern_isa k_isas[] = {KERN_ISA_PORTABLE, KERN_ISA_AVX2, KERN_ISA_AVX512};
+/* each non-matmul kernel path (the NEON levels share one: neon.h); those this CPU cannot run are skipped */
+static const kern_isa k_isas[] = {KERN_ISA_PORTABLE, KERN_ISA_AVX2, KERN_ISA_AVX512, KERN_ISA_NEON};
 
 /* Double-precision reference: out[dv] and Σ_j p_j |v_j[d]| per d (the error scale) into mag. */
 static void attention_ref(double *out, double *mag, const float *q, const float *k, int ldk, int dk, const float *v,

@@ -41,7 +41,7 @@ static kern_weight make_weight(mtplx_dtype dt, int rows, int cols, void **store)
 }
 
 static const mtplx_dtype k_dtypes[] = {DT_F32, DT_F16, DT_BF16};
-static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}};
+static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}, {70, 1700}};
 
 /* For each shape/dtype: T = 1..16 and 40 rows vs T = 1, and vs the reference. */
 static void check_row_invariance(kern_isa isa) {
@@ -118,7 +118,7 @@ static void check_split_invariance(kern_isa isa) {
         int mism = 0;
         size_t es = dtype_size(w.dtype);
         for (int r = 0; r < N; r++) {
-            int blk = isa >= KERN_ISA_AMX ? 16 : 1, rb = r / blk * blk;
+            int blk = isa == KERN_ISA_AMX ? 16 : 1, rb = r / blk * blk;
             kern_weight one = w;
             one.rows = N - rb < blk ? N - rb : blk;
             one.data = (const unsigned char *)w.data + (size_t)rb * K * es;
@@ -129,7 +129,7 @@ static void check_split_invariance(kern_isa isa) {
         }
         CHECK_MSG(mism == 0, "%s %s: %d elements differ between the split and the 1-row call",
                   cpu_isa_name(isa), dtype_name(w.dtype), mism);
-        if (isa >= KERN_ISA_AMX && w.dtype == DT_BF16) CHECK(w.amx != NULL); /* the AMX path really ran */
+        if (isa == KERN_ISA_AMX && w.dtype == DT_BF16) CHECK(w.amx != NULL); /* the AMX path really ran */
         free(x), free(y), free(store);
         kern_pack_set_free(packs);
     }
@@ -138,7 +138,7 @@ static void check_split_invariance(kern_isa isa) {
 /* Skip the calling test when this CPU cannot run `isa` (kern_isa): it is not tested here. */
 #define SKIP_WITHOUT_ISA(isa)                                                                           \
     do {                                                                                            \
-        if (cpu_best_isa() < (isa))                                                                 \
+        if (!cpu_isa_supported(isa))                                                                \
             SKIP("this CPU's best path is %s: the %s kernels are not tested", cpu_isa_name(cpu_best_isa()), \
                  cpu_isa_name(isa));                                                                \
     } while (0)
@@ -218,6 +218,17 @@ TEST(test_amx_split_invariant) {
     check_split_invariance(KERN_ISA_AMX);
 }
 
+/* AArch64: one dense NEON kernel serves every NEON level (cpu.h); the plain level is tested, and
+ * under qemu each CPU model (tests/arm64.sh) runs it. */
+TEST(test_neon_row_invariant_and_accurate) {
+    SKIP_WITHOUT_ISA(KERN_ISA_NEON);
+    check_row_invariance(KERN_ISA_NEON);
+}
+TEST(test_neon_split_invariant) {
+    SKIP_WITHOUT_ISA(KERN_ISA_NEON);
+    check_split_invariance(KERN_ISA_NEON);
+}
+
 TEST(test_isa_override_names) {
     kern_isa i;
     CHECK(cpu_isa_parse("avx512", &i) == 0 && i == KERN_ISA_AVX512);
@@ -226,6 +237,15 @@ TEST(test_isa_override_names) {
     CHECK_STR(cpu_isa_name(KERN_ISA_AVX2), "avx2");
     CHECK(cpu_isa_parse("amx", &i) == 0 && i == KERN_ISA_AMX);
     CHECK(cpu_isa_set((kern_isa)7) == -1);
+    CHECK(cpu_isa_parse("neon-i8mm", &i) == 0 && i == KERN_ISA_NEON_I8MM);
+    CHECK(cpu_isa_parse("neon-dot", &i) == 0 && i == KERN_ISA_NEON_DOT);
+    CHECK_STR(cpu_isa_name(KERN_ISA_NEON), "neon");
+    /* a CPU runs the portable path and its own architecture's levels only */
+    CHECK(cpu_isa_supported(KERN_ISA_PORTABLE));
+    CHECK(!(cpu_isa_supported(KERN_ISA_AVX2) && cpu_isa_supported(KERN_ISA_NEON)));
+    CHECK(cpu_isa_supported(cpu_best_isa()));
+    kern_isa foreign = KERN_ISA_IS_NEON(cpu_best_isa()) ? KERN_ISA_AVX2 : KERN_ISA_NEON;
+    CHECK(cpu_isa_set(foreign) == -1);
 }
 
 int main(void) {
@@ -241,6 +261,8 @@ int main(void) {
     RUN(test_avx512bf16_path_taken);
     RUN(test_amx_row_invariant_and_accurate);
     RUN(test_amx_split_invariant);
+    RUN(test_neon_row_invariant_and_accurate);
+    RUN(test_neon_split_invariant);
     RUN(test_isa_override_names);
     return TEST_SUMMARY();
 }

@@ -95,7 +95,8 @@ TEST(test_mlx_fixture_equals_numpy_dequantization) {
     char path[300];
     snprintf(path, sizeof path, "%s/golden.safetensors", k_dir);
     REQUIRE(golden_open(path, &g, &err) == 0 && g.mtp_logits);
-    static const kern_isa isas[] = {KERN_ISA_PORTABLE, KERN_ISA_AVX2, KERN_ISA_AVX512, KERN_ISA_AMX};
+    static const kern_isa isas[] = {KERN_ISA_PORTABLE, KERN_ISA_AVX2,      KERN_ISA_AVX512,   KERN_ISA_AMX,
+                                    KERN_ISA_NEON,     KERN_ISA_NEON_DOT, KERN_ISA_NEON_I8MM};
     kern_isa saved = cpu_isa();
     kern_matmul_set_qact_f32(1);
     int ran = 0;
@@ -131,7 +132,8 @@ TEST(test_mlx_fixture_int8_activations_close) {
     char path[300];
     snprintf(path, sizeof path, "%s/golden.safetensors", k_dir);
     REQUIRE(golden_open(path, &g, &err) == 0);
-    static const kern_isa isas[] = {KERN_ISA_PORTABLE, KERN_ISA_AVX2, KERN_ISA_AVX512, KERN_ISA_AMX};
+    static const kern_isa isas[] = {KERN_ISA_PORTABLE, KERN_ISA_AVX2,      KERN_ISA_AVX512,   KERN_ISA_AMX,
+                                    KERN_ISA_NEON,     KERN_ISA_NEON_DOT, KERN_ISA_NEON_I8MM};
     kern_isa saved = cpu_isa();
     for (size_t i = 0; i < sizeof isas / sizeof *isas; i++) {
         if (cpu_isa_set(isas[i]) != 0) continue;

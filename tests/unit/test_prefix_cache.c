@@ -2,13 +2,22 @@
  * (a shared prefix that diverges mid-block, the same prompt again, the next turn of a conversation,
  * after LRU evictions and after the scheduler took pages back) give token for token what they give
  * cold, greedy and seeded, at depths 0, 1 and 3; the reported cached tokens are the deepest
- * checkpoint that is a prefix of the prompt, and a prompt that differs at token k reuses < k. */
+ * checkpoint that is a prefix of the prompt, and a prompt that differs at token k reuses < k.
+ * The disk tier (--cache-dir): restores from files give the cold tokens too — with a RAM budget too
+ * small for any entry (everything goes through disk), and after a "restart" (a new cache on the same
+ * directory); a flipped byte, a truncated file, a dead writer's temp file and a file of another
+ * kernel path are never used. */
+#include <dirent.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../../src/engine/generate.h"
 #include "../../src/engine/prefix_cache.h"
 #include "../../src/engine/sched.h"
+#include "../../src/kernels/cpu.h"
 #include "test.h"
 
 #define MODEL_DIR "models/qwen35-tiny-code"
@@ -336,6 +345,276 @@ TEST(test_cancel_returns_lease) {
     sched_free(x);
 }
 
+
+/* ---- the disk tier ---- */
+
+static prefix_cache *disk_cache(sched *x, size_t ram, const char *dir) {
+    mtplx_err e;
+    err_clear(&e);
+    prefix_cache_config pcc = {ram, 16, dir, 0};
+    prefix_cache *pc = NULL;
+    if (prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e)) return NULL;
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    return pc;
+}
+
+/* Files named *.mpc in dir: count, and the path of the largest in big[512] (of the checkpoint of
+ * want_L positions when want_L > 0). */
+static int mpc_files_of(const char *dir, char *big, int want_L) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    long most = -1;
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 4 || strcmp(de->d_name + l - 4, ".mpc")) continue;
+        const char *dash = strchr(de->d_name, '-');
+        int is_L = dash && atoi(dash + 1) == want_L;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (stat(p, &st)) continue;
+        n++;
+        if (big && (want_L <= 0 || is_L) && st.st_size > most) most = st.st_size, snprintf(big, 512, "%s", p);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static int mpc_files(const char *dir, char *big) { return mpc_files_of(dir, big, 0); }
+
+static void rm_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+static void disk_stats(prefix_cache *pc, prefix_cache_stats *ps) {
+    prefix_cache_sync(pc);
+    prefix_cache_get_stats(pc, ps);
+}
+
+/* Everything through disk (a 1-byte RAM budget holds no entry), then a restart on the same
+ * directory: every restore equals cold, and the reused depths are those of the RAM tier. */
+static void disk_scenario(int depth, int sampled) {
+    mtplx_err e;
+    char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    sched_config c;
+    sched_config_default(&c, 2, CAP);
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache *pc = disk_cache(x, 1, dir);
+    REQUIRE(pc != NULL);
+    gen_session *cold, *hot;
+    REQUIRE(gen_session_new(M, &cold, &e) == 0);
+    REQUIRE(gen_session_new(M, &hot, &e) == 0);
+    gen_session_attach(cold, x);
+    gen_session_attach(hot, x);
+    gen_session_set_prefix_cache(hot, pc);
+    uint32_t seed = 999u + (uint32_t)depth * 7u + (uint32_t)sampled;
+    int32_t base[200], other[200], turn2[400];
+    for (int i = 0; i < 200; i++) base[i] = (int32_t)(rnd(&seed) % 8000);
+    gen_params p;
+    params(&p, depth, sampled, 12);
+    result r = {0};
+    prefix_cache_stats ps;
+
+    int got = same_as_cold(cold, hot, base, 90, &p, &r);
+    CHECK_MSG(got == 0, "first request reused %d tokens", got);
+    disk_stats(pc, &ps);
+    CHECK_MSG(ps.entries == 0 && ps.disk_writes >= 5, "RAM entries %d, disk writes %llu: not through disk", ps.entries,
+              (unsigned long long)ps.disk_writes);
+    got = same_as_cold(cold, hot, base, 90, &p, &r); /* the n - 1 checkpoint, from disk */
+    CHECK_INT(got, 89);
+    memcpy(other, base, sizeof other);
+    other[60] = (other[60] + 1) % 8000;
+    got = same_as_cold(cold, hot, other, 80, &p, &r); /* a grid checkpoint, from disk */
+    CHECK_INT(got, 48);
+    REQUIRE(run(hot, base, 90, &p, &r) == 0);
+    int n1 = r.n;
+    memcpy(turn2, base, sizeof(int32_t) * 90);
+    memcpy(turn2 + 90, r.toks, sizeof(int32_t) * (size_t)n1);
+    for (int i = 0; i < 20; i++) turn2[90 + n1 + i] = (int32_t)(rnd(&seed) % 8000);
+    disk_stats(pc, &ps);
+    uint64_t hits = ps.disk_hits;
+    CHECK_MSG(hits >= 3, "only %llu disk hits", (unsigned long long)hits);
+    CHECK_MSG(ps.disk_bytes > 0 && ps.disk_files == mpc_files(dir, NULL), "index %d files, directory %d",
+              ps.disk_files, mpc_files(dir, NULL));
+
+    /* restart: a new cache (normal RAM budget) on the same directory resumes the conversation */
+    gen_session_set_prefix_cache(hot, NULL);
+    prefix_cache_free(pc);
+    pc = disk_cache(x, 0, dir);
+    REQUIRE(pc != NULL);
+    gen_session_set_prefix_cache(hot, pc);
+    got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
+    CHECK_MSG(got == 90 + n1 - 1, "after a restart the second turn reused %d tokens, expected %d", got, 90 + n1 - 1);
+    disk_stats(pc, &ps);
+    CHECK_INT((long long)ps.disk_hits, 1);
+    /* the same turn again: now from RAM (a deeper checkpoint of this request), still exact */
+    got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
+    CHECK_INT(got, 90 + n1 + 20 - 1);
+    free(r.toks);
+    gen_session_free(cold);
+    gen_session_free(hot);
+    prefix_cache_free(pc);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    CHECK_MSG(st.pages_used == 0, "%d pages still held after the cache was freed", st.pages_used);
+    sched_free(x);
+    rm_dir(dir);
+}
+
+TEST(test_disk_tier_exact) {
+    static const int cases[4][2] = {{0, 0}, {1, 1}, {3, 0}, {3, 1}}; /* (depth, seeded) */
+    for (int k = 0; k < 4; k++) disk_scenario(cases[k][0], cases[k][1]);
+}
+
+/* Damaged and foreign files: a flipped byte in the payload is found at restore (entry not used,
+ * file removed, result still cold-exact); a truncated file and a dead writer's temp file are removed
+ * at start; files written under another kernel path are ignored, never restored. */
+TEST(test_disk_tier_rejects_bad_files) {
+    mtplx_err e;
+    char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    sched_config c;
+    sched_config_default(&c, 2, CAP);
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    gen_session *cold, *hot;
+    REQUIRE(gen_session_new(M, &cold, &e) == 0);
+    REQUIRE(gen_session_new(M, &hot, &e) == 0);
+    gen_session_attach(cold, x);
+    gen_session_attach(hot, x);
+    int32_t a[120];
+    uint32_t seed = 4242u;
+    for (int i = 0; i < 120; i++) a[i] = (int32_t)(rnd(&seed) % 8000);
+    gen_params p;
+    params(&p, 1, 1, 8);
+    result r = {0};
+    prefix_cache_stats ps;
+
+    prefix_cache *pc = disk_cache(x, 1, dir); /* write the files */
+    REQUIRE(pc != NULL);
+    gen_session_set_prefix_cache(hot, pc);
+    REQUIRE(run(hot, a, 100, &p, &r) == 0);
+    prefix_cache_sync(pc);
+    gen_session_set_prefix_cache(hot, NULL);
+    prefix_cache_free(pc);
+    char big[512] = "";
+    int files = mpc_files_of(dir, big, 99); /* the prompt's n - 1 checkpoint */
+    REQUIRE(files >= 3 && big[0]);
+
+    /* 1. a flipped byte in the middle of the deepest file a 110-token prompt can use (its KV) */
+    FILE *f = fopen(big, "r+b");
+    REQUIRE(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, size / 2, SEEK_SET);
+    fputc(ch ^ 0x10, f);
+    fclose(f);
+    pc = disk_cache(x, 0, dir);
+    REQUIRE(pc != NULL);
+    gen_session_set_prefix_cache(hot, pc);
+    int got = same_as_cold(cold, hot, a, 110, &p, &r);
+    CHECK_MSG(got < 99 && got > 0, "reused %d tokens: the corrupt deepest file (99) was used, or nothing", got);
+    disk_stats(pc, &ps);
+    CHECK_MSG(ps.disk_errors == 1, "disk errors %llu, expected the corrupt file", (unsigned long long)ps.disk_errors);
+    CHECK_MSG(access(big, F_OK) != 0, "the corrupt file %s was not removed", big);
+    gen_session_set_prefix_cache(hot, NULL);
+    prefix_cache_free(pc);
+
+    /* 2. a truncated file and a dead writer's temp file are removed when the tier opens */
+    files = mpc_files(dir, big);
+    REQUIRE(truncate(big, 1000) == 0);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-999999999-0", dir);
+    f = fopen(tmp, "wb");
+    REQUIRE(f != NULL);
+    fputs("half a checkpoint", f);
+    fclose(f);
+    pc = disk_cache(x, 0, dir);
+    REQUIRE(pc != NULL);
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_INT(ps.disk_files, files - 1);
+    CHECK_MSG(access(big, F_OK) != 0 && access(tmp, F_OK) != 0, "a truncated or temp file survived the start");
+    gen_session_set_prefix_cache(hot, pc);
+    got = same_as_cold(cold, hot, a, 110, &p, &r);
+    CHECK_MSG(got > 0, "nothing reused from the remaining files");
+    gen_session_set_prefix_cache(hot, NULL);
+    prefix_cache_free(pc);
+
+    /* 3. another kernel path (another fingerprint): the files are ignored, not removed */
+    files = mpc_files(dir, NULL);
+    kern_isa was = cpu_isa();
+    if (was != KERN_ISA_PORTABLE && !cpu_isa_set(KERN_ISA_PORTABLE)) {
+        pc = disk_cache(x, 0, dir);
+        REQUIRE(pc != NULL);
+        prefix_cache_get_stats(pc, &ps);
+        CHECK_INT(ps.disk_files, 0);
+        gen_session_set_prefix_cache(hot, pc);
+        got = same_as_cold(cold, hot, a, 110, &p, &r);
+        CHECK_INT(got, 0);
+        gen_session_set_prefix_cache(hot, NULL);
+        prefix_cache_sync(pc);
+        prefix_cache_free(pc);
+        cpu_isa_set(was);
+        CHECK_MSG(mpc_files(dir, NULL) >= files, "files of the other kernel path were removed");
+    }
+    free(r.toks);
+    gen_session_free(cold);
+    gen_session_free(hot);
+    sched_free(x);
+    rm_dir(dir);
+}
+
+/* A directory that cannot be written (a regular file in the way) leaves the cache in RAM only. */
+TEST(test_disk_tier_unusable_dir) {
+    mtplx_err e;
+    char path[] = "/tmp/mtplx-test-notadir-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    sched_config c;
+    sched_config_default(&c, 1, CAP);
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/cache", path);
+    prefix_cache *pc = disk_cache(x, 0, sub);
+    REQUIRE(pc != NULL);
+    prefix_cache_stats ps;
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.disk && !ps.disk_on, "a disk tier on an unusable directory");
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[60];
+    for (int i = 0; i < 60; i++) a[i] = 11 * i + 5;
+    gen_params p;
+    params(&p, 0, 0, 4);
+    result r = {0};
+    REQUIRE(run(s, a, 60, &p, &r) == 0);
+    REQUIRE(run(s, a, 60, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, 59); /* RAM still serves */
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_free(x);
+    unlink(path);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -347,6 +626,9 @@ int main(void) {
     RUN(test_pages_reclaimed);
     RUN(test_cancel_returns_lease);
     RUN(test_full_context);
+    RUN(test_disk_tier_exact);
+    RUN(test_disk_tier_rejects_bad_files);
+    RUN(test_disk_tier_unusable_dir);
     model_free(M);
     return TEST_SUMMARY();
 }

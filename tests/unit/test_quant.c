@@ -203,7 +203,7 @@ static void check_split(int bits, int gs) {
 /* Skip the calling test when this CPU cannot run `isa` (kern_isa) with VNNI when `vnni`. */
 #define SKIP_WITHOUT_ISA(isa, vnni)                                                                     \
     do {                                                                                            \
-        if (cpu_best_isa() < (isa))                                                                 \
+        if (!cpu_isa_supported(isa))                                                                \
             SKIP("this CPU's best path is %s: the %s kernels are not tested", cpu_isa_name(cpu_best_isa()), \
                  cpu_isa_name(isa));                                                                \
         if ((vnni) && !cpu_get_features()->avx512vnni) SKIP("this CPU has no AVX512-VNNI");         \
@@ -252,6 +252,46 @@ TEST(test_amx_packed_int8_path) {
     REQUIRE(cpu_isa_set(cpu_best_isa()) == 0);
 }
 
+/* AArch64: the three NEON integer kernels (widening multiplies, SDOT, USMMLA), each on its own. */
+TEST(test_neon_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_NEON, 0);
+    check_path(KERN_ISA_NEON);
+}
+TEST(test_neon_dot_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_NEON_DOT, 0);
+    check_path(KERN_ISA_NEON_DOT);
+}
+TEST(test_neon_i8mm_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_NEON_I8MM, 0);
+    check_path(KERN_ISA_NEON_I8MM);
+    REQUIRE(cpu_isa_set(cpu_best_isa()) == 0);
+}
+
+/* The NEON levels differ only in how they form the exact integer group sums (matmul_q_neon.c), so
+ * every level this CPU runs gives the same bits as the plain NEON level, for q4 and q8, odd row and
+ * activation-row counts (the 2 × 2 tiles' partial cases). */
+TEST(test_neon_levels_bit_identical) {
+    SKIP_WITHOUT_ISA(KERN_ISA_NEON_DOT, 0);
+    const int N = 37, K = 384, T = 5;
+    int levels = 0;
+    for (int bits = 4; bits <= 8; bits += 4) {
+        qmat m = make_qmat(N, K, bits, bits == 4 ? 64 : 32, DT_BF16, 0.1f);
+        float x[T * K], y0[T * N], y1[T * N];
+        for (int i = 0; i < T * K; i++) x[i] = frand();
+        REQUIRE(cpu_isa_set(KERN_ISA_NEON) == 0);
+        kern_matmul(y0, N, x, K, T, &m.w);
+        for (kern_isa isa = KERN_ISA_NEON_DOT; isa <= KERN_ISA_NEON_I8MM; isa++) {
+            if (cpu_isa_set(isa) != 0) continue;
+            levels++;
+            kern_matmul(y1, N, x, K, T, &m.w);
+            CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "q%d: %s differs from neon", bits, cpu_isa_name(isa));
+        }
+        free_qmat(&m);
+    }
+    CHECK(levels >= 2);
+    REQUIRE(cpu_isa_set(cpu_best_isa()) == 0);
+}
+
 TEST(test_f32_activation_path_matches_reference) {
     kern_matmul_set_qact_f32(1);
     const int N = 45, K = 256, T = 6;
@@ -282,6 +322,10 @@ int main(void) {
     RUN(test_avx512_int8_path);
     RUN(test_avx512_packed_int8_path);
     RUN(test_amx_packed_int8_path);
+    RUN(test_neon_int8_path);
+    RUN(test_neon_dot_int8_path);
+    RUN(test_neon_i8mm_int8_path);
+    RUN(test_neon_levels_bit_identical);
     RUN(test_f32_activation_path_matches_reference);
     kern_matmul_release_scratch();
     return TEST_SUMMARY();

@@ -286,6 +286,41 @@ TEST(test_admission) {
     sched_free(x);
 }
 
+static int cancel_calls;
+static int cancel_on_second(void *u) { /* says stop the second time it is asked */
+    (void)u;
+    return ++cancel_calls >= 2;
+}
+
+/* A cancel given to sched_join stops a prompt between its chunks (a hang-up or a shutdown during
+ * a long prefill): the forward returns ECANCELED with the chunks before the cancel done; the next
+ * sequence joined on this thread without a check runs its whole prompt. */
+TEST(test_cancel_between_prompt_chunks) {
+    sched_config c;
+    sched_config_default(&c, 1, 256);
+    c.prefill_chunk = 64;
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    int32_t toks[200];
+    for (int i = 0; i < 200; i++) toks[i] = 100 + i;
+    model_state *st;
+    REQUIRE(model_state_new_in(sched_pool(x), 256, c.max_batch_rows, &st, &e) == 0);
+    cancel_calls = 0;
+    REQUIRE(sched_join(x, 200, cancel_on_second, NULL, &e) == 0);
+    CHECK(sched_forward(x, st, toks, 200, NULL, &e) == MTPLX_ECANCELED);
+    CHECK_MSG(model_state_len(st) == 128, "after the cancel: %d positions, want 128", model_state_len(st));
+    CHECK(cancel_calls == 2);
+    sched_leave(x, 200);
+    model_state_reset(st);
+    REQUIRE(sched_join(x, 200, NULL, NULL, &e) == 0);
+    CHECK(sched_forward(x, st, toks, 200, NULL, &e) == 0);
+    CHECK(model_state_len(st) == 200);
+    sched_leave(x, 200);
+    model_state_free(st);
+    sched_free(x);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -294,6 +329,7 @@ int main(void) {
     }
     RUN(test_batched_equals_solo);
     RUN(test_admission);
+    RUN(test_cancel_between_prompt_chunks);
     RUN(test_depth_policy_keeps_greedy_and_history);
     model_free(M);
     return TEST_SUMMARY();

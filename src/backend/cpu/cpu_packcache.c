@@ -15,7 +15,9 @@
  * cache is best effort: any I/O failure falls back to the in-memory repack. */
 #include <errno.h>
 #include <fcntl.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +75,7 @@ static void stripes_c(uint64_t acc[8], const unsigned char *p, size_t n) {
     }
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2"))) static void stripes_avx2(uint64_t acc[8], const unsigned char *p, size_t n) {
     __m256i a0 = _mm256_loadu_si256((const __m256i *)acc), a1 = _mm256_loadu_si256((const __m256i *)(acc + 4));
     const __m256i k0 = _mm256_loadu_si256((const __m256i *)k_lane), k1 = _mm256_loadu_si256((const __m256i *)(k_lane + 4));
@@ -96,14 +99,18 @@ __attribute__((target("avx2"))) static void stripes_avx2(uint64_t acc[8], const 
     _mm256_storeu_si256((__m256i *)acc, a0);
     _mm256_storeu_si256((__m256i *)(acc + 4), a1);
 }
+#endif
 
 /* 128-bit hash of n bytes (a chunk). */
 static void hash_bytes(const unsigned char *p, size_t n, uint64_t seed, uint64_t out[2]) {
     uint64_t acc[8];
     for (int l = 0; l < 8; l++) acc[l] = k_lane[l] ^ (seed * 0x9e3779b97f4a7c15ull + (uint64_t)l);
     size_t full = n / 64;
+#if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2")) stripes_avx2(acc, p, full);
-    else stripes_c(acc, p, full);
+    else
+#endif
+        stripes_c(acc, p, full);
     unsigned char tail[64] = {0};
     memcpy(tail, p + full * 64, n - full * 64);
     stripes_c(acc, tail, 1);

@@ -21,6 +21,94 @@ void cu_check(cudaError_t e, const char *what) {
     abort();
 }
 
+/* ------------------------------------------------------------------ profile */
+
+#define PROF_OPS 48
+#define PROF_PENDING 8192
+
+typedef struct {
+    const char *name[PROF_OPS];
+    double ms[PROF_OPS];
+    long calls[PROF_OPS], launches[PROF_OPS];
+    int n;
+    cudaEvent_t ev[2 * PROF_PENDING];  /* start / end of pending brackets */
+    int pend_slot[PROF_PENDING], n_pend, n_ev;
+    pthread_mutex_t lock;
+} prof_table;
+
+static prof_table g_prof = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static int g_prof_on = -1;
+static thread_local int t_prof_depth, t_prof_slot = -1;
+
+/* Adds the pending brackets' times (waits for the last one). Caller holds the lock. */
+static void prof_drain(void) {
+    if (!g_prof.n_pend) return;
+    cudaEventSynchronize(g_prof.ev[2 * g_prof.n_pend - 1]);
+    for (int i = 0; i < g_prof.n_pend; i++) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, g_prof.ev[2 * i], g_prof.ev[2 * i + 1]);
+        g_prof.ms[g_prof.pend_slot[i]] += ms;
+    }
+    g_prof.n_pend = 0;
+}
+
+static void prof_print(void) {
+    pthread_mutex_lock(&g_prof.lock);
+    prof_drain();
+    double tot = 0;
+    for (int i = 0; i < g_prof.n; i++) tot += g_prof.ms[i];
+    fprintf(stderr, "mtplx CUDA profile (GPU ms between each op's events; %.1f ms in all)\n", tot);
+    fprintf(stderr, "  %-14s %9s %9s %10s %9s %6s\n", "op", "calls", "launches", "ms", "us/call", "share");
+    for (int i = 0; i < g_prof.n; i++)
+        fprintf(stderr, "  %-14s %9ld %9ld %10.2f %9.2f %5.1f%%\n", g_prof.name[i], g_prof.calls[i], g_prof.launches[i],
+                g_prof.ms[i], g_prof.calls[i] ? 1e3 * g_prof.ms[i] / g_prof.calls[i] : 0.0,
+                tot > 0 ? 100.0 * g_prof.ms[i] / tot : 0.0);
+    pthread_mutex_unlock(&g_prof.lock);
+}
+
+static int prof_on(void) {
+    if (g_prof_on < 0) {
+        const char *v = getenv("MTPLX_CUDA_PROFILE");
+        g_prof_on = v && *v && strcmp(v, "0");
+        if (g_prof_on) atexit(prof_print);
+    }
+    return g_prof_on;
+}
+
+cu_prof::cu_prof(const char *name) {
+    slot = -1;
+    if (!prof_on() || t_prof_depth++) return;
+    pthread_mutex_lock(&g_prof.lock);
+    int i = 0;
+    while (i < g_prof.n && g_prof.name[i] != name) i++;
+    if (i == g_prof.n && i < PROF_OPS) g_prof.name[g_prof.n++] = name;
+    if (i < PROF_OPS) {
+        if (g_prof.n_pend == PROF_PENDING) prof_drain();
+        int e = 2 * g_prof.n_pend;
+        while (g_prof.n_ev < e + 2) cudaEventCreate(&g_prof.ev[g_prof.n_ev++]);
+        cudaEventRecord(g_prof.ev[e], 0);
+        g_prof.calls[i]++;
+        slot = i;
+    }
+    pthread_mutex_unlock(&g_prof.lock);
+    t_prof_slot = slot;
+}
+
+cu_prof::~cu_prof() {
+    if (!g_prof_on || --t_prof_depth || slot < 0) return;
+    pthread_mutex_lock(&g_prof.lock);
+    int e = 2 * g_prof.n_pend;
+    cudaEventRecord(g_prof.ev[e + 1], 0);
+    g_prof.pend_slot[g_prof.n_pend++] = slot;
+    pthread_mutex_unlock(&g_prof.lock);
+    t_prof_slot = -1;
+}
+
+void cu_launched(const char *what) {
+    cu_check(cudaGetLastError(), what);
+    if (g_prof_on > 0 && t_prof_slot >= 0) __atomic_fetch_add(&g_prof.launches[t_prof_slot], 1, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------------------ device copies */
 
 static size_t slot_of(const void *key, size_t cap) {
@@ -206,21 +294,25 @@ static void cu_buf_free(be_backend *be, be_buf *b) {
 static void *cu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
 
 static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
+    CU_PROF("upload");
     (void)be;
     if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "upload");
 }
 
 static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
+    CU_PROF("download");
     (void)be;
     if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "download");
 }
 
 static void cu_copy(be_backend *be, void *dst, const void *src, size_t n) {
+    CU_PROF("copy");
     (void)be;
     if (n && dst != src) CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, 0), "copy");
 }
 
 static void cu_fill_zero(be_backend *be, void *dst, size_t n) {
+    CU_PROF("fill_zero");
     (void)be;
     if (n) CU_CHECK(cudaMemsetAsync(dst, 0, n, 0), "fill_zero");
 }
@@ -281,6 +373,7 @@ __global__ void k_rmsnorm(float *y, int ldy, const float *x, int ldx, const floa
 static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
                             float eps) {
     if (R <= 0) return;
+    CU_PROF("rmsnorm");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
     k_rmsnorm<<<R, 256>>>(y, ldy, x, ldx, dw, n, eps);
     CU_LAUNCHED("rmsnorm");
@@ -292,6 +385,7 @@ __global__ void k_add(float *x, const float *o, size_t n) {
 }
 
 static void cu_add(be_backend *be, float *x, const float *o, size_t n) {
+    CU_PROF("add");
     (void)be;
     if (!n) return;
     k_add<<<(unsigned)((n + 255) / 256), 256>>>(x, o, n);
@@ -310,6 +404,7 @@ void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int l
 }
 
 static void cu_swiglu_rows(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R) {
+    CU_PROF("swiglu");
     (void)be;
     cu_swiglu(y, ld, g, ld, u, ld, n, R);
 }
@@ -326,6 +421,7 @@ __global__ void k_conv1d_silu(float *y, int ldy, const float *x, int ldx, const 
 static void cu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc,
                            int R) {
     if (R <= 0 || C <= 0) return;
+    CU_PROF("conv1d_silu");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * (size_t)C * kc);
     k_conv1d_silu<<<dim3((C + 127) / 128, R), 128>>>(y, ldy, x, ldx, dw, C, kc);
     CU_LAUNCHED("conv1d_silu");

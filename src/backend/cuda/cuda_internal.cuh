@@ -50,7 +50,20 @@ typedef struct {
 /* Abort with the op name on a CUDA error (see the header comment). */
 void cu_check(cudaError_t e, const char *what);
 #define CU_CHECK(call, what) cu_check((call), (what))
-#define CU_LAUNCHED(what) cu_check(cudaGetLastError(), (what))
+#define CU_LAUNCHED(what) cu_launched(what)
+/* cu_check of the last launch; counts it for the profile. */
+void cu_launched(const char *what);
+
+/* $MTPLX_CUDA_PROFILE=1: each op (the outermost on its thread) is bracketed by two CUDA events on the
+ * default stream, and at exit a table on stderr gives per op its calls, kernel launches and the GPU
+ * time between its events (kernels plus any wait for the host to launch them) — where a decode step's
+ * time goes (bench/cuda.md). Off: one branch per op. `name` must be a string literal. */
+struct cu_prof {
+    int slot;
+    explicit cu_prof(const char *name);
+    ~cu_prof();
+};
+#define CU_PROF(name) cu_prof cu_prof_here_(name)
 
 static inline cu_ctx *cu_of(be_backend *be) { return (cu_ctx *)be->impl; }
 
@@ -68,6 +81,13 @@ void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, i
 void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R);
 /* y[t·ldy + c] = silu(g[t·ldg + c]) · u[t·ldu + c] for c < n, t < R. */
 void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R);
+
+/* cuda_mma.cu: tensor-core decode / verify matmul for bf16 (K % 32 == 0) and MLX q4 / q8 weights. */
+int cu_mma_handles(const be_weight *w);
+int cu_mma_enabled(void); /* 0 when $MTPLX_CUDA_MMA=0 (the CUDA-core kernel for every format; a benchmark knob) */
+void cu_mma_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w);
+/* n products of one x, the activations prepared once per weight kind; other weights via cu_matmul. */
+void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R);
 
 /* cuda_seq.cu */
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);

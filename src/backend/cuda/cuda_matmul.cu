@@ -202,7 +202,12 @@ static int fmt_of(const be_weight *w) {
 static const int epl_of[5] = {4, 8, 8, 8, 8};
 
 void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
+    CU_PROF("matmul");
     if (R <= 0 || w->rows <= 0) return;
+    if (cu_mma_enabled() && cu_mma_handles(w)) {
+        cu_mma_matmul(be, y, ldy, x, ldx, R, w);
+        return;
+    }
     const cu_wdev *d = cu_weight(cu_of(be), w);
     wdesc wd = {d->data, d->scales, d->biases, w->rows, w->cols, w->group_size, (int)w->scale_dtype};
     int F = fmt_of(w);
@@ -224,6 +229,12 @@ void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R
 }
 
 void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
+    CU_PROF("matmul_n");
+    if (R <= 0) return;
+    if (cu_mma_enabled()) {
+        cu_mma_matmul_n(be, outs, n, x, ldx, R);
+        return;
+    }
     for (int i = 0; i < n; i++) cu_matmul(be, outs[i].y, outs[i].ldy, x, ldx, R, outs[i].w);
 }
 
@@ -235,6 +246,7 @@ __global__ void k_embed(float *y, int ldy, wdesc w, const int32_t *tok) {
 }
 
 void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R) {
+    CU_PROF("embed_rows");
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     const cu_wdev *d = cu_weight(c, w);

@@ -114,6 +114,7 @@ static void expert_rows(be_backend *be, const moe_expert *x, const float *a, int
 
 void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
             be_moe_scratch *f) {
+    CU_PROF("moe");
     if (R <= 0) return;
     int H = w->router_w.cols, E = w->router.n_experts, K = w->router.top_k;
     cu_matmul(be, f->d_router, E, x, ldx, R, &w->router_w);

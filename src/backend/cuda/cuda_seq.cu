@@ -13,6 +13,8 @@
 #include "cuda_internal.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define ATT_WARPS 4
 #define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
@@ -169,6 +171,7 @@ static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH)
 }
 
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    CU_PROF("attention");
     (void)scratch;
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
@@ -228,6 +231,7 @@ __global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
 }
 
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    CU_PROF("mla");
     (void)scratch;
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
@@ -314,6 +318,74 @@ __global__ void k_gdn(gdn_k_args a) {
     for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) dst[x] = S[(x % Dk) * Dv + x / Dk];
 }
 
+/* The same step with the state in registers: block hv, warp w owns value rows 8w .. 8w+7, lane l holds
+ * S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are a lane
+ * partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit for
+ * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256. */
+#define GDN_RPW 8 /* value rows per warp */
+template <int JK>
+__global__ void k_gdn_reg(gdn_k_args a) {
+    __shared__ float yv[32 * GDN_RPW];
+    __shared__ float sh[33];
+    int hv = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, Dk = a.Dk, Dv = a.Dv;
+    int kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk), i0 = w * GDN_RPW;
+    float S[GDN_RPW][JK];
+    const float *src = a.src + (size_t)hv * Dv * Dk;
+#pragma unroll
+    for (int r = 0; r < GDN_RPW; r++)
+#pragma unroll
+        for (int m = 0; m < JK; m++) S[r][m] = i0 + r < Dv ? src[(size_t)(i0 + r) * Dk + lane + 32 * m] : 0.f;
+    for (int t = 0; t < a.R; t++) {
+        float *row = a.big + (size_t)t * a.ldb;
+        float kr[JK], qr[JK];
+#pragma unroll
+        for (int m = 0; m < JK; m++) {
+            kr[m] = a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+            qr[m] = a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+        }
+        float beta = cu_sigmoid(row[a.b_off + hv]);
+        float sp = row[a.a_off + hv] + a.dt_bias[hv];
+        sp = sp > 20.0f ? sp : log1pf(expf(sp));
+        float g = expf(a.neg_A[hv] * sp);
+        if (a.tape_g && threadIdx.x == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+#pragma unroll
+        for (int r = 0; r < GDN_RPW; r++) {
+            int i = i0 + r;
+            if (i >= Dv) break;
+            float kv = 0.f;
+#pragma unroll
+            for (int m = 0; m < JK; m++) kv = fmaf(S[r][m], kr[m], kv);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
+            float d = beta * (row[a.u_off + 2 * kd + hv * Dv + i] - g * kv);
+            float y = 0.f;
+#pragma unroll
+            for (int m = 0; m < JK; m++) {
+                S[r][m] = gdn_upd(S[r][m], g, d, kr[m]);
+                y = fmaf(S[r][m], qr[m], y);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
+            if (lane == 0) {
+                yv[i] = y;
+                if (a.tape_d) a.tape_d[((size_t)t * a.Hv + hv) * Dv + i] = d;
+            }
+        }
+        __syncthreads();
+        int i = threadIdx.x;
+        float yi = i < Dv ? yv[i] : 0.f;
+        float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + a.eps);
+        if (i < Dv) row[a.y_off + hv * Dv + i] = ((yi * inv) * a.norm[i]) * cu_silu(row[hv * Dv + i]);
+        __syncthreads();
+    }
+    float *dst = a.dst + (size_t)hv * Dv * Dk;
+#pragma unroll
+    for (int r = 0; r < GDN_RPW; r++)
+#pragma unroll
+        for (int m = 0; m < JK; m++)
+            if (i0 + r < Dv) dst[(size_t)(i0 + r) * Dk + lane + 32 * m] = S[r][m];
+}
+
 static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
 
 static void gdn_smem_allow(const void *fn, size_t smem) {
@@ -321,7 +393,18 @@ static void gdn_smem_allow(const void *fn, size_t smem) {
                                    "gdn shared memory");
 }
 
+/* 0 when $MTPLX_CUDA_GDN=0: the shared-memory kernel k_gdn for every head shape (a comparison knob). */
+static int gdn_reg_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_GDN");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
 void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
+    CU_PROF("gdn");
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     int Hk = a->Hk, Dk = a->Dk;
@@ -331,6 +414,19 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
                     cu_vec(c, a->neg_A, sizeof(float) * a->Hv), cu_vec(c, a->dt_bias, sizeof(float) * a->Hv),
                     cu_vec(c, a->norm, sizeof(float) * a->Dv), a->eps, a->src, a->qn, a->kn, a->dst, a->tape_g,
                     a->tape_d};
+    int JK = Dk / 32, warps = (a->Dv + GDN_RPW - 1) / GDN_RPW;
+    if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && a->Dv <= 32 * GDN_RPW && gdn_reg_on()) {
+        /* the register kernel: warps rows-of-8 each, at least one full warp for the block sums */
+        int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
+        switch (JK) {
+        case 1: k_gdn_reg<1><<<a->Hv, threads>>>(k); break;
+        case 2: k_gdn_reg<2><<<a->Hv, threads>>>(k); break;
+        case 3: k_gdn_reg<3><<<a->Hv, threads>>>(k); break;
+        default: k_gdn_reg<4><<<a->Hv, threads>>>(k); break;
+        }
+        CU_LAUNCHED("gdn");
+        return;
+    }
     size_t smem = gdn_smem(Dk, a->Dv);
     gdn_smem_allow((const void *)k_gdn, smem);
     int threads = (a->Dv + 31) / 32 * 32;
@@ -363,6 +459,7 @@ __global__ void k_gdn_replay(float *dst, const float *start, const float *tape_k
 void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv) {
     (void)be;
+    CU_PROF("gdn_replay");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_replay, smem);
     k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);

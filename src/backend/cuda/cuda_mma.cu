@@ -1,0 +1,506 @@
+/* cuda_mma.cu — tensor-core matmul for decode and verify (R = 1..16 rows per pass) on bf16 weights and
+ * MLX affine q4 / q8 weights, read straight from the checkpoint layout (docs/architecture.md, "The CUDA
+ * backend"; bench/cuda.md for the measurements).
+ *
+ * Numerics follow the CPU backend's fast paths, so the GPU and the CPU agree to fp32 rounding:
+ *   - bf16: each activation row x is split once per call into x_hi = bf16(x) and x_lo = bf16(x − x_hi)
+ *     (as matmul_bf16dp.c); every weight fragment meets both halves in mma.sync m16n8k16 (bf16 × bf16
+ *     products are exact, fp32 accumulation).
+ *   - q4 / q8: activations are quantized per weight group to int8 exactly as qact_fill_portable
+ *     (d = max|x| / 127, a = rint(x · 127 / max|x|)); the integer group sums come from mma.sync
+ *     m16n8k32 u8 × s8 (exact), and each group adds (float)Σqa · (s·d) and b · (d·Σa), as
+ *     mm_qrows_portable (docs/kernels.md, "MLX affine quantized weights").
+ *
+ * Work split: a block of MMA_WARPS warps owns 16 consecutive outputs (one mma M tile) and one of
+ * `ksplit` K ranges; its warps take the 32-wide K blocks (bf16) or weight groups (q) of that range in
+ * turn, every warp streaming both 16-byte halves of its 16 weight rows while the activations (a few KB)
+ * come from L1 / L2. The warps' partial tiles are added in warp order; with ksplit > 1 each block
+ * stores its partial, and the last block of a tile to finish (a counter per tile) adds the ksplit
+ * partials in range order. ksplit depends only on the weight's shape and the GPU, never on R.
+ *
+ * Batch invariance (DESIGN.md §3): a row of x is one column of the mma B operand; the hardware computes
+ * each output column from its own column only, the K order and the reductions are fixed, so a row's
+ * bits do not depend on R or on its neighbours (test_backend_cuda checks R = 1..20 against solo rows). */
+#include "cuda_internal.cuh"
+
+#include <cuda_bf16.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "../../base/dtype.h"
+#include "../../kernels/knobs.h"
+}
+
+#define MMA_WARPS 4      /* warps per block: they split the block's K range */
+#define MMA_ROWS 16      /* activation rows per pass (two mma N tiles of 8) */
+#define MMA_BLOCKS 2048  /* aim for about this many blocks per call when choosing ksplit */
+
+/* Per-thread device scratch: prepared activations, split-K partials and tile counters. Per host
+ * thread because two threads may run forwards on one backend (server executors): each stages its own
+ * activations; kernels of the legacy default stream run one after another, so partials and counters
+ * are never shared by two live kernels. Device memory is freed at process exit. */
+typedef struct {
+    void *x;           /* prepared activations */
+    size_t x_cap;
+    float *ws;         /* [ksplit][16][N] partials */
+    size_t ws_cap;     /* floats */
+    unsigned *cnt;     /* [tiles] finished blocks per tile, zero between calls */
+    size_t cnt_cap;
+} mma_scratch;
+
+static thread_local mma_scratch tls_mma;
+
+/* Makes *p hold at least `bytes` device bytes (contents lost when it grows; zeroed when `zero`). */
+static void scratch_grow(void **p, size_t *cap, size_t bytes, int zero) {
+    if (bytes <= *cap) return;
+    size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
+    CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
+    *p = NULL;
+    CU_CHECK(cudaMalloc(p, nc), "matmul scratch");
+    if (zero) CU_CHECK(cudaMemset(*p, 0, nc), "matmul scratch");
+    *cap = nc;
+}
+
+/* ------------------------------------------------------------------ activation preparation */
+
+/* xh / xl [R][K] = bf16(x), bf16(x − bf16(x)) (round to nearest even, as _mm512_cvtne2ps_pbh). */
+__global__ void k_split_x(__nv_bfloat16 *xh, __nv_bfloat16 *xl, const float *x, int ldx, int K) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+    if (k >= K) return;
+    float v = x[(size_t)r * ldx + k];
+    __nv_bfloat16 h = __float2bfloat16_rn(v);
+    xh[(size_t)r * K + k] = h;
+    xl[(size_t)r * K + k] = __float2bfloat16_rn(v - __bfloat162float(h));
+}
+
+/* One warp per (group g, row r): a [R][K] int8 (q4: per 8 inputs the even ones, then the odd ones, the
+ * order of the nibbles in a weight word), d [R][G], bd [R][G] = d · Σa, as qact_fill_portable. */
+template <int GS, int BITS>
+__global__ void k_qact(int8_t *a, float *d, float *bd, const float *x, int ldx, int K) {
+    constexpr int PER = GS / 32;
+    int g = blockIdx.x, r = blockIdx.y, lane = threadIdx.x, G = K / GS;
+    const float *xg = x + (size_t)r * ldx + (size_t)g * GS;
+    float v[PER], amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < PER; j++) v[j] = xg[lane + 32 * j], amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float dd = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        float q = rintf(v[j] * id);
+        q = fminf(fmaxf(q, -127.f), 127.f);
+        int k = g * GS + lane + 32 * j;
+        int pos = BITS == 4 ? (k & ~7) | ((k & 1) << 2) | ((k & 7) >> 1) : k;
+        a[(size_t)r * K + pos] = (int8_t)q;
+        sum += (int)q;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) d[(size_t)r * G + g] = dd, bd[(size_t)r * G + g] = dd * (float)sum;
+}
+
+/* ------------------------------------------------------------------ mma wrappers */
+
+__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_u8s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* ------------------------------------------------------------------ the shared epilogue */
+
+/* Adds the block's warps' tiles (c: this thread's 4 values per N tile, rows g / g + 8, columns 2t /
+ * 2t + 1) in warp order; then writes y (ksplit 1) or the block's partial, and the last block of the
+ * tile adds the partials of ranges 0..ksplit-1 in order into y. */
+template <int NT>
+__device__ __forceinline__ void mma_finish(float (*c)[4], float *y, int ldy, int N, int R, int ksplit, float *ws,
+                                           unsigned *cnt) {
+    __shared__ float red[MMA_WARPS][16][NT * 8];
+    __shared__ int last;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int mt = blockIdx.x, ks = blockIdx.y, n0 = mt * 16;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        red[warp][g][nt * 8 + 2 * t] = c[nt][0];
+        red[warp][g][nt * 8 + 2 * t + 1] = c[nt][1];
+        red[warp][g + 8][nt * 8 + 2 * t] = c[nt][2];
+        red[warp][g + 8][nt * 8 + 2 * t + 1] = c[nt][3];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 16 * NT * 8; e += blockDim.x) {
+        int i = e / (NT * 8), j = e % (NT * 8);
+        if (j >= R || n0 + i >= N) continue;
+        float v = red[0][i][j];
+#pragma unroll
+        for (int w = 1; w < MMA_WARPS; w++) v += red[w][i][j];
+        if (ksplit == 1) y[(size_t)j * ldy + n0 + i] = v;
+        else ws[((size_t)ks * 16 + j) * N + n0 + i] = v;
+    }
+    if (ksplit == 1) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&cnt[mt], 1u) == (unsigned)ksplit - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = threadIdx.x; e < 16 * NT * 8; e += blockDim.x) {
+        int i = e / (NT * 8), j = e % (NT * 8);
+        if (j >= R || n0 + i >= N) continue;
+        float v = __ldcg(&ws[(size_t)j * N + n0 + i]);
+        for (int s = 1; s < ksplit; s++) v += __ldcg(&ws[((size_t)s * 16 + j) * N + n0 + i]);
+        y[(size_t)j * ldy + n0 + i] = v;
+    }
+    if (threadIdx.x == 0) cnt[mt] = 0;
+}
+
+/* ------------------------------------------------------------------ bf16 */
+
+/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R (<= 8·NT), K % 32 == 0. Thread (g, t) of a warp
+ * loads 8 consecutive inputs (16 bytes) of weight rows n0+g and n0+g+8 per 32-wide block; the mma's
+ * logical K order is a fixed permutation of the block, the same for A and B. */
+template <int NT>
+__global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
+                                                           const uint16_t *xh, const uint16_t *xl, int R, int ksplit,
+                                                           float *ws, unsigned *cnt) {
+    constexpr int U = NT == 1 ? 4 : 2; /* K blocks in flight per warp */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int n0 = blockIdx.x * 16, ks = blockIdx.y;
+    int ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
+    const uint4 *wa = (const uint4 *)(W + (size_t)ra * K) + t, *wb = (const uint4 *)(W + (size_t)rb * K) + t;
+    int nkb = K / 32, kb0 = (int)((long long)ks * nkb / ksplit), kb1 = (int)((long long)(ks + 1) * nkb / ksplit);
+    const uint4 *bh[NT], *bl[NT];
+    bool bv[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        int row = nt * 8 + g;
+        bv[nt] = row < R;
+        bh[nt] = (const uint4 *)(xh + (size_t)(bv[nt] ? row : 0) * K) + t;
+        bl[nt] = (const uint4 *)(xl + (size_t)(bv[nt] ? row : 0) * K) + t;
+    }
+    float c[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.f;
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    for (int kb = kb0 + warp; kb < kb1; kb += MMA_WARPS * U) {
+        uint4 A0[U], A1[U], BH[U][NT], BL[U][NT];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int k = kb + u * MMA_WARPS;
+            bool ok = k < kb1;
+            A0[u] = ok ? __ldcs(wa + (size_t)k * 4) : z;
+            A1[u] = ok ? __ldcs(wb + (size_t)k * 4) : z;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                BH[u][nt] = ok && bv[nt] ? __ldg(bh[nt] + (size_t)k * 4) : z;
+                BL[u][nt] = ok && bv[nt] ? __ldg(bl[nt] + (size_t)k * 4) : z;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (kb + u * MMA_WARPS >= kb1) break;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                mma_bf16(c[nt], A0[u].x, A1[u].x, A0[u].y, A1[u].y, BH[u][nt].x, BH[u][nt].y);
+                mma_bf16(c[nt], A0[u].z, A1[u].z, A0[u].w, A1[u].w, BH[u][nt].z, BH[u][nt].w);
+                mma_bf16(c[nt], A0[u].x, A1[u].x, A0[u].y, A1[u].y, BL[u][nt].x, BL[u][nt].y);
+                mma_bf16(c[nt], A0[u].z, A1[u].z, A0[u].w, A1[u].w, BL[u][nt].z, BL[u][nt].w);
+            }
+        }
+    }
+    mma_finish<NT>(c, y, ldy, N, R, ksplit, ws, cnt);
+}
+
+/* ------------------------------------------------------------------ q4 / q8 */
+
+template <int WPT> struct words;
+template <> struct words<1> {
+    static __device__ __forceinline__ void ld(uint32_t *v, const uint32_t *p) { v[0] = __ldcs(p); }
+};
+template <> struct words<2> {
+    static __device__ __forceinline__ void ld(uint32_t *v, const uint32_t *p) {
+        uint2 a = __ldcs((const uint2 *)p);
+        v[0] = a.x, v[1] = a.y;
+    }
+};
+template <> struct words<4> {
+    static __device__ __forceinline__ void ld(uint32_t *v, const uint32_t *p) {
+        uint4 a = __ldcs((const uint4 *)p);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    }
+};
+template <> struct words<8> {
+    static __device__ __forceinline__ void ld(uint32_t *v, const uint32_t *p) {
+        words<4>::ld(v, p), words<4>::ld(v + 4, p + 4);
+    }
+};
+
+/* Activation words (cached loads) of the same widths. */
+template <int N_>
+__device__ __forceinline__ void ld_act(uint32_t *v, const uint32_t *p) {
+#pragma unroll
+    for (int i = 0; i < N_; i += 2) {
+        uint2 a = __ldg((const uint2 *)(p + i));
+        v[i] = a.x, v[i + 1] = a.y;
+    }
+}
+
+__device__ __forceinline__ float sb_at(const void *p, int sdt, size_t i) {
+    if (sdt == DT_BF16) return cu_bf16(__ldg((const uint16_t *)p + i));
+    if (sdt == DT_F16) return __half2float(__ushort_as_half(__ldg((const unsigned short *)p + i)));
+    return __ldg((const float *)p + i);
+}
+
+/* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g]. A block's warps take
+ * whole groups; per group thread (g, t) loads WPT consecutive weight words of rows n0+g and n0+g+8
+ * (the group's t-th quarter) and the matching activation words. */
+template <int BITS, int GS, int NT>
+__global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_q(float *y, int ldy, const uint32_t *W, const void *S,
+                                                        const void *Bs, int sdt, int N, int K, const uint32_t *xa,
+                                                        const float *xd, const float *xbd, int R, int ksplit,
+                                                        float *ws, unsigned *cnt) {
+    constexpr int GW = GS * BITS / 32;         /* weight words per row and group */
+    constexpr int WPT = GW / 4;                /* ... per thread */
+    constexpr int APT = GS / 16;               /* activation words (4 int8) per thread and group */
+    constexpr int NMMA = GS / 32;
+    constexpr int U0 = (NT == 1 ? 8 : 4) / WPT, U = U0 < 1 ? 1 : U0; /* groups in flight per warp */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    int n0 = blockIdx.x * 16, ks = blockIdx.y, G = K / GS;
+    int ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
+    size_t wpr = (size_t)K * BITS / 32;
+    const uint32_t *wa = W + (size_t)ra * wpr + t * WPT, *wb = W + (size_t)rb * wpr + t * WPT;
+    int g0 = (int)((long long)ks * G / ksplit), g1 = (int)((long long)(ks + 1) * G / ksplit);
+    const uint32_t *ap[NT];
+    bool bv[NT], cv[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        int row = nt * 8 + g;
+        bv[nt] = row < R;
+        ap[nt] = xa + (size_t)(bv[nt] ? row : 0) * (K / 4) + t * APT;
+        cv[nt][0] = nt * 8 + 2 * t < R, cv[nt][1] = nt * 8 + 2 * t + 1 < R;
+    }
+    float acc[NT][4], bacc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = bacc[nt][i] = 0.f;
+    for (int gb = g0 + warp; gb < g1; gb += MMA_WARPS * U) {
+        uint32_t A0[U][WPT], A1[U][WPT], B[U][NT][APT];
+        float sa[U], sbv[U], ba[U], bb[U], D[U][NT][4]; /* scales, biases; activation d, d·Σa */
+#pragma unroll
+        for (int u = 0; u < U; u++) { /* every load of U groups first: bytes in flight */
+            int gi = gb + u * MMA_WARPS;
+            if (gi >= g1) break;
+            words<WPT>::ld(A0[u], wa + (size_t)gi * GW);
+            words<WPT>::ld(A1[u], wb + (size_t)gi * GW);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                if (bv[nt]) ld_act<APT>(B[u][nt], ap[nt] + (size_t)gi * (GS / 4));
+                else
+#pragma unroll
+                    for (int i = 0; i < APT; i++) B[u][nt][i] = 0;
+            }
+            sa[u] = sb_at(S, sdt, (size_t)ra * G + gi), sbv[u] = sb_at(S, sdt, (size_t)rb * G + gi);
+            ba[u] = sb_at(Bs, sdt, (size_t)ra * G + gi), bb[u] = sb_at(Bs, sdt, (size_t)rb * G + gi);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                int c0 = nt * 8 + 2 * t;
+                D[u][nt][0] = cv[nt][0] ? __ldg(xd + (size_t)c0 * G + gi) : 0.f;
+                D[u][nt][1] = cv[nt][1] ? __ldg(xd + (size_t)(c0 + 1) * G + gi) : 0.f;
+                D[u][nt][2] = cv[nt][0] ? __ldg(xbd + (size_t)c0 * G + gi) : 0.f;
+                D[u][nt][3] = cv[nt][1] ? __ldg(xbd + (size_t)(c0 + 1) * G + gi) : 0.f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int gi = gb + u * MMA_WARPS;
+            if (gi >= g1) break;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                int ic[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int s = 0; s < NMMA; s++) {
+                    if (BITS == 4)
+                        mma_u8s8(ic, A0[u][s] & 0x0F0F0F0Fu, A1[u][s] & 0x0F0F0F0Fu, (A0[u][s] >> 4) & 0x0F0F0F0Fu,
+                                 (A1[u][s] >> 4) & 0x0F0F0F0Fu, B[u][nt][2 * s], B[u][nt][2 * s + 1]);
+                    else
+                        mma_u8s8(ic, A0[u][2 * s], A1[u][2 * s], A0[u][2 * s + 1], A1[u][2 * s + 1], B[u][nt][2 * s],
+                                 B[u][nt][2 * s + 1]);
+                }
+                float d0 = D[u][nt][0], d1 = D[u][nt][1], e0 = D[u][nt][2], e1 = D[u][nt][3];
+                acc[nt][0] = fmaf((float)ic[0], __fmul_rn(sa[u], d0), acc[nt][0]);
+                acc[nt][1] = fmaf((float)ic[1], __fmul_rn(sa[u], d1), acc[nt][1]);
+                acc[nt][2] = fmaf((float)ic[2], __fmul_rn(sbv[u], d0), acc[nt][2]);
+                acc[nt][3] = fmaf((float)ic[3], __fmul_rn(sbv[u], d1), acc[nt][3]);
+                bacc[nt][0] = fmaf(ba[u], e0, bacc[nt][0]);
+                bacc[nt][1] = fmaf(ba[u], e1, bacc[nt][1]);
+                bacc[nt][2] = fmaf(bb[u], e0, bacc[nt][2]);
+                bacc[nt][3] = fmaf(bb[u], e1, bacc[nt][3]);
+            }
+        }
+    }
+    float c[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) c[nt][i] = __fadd_rn(acc[nt][i], bacc[nt][i]);
+    mma_finish<NT>(c, y, ldy, N, R, ksplit, ws, cnt);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+static int g_sms = 0; /* multiprocessors of the current GPU (read once) */
+
+/* K ranges per tile for a weight of N outputs and `units` K units (32-wide blocks or groups):
+ * about MMA_BLOCKS blocks per call, at least 4 units per warp. A function of the shape only. */
+static int ksplit_of(int N, int units) {
+    if (!g_sms) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev);
+        if (g_sms <= 0) g_sms = 132;
+    }
+    int tiles = (N + 15) / 16;
+    int want = (MMA_BLOCKS * g_sms / 132 + tiles - 1) / tiles;
+    int most = units / (4 * MMA_WARPS);
+    if (want > most) want = most;
+    return want < 1 ? 1 : want;
+}
+
+int cu_mma_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_MMA");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+/* bf16 with whole 32-wide blocks, and quantized weights unless the process asked for fp32 activations
+ * (the CPU's qact_f32 knob, $MTPLX_QACT=f32 / kern_matmul_set_qact_f32: the quantized goldens compare
+ * that mode with the dequantized model; the CUDA-core kernel computes it). */
+int cu_mma_handles(const be_weight *w) {
+    if (w->dtype == DT_BF16) return w->cols % 32 == 0;
+    return w->dtype == DT_U32 && !kern_knobs_get()->qact_f32;
+}
+
+/* The preparation a weight needs: 1 bf16 split, 2 q4 layout, 3 q8 layout (with the group in the key). */
+static int prep_kind(const be_weight *w) {
+    if (w->dtype == DT_BF16) return 1;
+    return (w->bits == 4 ? 2 : 3) + 4 * w->group_size;
+}
+
+/* Prepares R rows of x for weights of kind `kind` and K inputs into the thread's scratch. */
+static void prep_x(int kind, const float *x, int ldx, int R, int K) {
+    mma_scratch *s = &tls_mma;
+    if (kind == 1) {
+        scratch_grow(&s->x, &s->x_cap, (size_t)R * K * 4, 0);
+        __nv_bfloat16 *xh = (__nv_bfloat16 *)s->x, *xl = xh + (size_t)R * K;
+        k_split_x<<<dim3((K + 255) / 256, R), 256>>>(xh, xl, x, ldx, K);
+        CU_LAUNCHED("matmul split");
+        return;
+    }
+    int gs = kind / 4, bits = kind % 4 == 2 ? 4 : 8, G = K / gs;
+    size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
+    scratch_grow(&s->x, &s->x_cap, ab + (size_t)R * G * 8, 0);
+    int8_t *a = (int8_t *)s->x;
+    float *d = (float *)((char *)s->x + ab), *bd = d + (size_t)R * G;
+    dim3 grid(G, R);
+#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32>>>(a, d, bd, x, ldx, K)
+    if (bits == 4) {
+        if (gs == 32) QACT(32, 4);
+        else if (gs == 64) QACT(64, 4);
+        else QACT(128, 4);
+    } else {
+        if (gs == 32) QACT(32, 8);
+        else if (gs == 64) QACT(64, 8);
+        else QACT(128, 8);
+    }
+#undef QACT
+    CU_LAUNCHED("matmul qact");
+}
+
+/* y = x · Wᵀ from activations already prepared for w's kind (prep_x with the same R and K). */
+static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w) {
+    const cu_wdev *dv = cu_weight(cu_of(be), w);
+    mma_scratch *s = &tls_mma;
+    int N = w->rows, K = w->cols, tiles = (N + 15) / 16;
+    int units = w->dtype == DT_BF16 ? K / 32 : K / w->group_size;
+    int ksplit = ksplit_of(N, units);
+    if (ksplit > 1) {
+        scratch_grow((void **)&s->ws, &s->ws_cap, (size_t)ksplit * 16 * N * sizeof(float), 0);
+        scratch_grow((void **)&s->cnt, &s->cnt_cap, (size_t)tiles * sizeof(unsigned), 1);
+    }
+    dim3 grid(tiles, ksplit), blk(MMA_WARPS * 32);
+    for (int r0 = 0; r0 < R; r0 += MMA_ROWS) {
+        int rows = R - r0 < MMA_ROWS ? R - r0 : MMA_ROWS;
+        float *yr = y + (size_t)r0 * ldy;
+        if (w->dtype == DT_BF16) {
+            const uint16_t *xh = (const uint16_t *)s->x + (size_t)r0 * K, *xl = (const uint16_t *)s->x + (size_t)(R + r0) * K;
+            if (rows <= 8)
+                k_mm_bf16<1><<<grid, blk>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+            else
+                k_mm_bf16<2><<<grid, blk>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+        } else {
+            int gs = w->group_size, G = K / gs;
+            size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
+            const uint32_t *xa = (const uint32_t *)((const int8_t *)s->x + (size_t)r0 * K);
+            const float *d = (const float *)((const char *)s->x + ab) + (size_t)r0 * G;
+            const float *bd = (const float *)((const char *)s->x + ab) + (size_t)R * G + (size_t)r0 * G;
+            const uint32_t *W = (const uint32_t *)dv->data;
+            int sdt = (int)w->scale_dtype;
+#define QMM(B_, GS_, NT_)                                                                                              \
+    k_mm_q<B_, GS_, NT_><<<grid, blk>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, d, bd, rows, ksplit, s->ws, \
+                                        s->cnt)
+#define QMM_NT(B_, GS_)                                                                                                \
+    do {                                                                                                               \
+        if (rows <= 8) QMM(B_, GS_, 1);                                                                                \
+        else QMM(B_, GS_, 2);                                                                                          \
+    } while (0)
+            if (w->bits == 4) {
+                if (gs == 32) QMM_NT(4, 32);
+                else if (gs == 64) QMM_NT(4, 64);
+                else QMM_NT(4, 128);
+            } else {
+                if (gs == 32) QMM_NT(8, 32);
+                else if (gs == 64) QMM_NT(8, 64);
+                else QMM_NT(8, 128);
+            }
+#undef QMM_NT
+#undef QMM
+        }
+        CU_LAUNCHED("matmul mma");
+    }
+}
+
+void cu_mma_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
+    prep_x(prep_kind(w), x, ldx, R, w->cols);
+    mma_run(be, y, ldy, R, w);
+}
+
+void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
+    int prepared = -1, pk = 0;
+    for (int i = 0; i < n; i++) {
+        const be_weight *w = outs[i].w;
+        if (w->rows <= 0) continue;
+        if (!cu_mma_handles(w)) {
+            cu_matmul(be, outs[i].y, outs[i].ldy, x, ldx, R, w);
+            continue;
+        }
+        int kind = prep_kind(w);
+        if (prepared != kind || pk != w->cols) prep_x(kind, x, ldx, R, w->cols), prepared = kind, pk = w->cols;
+        mma_run(be, outs[i].y, outs[i].ldy, R, w);
+    }
+}

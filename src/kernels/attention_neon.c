@@ -1,0 +1,95 @@
+/* attention_neon.c — the NEON path of kern_attention_head_kv (neon.h; contract in attention.h).
+ *
+ * attention.c's AVX2 scheme in 4-lane vectors: every key's dot product has its own accumulator chain
+ * over the head dims (4 keys interleaved only for instruction-level parallelism), reduced by
+ * sm_hsum4 and scaled; softmax takes the exact max, then exp and the sum in 4 lanes whose layout
+ * depends on n alone, one 1/sum; the value sum keeps one accumulator per output dim over the keys in
+ * order. A query's output depends only on its own keys. Keys and values are read through the page
+ * table (kern_rows, attention.h) in key order, as on x86. */
+#if defined(__aarch64__)
+#include <math.h>
+
+#include "neon.h"
+#include "simd_math.h"
+
+/* scores[j] = scale · q·k_j for j in [j0, j0 + NK), NK <= 4. */
+static inline __attribute__((always_inline)) void dots4(float *scores, const float *q, const kern_rows *k, int dk,
+                                                        int j0, const int NK, float scale) {
+    float32x4_t acc[4];
+    for (int i = 0; i < NK; i++) acc[i] = vdupq_n_f32(0.f);
+    int d = 0;
+    for (; d + 4 <= dk; d += 4) {
+        float32x4_t qv = vld1q_f32(q + d);
+        for (int i = 0; i < NK; i++) acc[i] = vfmaq_f32(acc[i], qv, vld1q_f32(kern_row(k, j0 + i) + d));
+    }
+    if (d < dk) {
+        float32x4_t qv = sm_load4_part(q + d, dk - d);
+        for (int i = 0; i < NK; i++)
+            acc[i] = vfmaq_f32(acc[i], qv, sm_load4_part(kern_row(k, j0 + i) + d, dk - d));
+    }
+    for (int i = 0; i < NK; i++) scores[j0 + i] = sm_hsum4(acc[i]) * scale;
+}
+
+/* scores[0..n) = softmax(scores[0..n)). */
+static void softmax4(float *scores, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = scores[j] > mx ? scores[j] : mx;
+    const float32x4_t vmx = vdupq_n_f32(mx);
+    float32x4_t vs = vdupq_n_f32(0.f);
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        float32x4_t e = sm_exp4(vsubq_f32(vld1q_f32(scores + j), vmx));
+        vst1q_f32(scores + j, e);
+        vs = vaddq_f32(vs, e);
+    }
+    if (j < n) {
+        /* lanes past n are zeroed before they join the sum */
+        static const uint32_t keep[4][4] = {{0, 0, 0, 0}, {~0u, 0, 0, 0}, {~0u, ~0u, 0, 0}, {~0u, ~0u, ~0u, 0}};
+        float32x4_t e = sm_exp4(vsubq_f32(sm_load4_part(scores + j, n - j), vmx));
+        e = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(e), vld1q_u32(keep[n - j])));
+        sm_store4_part(scores + j, e, n - j);
+        vs = vaddq_f32(vs, e);
+    }
+    const float32x4_t inv = vdupq_n_f32(1.0f / sm_hsum4(vs));
+    for (j = 0; j + 4 <= n; j += 4) vst1q_f32(scores + j, vmulq_f32(vld1q_f32(scores + j), inv));
+    if (j < n) sm_store4_part(scores + j, vmulq_f32(sm_load4_part(scores + j, n - j), inv), n - j);
+}
+
+/* out[d0 .. d0 + 32) ∩ [0, dv) = Σ_j p_j · v_j over all n keys (8 accumulators of 4 lanes). */
+static void wsum4(float *out, const kern_rows *v, int dv, int d0, int n, const float *p) {
+    float32x4_t acc[8];
+    int left = dv - d0;
+    for (int u = 0; u < 8; u++) acc[u] = vdupq_n_f32(0.f);
+    if (left >= 32) {
+        for (int j = 0; j < n; j++) {
+            const float *vj = kern_row(v, j) + d0;
+            const float pj = p[j];
+            for (int u = 0; u < 8; u++) acc[u] = vfmaq_n_f32(acc[u], vld1q_f32(vj + 4 * u), pj);
+        }
+        for (int u = 0; u < 8; u++) vst1q_f32(out + d0 + 4 * u, acc[u]);
+        return;
+    }
+    for (int j = 0; j < n; j++) {
+        const float *vj = kern_row(v, j) + d0;
+        const float pj = p[j];
+        for (int u = 0; u < 8 && 4 * u < left; u++) {
+            int m = left - 4 * u;
+            acc[u] = vfmaq_n_f32(acc[u], m >= 4 ? vld1q_f32(vj + 4 * u) : sm_load4_part(vj + 4 * u, m), pj);
+        }
+    }
+    for (int u = 0; u < 8 && 4 * u < left; u++) {
+        int m = left - 4 * u;
+        if (m >= 4) vst1q_f32(out + d0 + 4 * u, acc[u]);
+        else sm_store4_part(out + d0 + 4 * u, acc[u], m);
+    }
+}
+
+void attention_neon(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
+                    int n, float scale, float *scores) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) dots4(scores, q, k, dk, j, 4, scale);
+    for (; j < n; j++) dots4(scores, q, k, dk, j, 1, scale);
+    softmax4(scores, n);
+    for (int d0 = 0; d0 < dv; d0 += 32) wsum4(out, v, dv, d0, n, scores);
+}
+#endif /* __aarch64__ */
