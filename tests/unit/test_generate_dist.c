@@ -141,6 +141,7 @@ TEST(test_mtp_distribution_equals_ar_every_position) {
         if (s == 0) memcpy(AR1, ar, sizeof(int32_t) * 7 * N);
         for (int k = 0; k < 7 && st->arms[k].depth; k++) {
             const arm *a = &st->arms[k];
+            if (a->q4 == 2 && !SV) continue; /* no draft vocabulary on this backend: SKIP printed in main */
             gen_params pa = p;
             pa.draft_min_conf = a->conf;
             pa.max_tokens = a->depth + 2; /* positions 1..depth drafted, the bonus, the next cycle */
@@ -201,8 +202,14 @@ int main(void) {
     st_set *g = NULL;
     if (model_load(MODEL_DIR, &M, &e) || st_open_file(MODEL_DIR "/golden.safetensors", &g, &e) ||
         gen_session_new(M, &S, &e) || model_load(MODEL_DIR, &MQ, &e) || model_quantize_draft(MQ, 4, 64, 1, &e) ||
-        gen_session_new(MQ, &SQ, &e) || model_load(MODEL_DIR, &MV, &e) || subset_draft(MV, &e) ||
-        gen_session_new(MV, &SV, &e)) {
+        gen_session_new(MQ, &SQ, &e) || model_load(MODEL_DIR, &MV, &e)) {
+        fprintf(stderr, "setup: %s\n", e.msg);
+        return 1;
+    }
+    int rc = subset_draft(MV, &e);
+    if (rc == MTPLX_EUNSUPPORTED) { /* the CUDA backend (src/model/draft.c): the other arms still run */
+        printf("SKIP test_mtp_distribution_equals_ar_every_position (64-id vocabulary arms): %s\n", e.msg);
+    } else if (rc || gen_session_new(MV, &SV, &e)) {
         fprintf(stderr, "setup: %s\n", e.msg);
         return 1;
     }
@@ -211,7 +218,7 @@ int main(void) {
     G = ids->data;
     gen_session_set_prompt_cache(S, 1);
     gen_session_set_prompt_cache(SQ, 1);
-    gen_session_set_prompt_cache(SV, 1);
+    if (SV) gen_session_set_prompt_cache(SV, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
     N = env ? atoi(env) : test_sanitized() ? 100 : 1500;
     AR1 = calloc(7 * (size_t)N, sizeof *AR1);
