@@ -83,9 +83,10 @@ static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
     gen_session_attach(hot, x);
     gen_session_set_prefix_cache(hot, pc);
     const int S = prefix_cache_spacing(pc);
+    const uint32_t V = (uint32_t)model_config_of(M)->vocab_size; /* token ids of any test model */
     uint32_t seed = 12345u + (uint32_t)depth * 7u + (uint32_t)sampled;
     int32_t base[200], other[200], turn2[400];
-    for (int i = 0; i < 200; i++) base[i] = (int32_t)(rnd(&seed) % 8000);
+    for (int i = 0; i < 200; i++) base[i] = (int32_t)(rnd(&seed) % V);
     gen_params p;
     params(&p, depth, sampled, 12);
     result r = {0};
@@ -98,7 +99,7 @@ static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
     CHECK_INT(got, 89);
     /* 3. diverges at token 60 (inside a block): the deepest grid checkpoint at or below 60 */
     memcpy(other, base, sizeof other);
-    other[60] = (other[60] + 1) % 8000;
+    other[60] = (other[60] + 1) % V;
     got = same_as_cold(cold, hot, other, 80, &p, &r);
     CHECK_INT(got, 60 / S * S);
     /* 4. the next turn: prompt + completion + new tokens restores the whole first conversation */
@@ -106,12 +107,12 @@ static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
     int n1 = r.n;
     memcpy(turn2, base, sizeof(int32_t) * 90);
     memcpy(turn2 + 90, r.toks, sizeof(int32_t) * (size_t)n1);
-    for (int i = 0; i < 20; i++) turn2[90 + n1 + i] = (int32_t)(rnd(&seed) % 8000);
+    for (int i = 0; i < 20; i++) turn2[90 + n1 + i] = (int32_t)(rnd(&seed) % V);
     got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
     CHECK_MSG(got == 90 + n1 - 1, "second turn reused %d tokens, expected the conversation's %d", got, 90 + n1 - 1);
     /* 5. the next turn where the earlier reply was re-rendered differently (one token changed): the
      * cache must not serve the old reply; it falls back to a checkpoint before the change */
-    turn2[90 + 3] = (turn2[90 + 3] + 5) % 8000;
+    turn2[90 + 3] = (turn2[90 + 3] + 5) % V;
     got = same_as_cold(cold, hot, turn2, 90 + n1 + 20, &p, &r);
     CHECK_MSG(got <= 93, "a changed reply still reused %d tokens", got);
     free(r.toks);
@@ -142,6 +143,43 @@ TEST(test_cached_equals_cold) {
             CHECK_MSG(st.pages_used == 0, "%d pages still held after the cache was freed", st.pages_used);
             sched_free(x);
         }
+}
+
+/* Every family the cache must serve (docs/prefix-cache.md): attention only (Llama, Qwen3), Gated
+ * DeltaNet hybrids dense and MoE (Qwen3.5, Qwen3-Next), MLA (DeepSeek-V3), with and without an MTP
+ * head. The tiny golden checkpoints of tests/data run the same cached-vs-cold scenario: greedy AR,
+ * and seeded MTP at depth 2 where the checkpoint has an MTP layer. */
+TEST(test_every_family) {
+    static const char *dirs[] = {"tests/data/goldens/llama",        "tests/data/goldens/qwen3_dense",
+                                 "tests/data/goldens/qwen3_5_dense", "tests/data/goldens/qwen3_5_moe",
+                                 "tests/data/goldens/qwen3_next",    "tests/data/goldens/deepseek_v3",
+                                 "tests/data/goldens-extra/deepseek_v3_mtp"};
+    mtplx_model *embedded = M;
+    mtplx_err e;
+    int with_mtp = 0;
+    for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
+        REQUIRE(model_load(dirs[k], &M, &e) == 0);
+        for (int pass = 0; pass < 1 + model_has_mtp(M); pass++) {
+            sched_config c;
+            sched_config_default(&c, 2, CAP);
+            sched *x;
+            REQUIRE(sched_new(M, &c, &x, &e) == 0);
+            prefix_cache_config pcc = {0, 16};
+            prefix_cache *pc;
+            REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+            sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+            scenario(x, pc, pass ? 2 : 0, pass);
+            prefix_cache_stats ps;
+            prefix_cache_get_stats(pc, &ps);
+            CHECK_MSG(ps.hits >= 3, "%s: %llu hits", dirs[k], (unsigned long long)ps.hits);
+            prefix_cache_free(pc);
+            sched_free(x);
+            with_mtp += pass;
+        }
+        model_free(M);
+    }
+    M = embedded;
+    CHECK_MSG(with_mtp >= 4, "only %d of the families ran with an MTP head", with_mtp);
 }
 
 /* A RAM budget of ~8 checkpoints: entries are evicted (LRU) and the results stay exact; the cache's
@@ -622,6 +660,7 @@ int main(void) {
         return 1;
     }
     RUN(test_cached_equals_cold);
+    RUN(test_every_family);
     RUN(test_evictions_exact);
     RUN(test_pages_reclaimed);
     RUN(test_cancel_returns_lease);
