@@ -14,8 +14,9 @@ names=()
 if [ $# -gt 0 ]; then names=("$@"); else
     for s in tests/fuzz/fuzz_*.c; do n=$(basename "$s" .c); names+=("${n#fuzz_}"); done
 fi
-profdata=$(command -v llvm-profdata || command -v llvm-profdata-14)
-cov=$(command -v llvm-cov || command -v llvm-cov-14)
+profdata=$(command -v llvm-profdata || command -v llvm-profdata-14 || true)
+cov=$(command -v llvm-cov || command -v llvm-cov-14 || true)
+[ -n "$profdata" ] && [ -n "$cov" ] || { echo "coverage.sh: needs llvm-profdata and llvm-cov (apt-get install llvm-14)" >&2; exit 1; }
 make --no-print-directory -j"${JOBS:-2}" $(printf 'build/cov/fuzz_%s ' "${names[@]}") >&2
 rm -rf build/cov/prof
 mkdir -p build/cov/prof
