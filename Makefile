@@ -166,11 +166,23 @@ build/fuzz/libmtplx.a: $(FUZZ_LIB_OBJ)
 build/fuzz/%: tests/fuzz/%.c build/fuzz/libmtplx.a
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< build/fuzz/libmtplx.a $(LDLIBS)
+# The same harnesses with clang's source-based coverage instead of the sanitizers, for the llvm-cov
+# report of the fuzzed files over the committed corpora (tests/fuzz/coverage.sh; bench/fuzz.md).
+COV_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fprofile-instr-generate -fcoverage-mapping $(PKG_CFLAGS) -MMD -MP
+COV_LIB_OBJ := $(LIB_SRC:%.c=build/cov/obj/%.o)
+build/cov/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	clang $(COV_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+build/cov/libmtplx.a: $(COV_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+build/cov/fuzz_%: tests/fuzz/fuzz_%.c build/cov/libmtplx.a
+	clang $(COV_CFLAGS) -fsanitize=fuzzer -o $@ $< build/cov/libmtplx.a $(LDLIBS)
 
 clean:
 	rm -rf build
 
--include $(FAULT_LIB_OBJ:.o=.d) $(FAULT_CLI_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
+-include $(FAULT_LIB_OBJ:.o=.d) $(FAULT_CLI_OBJ:.o=.d) $(FUZZ_LIB_OBJ:.o=.d) $(COV_LIB_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_CLI_OBJ:.o=.d)
 # unit tests too (-MMD writes build/tests/test_x.d): a change to fwd_util.h or cmp.h rebuilds them
 -include $(TESTS:=.d) $(ASAN_TESTS:=.d)
 

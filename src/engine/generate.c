@@ -645,12 +645,14 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     if (s->pcache && need <= sc->capacity) {
         /* restore first: the pages it shares are the cache's to count (lent), not the request's. It
          * takes pages from index floor(L / P) on: the copy of the page the prefix ends inside, and
-         * the growth after it */
-        int P = model_kv_page_size();
+         * the growth after it. A restored MTP history holds L - 1 rows, so in the MTP pool that is
+         * index floor((L - 1) / P): one page earlier when L falls on a page boundary */
+        int P = model_kv_page_size(), mtp = p->depth > 0 && s->has_mtp;
         if ((rc = session_reserve(s, need, n_prompt, p->max_tokens, err)) ||
-            (rc = restore_prefix(s, prompt, n_prompt, p->depth > 0 && s->has_mtp, 1, err)))
+            (rc = restore_prefix(s, prompt, n_prompt, mtp, 1, err)))
             return rc;
-        join = need - s->restored / P * P;
+        int kept = s->restored > 0 && mtp ? s->restored - 1 : s->restored; /* rows no write touches, every pool */
+        join = need - kept / P * P;
         int lent = s->lease.n[0] > s->lease.n[1] ? s->lease.n[0] : s->lease.n[1];
         if (join > sc->capacity || (join + P - 1) / P + lent > sc->kv_pages) {
             undo_restore(s); /* it could never be admitted with the lease: cold fits */

@@ -280,11 +280,11 @@ static void stream_free(void *cls) {
 
 /* ---- generation endpoints ---- */
 
-/* Render a chat request. A system message after the first position is allowed by the APIs (Claude
- * Code sends one) but many chat templates raise on it; then render again with those messages as
- * user turns, so the request is answered instead of refused. Call with be_mu held. */
-static int render_with_fallback(srv_server *s, json_t *req, int enable_thinking, char **prompt, mtplx_err *err) {
-    int rc = s->be->render_chat(s->be->impl, req, enable_thinking, prompt, err);
+/* Render a chat request (internal.h). A system message after the first position is allowed by the
+ * APIs (Claude Code sends one) but many chat templates raise on it; then render again with those
+ * messages as user turns, so the request is answered instead of refused. Call with be_mu held. */
+int srv_render_prompt(srv_backend *be, json_t *req, int enable_thinking, char **prompt, mtplx_err *err) {
+    int rc = be->render_chat(be->impl, req, enable_thinking, prompt, err);
     if (rc != MTPLX_ETEMPLATE) return rc;
     json_t *msgs = json_object_get(req, "messages");
     int changed = 0;
@@ -299,7 +299,7 @@ static int render_with_fallback(srv_server *s, json_t *req, int enable_thinking,
     }
     if (!changed) return rc;
     mtplx_err e2 = {0};
-    if (s->be->render_chat(s->be->impl, req, enable_thinking, prompt, &e2)) return rc; /* report the first error */
+    if (be->render_chat(be->impl, req, enable_thinking, prompt, &e2)) return rc; /* report the first error */
     err_clear(err);
     return 0;
 }
@@ -350,7 +350,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     mtplx_err err = {0};
     pthread_mutex_lock(&s->be_mu);
     rc = 0;
-    if (render_req) rc = render_with_fallback(s, render_req, enable_thinking, &prompt, &err);
+    if (render_req) rc = srv_render_prompt(s->be, render_req, enable_thinking, &prompt, &err);
     if (!rc) rc = s->be->encode(s->be->impl, prompt, strlen(prompt), &j->prompt, &j->n_prompt, &err);
     pthread_mutex_unlock(&s->be_mu);
     json_decref(render_req);

@@ -208,6 +208,10 @@ int responses_parse(const json_t *body, srv_backend *be, srv_job *j, json_t **re
  * is rendered (start_in_reasoning known) and j->params are final, attach the matcher: 0 or an error. */
 int structured_parse(const json_t *body, srv_backend *be, srv_job *j, srv_reqerr *e);
 int structured_attach(srv_backend *be, srv_job *j, mtplx_err *err);
+/* Render a parsed chat request (render_req of the parsers above) to prompt text with be's chat
+ * template, retrying with later system messages as user turns when the template refuses them
+ * (http.c). *prompt malloc'd (caller frees). Returns 0, MTPLX_ETEMPLATE or another error. */
+int srv_render_prompt(srv_backend *be, json_t *req, int enable_thinking, char **prompt, mtplx_err *err);
 /* shared sampler fields (temperature, top_p, top_k, min_p, penalties, seed, depth) */
 int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqerr *e);
 int reqerr(srv_reqerr *e, int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

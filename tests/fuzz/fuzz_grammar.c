@@ -72,9 +72,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         }
         memcpy(before, mk, sizeof before);
-        if ((s[i] & 0x80) && depth > 0) { /* roll back up to 3 steps, then re-check one mask */
+        /* roll back up to 3 steps, then re-check one mask; the matcher keeps only the last 32
+         * advances (grammar.h), so never more than it can undo, or text and state would part */
+        int undo = grammar_matcher_history(m) < depth ? grammar_matcher_history(m) : depth;
+        if ((s[i] & 0x80) && undo > 0) {
             int k = 1 + (s[i] & 3) % 3;
-            if (k > depth) k = depth;
+            if (k > undo) k = undo;
             grammar_matcher_rollback(m, k);
             depth -= k;
             for (int j = 0; j < k; j++) tl -= lens[depth + j];

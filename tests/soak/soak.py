@@ -6,8 +6,10 @@ request's solo answer one at a time, then runs --clients threads that each pick 
 API (chat, completions, responses, messages) streaming and not, tool calls, stop strings, a stream
 cancelled after its first bytes, a stream whose reader stalls for seconds before reading on,
 malformed JSON (400), an oversized body (413), and bursts of concurrent requests past --max-queue
-(429 with Retry-After). Every 200 answer must equal its solo answer (same text, tool calls and
-finish reason). Samples the server's RSS, open descriptors and threads every --sample seconds.
+(429 with Retry-After), and long prompts never sent before (they fill the prefix cache, which must
+stay within its --cache-ram budget). Every 200 answer must equal its solo answer (same text, tool
+calls and finish reason). Samples the server's RSS, open descriptors and threads, and the prefix
+cache's byte gauges on /metrics, every --sample seconds.
 
 Prints a markdown report (requests by kind and outcome, p50/p99 latency per window, RSS / fds /
 threads over time) and a JSON line; exits 1 on a wrong answer, an unexpected status, a dead server,
@@ -228,6 +230,48 @@ def run_burst(port, items, solo, st, n, timeout):
         t.join()
 
 
+def run_unique(port, st, rng, timeout):
+    """a greedy chat request with a long prompt never sent before: it has no solo answer to compare
+    with, but it misses the prefix cache and leaves a new checkpoint there, so the cache keeps filling
+    and evicting under its --cache-ram budget"""
+    words = ["alpha", "beta", "gamma", "delta", "kappa", "sigma", "omega", "x", "y", "z", "return", "def", "(", ")"]
+    text = " ".join(rng.choice(words) for _ in range(rng.randint(60, 250)))
+    body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 4, "temperature": 0}
+    try:
+        code, data, ra = post(port, "/v1/chat/completions", body, timeout)
+    except (OSError, http.client.HTTPException, TimeoutError) as e:
+        st.add("unique", "conn-error")
+        st.fail("unique: %s" % e)
+        return
+    if code == 429:
+        st.add("unique", "429")
+        return
+    ok = code == 200 and answer(data, False)[0]
+    st.add("unique", "ok" if ok else "http-%d" % code)
+    if not ok:
+        st.fail("unique: HTTP %d %s" % (code, data[:200]))
+
+
+CACHE_RE = re.compile(r'^(mtplx_prefix_cache_(?:bytes\{tier="(ram|kv)"\}|budget_bytes|entries|evictions_total|hits_total|lookups_total))'
+                      r' (\S+)$', re.M)
+
+
+def cache_sample(port):
+    """the prefix cache's gauges from /metrics: {ram, kv, budget, entries, evictions, hits, lookups}
+    (bytes and counts), or None when the server has no prefix cache"""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode("utf-8", "replace")
+    finally:
+        c.close()
+    out = {}
+    for name, tier, v in CACHE_RE.findall(text):
+        key = tier or name.split("mtplx_prefix_cache_")[1].replace("_total", "").replace("_bytes", "")
+        out[key] = float(v)
+    return out if "ram" in out and "budget" in out else None
+
+
 def proc_sample(pid):
     with open("/proc/%d/status" % pid) as f:
         s = f.read()
@@ -295,6 +339,7 @@ def main():
         solo[name] = sig
     print("solo answers: %d requests in %.0f s" % (len(items), time.time() - t_solo), flush=True)
     samples = []  # (t, rss MiB, fds, threads)
+    csamples = []  # (t, cache_sample dict)
     start = time.time()
     stop = threading.Event()
 
@@ -304,13 +349,21 @@ def main():
                 samples.append((time.time() - start,) + proc_sample(p.pid))
             except (OSError, AttributeError):
                 pass
+            try:
+                cs = cache_sample(port)
+                if cs:
+                    csamples.append((time.time() - start, cs))
+            except (OSError, http.client.HTTPException):
+                pass
             stop.wait(args.sample)
 
     def client(ci):
         rng = random.Random(args.seed * 1000 + ci)
         while time.time() - start < args.duration and p.poll() is None:
             r = rng.random()
-            if r < 0.70:
+            if r < 0.08:
+                run_unique(port, st, rng, args.timeout)
+            elif r < 0.70:
                 run_greedy(port, rng.choice(items), solo, st, args.timeout)
             elif r < 0.78:
                 run_cancel(port, items, st, 0)
@@ -386,12 +439,35 @@ def main():
                max((s[3] for s in ss), default=0))
         rows.append(row)
         print("| %.0f-%.0f | %d | %.2f | %.2f | %d | %d | %d |" % row)
+    cache = None
+    if csamples:
+        budget = csamples[-1][1]["budget"]
+        over = [(t, c["ram"]) for t, c in csamples if c["ram"] > budget]
+        if over:
+            bad.append("prefix cache RAM %.1f MiB above its budget %.1f MiB at %.0f s" % (over[0][1] / 2**20, budget / 2**20, over[0][0]))
+        last = csamples[-1][1]
+        cache = {"budget_mib": budget / 2**20, "ram_max_mib": max(c["ram"] for _, c in csamples) / 2**20,
+                 "kv_max_mib": max(c.get("kv", 0) for _, c in csamples) / 2**20,
+                 "entries_max": max(c.get("entries", 0) for _, c in csamples), "evictions": last.get("evictions", 0),
+                 "hits": last.get("hits", 0), "lookups": last.get("lookups", 0), "samples": len(csamples)}
+        print("\nprefix cache (/metrics, %d samples): RAM held %.1f MiB at most of a %.1f MiB budget (--cache-ram); "
+              "KV pages referenced %.1f MiB at most; up to %d checkpoints, %d evictions, %d hits of %d lookups"
+              % (cache["samples"], cache["ram_max_mib"], cache["budget_mib"], cache["kv_max_mib"], cache["entries_max"],
+                 cache["evictions"], cache["hits"], cache["lookups"]))
+        print("\n| window (s) | cache RAM MiB (max) | cache KV MiB (max) | checkpoints (max) | evictions (end) |")
+        print("|---|---|---|---|---|")
+        for i in range(nwin):
+            a, b = i * w, (i + 1) * w
+            cs = [c for t, c in csamples if a <= t < b]
+            if cs:
+                print("| %.0f-%.0f | %.1f | %.1f | %d | %d |" % (a, b, max(c["ram"] for c in cs) / 2**20,
+                      max(c.get("kv", 0) for c in cs) / 2**20, max(c.get("entries", 0) for c in cs), cs[-1].get("evictions", 0)))
     if idle:
         print("\nidle after the load: RSS %d MiB, %d fds, %d threads" % idle)
     for b in bad:
         print("BAD: " + b)
     rep = {"seconds": elapsed, "requests": total, "ok": served, "counts": {"%s/%s" % k: v for k, v in st.counts.items()},
-           "windows": rows, "samples": samples, "idle": idle, "bad": bad}
+           "windows": rows, "samples": samples, "idle": idle, "cache": cache, "bad": bad}
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rep, f)

@@ -298,6 +298,44 @@ TEST(test_pages_reclaimed) {
     sched_free(x);
 }
 
+/* A prefix restored on a page boundary with an MTP history: the MTP rows end one position earlier
+ * (L - 1), inside the page before, which the request copies while the cache keeps the original, so
+ * it needs one page more than the trunk. Found by the soak (tests/soak/soak.py --cache-ram 64: a
+ * 500 "draft 1: KV cache full"). Here the pool holds exactly the cold request: reusing the prefix
+ * would need 5 MTP pages of the 4, so the request must run cold instead of failing. */
+TEST(test_mtp_page_boundary) {
+    mtplx_err e;
+    const int P = model_kv_page_size();
+    sched_config c;
+    sched_config_default(&c, 1, 4 * P);
+    c.kv_pages = 4;
+    sched *x;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    prefix_cache_config pcc = {0, P};
+    prefix_cache *pc;
+    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
+    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    gen_session *s;
+    REQUIRE(gen_session_new(M, &s, &e) == 0);
+    gen_session_attach(s, x);
+    gen_session_set_prefix_cache(s, pc);
+    int32_t a[2 * 16 + 1];
+    const int n = 2 * P + 1; /* the last checkpoint lies at n - 1 = 2P, a page boundary */
+    REQUIRE(n <= (int)(sizeof a / sizeof a[0]));
+    for (int i = 0; i < n; i++) a[i] = 13 * i + 5;
+    gen_params p;
+    params(&p, 3, 0, 4 * P - n - 3 - 1); /* prompt + max_tokens + depth + 1 = the whole pool */
+    result r = {0};
+    REQUIRE(run(s, a, n, &p, &r) == 0);
+    int cold = r.n;
+    REQUIRE(run(s, a, n, &p, &r) == 0);
+    CHECK_INT(r.n, cold);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_free(x);
+}
+
 /* A request whose prompt + completion fill the whole context still runs when it restores a prefix
  * (its reservation never exceeds what it needs cold). */
 TEST(test_full_context) {
@@ -665,6 +703,7 @@ int main(void) {
     RUN(test_pages_reclaimed);
     RUN(test_cancel_returns_lease);
     RUN(test_full_context);
+    RUN(test_mtp_page_boundary);
     RUN(test_disk_tier_exact);
     RUN(test_disk_tier_rejects_bad_files);
     RUN(test_disk_tier_unusable_dir);
