@@ -33,6 +33,7 @@ typedef struct sub {
     double t;           /* clock_now() when queued */
     int done, rc;
     mtplx_err err;
+    pthread_cond_t cv;  /* its owner waits here: done, or it heads the queue and may run the step */
     struct sub *next;
 } sub;
 
@@ -45,7 +46,7 @@ struct sched {
     float *head_in;          /* [max_batch_rows][H] hidden rows gathered for the draft heads */
     float *head_out;         /* [max_batch_rows][V] their logits */
     pthread_mutex_t mu;      /* everything below */
-    pthread_cond_t cv;       /* requests done, queued, sequences joined or left */
+    pthread_cond_t cv;       /* admission: sequences left (slots and pages freed) */
     pthread_mutex_t exec;    /* the model: merged forwards and per-sequence work (sched_lock) */
     sub *head, *tail;        /* queued requests, oldest first */
     int n_pending;           /* queued requests (one per waiting sequence) */
@@ -196,12 +197,21 @@ void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Wake the owner of the oldest queued request, who decides whether to run a step now (everyone
+ * waits, or its deadline passed) or to wait on. Waking one owner, not every waiting thread, keeps a
+ * step's wake-ups at one per request: with many sequences a broadcast per request cost a storm of
+ * futex wake-ups that grew with the square of the sequences. Called with mu held. */
+static void wake_head(sched *s) {
+    if (s->head) pthread_cond_signal(&s->head->cv);
+}
+
 void sched_leave(sched *s, int positions) {
     tl_cancel.fn = NULL, tl_cancel.user = NULL;
     pthread_mutex_lock(&s->mu);
     s->n_active--;
     s->pages_reserved -= pages_for(positions);
     pthread_cond_broadcast(&s->cv);
+    wake_head(s); /* one fewer sequence to wait for: the queue may be ready now */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -295,13 +305,18 @@ static void run_step(sched *s) {
     run_kind(s, q[SUB_MTP], n[SUB_MTP], SUB_MTP);
     pthread_mutex_unlock(&s->exec);
     pthread_mutex_lock(&s->mu);
-    for (sub *x = taken; x; x = x->next) x->done = 1;
+    for (sub *x = taken, *nx; x; x = nx) {
+        nx = x->next; /* x belongs to its owner once done: read the link first */
+        x->done = 1;
+        pthread_cond_signal(&x->cv);
+    }
     s->executing = 0;
-    pthread_cond_broadcast(&s->cv);
+    wake_head(s); /* requests queued during the step, or left out of it */
 }
 
 /* Queue x and wait until some step ran it (possibly this thread's). Returns x's result. */
 static int submit(sched *s, sub *x, mtplx_err *err) {
+    pthread_cond_init(&x->cv, NULL);
     pthread_mutex_lock(&s->mu);
     x->t = clock_now();
     x->next = NULL;
@@ -309,7 +324,6 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
     else s->head = x;
     s->tail = x;
     s->n_pending++;
-    pthread_cond_broadcast(&s->cv);
     while (!x->done) {
         double wait = s->cfg.wait_ms / 1000.0;
         if (!s->executing && s->head &&
@@ -317,15 +331,16 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
             run_step(s);
             continue;
         }
-        if (s->executing || !s->head) {
-            pthread_cond_wait(&s->cv, &s->mu);
-        } else {
+        if (s->executing || s->head != x) { /* the executor or the head's owner will wake us */
+            pthread_cond_wait(&x->cv, &s->mu);
+        } else { /* we head the queue: run it at our deadline unless the others arrive first */
             struct timespec ts;
-            deadline_in(&ts, s->head->t + wait - clock_now() + 1e-4);
-            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+            deadline_in(&ts, x->t + wait - clock_now() + 1e-4);
+            pthread_cond_timedwait(&x->cv, &s->mu, &ts);
         }
     }
     pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&x->cv);
     if (x->rc && err) *err = x->err;
     return x->rc;
 }
