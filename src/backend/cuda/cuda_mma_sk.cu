@@ -34,7 +34,9 @@ extern "C" {
 #include "../../base/dtype.h"
 }
 
-#define SK_WARPS 4 /* warps per block */
+#define SK_WARPS 4    /* warps per block */
+#define SK_Q_BLOCKS 4 /* resident blocks per multiprocessor the q kernels are compiled for (<= 128 registers),
+                       * so that the 9..16-row instance fits the grid sized for the 1..8-row one */
 
 /* Per-thread device scratch (see cuda_mma.cu's mma_scratch for why per thread): partials and tile
  * counters (zero between calls: the last warp of a tile resets its counter). */
@@ -132,7 +134,7 @@ __device__ __forceinline__ float sk_half(uint32_t h, int f16) {
 /* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g] for j < R (<= 8·NT).
  * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). */
 template <int BITS, int GS, int NT, int U>
-__global__ void __launch_bounds__(SK_WARPS * 32) k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt,
+__global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS) k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt,
                                                        int f16, int N, int K, const uint4 *xa, const float2 *xdb,
                                                        int R, float *ws, unsigned *cnt) {
     constexpr int S = 128 / GS;  /* groups per span */
@@ -400,11 +402,12 @@ static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, in
     CU_LAUNCHED("matmul sk q");
 }
 
-/* U (spans per batch): q4 4 and q8 2 unless $MTPLX_CUDA_SK_U says 2 / 4 / 8 (q8: 1 / 2 / 4). */
+/* U (spans per batch): q4 4 (group 32: 2, which needs no spills) and q8 2 unless $MTPLX_CUDA_SK_U says
+ * 2 / 4 / 8 (q8: 1 / 2 / 4; bench/cuda.md has the sweep). */
 template <int BITS, int GS>
 static void sk_q_u(float *y, int ldy, const cu_wdev *dv, int f16, int N, int K, const void *xa, const float *xdb,
                    int R) {
-    int u = env_int("MTPLX_CUDA_SK_U", 4);
+    int u = env_int("MTPLX_CUDA_SK_U", BITS == 4 && GS == 32 ? 2 : 4);
     if (u <= 2) sk_q_launch<BITS, GS, BITS == 4 ? 2 : 1>(y, ldy, dv, f16, N, K, xa, xdb, R);
     else if (u <= 4) sk_q_launch<BITS, GS, BITS == 4 ? 4 : 2>(y, ldy, dv, f16, N, K, xa, xdb, R);
     else sk_q_launch<BITS, GS, BITS == 4 ? 8 : 4>(y, ldy, dv, f16, N, K, xa, xdb, R);
@@ -436,9 +439,9 @@ static void sk_bf16_launch(float *y, int ldy, const uint16_t *W, int N, int K, c
     CU_LAUNCHED("matmul sk bf16");
 }
 
-/* U: 4 K blocks per batch unless $MTPLX_CUDA_SK_BU says 2 / 8. */
+/* U: 8 K blocks per batch unless $MTPLX_CUDA_SK_BU says 2 / 4 (bench/cuda.md has the sweep). */
 void cu_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl, int R) {
-    int u = env_int("MTPLX_CUDA_SK_BU", 4);
+    int u = env_int("MTPLX_CUDA_SK_BU", 8);
     if (u <= 2) sk_bf16_launch<2>(y, ldy, W, N, K, xh, xl, R);
     else if (u <= 4) sk_bf16_launch<4>(y, ldy, W, N, K, xh, xl, R);
     else sk_bf16_launch<8>(y, ldy, W, N, K, xh, xl, R);
