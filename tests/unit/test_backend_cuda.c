@@ -104,7 +104,8 @@ static int mma_on(void) {
  * weights on the tensor-core path: against the CPU's int8-activation product, and within int8
  * rounding of the fp32 one), and every row of an R-row call bit-identical to the row computed alone
  * (R = 1..20, rows in another order). N x K: a few tiles, each split among several warps (K = 384),
- * or one tile's K among many (K = 5120, N = 40: the stream-K partials of cuda_mma_sk.cu). */
+ * or one tile's K among many (K = 5120, N = 40: the stream-K partials of cuda_mma_sk.cu), or fewer
+ * units than warps (N = 12, K = 256). */
 static void matmul_check(be_backend *be, int N, int K) {
     enum { RMAX = 20 };
     const fmt fmts[] = {{DT_F32, 0, 0, 0},       {DT_BF16, 0, 0, 0},      {DT_F16, 0, 0, 0},
@@ -176,6 +177,7 @@ TEST(test_matmul_every_format_matches_reference_and_is_row_invariant) {
     if (!be) SKIP("%s", g_why);
     matmul_check(be, 100, 384);
     matmul_check(be, 40, 5120);
+    matmul_check(be, 12, 256); /* q: 2 (tile, span) units for 4 warps */
     be_free(be);
 }
 

@@ -6,12 +6,14 @@
  *
  * Work split: the weight is cut into 16-row tiles and each tile's K into spans (q: 128 inputs, bf16:
  * 32 inputs); the T·P (tile, span) units, tile-major, are cut into gridDim.x · SK_WARPS equal
- * contiguous ranges, one per warp. A warp walks its range U spans at a time (their loads issued
- * together), keeping a 16 × (8·NT) mma accumulator per tile it touches. A tile covered by one warp is
- * written directly; otherwise each of its warps stores its partial (slot tile + warp: unique, since
- * both grow along the ranges) and the last to finish (a counter per tile) adds the partials in warp
- * order. So every warp reads the same number of bytes (± one span), with no tail of half-empty
- * waves, and the grid is the number of blocks the GPU holds at once.
+ * contiguous ranges, one per warp (the last warps idle when there are fewer units than warps: no
+ * range is empty between two others, so a tile's warps are exactly first..last). A warp walks its
+ * range U spans at a time (their loads issued together), keeping a 16 × (8·NT) mma accumulator per
+ * tile it touches. A tile covered by one warp is written directly; otherwise each of its warps stores
+ * its partial (slot tile + warp: unique, since both grow along the ranges) and the last to finish (a
+ * counter per tile) adds the partials in warp order. So every warp reads the same number of bytes
+ * (± one span), with no tail of half-empty waves, and the grid is the number of blocks the GPU holds
+ * at once.
  *
  * Batch invariance (DESIGN.md §3): the ranges depend on the weight's shape and the grid, and the grid
  * on the GPU (multiprocessors × resident blocks of the kernel, the same for every R), never on R; a
@@ -134,15 +136,17 @@ __device__ __forceinline__ float sk_half(uint32_t h, int f16) {
 /* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g] for j < R (<= 8·NT).
  * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). */
 template <int BITS, int GS, int NT, int U>
-__global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS) k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt,
-                                                       int f16, int N, int K, const uint4 *xa, const float2 *xdb,
-                                                       int R, float *ws, unsigned *cnt) {
+__global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
+    k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt, int f16, int N, int K, const uint4 *xa,
+           const float2 *xdb, int R, float *ws, unsigned *cnt) {
     constexpr int S = 128 / GS;  /* groups per span */
     constexpr int CV = BITS / 4; /* uint4 per thread, row and span: q4 1 (16 bytes), q8 2 */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int P = K / 128, G = K / GS, T = (N + 15) / 16;
     const long long TU = (long long)T * P;
-    const int Wn = gridDim.x * SK_WARPS, w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
+    const int Wn = (int)min((long long)gridDim.x * SK_WARPS, TU), w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
     const int quarter_group = t * 32 / GS; /* the group of the span that this thread's quarter lies in */
@@ -270,7 +274,9 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(float *y, int ldy, co
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int P = K / 32, T = (N + 15) / 16;
     const long long TU = (long long)T * P;
-    const int Wn = gridDim.x * SK_WARPS, w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
+    const int Wn = (int)min((long long)gridDim.x * SK_WARPS, TU), w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
     const uint4 *bh[NT], *bl[NT];
@@ -397,8 +403,8 @@ static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, in
         k_sk_q<BITS, GS, 1, U><<<blocks, SK_WARPS * 32>>>(y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
                                                          (const float2 *)xdb, R, s->ws, s->cnt);
     else
-        k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)><<<blocks, SK_WARPS * 32>>>(y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
-                                                         (const float2 *)xdb, R, s->ws, s->cnt);
+        k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)><<<blocks, SK_WARPS * 32>>>(
+            y, ldy, W, sbt, f16, N, K, (const uint4 *)xa, (const float2 *)xdb, R, s->ws, s->cnt);
     CU_LAUNCHED("matmul sk q");
 }
 
