@@ -118,6 +118,37 @@ static size_t slot_of(const void *key, size_t cap) {
 
 static size_t dtype_bytes(mtplx_dtype d) { return d == DT_F32 ? 4 : 2; }
 
+static void weight_free(cu_wdev *e);
+
+/* e->sbt for a quantized w (cu_wdev): built on the host from w's 16-bit scales and biases, uploaded.
+ * Returns 0, or MTPLX_ENOMEM with the sizes in err. */
+static int sbt_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *err) {
+    size_t N = (size_t)w->rows, G = (size_t)w->cols / (size_t)w->group_size, T = (N + 15) / 16;
+    size_t n = T * G * 16;
+    uint32_t *h = (uint32_t *)malloc(n * sizeof *h);
+    if (!h) return err_set(err, MTPLX_ENOMEM, "CUDA backend: out of host memory for a %dx%d weight's scales", w->rows, w->cols);
+    const uint16_t *s = (const uint16_t *)w->scales, *b = (const uint16_t *)w->biases;
+    for (size_t t = 0; t < T; t++)
+        for (size_t g = 0; g < G; g++)
+            for (size_t i = 0; i < 16; i++) {
+                size_t row = t * 16 + (i >> 1) + 8 * (i & 1); /* entry (i/2, i%2): rows i/2 and i/2 + 8 */
+                h[(t * G + g) * 16 + i] = row < N ? (uint32_t)s[row * G + g] | (uint32_t)b[row * G + g] << 16 : 0u;
+            }
+    void *d = NULL;
+    cudaError_t ce = cudaMalloc(&d, n * sizeof *h);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        free(h);
+        return err_set(err, MTPLX_ENOMEM, "CUDA backend: GPU %d out of memory for a %dx%d weight's scales (%zu bytes)",
+                       c->device, w->rows, w->cols, n * sizeof *h);
+    }
+    CU_CHECK(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice), "weight upload");
+    free(h);
+    e->sbt = d;
+    e->bytes += n * sizeof *h;
+    return 0;
+}
+
 /* Uploads w into *e (e->host already set). Returns 0, or MTPLX_ENOMEM with the sizes in err. */
 static int weight_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *err) {
     size_t R = (size_t)w->rows, K = (size_t)w->cols, nb[3] = {0, 0, 0};
@@ -150,7 +181,15 @@ static int weight_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *e
     e->data = dst[0];
     e->scales = dst[1];
     e->biases = dst[2];
+    e->sbt = NULL;
     e->bytes = nb[0] + nb[1] + nb[2];
+    if (w->dtype == DT_U32 && w->scale_dtype != DT_F32 && K % 128 == 0) {
+        int rc = sbt_upload(c, w, e, err);
+        if (rc) {
+            weight_free(e);
+            return rc;
+        }
+    }
     c->weight_bytes += e->bytes;
     return 0;
 }
@@ -159,7 +198,8 @@ static void weight_free(cu_wdev *e) {
     cudaFree(e->data);
     cudaFree(e->scales);
     cudaFree(e->biases);
-    e->data = e->scales = e->biases = NULL;
+    cudaFree(e->sbt);
+    e->data = e->scales = e->biases = e->sbt = NULL;
 }
 
 /* The slot for key in the weight table (grown to keep it at most half full). Caller holds the lock. */
@@ -338,7 +378,7 @@ static int cu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
     if (rc) e->host = fresh ? NULL : e->host;
     if (!rc && fresh) c->w_n++;
     if (rc && !fresh) { /* the slot keeps its key but has no copy: drop it by rebuilding lazily */
-        e->data = e->scales = e->biases = NULL;
+        e->data = e->scales = e->biases = e->sbt = NULL;
         e->bytes = 0;
     }
     pthread_mutex_unlock(&c->lock);

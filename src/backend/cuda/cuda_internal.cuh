@@ -24,7 +24,11 @@ extern "C" {
 typedef struct {
     const void *host;      /* key: the host description's data pointer */
     void *data, *scales, *biases;
-    size_t bytes;          /* device bytes of all three */
+    /* MLX weights with 16-bit scales and K % 128 == 0: scales and biases again, interleaved per 16-row
+     * tile for cuda_mma_sk.cu: uint32 [ceil(N/16)][G][8][2], entry (i, h) of a group = row
+     * 16·tile + i + 8h as scale | bias << 16 (zero past N); else NULL */
+    void *sbt;
+    size_t bytes;          /* device bytes of all four */
 } cu_wdev;
 
 /* One small host array (norm weights, RoPE frequencies, ...) copied to the device on first use. */
@@ -88,6 +92,13 @@ int cu_mma_enabled(void); /* 0 when $MTPLX_CUDA_MMA=0 (the CUDA-core kernel for 
 void cu_mma_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w);
 /* n products of one x, the activations prepared once per weight kind; other weights via cu_matmul. */
 void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R);
+
+/* cuda_mma_sk.cu: the stream-K tensor-core matmul (its header comment). R <= 16; activations prepared
+ * by cuda_mma.cu (q: int8 [R][K] and (d, d·Σa) [R][G]; bf16: hi and lo [R][K]). $MTPLX_CUDA_SK=0: off. */
+int cu_sk_enabled(void);
+int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv);
+void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R);
+void cu_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl, int R);
 
 /* cuda_seq.cu */
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);

@@ -2,6 +2,10 @@
  * MLX affine q4 / q8 weights, read straight from the checkpoint layout (docs/architecture.md, "The CUDA
  * backend"; bench/cuda.md for the measurements).
  *
+ * The kernels below are the fallback: by default the matmul itself runs in cuda_mma_sk.cu (stream-K
+ * split, same arithmetic) and this file prepares its activations; these run with $MTPLX_CUDA_SK=0 and
+ * for q weights with f32 scales or K % 128 != 0.
+ *
  * Numerics follow the CPU backend's fast paths, so the GPU and the CPU agree to fp32 rounding:
  *   - bf16: each activation row x is split once per call into x_hi = bf16(x) and x_lo = bf16(x − x_hi)
  *     (as matmul_bf16dp.c); every weight fragment meets both halves in mma.sync m16n8k16 (bf16 × bf16
@@ -75,9 +79,9 @@ __global__ void k_split_x(__nv_bfloat16 *xh, __nv_bfloat16 *xl, const float *x, 
 }
 
 /* One warp per (group g, row r): a [R][K] int8 (q4: per 8 inputs the even ones, then the odd ones, the
- * order of the nibbles in a weight word), d [R][G], bd [R][G] = d · Σa, as qact_fill_portable. */
+ * order of the nibbles in a weight word), db [R][G] = (d, d · Σa), as qact_fill_portable. */
 template <int GS, int BITS>
-__global__ void k_qact(int8_t *a, float *d, float *bd, const float *x, int ldx, int K) {
+__global__ void k_qact(int8_t *a, float2 *db, const float *x, int ldx, int K) {
     constexpr int PER = GS / 32;
     int g = blockIdx.x, r = blockIdx.y, lane = threadIdx.x, G = K / GS;
     const float *xg = x + (size_t)r * ldx + (size_t)g * GS;
@@ -99,7 +103,7 @@ __global__ void k_qact(int8_t *a, float *d, float *bd, const float *x, int ldx, 
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) d[(size_t)r * G + g] = dd, bd[(size_t)r * G + g] = dd * (float)sum;
+    if (lane == 0) db[(size_t)r * G + g] = make_float2(dd, dd * (float)sum);
 }
 
 /* ------------------------------------------------------------------ mma wrappers */
@@ -269,7 +273,7 @@ __device__ __forceinline__ float sb_at(const void *p, int sdt, size_t i) {
 template <int BITS, int GS, int NT>
 __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_q(float *y, int ldy, const uint32_t *W, const void *S,
                                                         const void *Bs, int sdt, int N, int K, const uint32_t *xa,
-                                                        const float *xd, const float *xbd, int R, int ksplit,
+                                                        const float2 *xdb, int R, int ksplit,
                                                         float *ws, unsigned *cnt) {
     constexpr int GW = GS * BITS / 32;         /* weight words per row and group */
     constexpr int WPT = GW / 4;                /* ... per thread */
@@ -317,10 +321,9 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_q(float *y, int ldy, cons
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
                 int c0 = nt * 8 + 2 * t;
-                D[u][nt][0] = cv[nt][0] ? __ldg(xd + (size_t)c0 * G + gi) : 0.f;
-                D[u][nt][1] = cv[nt][1] ? __ldg(xd + (size_t)(c0 + 1) * G + gi) : 0.f;
-                D[u][nt][2] = cv[nt][0] ? __ldg(xbd + (size_t)c0 * G + gi) : 0.f;
-                D[u][nt][3] = cv[nt][1] ? __ldg(xbd + (size_t)(c0 + 1) * G + gi) : 0.f;
+                float2 e0 = cv[nt][0] ? __ldg(xdb + (size_t)c0 * G + gi) : make_float2(0.f, 0.f);
+                float2 e1 = cv[nt][1] ? __ldg(xdb + (size_t)(c0 + 1) * G + gi) : make_float2(0.f, 0.f);
+                D[u][nt][0] = e0.x, D[u][nt][1] = e1.x, D[u][nt][2] = e0.y, D[u][nt][3] = e1.y;
             }
         }
 #pragma unroll
@@ -416,9 +419,9 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
     scratch_grow(&s->x, &s->x_cap, ab + (size_t)R * G * 8, 0);
     int8_t *a = (int8_t *)s->x;
-    float *d = (float *)((char *)s->x + ab), *bd = d + (size_t)R * G;
+    float2 *db = (float2 *)((char *)s->x + ab);
     dim3 grid(G, R);
-#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32>>>(a, d, bd, x, ldx, K)
+#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32>>>(a, db, x, ldx, K)
     if (bits == 4) {
         if (gs == 32) QACT(32, 4);
         else if (gs == 64) QACT(64, 4);
@@ -439,7 +442,8 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
     int N = w->rows, K = w->cols, tiles = (N + 15) / 16;
     int units = w->dtype == DT_BF16 ? K / 32 : K / w->group_size;
     int ksplit = ksplit_of(N, units);
-    if (ksplit > 1) {
+    int sk = w->dtype == DT_BF16 ? cu_sk_enabled() : cu_sk_q_handles(w, dv);
+    if (ksplit > 1 && !sk) {
         scratch_grow((void **)&s->ws, &s->ws_cap, (size_t)ksplit * 16 * N * sizeof(float), 0);
         scratch_grow((void **)&s->cnt, &s->cnt_cap, (size_t)tiles * sizeof(unsigned), 1);
     }
@@ -449,6 +453,10 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
         float *yr = y + (size_t)r0 * ldy;
         if (w->dtype == DT_BF16) {
             const uint16_t *xh = (const uint16_t *)s->x + (size_t)r0 * K, *xl = (const uint16_t *)s->x + (size_t)(R + r0) * K;
+            if (sk) {
+                cu_sk_bf16(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows);
+                continue;
+            }
             if (rows <= 8)
                 k_mm_bf16<1><<<grid, blk>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
             else
@@ -457,12 +465,15 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
             int gs = w->group_size, G = K / gs;
             size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
             const uint32_t *xa = (const uint32_t *)((const int8_t *)s->x + (size_t)r0 * K);
-            const float *d = (const float *)((const char *)s->x + ab) + (size_t)r0 * G;
-            const float *bd = (const float *)((const char *)s->x + ab) + (size_t)R * G + (size_t)r0 * G;
+            const float2 *db = (const float2 *)((const char *)s->x + ab) + (size_t)r0 * G;
+            if (sk) {
+                cu_sk_q(yr, ldy, dv, w, xa, (const float *)db, rows);
+                continue;
+            }
             const uint32_t *W = (const uint32_t *)dv->data;
             int sdt = (int)w->scale_dtype;
 #define QMM(B_, GS_, NT_)                                                                                              \
-    k_mm_q<B_, GS_, NT_><<<grid, blk>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, d, bd, rows, ksplit, s->ws, \
+    k_mm_q<B_, GS_, NT_><<<grid, blk>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
                                         s->cnt)
 #define QMM_NT(B_, GS_)                                                                                                \
     do {                                                                                                               \

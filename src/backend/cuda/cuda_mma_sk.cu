@@ -1,0 +1,454 @@
+/* cuda_mma_sk.cu — the decode / verify matmul (R = 1..16 rows per launch) on tensor cores with a
+ * stream-K work split, for MLX affine q4 / q8 weights (K % 128 == 0, 16-bit scales) and bf16 weights
+ * (K % 32 == 0). Activations are prepared by cuda_mma.cu (int8 per group with d and d·Σa, or the bf16
+ * hi / lo split); the numerics are those of cuda_mma.cu's kernels (its header comment), only the work
+ * split and the memory access pattern differ (bench/cuda.md has the measurements).
+ *
+ * Work split: the weight is cut into 16-row tiles and each tile's K into spans (q: 128 inputs, bf16:
+ * 32 inputs); the T·P (tile, span) units, tile-major, are cut into gridDim.x · SK_WARPS equal
+ * contiguous ranges, one per warp (the last warps idle when there are fewer units than warps: no
+ * range is empty between two others, so a tile's warps are exactly first..last). A warp walks its
+ * range U spans at a time (their loads issued together), keeping a 16 × (8·NT) mma accumulator per
+ * tile it touches. A tile covered by one warp is written directly; otherwise each of its warps stores
+ * its partial (slot tile + warp: unique, since both grow along the ranges) and the last to finish (a
+ * counter per tile) adds the partials in warp order. So every warp reads the same number of bytes
+ * (± one span), with no tail of half-empty waves, and the grid is the number of blocks the GPU holds
+ * at once.
+ *
+ * Batch invariance (DESIGN.md §3): the ranges depend on the weight's shape and the grid, and the grid
+ * on the GPU (multiprocessors × resident blocks of the kernel, the same for every R), never on R; a
+ * row of x is one mma column, computed from its own column only.
+ *
+ * q4 / q8 span layout: thread (g, t) of a warp loads 16 (q4) or 32 (q8) contiguous bytes of weight
+ * rows n0+g and n0+g+8 at the t-th quarter of the span, and the matching 32 activation bytes (the
+ * activation layout of cuda_mma.cu's k_qact makes mma j take bytes [8j, 8j+8) of them). A quarter
+ * lies in one group (groups of 32 / 64 / 128 hold 1 / 2 / 4 quarters), so a span is S = 128 / GS
+ * groups and each group's integer sums come from the span's 4 mmas with the activations of the other
+ * groups' quarters masked to zero: S · 4 mmas per span, each exact. Scales and biases come from the
+ * tile-interleaved copy made at upload (cu_wdev.sbt: per tile and group, rows i and i+8 side by side),
+ * one 8-byte load per group for both of a thread's rows. */
+#include "cuda_internal.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "../../base/dtype.h"
+}
+
+#define SK_WARPS 4    /* warps per block */
+#define SK_Q_BLOCKS 4 /* resident blocks per multiprocessor the q kernels are compiled for (<= 128 registers),
+                       * so that the 9..16-row instance fits the grid sized for the 1..8-row one */
+
+/* Per-thread device scratch (see cuda_mma.cu's mma_scratch for why per thread): partials and tile
+ * counters (zero between calls: the last warp of a tile resets its counter). */
+typedef struct {
+    float *ws;     /* [tiles + warps][16][16] partials: column (activation row) major */
+    size_t ws_cap; /* floats */
+    unsigned *cnt; /* [tiles] */
+    size_t cnt_cap;
+} sk_scratch;
+
+static thread_local sk_scratch tls_sk;
+
+/* Makes *p hold at least `bytes` zeroed device bytes (contents lost when it grows). */
+static void sk_grow(void **p, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return;
+    size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
+    CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
+    *p = NULL;
+    CU_CHECK(cudaMalloc(p, nc), "matmul scratch");
+    CU_CHECK(cudaMemset(*p, 0, nc), "matmul scratch");
+    *cap = nc;
+}
+
+__device__ __forceinline__ void sk_mma_u8s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                            uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void sk_mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* The warp whose range holds unit u: the largest w with floor(w·TU / Wn) <= u. */
+__device__ __forceinline__ int sk_owner(long long u, int Wn, long long TU) {
+    return (int)(((u + 1) * Wn + TU - 1) / TU - 1);
+}
+
+/* Ends warp w's part of tile `tile` (P units): c holds this thread's fragment (rows g / g+8, columns
+ * 2t / 2t+1 of each N tile). Writes y directly when the warp covers the whole tile, else stores the
+ * partial, and the tile's last warp adds the partials in warp order into y. */
+template <int NT>
+__device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N, int R, int tile, int w, int Wn,
+                                         long long TU, int P, float *ws, unsigned *cnt) {
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, n0 = tile * 16;
+    long long f = (long long)tile * P;
+    int wf = sk_owner(f, Wn, TU), wl = sk_owner(f + P - 1, Wn, TU);
+    if (wf == wl) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int row = n0 + g + 8 * (e >> 1), col = nt * 8 + 2 * t + (e & 1);
+                if (col < R && row < N) y[(size_t)col * ldy + row] = c[nt][e];
+            }
+        return;
+    }
+    float *p = ws + (size_t)(tile + w) * 256;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int i = g + 8 * (e >> 1), col = nt * 8 + 2 * t + (e & 1);
+            if (col < R) p[col * 16 + i] = c[nt][e];
+        }
+    __threadfence();
+    __syncwarp();
+    unsigned last = 0;
+    if (lane == 0) last = atomicAdd(&cnt[tile], 1u) == (unsigned)(wl - wf);
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (!last) return;
+    __threadfence();
+    for (int e = lane; e < 16 * R; e += 32) {
+        int i = e & 15, col = e >> 4;
+        if (n0 + i >= N) continue;
+        float v = __ldcg(ws + (size_t)(tile + wf) * 256 + e);
+        for (int ww = wf + 1; ww <= wl; ww++) v += __ldcg(ws + (size_t)(tile + ww) * 256 + e);
+        y[(size_t)col * ldy + n0 + i] = v;
+    }
+    if (lane == 0) cnt[tile] = 0;
+}
+
+__device__ __forceinline__ float sk_half(uint32_t h, int f16) {
+    return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
+}
+
+/* ------------------------------------------------------------------ q4 / q8 */
+
+/* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g] for j < R (<= 8·NT).
+ * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). */
+template <int BITS, int GS, int NT, int U>
+__global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
+    k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt, int f16, int N, int K, const uint4 *xa,
+           const float2 *xdb, int R, float *ws, unsigned *cnt) {
+    constexpr int S = 128 / GS;  /* groups per span */
+    constexpr int CV = BITS / 4; /* uint4 per thread, row and span: q4 1 (16 bytes), q8 2 */
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int P = K / 128, G = K / GS, T = (N + 15) / 16;
+    const long long TU = (long long)T * P;
+    /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
+    const int Wn = (int)min((long long)gridDim.x * SK_WARPS, TU), w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    if (w >= Wn) return;
+    long long u = (long long)w * TU / Wn;
+    const long long end = (long long)(w + 1) * TU / Wn;
+    const int quarter_group = t * 32 / GS; /* the group of the span that this thread's quarter lies in */
+    const size_t row_v = (size_t)K * BITS / 128; /* uint4 per weight row */
+    const uint4 *ap[NT];
+    bool av[NT], cv[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        int row = nt * 8 + g;
+        av[nt] = row < R;
+        ap[nt] = xa + (size_t)(av[nt] ? row : 0) * (K / 16) + 2 * t;
+        cv[nt][0] = nt * 8 + 2 * t < R, cv[nt][1] = nt * 8 + 2 * t + 1 < R;
+    }
+    const uint4 z4 = make_uint4(0, 0, 0, 0);
+    while (u < end) {
+        const int tile = (int)(u / P), a = (int)(u - (long long)tile * P);
+        const long long tend = (long long)(tile + 1) * P;
+        const int b = (int)((end < tend ? end : tend) - (long long)tile * P);
+        const int n0 = tile * 16, ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
+        const uint4 *wa = (const uint4 *)W + (size_t)ra * row_v + t * CV;
+        const uint4 *wb = (const uint4 *)W + (size_t)rb * row_v + t * CV;
+        const uint2 *sb = sbt + (size_t)tile * G * 8 + g;
+        float acc[NT][4], bacc[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[nt][e] = bacc[nt][e] = 0.f;
+        for (int s0 = a; s0 < b; s0 += U) {
+            uint4 WA[U][CV], WB[U][CV], X[U][NT][2];
+            uint2 SB[U][S];
+#pragma unroll
+            for (int v = 0; v < U; v++) { /* every load of U spans first: bytes in flight */
+                const int sp = s0 + v;
+                const bool ok = sp < b;
+#pragma unroll
+                for (int c = 0; c < CV; c++) {
+                    WA[v][c] = ok ? __ldcs(wa + (size_t)sp * 4 * CV + c) : z4;
+                    WB[v][c] = ok ? __ldcs(wb + (size_t)sp * 4 * CV + c) : z4;
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) X[v][nt][c] = ok && av[nt] ? __ldg(ap[nt] + (size_t)sp * 8 + c) : z4;
+#pragma unroll
+                for (int s = 0; s < S; s++) SB[v][s] = ok ? __ldg(sb + (size_t)(sp * S + s) * 8) : make_uint2(0, 0);
+            }
+#pragma unroll
+            for (int v = 0; v < U; v++) {
+                const int sp = s0 + v;
+                if (sp >= b) break;
+                uint32_t wa_[4 * CV], wb_[4 * CV], xw[NT][8];
+#pragma unroll
+                for (int c = 0; c < CV; c++) {
+                    wa_[4 * c] = WA[v][c].x, wa_[4 * c + 1] = WA[v][c].y, wa_[4 * c + 2] = WA[v][c].z;
+                    wa_[4 * c + 3] = WA[v][c].w;
+                    wb_[4 * c] = WB[v][c].x, wb_[4 * c + 1] = WB[v][c].y, wb_[4 * c + 2] = WB[v][c].z;
+                    wb_[4 * c + 3] = WB[v][c].w;
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        xw[nt][4 * c] = X[v][nt][c].x, xw[nt][4 * c + 1] = X[v][nt][c].y;
+                        xw[nt][4 * c + 2] = X[v][nt][c].z, xw[nt][4 * c + 3] = X[v][nt][c].w;
+                    }
+#pragma unroll
+                for (int s = 0; s < S; s++) {
+                    const uint32_t m = (S == 1 || quarter_group == s) ? 0xffffffffu : 0u;
+                    int ic[NT][4];
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) ic[nt][0] = ic[nt][1] = ic[nt][2] = ic[nt][3] = 0;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        uint32_t a0, a1, a2, a3;
+                        if (BITS == 4) {
+                            a0 = wa_[j] & 0x0F0F0F0Fu, a1 = wb_[j] & 0x0F0F0F0Fu;
+                            a2 = (wa_[j] >> 4) & 0x0F0F0F0Fu, a3 = (wb_[j] >> 4) & 0x0F0F0F0Fu;
+                        } else {
+                            a0 = wa_[2 * j], a1 = wb_[2 * j], a2 = wa_[2 * j + 1], a3 = wb_[2 * j + 1];
+                        }
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++)
+                            sk_mma_u8s8(ic[nt], a0, a1, a2, a3, xw[nt][2 * j] & m, xw[nt][2 * j + 1] & m);
+                    }
+                    const uint2 q = SB[v][s]; /* rows g, g+8: scale | bias << 16 */
+                    const float sa = sk_half(q.x & 0xffffu, f16), ba = sk_half(q.x >> 16, f16);
+                    const float sbb = sk_half(q.y & 0xffffu, f16), bb = sk_half(q.y >> 16, f16);
+                    const int gi = sp * S + s;
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        const int c0 = nt * 8 + 2 * t;
+                        const float2 z2 = make_float2(0.f, 0.f);
+                        const float2 D0 = cv[nt][0] ? __ldg(xdb + (size_t)c0 * G + gi) : z2;
+                        const float2 D1 = cv[nt][1] ? __ldg(xdb + (size_t)(c0 + 1) * G + gi) : z2;
+                        acc[nt][0] = fmaf((float)ic[nt][0], __fmul_rn(sa, D0.x), acc[nt][0]);
+                        acc[nt][1] = fmaf((float)ic[nt][1], __fmul_rn(sa, D1.x), acc[nt][1]);
+                        acc[nt][2] = fmaf((float)ic[nt][2], __fmul_rn(sbb, D0.x), acc[nt][2]);
+                        acc[nt][3] = fmaf((float)ic[nt][3], __fmul_rn(sbb, D1.x), acc[nt][3]);
+                        bacc[nt][0] = fmaf(ba, D0.y, bacc[nt][0]);
+                        bacc[nt][1] = fmaf(ba, D1.y, bacc[nt][1]);
+                        bacc[nt][2] = fmaf(bb, D0.y, bacc[nt][2]);
+                        bacc[nt][3] = fmaf(bb, D1.y, bacc[nt][3]);
+                    }
+                }
+            }
+        }
+        float c[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) c[nt][e] = __fadd_rn(acc[nt][e], bacc[nt][e]);
+        sk_flush<NT>(c, y, ldy, N, R, tile, w, Wn, TU, P, ws, cnt);
+        u = (long long)tile * P + b;
+    }
+}
+
+/* ------------------------------------------------------------------ bf16 */
+
+/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R (<= 8·NT), K % 32 == 0; the span is one 32-wide
+ * K block, laid out as cuda_mma.cu's k_mm_bf16 (thread (g, t): 8 inputs of rows n0+g and n0+g+8). */
+template <int NT, int U>
+__global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
+                                                          const uint16_t *xh, const uint16_t *xl, int R, float *ws,
+                                                          unsigned *cnt) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int P = K / 32, T = (N + 15) / 16;
+    const long long TU = (long long)T * P;
+    /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
+    const int Wn = (int)min((long long)gridDim.x * SK_WARPS, TU), w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    if (w >= Wn) return;
+    long long u = (long long)w * TU / Wn;
+    const long long end = (long long)(w + 1) * TU / Wn;
+    const uint4 *bh[NT], *bl[NT];
+    bool bv[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        int row = nt * 8 + g;
+        bv[nt] = row < R;
+        bh[nt] = (const uint4 *)(xh + (size_t)(bv[nt] ? row : 0) * K) + t;
+        bl[nt] = (const uint4 *)(xl + (size_t)(bv[nt] ? row : 0) * K) + t;
+    }
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    while (u < end) {
+        const int tile = (int)(u / P), a = (int)(u - (long long)tile * P);
+        const long long tend = (long long)(tile + 1) * P;
+        const int b = (int)((end < tend ? end : tend) - (long long)tile * P);
+        const int n0 = tile * 16, ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
+        const uint4 *wa = (const uint4 *)(W + (size_t)ra * K) + t, *wb = (const uint4 *)(W + (size_t)rb * K) + t;
+        float c[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.f;
+        for (int s0 = a; s0 < b; s0 += U) {
+            uint4 A0[U], A1[U], BH[U][NT], BL[U][NT];
+#pragma unroll
+            for (int v = 0; v < U; v++) {
+                const int k = s0 + v;
+                const bool ok = k < b;
+                A0[v] = ok ? __ldcs(wa + (size_t)k * 4) : z;
+                A1[v] = ok ? __ldcs(wb + (size_t)k * 4) : z;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    BH[v][nt] = ok && bv[nt] ? __ldg(bh[nt] + (size_t)k * 4) : z;
+                    BL[v][nt] = ok && bv[nt] ? __ldg(bl[nt] + (size_t)k * 4) : z;
+                }
+            }
+#pragma unroll
+            for (int v = 0; v < U; v++) {
+                if (s0 + v >= b) break;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    sk_mma_bf16(c[nt], A0[v].x, A1[v].x, A0[v].y, A1[v].y, BH[v][nt].x, BH[v][nt].y);
+                    sk_mma_bf16(c[nt], A0[v].z, A1[v].z, A0[v].w, A1[v].w, BH[v][nt].z, BH[v][nt].w);
+                    sk_mma_bf16(c[nt], A0[v].x, A1[v].x, A0[v].y, A1[v].y, BL[v][nt].x, BL[v][nt].y);
+                    sk_mma_bf16(c[nt], A0[v].z, A1[v].z, A0[v].w, A1[v].w, BL[v][nt].z, BL[v][nt].w);
+                }
+            }
+        }
+        sk_flush<NT>(c, y, ldy, N, R, tile, w, Wn, TU, P, ws, cnt);
+        u = (long long)tile * P + b;
+    }
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+/* $name as a positive int, or dflt (benchmark knobs; never a function of R). */
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    int n = v ? atoi(v) : 0;
+    return n > 0 ? n : dflt;
+}
+
+static int sk_sms(void) {
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (sms <= 0) sms = 132;
+    }
+    return sms;
+}
+
+/* Blocks of the launch: the blocks the GPU holds at once (occ: resident blocks per multiprocessor of
+ * the kernel's 1..8-row instance; the 9..16-row one, with U / 2 spans per batch, may hold fewer and
+ * then runs in more than one wave), fewer when the weight has under 2·U units per warp. A function of
+ * the shape and the GPU only. */
+static int sk_grid(int occ, long long units, int U) {
+    long long blocks = (long long)sk_sms() * env_int("MTPLX_CUDA_SK_BPS", occ);
+    long long most = units / (2LL * U * SK_WARPS);
+    if (blocks > most) blocks = most;
+    return blocks < 1 ? 1 : (int)blocks;
+}
+
+/* Resident blocks per multiprocessor of a kernel, at least 1. */
+template <class K1>
+static int sk_occ(K1 k1) {
+    int a = 1;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, k1, SK_WARPS * 32, 0);
+    return a < 1 ? 1 : a;
+}
+
+/* Partials and counters for T tiles and `blocks` blocks. */
+static sk_scratch *sk_scratch_for(int T, int blocks) {
+    sk_scratch *s = &tls_sk;
+    sk_grow((void **)&s->ws, &s->ws_cap, ((size_t)T + (size_t)blocks * SK_WARPS) * 256 * sizeof(float));
+    sk_grow((void **)&s->cnt, &s->cnt_cap, (size_t)T * sizeof(unsigned));
+    return s;
+}
+
+int cu_sk_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_SK");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
+    return cu_sk_enabled() && dv->sbt && w->cols % 128 == 0;
+}
+
+template <int BITS, int GS, int U>
+static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, int K, const void *xa, const float *xdb,
+                        int R) {
+    static int occ = 0;
+    if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U>);
+    int T = (N + 15) / 16;
+    int blocks = sk_grid(occ, (long long)T * (K / 128), U);
+    sk_scratch *s = sk_scratch_for(T, blocks);
+    const uint2 *sbt = (const uint2 *)dv->sbt;
+    const uint32_t *W = (const uint32_t *)dv->data;
+    if (R <= 8)
+        k_sk_q<BITS, GS, 1, U><<<blocks, SK_WARPS * 32>>>(y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
+                                                         (const float2 *)xdb, R, s->ws, s->cnt);
+    else
+        k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)><<<blocks, SK_WARPS * 32>>>(
+            y, ldy, W, sbt, f16, N, K, (const uint4 *)xa, (const float2 *)xdb, R, s->ws, s->cnt);
+    CU_LAUNCHED("matmul sk q");
+}
+
+/* U (spans per batch): q4 4 (group 32: 2, which needs no spills) and q8 2 unless $MTPLX_CUDA_SK_U says
+ * 2 / 4 / 8 (q8: 1 / 2 / 4; bench/cuda.md has the sweep). */
+template <int BITS, int GS>
+static void sk_q_u(float *y, int ldy, const cu_wdev *dv, int f16, int N, int K, const void *xa, const float *xdb,
+                   int R) {
+    int u = env_int("MTPLX_CUDA_SK_U", BITS == 4 && GS == 32 ? 2 : 4);
+    if (u <= 2) sk_q_launch<BITS, GS, BITS == 4 ? 2 : 1>(y, ldy, dv, f16, N, K, xa, xdb, R);
+    else if (u <= 4) sk_q_launch<BITS, GS, BITS == 4 ? 4 : 2>(y, ldy, dv, f16, N, K, xa, xdb, R);
+    else sk_q_launch<BITS, GS, BITS == 4 ? 8 : 4>(y, ldy, dv, f16, N, K, xa, xdb, R);
+}
+
+void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R) {
+    int N = w->rows, K = w->cols, gs = w->group_size, f16 = w->scale_dtype == DT_F16;
+    if (w->bits == 4) {
+        if (gs == 32) sk_q_u<4, 32>(y, ldy, dv, f16, N, K, xa, xdb, R);
+        else if (gs == 64) sk_q_u<4, 64>(y, ldy, dv, f16, N, K, xa, xdb, R);
+        else sk_q_u<4, 128>(y, ldy, dv, f16, N, K, xa, xdb, R);
+    } else {
+        if (gs == 32) sk_q_u<8, 32>(y, ldy, dv, f16, N, K, xa, xdb, R);
+        else if (gs == 64) sk_q_u<8, 64>(y, ldy, dv, f16, N, K, xa, xdb, R);
+        else sk_q_u<8, 128>(y, ldy, dv, f16, N, K, xa, xdb, R);
+    }
+}
+
+template <int U>
+static void sk_bf16_launch(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
+                           int R) {
+    static int occ = 0;
+    if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
+    int T = (N + 15) / 16;
+    int blocks = sk_grid(occ, (long long)T * (K / 32), U);
+    sk_scratch *s = sk_scratch_for(T, blocks);
+    if (R <= 8) k_sk_bf16<1, U><<<blocks, SK_WARPS * 32>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    else k_sk_bf16<2, U / 2><<<blocks, SK_WARPS * 32>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    CU_LAUNCHED("matmul sk bf16");
+}
+
+/* U: 8 K blocks per batch unless $MTPLX_CUDA_SK_BU says 2 / 4 (bench/cuda.md has the sweep). */
+void cu_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl, int R) {
+    int u = env_int("MTPLX_CUDA_SK_BU", 8);
+    if (u <= 2) sk_bf16_launch<2>(y, ldy, W, N, K, xh, xl, R);
+    else if (u <= 4) sk_bf16_launch<4>(y, ldy, W, N, K, xh, xl, R);
+    else sk_bf16_launch<8>(y, ldy, W, N, K, xh, xl, R);
+}
