@@ -123,6 +123,19 @@ static size_t checkpoint_bytes(const char *dir) {
     closedir(d);
     return total;
 }
+
+/* 1 when dir/config.json declares an MLX quantization (a "quantization" key in its first 64 KiB),
+ * 0 when it does not or cannot be read. */
+static int checkpoint_quantized(const char *dir) {
+    char path[4096], buf[65537];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, "\"quantization\"") != NULL;
+}
 #endif
 
 #define GIB 1073741824.0
@@ -144,8 +157,10 @@ int be_device_preflight(const char *model_dir, mtplx_err *err) {
         if (cap < fr) fr = cap;
     }
     size_t w = checkpoint_bytes(model_dir);
-    /* weights as stored, plus a working margin: KV cache, states, scratch and the CUDA context */
-    size_t margin = (size_t)(0.5 * GIB) + w / 20;
+    /* weights as stored, plus a working margin: KV cache, states, scratch and the CUDA context;
+     * quantized weights also get a tile-interleaved copy of their scales and biases at upload
+     * (cuda_mma_sk.cu: up to 12.5% of a q4 group-64 weight's bytes) */
+    size_t margin = (size_t)(0.5 * GIB) + w / 20 + (checkpoint_quantized(model_dir) ? w / 8 : 0);
     if (w + margin > fr)
         return err_set(err, MTPLX_ENOMEM,
                        "%s: the checkpoint's %.2f GiB of weights (+ %.2f GiB working memory) do not fit on GPU %d "
