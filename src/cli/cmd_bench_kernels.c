@@ -330,7 +330,9 @@ int cmd_bench_kernels(int argc, char **argv) {
         size_t bw_bytes = (size_t)membw_mb << 20;
         float *bwbuf = membw && verify && !on_gpu ? bench_membw_buffer(bw_bytes) : NULL;
         if (membw && verify && !on_gpu && !bwbuf) err_set(&err, MTPLX_ENOMEM, "bandwidth buffer: cannot allocate %zu bytes", bw_bytes);
-        if (err.code || bench_weight_bytes(dir, c->tie_word_embeddings, &wbytes, &allbytes, &err) ||
+        if (err.code || bench_weight_bytes(dir, c->tie_word_embeddings,
+                                              c->n_experts > 0 ? (double)c->n_experts_per_tok / c->n_experts : 1.0,
+                                              &wbytes, &allbytes, &err) ||
             (verify && bench_verify_cost(m, rows, context, reps, seed, bwbuf, bw_bytes, &vc, &err)) ||
             (prefill && bench_prefill_seconds(m, prefill, 2, seed, &pre_s, &err))) {
             cli_error("bench", "%s", err.msg);

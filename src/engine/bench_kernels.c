@@ -154,11 +154,13 @@ static int has_suffix(const char *s, const char *suf) {
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-int bench_weight_bytes(const char *dir, int tied, uint64_t *per_token, uint64_t *all, mtplx_err *err) {
+int bench_weight_bytes(const char *dir, int tied, double expert_frac, uint64_t *per_token, uint64_t *all,
+                       mtplx_err *err) {
     st_set *st = NULL;
     int rc = st_open_dir(dir, &st, err);
     if (rc) return rc;
     uint64_t tok = 0, tot = 0;
+    double routed = 0;
     for (int i = 0; i < st_count(st); i++) {
         const st_tensor *t = st_at(st, i);
         tot += t->nbytes;
@@ -166,10 +168,11 @@ int bench_weight_bytes(const char *dir, int tied, uint64_t *per_token, uint64_t 
         int is_embed = strstr(t->name, "embed_tokens.") != NULL;
         if (is_mtp || has_suffix(t->name, "visual") || strstr(t->name, "visual.")) continue;
         if (is_embed && !tied) continue;
-        tok += t->nbytes;
+        if (strstr(t->name, ".mlp.experts.") || strstr(t->name, ".mlp.switch_mlp.")) routed += (double)t->nbytes;
+        else tok += t->nbytes;
     }
     st_close(st);
-    *per_token = tok;
+    *per_token = tok + (uint64_t)(routed * expert_frac + 0.5);
     if (all) *all = tot;
     return 0;
 }

@@ -65,9 +65,12 @@ int bench_matmul(const char *format, int n, int k, int count, int max_rows, int 
                  bench_matmul_out *out, mtplx_err *err);
 
 /* Bytes of weights one decode step reads: every tensor of the checkpoint in `dir` except the
- * embedding table (one row is read) and the MTP head (mtp.*); a tied head counts the embedding once.
- * *all gets the bytes of every tensor. Returns 0 or an error. */
-int bench_weight_bytes(const char *dir, int tied, uint64_t *per_token, uint64_t *all, mtplx_err *err);
+ * embedding table (one row is read) and the MTP head (mtp.*); a tied head counts the embedding once;
+ * the routed experts of an MoE layer (`.mlp.experts.`, `.mlp.switch_mlp.`: stacked or one tensor per
+ * expert, all of one size) count `expert_frac` (= top-k / experts: a token reads exactly k of them;
+ * 1 for dense models) of their bytes. *all gets the bytes of every tensor. Returns 0 or an error. */
+int bench_weight_bytes(const char *dir, int tied, double expert_frac, uint64_t *per_token, uint64_t *all,
+                       mtplx_err *err);
 
 /* One draft step's parts, median seconds over the timed steps. */
 typedef struct {

@@ -49,10 +49,32 @@ static const char k_bench_2b[] =
 static const char k_qwen35_27b[] = QWEN35_27B(64);
 static const char k_qwen35_27b_16l[] = QWEN35_27B(16);
 
+/* Qwen3.5 / 3.6 35B-A3B MoE text configuration: hidden 2048, 40 layers of 3 GDN : 1 gated attention,
+ * 16 query / 2 KV heads of 256, GDN 16 key / 32 value heads of 128, every layer MoE with 256 routed
+ * experts (top 8, renormalized) of width 512 plus a gated shared expert of width 512, vocab 248320,
+ * one MTP layer (MoE too); bench/cuda.md ("The synthetic 35B-A3B shape") gives the source. The -10l
+ * variant keeps 10 of the 40 layers (the same per-layer shapes). */
+#define QWEN35_35B_A3B(LAYERS)                                                                                \
+    "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe_text\","               \
+    " \"vocab_size\": 248320, \"hidden_size\": 2048, \"num_hidden_layers\": " #LAYERS ","                      \
+    " \"full_attention_interval\": 4, \"num_attention_heads\": 16, \"num_key_value_heads\": 2,"              \
+    " \"head_dim\": 256, \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 32,"                      \
+    " \"linear_key_head_dim\": 128, \"linear_value_head_dim\": 128, \"linear_conv_kernel_dim\": 4,"          \
+    " \"num_experts\": 256, \"num_experts_per_tok\": 8, \"norm_topk_prob\": true,"                           \
+    " \"moe_intermediate_size\": 512, \"shared_expert_intermediate_size\": 512,"                             \
+    " \"rms_norm_eps\": 1e-06, \"tie_word_embeddings\": false, \"max_position_embeddings\": 262144,"        \
+    " \"partial_rotary_factor\": 0.25, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000000.0," \
+    " \"partial_rotary_factor\": 0.25}, \"attn_output_gate\": true,"                                          \
+    " \"mtp_num_hidden_layers\": 1, \"eos_token_id\": 248044, \"torch_dtype\": \"bfloat16\"}"
+static const char k_qwen35_35b_a3b[] = QWEN35_35B_A3B(40);
+static const char k_qwen35_35b_a3b_10l[] = QWEN35_35B_A3B(10);
+
 const char *synth_preset_config(const char *name) {
     if (name && !strcmp(name, "bench-2b")) return k_bench_2b;
     if (name && !strcmp(name, "qwen35-27b")) return k_qwen35_27b;
     if (name && !strcmp(name, "qwen35-27b-16l")) return k_qwen35_27b_16l;
+    if (name && !strcmp(name, "qwen35-35b-a3b")) return k_qwen35_35b_a3b;
+    if (name && !strcmp(name, "qwen35-35b-a3b-10l")) return k_qwen35_35b_a3b_10l;
     return NULL;
 }
 
@@ -140,13 +162,42 @@ static void add_gdn(shard *s, const char *p, const model_config *c, float out_sc
     add(s, sp, "norm.weight", 1, Dv, 0, 0, FILL_ONE, 0, 0);
 }
 
-static void add_mlp_norms(shard *s, const char *p, const model_config *c, float out_scale) {
+/* The MoE block of a qwen3_5_moe layer: router, routed experts, gated shared expert. Experts are
+ * stacked: HF's fused layout (experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I]) in bf16,
+ * MLX's switch_mlp.{gate,up,down}_proj [E, ...] when quantized (HF's fused tensors are never
+ * quantized); the router and the shared expert's gate stay bf16. */
+static void add_moe(shard *s, const char *p, const model_config *c, float out_scale, int quantized) {
+    int64_t H = c->hidden_size, E = c->n_experts, I = c->moe_intermediate_size, S = c->shared_expert_intermediate_size;
+    char sp[200];
+    snprintf(sp, sizeof sp, "%smlp.", p);
+    add(s, sp, "gate.weight", 2, E, H, 0, FILL_LINEAR, lin(H, 1), 0);
+    if (quantized) {
+        add(s, sp, "switch_mlp.gate_proj.weight", 3, E, I, H, FILL_LINEAR, lin(H, 1), 1);
+        add(s, sp, "switch_mlp.up_proj.weight", 3, E, I, H, FILL_LINEAR, lin(H, 1), 1);
+        add(s, sp, "switch_mlp.down_proj.weight", 3, E, H, I, FILL_LINEAR, lin(I, out_scale), 1);
+    } else {
+        add(s, sp, "experts.gate_up_proj", 3, E, 2 * I, H, FILL_LINEAR, lin(H, 1), 0);
+        add(s, sp, "experts.down_proj", 3, E, H, I, FILL_LINEAR, lin(I, out_scale), 0);
+    }
+    if (S > 0) {
+        add(s, sp, "shared_expert.gate_proj.weight", 2, S, H, 0, FILL_LINEAR, lin(H, 1), 1);
+        add(s, sp, "shared_expert.up_proj.weight", 2, S, H, 0, FILL_LINEAR, lin(H, 1), 1);
+        add(s, sp, "shared_expert.down_proj.weight", 2, H, S, 0, FILL_LINEAR, lin(S, out_scale), 1);
+        add(s, sp, "shared_expert_gate.weight", 2, 1, H, 0, FILL_LINEAR, lin(H, 1), 0);
+    }
+}
+
+static void add_mlp_norms(shard *s, const char *p, const model_config *c, float out_scale, int quantized) {
     int64_t H = c->hidden_size, I = c->intermediate_size;
     char sp[200];
     snprintf(sp, sizeof sp, "%smlp.", p);
-    add(s, sp, "gate_proj.weight", 2, I, H, 0, FILL_LINEAR, lin(H, 1), 1);
-    add(s, sp, "up_proj.weight", 2, I, H, 0, FILL_LINEAR, lin(H, 1), 1);
-    add(s, sp, "down_proj.weight", 2, H, I, 0, FILL_LINEAR, lin(I, out_scale), 1);
+    if (c->n_experts > 0) {
+        add_moe(s, p, c, out_scale, quantized);
+    } else {
+        add(s, sp, "gate_proj.weight", 2, I, H, 0, FILL_LINEAR, lin(H, 1), 1);
+        add(s, sp, "up_proj.weight", 2, I, H, 0, FILL_LINEAR, lin(H, 1), 1);
+        add(s, sp, "down_proj.weight", 2, H, I, 0, FILL_LINEAR, lin(I, out_scale), 1);
+    }
     add(s, p, "input_layernorm.weight", 1, H, 0, 0, FILL_ZERO, 0, 0);
     add(s, p, "post_attention_layernorm.weight", 1, H, 0, 0, FILL_ZERO, 0, 0);
 }
@@ -197,7 +248,8 @@ static int gen_tensor(const tspec *t, const synth_opts *o, gen_out *g, mtplx_err
     int64_t rows = t->shape[0], cols = 1;
     for (int i = 1; i < t->ndim; i++) cols *= t->shape[i];
     srng r = srng_for(o->seed, t->name);
-    int quant = o->bits && t->quantize && t->ndim == 2 && cols % o->group_size == 0;
+    int quant = o->bits && t->quantize && t->ndim >= 2 && t->shape[t->ndim - 1] % o->group_size == 0;
+    if (quant && t->ndim == 3) rows = t->shape[0] * t->shape[1], cols = t->shape[2]; /* stacked experts */
     const int64_t block = 1024;
     float *tmp = mem_alloc((size_t)block * (size_t)cols, sizeof(float), "synth rows", err);
     if (!tmp) return MTPLX_ENOMEM;
@@ -239,6 +291,12 @@ static int gen_tensor(const tspec *t, const synth_opts *o, gen_out *g, mtplx_err
     g->items[0] = (st_write_item){names[0], DT_U32, 2, {rows, words}, q};
     g->items[1] = (st_write_item){names[1], DT_BF16, 2, {rows, G}, sc};
     g->items[2] = (st_write_item){names[2], DT_BF16, 2, {rows, G}, bi};
+    if (t->ndim == 3) /* [E, N, K] -> [E, N, words] and [E, N, groups] */
+        for (int k = 0; k < 3; k++) {
+            st_write_item *it = &g->items[k];
+            it->ndim = 3;
+            it->shape[2] = it->shape[1], it->shape[0] = t->shape[0], it->shape[1] = t->shape[1];
+        }
     g->n = 3;
     return 0;
 }
@@ -296,14 +354,14 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
         if (!text) return err->code;
         cfg_text = text;
     } else if (!(cfg_text = synth_preset_config(o->preset))) {
-        return err_set(err, MTPLX_EINVAL, "synth: unknown preset \"%s\" (known: bench-2b, qwen35-27b, qwen35-27b-16l)", o->preset ? o->preset : "");
+        return err_set(err, MTPLX_EINVAL, "synth: unknown preset \"%s\" (known: bench-2b, qwen35-27b, qwen35-27b-16l, qwen35-35b-a3b, qwen35-35b-a3b-10l)", o->preset ? o->preset : "");
     }
     model_config c;
     int rc = config_parse(cfg_text, o->config_path ? o->config_path : o->preset, &c, err);
     if (rc) return free(text), rc;
-    if (c.arch != ARCH_QWEN3_5)
+    if (c.arch != ARCH_QWEN3_5 && c.arch != ARCH_QWEN3_5_MOE)
         return free(text), err_set(err, MTPLX_EUNSUPPORTED, "synth: model_type %s: only qwen3_5 / qwen3_5_text dense "
-                                   "configs are generated", c.model_type);
+                                   "and qwen3_5_moe / qwen3_5_moe_text configs are generated", c.model_type);
     if (mkdir(o->out_dir, 0755) && errno != EEXIST)
         return free(text), err_set(err, MTPLX_EIO, "synth: cannot create %s: %s", o->out_dir, strerror(errno));
 
@@ -345,7 +403,7 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
         s->n = 0;
         if (c.layer_kinds[l] == LAYER_ATTN) add_attention(s, p, &c, out_scale);
         else add_gdn(s, p, &c, out_scale);
-        add_mlp_norms(s, p, &c, out_scale);
+        add_mlp_norms(s, p, &c, out_scale, o->bits != 0);
         snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", ++idx, n_shards);
         rc = write_shard(s, o, fname, wmap, &total, err);
         progress_report(&o->progress, (uint64_t)idx, (uint64_t)n_shards);
@@ -365,7 +423,7 @@ int synth_write(const synth_opts *o, uint64_t *total_bytes, mtplx_err *err) {
         add(s, "mtp.", "pre_fc_norm_hidden.weight", 1, H, 0, 0, FILL_ZERO, 0, 0);
         add(s, "mtp.", "norm.weight", 1, H, 0, 0, FILL_ZERO, 0, 0);
         add_attention(s, "mtp.layers.0.", &c, out_scale);
-        add_mlp_norms(s, "mtp.layers.0.", &c, out_scale);
+        add_mlp_norms(s, "mtp.layers.0.", &c, out_scale, o->bits != 0);
         snprintf(fname, sizeof fname, "model-%05d-of-%05d.safetensors", ++idx, n_shards);
         rc = write_shard(s, o, fname, wmap, &total, err);
         progress_report(&o->progress, (uint64_t)idx, (uint64_t)n_shards);

@@ -9,6 +9,7 @@
 
 #include "../../src/model/model.h"
 #include "../../src/model/model_internal.h"
+#include "../../src/engine/bench_kernels.h"
 #include "../../src/model/synth.h"
 #include "test.h"
 
@@ -21,6 +22,18 @@ static const char k_cfg[] =
     " \"max_position_embeddings\": 4096, \"partial_rotary_factor\": 0.25, \"rope_parameters\": {\"rope_type\":"
     " \"default\", \"rope_theta\": 10000000.0, \"partial_rotary_factor\": 0.25}, \"mtp_num_hidden_layers\": 1}";
 
+/* the same at MoE: 8 routed experts (top 2) of width 64 and a gated shared expert of width 64 */
+static const char k_moe_cfg[] =
+    "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe_text\", \"vocab_size\": 300,"
+    " \"hidden_size\": 128, \"num_hidden_layers\": 4, \"full_attention_interval\": 4,"
+    " \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 64, \"linear_num_key_heads\": 2,"
+    " \"linear_num_value_heads\": 4, \"linear_key_head_dim\": 128, \"linear_value_head_dim\": 128,"
+    " \"linear_conv_kernel_dim\": 4, \"num_experts\": 8, \"num_experts_per_tok\": 2, \"norm_topk_prob\": true,"
+    " \"moe_intermediate_size\": 64, \"shared_expert_intermediate_size\": 64, \"rms_norm_eps\": 1e-06,"
+    " \"tie_word_embeddings\": false, \"max_position_embeddings\": 4096, \"partial_rotary_factor\": 0.25,"
+    " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 10000000.0, \"partial_rotary_factor\": 0.25},"
+    " \"mtp_num_hidden_layers\": 1}";
+
 static char g_tmp[256];
 
 static int files_equal(const char *a, const char *b) {
@@ -29,16 +42,64 @@ static int files_equal(const char *a, const char *b) {
     return system(cmd) == 0;
 }
 
-static void synth_dir(const char *name, int bits, uint64_t seed, char *out, size_t n) {
+static void synth_dir_cfg(const char *cfg_name, const char *name, int bits, uint64_t seed, char *out, size_t n) {
     snprintf(out, n, "%s/%s", g_tmp, name);
     char cfg[300];
-    snprintf(cfg, sizeof cfg, "%s/cfg.json", g_tmp);
+    snprintf(cfg, sizeof cfg, "%s/%s", g_tmp, cfg_name);
     synth_opts o = {.config_path = cfg, .out_dir = out, .bits = bits, .group_size = 64, .seed = seed};
     mtplx_err e = {0};
     uint64_t bytes = 0;
     int rc = synth_write(&o, &bytes, &e);
     CHECK_MSG(rc == 0, "synth %s: %s", name, e.msg);
     CHECK(bytes > 0);
+}
+
+static void synth_dir(const char *name, int bits, uint64_t seed, char *out, size_t n) {
+    synth_dir_cfg("cfg.json", name, bits, seed, out, n);
+}
+
+/* An MoE checkpoint in bf16 (HF fused experts) and q4 (MLX stacked experts): it loads as qwen3_5_moe
+ * with its MTP layer, gives finite logits, prefill rows equal single-row steps, and bench_weight_bytes
+ * counts exactly top-k / E of the routed experts' bytes (computed here from the shapes). */
+TEST(test_synth_moe_loads_and_runs) {
+    const int bits_l[] = {0, 4};
+    for (int i = 0; i < 2; i++) {
+        char dir[300], name[16];
+        snprintf(name, sizeof name, "moe%d", bits_l[i]);
+        synth_dir_cfg("moe.json", name, bits_l[i], 5, dir, sizeof dir);
+        mtplx_model *m = NULL;
+        mtplx_err e = {0};
+        REQUIRE(model_load(dir, &m, &e) == 0 || (fprintf(stderr, "%s\n", e.msg), 0));
+        CHECK(model_has_mtp(m) && model_config_of(m)->n_experts == 8);
+        model_state *s = NULL;
+        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
+        int32_t ids[4] = {3, 77, 150, 298};
+        float lg[4 * 300], l1[300];
+        fwd_request req = {.logits = lg, .logits_from = 0};
+        CHECK(model_forward(m, s, ids, 4, &req, &e) == 0);
+        int bad = 0, mism = 0;
+        for (int k = 0; k < 4 * 300; k++) bad += !isfinite(lg[k]);
+        CHECK_MSG(bad == 0, "bits %d: %d non-finite logits", bits_l[i], bad);
+        model_state_free(s);
+        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
+        for (int t = 0; t < 4; t++) {
+            fwd_request r1 = {.logits = l1, .logits_from = 0};
+            CHECK(model_forward(m, s, ids + t, 1, &r1, &e) == 0);
+            mism += memcmp(l1, lg + t * 300, sizeof l1) != 0;
+        }
+        CHECK_MSG(mism == 0, "bits %d: %d of 4 rows differ between prefill and stepwise decode", bits_l[i], mism);
+        model_state_free(s);
+        model_free(m);
+        /* routed experts: 4 trunk layers x 8 experts x (gate, up [64 x 128] + down [128 x 64]); bf16:
+         * 2 bytes a weight; q4: half a byte a weight + a bf16 scale and bias per group of 64 */
+        double per_expert = bits_l[i] ? 2.0 * 64 * (128 / 2 + 2 * 4) + 128.0 * (64 / 2 + 1 * 4) : 3.0 * 64 * 128 * 2;
+        double routed = 4 * 8 * per_expert;
+        uint64_t full = 0, frac = 0, all = 0;
+        CHECK(bench_weight_bytes(dir, 0, 1.0, &full, &all, &e) == 0);
+        CHECK(bench_weight_bytes(dir, 0, 2.0 / 8, &frac, NULL, &e) == 0);
+        CHECK_MSG(fabs((double)(full - frac) - routed * 6 / 8) < 1, "bits %d: %llu - %llu != 3/4 of %.0f routed bytes",
+                  bits_l[i], (unsigned long long)full, (unsigned long long)frac, routed);
+    }
 }
 
 TEST(test_synth_loads_and_runs_every_dtype) {
@@ -134,7 +195,12 @@ int main(void) {
     if (!f) return 1;
     fputs(k_cfg, f);
     fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/moe.json", g_tmp);
+    if (!(f = fopen(cmd, "w"))) return 1;
+    fputs(k_moe_cfg, f);
+    fclose(f);
     RUN(test_synth_loads_and_runs_every_dtype);
+    RUN(test_synth_moe_loads_and_runs);
     RUN(test_synth_is_deterministic_by_seed);
     RUN(test_synth_refuses_bad_options);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
