@@ -347,6 +347,37 @@ static int batch_check(const mtplx_model *m, const model_batch *b, const fwd_seq
 /* The logits of every sequence that wants them: runs of consecutive wanted rows go through the head
  * together (the head's weights are read once per run), into the caller's array when the run is one
  * sequence's, else into the batch's staging rows and copied out. */
+/* The batch's host staging (b->logits, [rows][V] floats) as room for `R` rows of H floats, or NULL
+ * when the backend works in host memory (its copies are memcpy: nothing to merge) or it is too small. */
+static float *batch_host_rows(const mtplx_model *m, const model_batch *b, int R) {
+    if (m->be->caps.host_memory || (size_t)R * m->cfg.hidden_size > (size_t)b->scr.rows * m->cfg.vocab_size)
+        return NULL;
+    return b->logits;
+}
+
+void batch_rows_out(const mtplx_model *m, model_batch *b, const float *dev, int R, float *const *dst, const int *r0,
+                    const int *T, int n) {
+    size_t H = (size_t)m->cfg.hidden_size;
+    float *host = batch_host_rows(m, b, R);
+    if (host) m->be->ops->download(m->be, host, dev, sizeof(float) * (size_t)R * H);
+    for (int i = 0; i < n; i++) {
+        if (!dst[i]) continue;
+        if (host) memcpy(dst[i], host + (size_t)r0[i] * H, sizeof(float) * (size_t)T[i] * H);
+        else m->be->ops->download(m->be, dst[i], dev + (size_t)r0[i] * H, sizeof(float) * (size_t)T[i] * H);
+    }
+}
+
+void batch_rows_in(const mtplx_model *m, model_batch *b, float *dev, int R, const float *const *src, const int *T,
+                   int n) {
+    size_t H = (size_t)m->cfg.hidden_size;
+    float *host = batch_host_rows(m, b, R);
+    for (int i = 0, r0 = 0; i < n; r0 += T[i], i++) {
+        if (host) memcpy(host + (size_t)r0 * H, src[i], sizeof(float) * (size_t)T[i] * H);
+        else m->be->ops->upload(m->be, dev + (size_t)r0 * H, src[i], sizeof(float) * (size_t)T[i] * H);
+    }
+    if (host) m->be->ops->upload(m->be, dev, host, sizeof(float) * (size_t)R * H);
+}
+
 static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q, int n) {
     int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const float *hn = b->scr.a;
@@ -375,7 +406,6 @@ static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q,
 }
 
 int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, int n, mtplx_err *err) {
-    int H = m->cfg.hidden_size;
     int R = batch_check(m, b, q, n, err);
     if (R < 0) return err->code;
     for (int i = 0; i < n; i++) {
@@ -391,10 +421,10 @@ int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, 
         q[i].s->cap_rows = 0;
     }
     trunk_rows(m, &b->scr, sg, as, n, b->tokens, R);
-    for (int i = 0; i < n; i++)
-        if (q[i].req.hidden)
-            m->be->ops->download(m->be, q[i].req.hidden, b->scr.a + (size_t)sg[i].r0 * H,
-                                 sizeof(float) * (size_t)q[i].T * H);
+    float *hd[BATCH_SEQS_MAX];
+    int r0[BATCH_SEQS_MAX], T[BATCH_SEQS_MAX], any = 0;
+    for (int i = 0; i < n; i++) hd[i] = q[i].req.hidden, r0[i] = sg[i].r0, T[i] = q[i].T, any |= hd[i] != NULL;
+    if (any) batch_rows_out(m, b, b->scr.a, R, hd, r0, T, n); /* before batch_logits reuses b->logits */
     batch_logits(m, b, q, n);
     for (int i = 0; i < n; i++) fwd_advance(q[i].s, q[i].T, q[i].req.capture, q[i].s->len);
     return 0;

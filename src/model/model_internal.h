@@ -245,6 +245,15 @@ struct model_batch {
     attn_seg *segs;   /* [BATCH_SEQS_MAX] */
 };
 
+/* forward.c: rows [r0[i], r0[i] + T[i]) of the backend rows dev[R][H] into host dst[i] (NULL: skipped),
+ * for the n parts of a batch; with a device backend, one download of all R rows through the batch's
+ * host staging (the host then waits for the device once, not once per part). */
+void batch_rows_out(const mtplx_model *m, model_batch *b, const float *dev, int R, float *const *dst, const int *r0,
+                    const int *T, int n);
+/* forward.c: the parts' host rows src[i][T[i]][H], in order, into the backend rows dev[R][H]; with a
+ * device backend, one upload through the batch's host staging. */
+void batch_rows_in(const mtplx_model *m, model_batch *b, float *dev, int R, const float *const *src, const int *T,
+                   int n);
 /* forward.c: one full-attention layer over the R rows of n sequences (segments), each writing its
  * K/V into layer `layer` of its table at its positions; a[R][H] in, o[R][H] out. Shared by the
  * trunk and the MTP head. */

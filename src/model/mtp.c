@@ -131,7 +131,7 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
 int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, mtplx_err *err) {
     if (n < 1 || n > BATCH_SEQS_MAX)
         return err_set(err, MTPLX_EINVAL, "model_mtp_forward_batch: %d sequences (1..%d)", n, BATCH_SEQS_MAX);
-    int H = m->cfg.hidden_size, R = 0, rc;
+    int R = 0, rc;
     for (int i = 0; i < n; i++) {
         if ((rc = mtp_check(m, q[i].s, q[i].next_tokens, q[i].T, err))) return rc;
         for (int j = 0; j < i; j++)
@@ -148,17 +148,19 @@ int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq 
     fwd_scratch *scr = &b->scr;
     attn_seg *as = b->segs;
     /* gather: the rows' hiddens into `o` (free until the layer writes it) and their tokens */
+    const float *hin[BATCH_SEQS_MAX];
+    float *hout[BATCH_SEQS_MAX];
+    int r0s[BATCH_SEQS_MAX], Ts[BATCH_SEQS_MAX];
     for (int i = 0, r0 = 0; i < n; r0 += q[i].T, i++) {
         as[i] = (attn_seg){&q[i].s->kv, q[i].s->len, r0, q[i].T};
-        m->be->ops->upload(m->be, scr->o + (size_t)r0 * H, q[i].hidden, sizeof(float) * (size_t)q[i].T * H);
+        hin[i] = q[i].hidden, hout[i] = q[i].hidden_out, r0s[i] = r0, Ts[i] = q[i].T;
         memcpy(b->tokens + r0, q[i].next_tokens, sizeof(int32_t) * q[i].T);
     }
+    batch_rows_in(m, b, scr->o, R, hin, Ts, n);
     /* both layer kinds read the gathered hiddens before anything writes `o`; the output goes to `a` */
     m->family->mtp_rows(m, scr, as, n, scr->o, b->tokens, R, scr->a); /* the family's MTP layer */
-    for (int i = 0; i < n; i++) {
-        m->be->ops->download(m->be, q[i].hidden_out, scr->a + (size_t)as[i].r0 * H, sizeof(float) * (size_t)q[i].T * H);
-        q[i].s->len += q[i].T;
-    }
+    batch_rows_out(m, b, scr->a, R, hout, r0s, Ts, n);
+    for (int i = 0; i < n; i++) q[i].s->len += q[i].T;
     return 0;
 }
 
