@@ -285,7 +285,40 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
     return (const float *)e->dev;
 }
 
+/* The ring path of cu_stage_idx: the host array is copied into the pinned mirror and sent with an
+ * async copy on the default stream, so the host does not wait for the queued kernels (a blocking
+ * copy per attention call drained the GPU once per sequence and layer: bench/batching.md, "More
+ * cores and a GPU"). A region is reused only after a wrap, which waits for the device first, so no
+ * queued kernel or copy still reads it. Returns the device address, or NULL when the ring cannot be
+ * had (the caller then stages the blocking way). Called with c->lock held. */
+static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
+    if (c->ring_failed || n > CU_IDX_RING / 8) return NULL;
+    if (!c->d_ring) {
+        if (cudaMalloc(&c->d_ring, CU_IDX_RING * sizeof(int32_t)) != cudaSuccess ||
+            cudaMallocHost(&c->h_ring, CU_IDX_RING * sizeof(int32_t)) != cudaSuccess) {
+            cudaGetLastError(); /* clear the failed allocation's error before the next launch check */
+            c->ring_failed = 1;
+            return NULL;
+        }
+        c->ring_at = 0;
+    }
+    if (c->ring_at + n > CU_IDX_RING) {
+        CU_CHECK(cudaDeviceSynchronize(), "index staging");
+        c->ring_at = 0;
+    }
+    size_t at = c->ring_at;
+    c->ring_at = (at + n + 31) & ~(size_t)31; /* 128-byte aligned starts */
+    memcpy(c->h_ring + at, h, n * sizeof(int32_t));
+    CU_CHECK(cudaMemcpyAsync(c->d_ring + at, c->h_ring + at, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
+             "index staging");
+    return c->d_ring + at;
+}
+
 const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n) {
+    pthread_mutex_lock(&c->lock);
+    const int32_t *d = stage_ring(c, h, n);
+    pthread_mutex_unlock(&c->lock);
+    if (d) return d;
     if (n > c->idx_cap) {
         cudaFree(c->d_idx);
         size_t nc = n < 4096 ? 4096 : 2 * n;
@@ -576,6 +609,8 @@ static void cu_destroy(be_backend *be) {
     free(c->w);
     free(c->v);
     cudaFree(c->d_idx);
+    cudaFree(c->d_ring);
+    cudaFreeHost(c->h_ring);
     pthread_mutex_destroy(&c->lock);
     free(c);
     free(be);

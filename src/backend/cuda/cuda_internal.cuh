@@ -47,9 +47,15 @@ typedef struct {
     cu_vdev *v;            /* open-addressing table of vector copies, v_cap slots */
     size_t v_cap, v_n;
     size_t weight_bytes;   /* device bytes held by weight copies */
-    int32_t *d_idx;        /* device staging for host index arrays (tokens, page tables) */
+    int32_t *d_idx;        /* device staging for host index arrays too big for the ring */
     size_t idx_cap;        /* int32 entries of d_idx */
+    int32_t *d_ring;       /* [CU_IDX_RING] device ring for small index arrays (tokens, page tables) */
+    int32_t *h_ring;       /* [CU_IDX_RING] its pinned host mirror: copies run async, in stream order */
+    size_t ring_at;        /* next free entry (under lock); wrapping waits for the device */
+    int ring_failed;       /* the ring could not be allocated: blocking copies into d_idx instead */
 } cu_ctx;
+
+#define CU_IDX_RING ((size_t)1 << 20) /* int32 entries: 4 MiB on the device + 4 MiB pinned */
 
 /* Abort with the op name on a CUDA error (see the header comment). */
 void cu_check(cudaError_t e, const char *what);
