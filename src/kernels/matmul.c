@@ -268,6 +268,71 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     }
 }
 
+/* ---- many rows through a packed-activation path (prefill chunks) ---- */
+
+/* Rows per call of mm_many: its T-blocks' packed activations all live in the scratch at once, and
+ * kern_matmul_scratch_bound allows KERN_MM_N_MAX blocks. */
+#define MM_MANY_TMAX (KERN_MM_N_MAX * MM_TMAX)
+/* Bytes of weight rows a task keeps in L2 while every T-block passes over them. */
+#define MM_MANY_SLICE_BYTES (256 * 1024)
+
+typedef struct {
+    const xpath *xp;
+    float *y;
+    int ldy;
+    const float *x;
+    int ldx, T;
+    const kern_weight *w;
+    const unsigned char *xpack; /* T-block b's packed rows at xpack + b · blk_bytes */
+    size_t blk_bytes;
+    int rows_per_task, slice_rows; /* multiples of the path's row alignment (16 at least) */
+} mm_many_job;
+
+/* Task i: its weight rows slice by slice, every T-block over each slice (the path's row function
+ * on exactly the (rows, T-block) pairs kern_matmul's block loop would give it). */
+static void mm_many_task(void *ctx, int i, int n) {
+    (void)n;
+    const mm_many_job *j = ctx;
+    int r0 = i * j->rows_per_task, r1 = r0 + j->rows_per_task;
+    if (r1 > j->w->rows) r1 = j->w->rows;
+    for (int s0 = r0; s0 < r1; s0 += j->slice_rows) {
+        int s1 = s0 + j->slice_rows < r1 ? s0 + j->slice_rows : r1;
+        for (int t0 = 0, b = 0; t0 < j->T; t0 += MM_TMAX, b++) {
+            int tt = j->T - t0 < MM_TMAX ? j->T - t0 : MM_TMAX;
+            j->xp->rows(j->y + (size_t)t0 * j->ldy, j->ldy, j->x + (size_t)t0 * j->ldx, j->ldx, tt, j->w, s0, s1,
+                        j->xpack + b * j->blk_bytes);
+        }
+    }
+}
+
+/* y = x·Wᵀ for MM_TMAX < T <= MM_MANY_TMAX rows through path xp: all T-blocks packed up front, then
+ * one dispatch over slices of weight rows, so the weights come from memory once per call instead of
+ * once per MM_TMAX rows, and the call costs one pool hand-off. Same bits as the block loop. */
+static void mm_many(const xpath *xp, float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
+    int K = w->cols, nb = (T + MM_TMAX - 1) / MM_TMAX;
+    size_t blk = (xp->bytes(MM_TMAX, K) + 63) & ~(size_t)63;
+    unsigned char *buf = scratch_get(blk * nb);
+    for (int b = 0; b < nb; b++) {
+        int t0 = b * MM_TMAX, tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
+        xp->pack(buf + b * blk, x + (size_t)t0 * ldx, ldx, tt, K);
+    }
+    int al = xp->row_align > 16 ? xp->row_align : 16;
+    int slice = (int)(MM_MANY_SLICE_BYTES / ((size_t)K * dtype_size(w->dtype))) / al * al;
+    if (slice < al) slice = al;
+    mm_many_job j = {xp, y, ldy, x, ldx, T, w, buf, blk, w->rows, slice};
+    tpool *pool = tpool_global();
+    int threads = tpool_threads(pool);
+    if (threads == 1 || w->rows < 32 || mm_cost_ns(w, T) < 20000.0) {
+        mm_many_task(&j, 0, 1);
+        return;
+    }
+    int n_tasks = threads * 4; /* as mm_run: a core taken by another process does not stall the call */
+    int rpt = (w->rows + n_tasks - 1) / n_tasks;
+    rpt = (rpt + al - 1) / al * al;
+    j.rows_per_task = rpt;
+    tpool_run(pool, (w->rows + rpt - 1) / rpt, mm_many_task, &j);
+}
+
 void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
     assert(ldx >= w->cols && ldy >= w->rows && T >= 0);
     if (w->dtype == DT_U32) {
@@ -280,6 +345,11 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
     }
     mm_rows_fn fn = pick_dense_fn();
     const xpath *xp = pick_xpath(w);
+    if (xp && T > MM_TMAX) {
+        for (int t0 = 0; t0 < T; t0 += MM_MANY_TMAX)
+            mm_many(xp, y + (size_t)t0 * ldy, ldy, x + (size_t)t0 * ldx, ldx, T - t0 < MM_MANY_TMAX ? T - t0 : MM_MANY_TMAX, w);
+        return;
+    }
     void *xpack = xp ? scratch_get(xp->bytes(T < MM_TMAX ? T : MM_TMAX, w->cols)) : NULL;
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;

@@ -22,7 +22,7 @@
 #define CPU_SPLIT_WORK 16384.0
 #define CPU_SCORE_SLOTS_MAX 64
 #define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
-#define ATT_SCORE_ROWS 4 /* score rows kern_attention_group needs per call (it runs 4 queries at a time) */
+#define ATT_SCORE_ROWS KERN_ATT_GROUP_ROWS /* score rows kern_attention_group needs per call (one per query of a block) */
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
