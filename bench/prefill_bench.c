@@ -14,6 +14,10 @@
 #include "../src/kernels/threadpool.h"
 #include "../src/model/model.h"
 
+/* A thread-pool build with hand-off statistics (bench/prefill.sh STATS=1) defines these. */
+__attribute__((weak)) void tpool_stats_reset(void);
+__attribute__((weak)) void tpool_stats_print(void);
+
 static double clock_s(clockid_t id) {
     struct timespec ts;
     clock_gettime(id, &ts);
@@ -38,6 +42,7 @@ int main(int argc, char **argv) {
     unsigned long long r = 88172645463325252ull;
     for (int i = 0; i < n; i++) r ^= r << 13, r ^= r >> 7, r ^= r << 17, tok[i] = (int32_t)(r % (unsigned)c->vocab_size);
     double best_cpu = 1e30, best_wall = 1e30;
+    if (tpool_stats_reset) tpool_stats_reset();
     for (int k = 0; k < reps; k++) {
         model_state_reset(s);
         fwd_request req = {.logits = logits, .logits_from = n - 1};
@@ -47,6 +52,7 @@ int main(int argc, char **argv) {
         if (dc < best_cpu) best_cpu = dc;
         if (dw < best_wall) best_wall = dw;
     }
+    if (tpool_stats_print) tpool_stats_print();
     unsigned long long h = 1469598103934665603ull; /* FNV-1a of the last row's logits: same bits, same hash */
     const unsigned char *lb = (const unsigned char *)logits;
     for (size_t i = 0; i < sizeof(float) * (size_t)c->vocab_size; i++) h = (h ^ lb[i]) * 1099511628211ull;

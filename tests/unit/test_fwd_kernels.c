@@ -359,7 +359,7 @@ TEST(test_gdn_steps_equal_single_steps) {
 /* One weight of each format (bf16 with and without the AMX copy, f32, q4 with and without the packed
  * copy, q8, and tiny ones). */
 TEST(test_matmul_n_matches_matmul) {
-    enum { K = 256, TMAX = 40, NW = 7 };
+    enum { K = 256, TMAX = 300, NW = 7 };
     static const int rows[NW] = {300, 64, 8, 256, 96, 8, 1024};
     kern_weight w[NW];
     void *mem[NW][3] = {{0}};
@@ -410,6 +410,24 @@ TEST(test_matmul_n_matches_matmul) {
         /* a pair, and a single one */
         kern_matmul_n(outs + 2, 2, x, ldx, T);
         kern_matmul_n(outs + 6, 1, x, ldx, T);
+    }
+    /* bf16 weights only, more rows than one 32-row block (prefill chunks: the activations of every
+     * block packed once, one dispatch over slices of weight rows; beyond 256 rows, groups of 256):
+     * each row equals that row computed alone */
+    static const int Tmany[] = {33, 100, 300};
+    for (size_t ti = 0; ti < sizeof Tmany / sizeof *Tmany; ti++) {
+        int T = Tmany[ti], wi[2] = {0, 6};
+        kern_mm_out bo[2] = {{ya, ldy, &w[0]}, {ya + (size_t)TMAX * ldy, ldy, &w[6]}};
+        memset(ya, 0xff, sizeof(float) * 2 * TMAX * ldy); /* NaN: a row left unwritten cannot pass */
+        kern_matmul_n(bo, 2, x, ldx, T);
+        for (int k = 0; k < 2; k++) {
+            int same = 1;
+            for (int t = 0; t < T; t++) {
+                kern_matmul(yb, ldy, x + (size_t)t * ldx, ldx, 1, &w[wi[k]]);
+                same &= !memcmp(yb, bo[k].y + (size_t)t * ldy, sizeof(float) * rows[wi[k]]);
+            }
+            CHECK_MSG(same, "T=%d bf16 weight %d: a row of kern_matmul_n differs from the row alone", T, wi[k]);
+        }
     }
     kern_pack_set_free(packs);
     for (int i = 0; i < NW; i++) free(mem[i][0]), free(mem[i][1]), free(mem[i][2]);
