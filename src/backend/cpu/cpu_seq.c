@@ -21,8 +21,8 @@
  * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
 #define CPU_SPLIT_WORK 16384.0
 #define CPU_SCORE_SLOTS_MAX 64
-#define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
-#define ATT_SCORE_ROWS KERN_ATT_GROUP_ROWS /* score rows kern_attention_group needs per call (one per query of a block) */
+#define ATT_BLOCK_MAX KERN_ATT_GROUP_ROWS /* queries per kern_attention_group call, at most */
+#define ATT_SCORE_FLOATS (8 << 20) /* score scratch of all slots beyond which blocks shrink (32 MB) */
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -32,15 +32,25 @@ static int score_slots(void) {
     return n > CPU_SCORE_SLOTS_MAX ? CPU_SCORE_SLOTS_MAX : n;
 }
 
-/* Scratch layout: [score_slots][4][capacity] scores (single-query callers use the first capacity
- * floats), then the rotary cos/sin table. */
+/* Score rows per slot = the most queries of one kern_attention_group call: ATT_BLOCK_MAX (each block
+ * reads its KV head once, so larger blocks read the cache fewer times per prefill chunk) while all
+ * slots stay within ATT_SCORE_FLOATS, fewer for long contexts on many threads, never below 4. A
+ * function of the capacity and the thread count only; no query's bits depend on it. */
+static int score_rows(int capacity) {
+    long per_row = (long)score_slots() * imax(capacity, 1);
+    long rows = ATT_SCORE_FLOATS / per_row;
+    return rows > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : rows < 4 ? 4 : (int)rows;
+}
+
+/* Scratch layout: [score_slots][score_rows][capacity] scores (single-query callers use the first
+ * capacity floats), then the rotary cos/sin table. */
 size_t cpu_attn_scratch_floats(const be_backend *be, int capacity, int rotary_dim) {
     (void)be;
-    return (size_t)score_slots() * ATT_SCORE_ROWS * imax(capacity, 1) + (size_t)imax(rotary_dim, 2);
+    return (size_t)score_slots() * score_rows(capacity) * imax(capacity, 1) + (size_t)imax(rotary_dim, 2);
 }
 
 static float *rope_table(float *scratch, int capacity) {
-    return scratch + (size_t)score_slots() * ATT_SCORE_ROWS * imax(capacity, 1);
+    return scratch + (size_t)score_slots() * score_rows(capacity) * imax(capacity, 1);
 }
 
 /* How many pool tasks to split `items` independent pieces of work into, `work` multiply-adds in all:
@@ -100,7 +110,7 @@ typedef struct {
     const be_seq_kv *kv;
     int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
     float scale;
-    float *scores;        /* [n_tasks][ATT_SCORE_ROWS][capacity] */
+    float *scores;        /* [n_tasks][score_rows(capacity)][capacity] */
 } attn_job;
 
 /* Page log2 of a be_seq_kv (page_size is a power of two). */
@@ -126,7 +136,7 @@ static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
     int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
     int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
-    float *scores = j->scores + (size_t)task * ATT_SCORE_ROWS * j->capacity;
+    float *scores = j->scores + (size_t)task * score_rows(j->capacity) * j->capacity;
     for (int i = i0; i < i1; i++) {
         int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
         int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
@@ -206,7 +216,8 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
      * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
     int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
     int bs = (per_kv + split - 1) / split;
-    bs = bs > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : bs < 1 ? 1 : bs;
+    int bmax = score_rows(capacity);
+    bs = bs > bmax ? bmax : bs < 1 ? 1 : bs;
     int blocks = (per_kv + bs - 1) / bs;
     attn_job j = {a->big, kv,     bw,       R,       nH,       group,  Dh,     a->q_stride, a->att_off,
                   a->gated, pos0, capacity, bs,      blocks,   a->scale, scratch};
