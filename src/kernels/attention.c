@@ -52,10 +52,10 @@ SM_INL512 __mmask16 mask16(int left) { return left >= 16 ? (__mmask16)0xffff : (
  * ~31 shuffles instead of ~8 instructions per vector. */
 SM_INL512 __m512 hsum16(const __m512 *a) {
     __m512 s1[8], s2[4];
-    for (int p = 0; p < 8; p++) /* [h(a2p) | h(a2p+1)], h[i] = x[i] + x[i+8] */
+    _Pragma("GCC unroll 16") for (int p = 0; p < 8; p++) /* [h(a2p) | h(a2p+1)], h[i] = x[i] + x[i+8] */
         s1[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                               _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    for (int r = 0; r < 4; r++) /* 128-bit lane l: h[0..4) + h[4..8) of a(4r + l) */
+    _Pragma("GCC unroll 16") for (int r = 0; r < 4; r++) /* 128-bit lane l: h[0..4) + h[4..8) of a(4r + l) */
         s2[r] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * r], s1[2 * r + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                               _mm512_shuffle_f32x4(s1[2 * r], s1[2 * r + 1], _MM_SHUFFLE(3, 1, 3, 1)));
     /* in lane l: [q0 + q2, q1 + q3] of a(l), then of a(4 + l) (t0); of a(8 + l), a(12 + l) (t1) */
@@ -92,16 +92,16 @@ SM_INL512 void dots512(float *scores, const float *q, const float *const *kr, in
  * hsum16. */
 SM_INL512 void dots512_16(float *scores, const float *q, const float *const *kr, int dk, int j0, float scale) {
     __m512 acc[16];
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     int d = 0;
     for (; d + 16 <= dk; d += 16) {
         __m512 qv = _mm512_loadu_ps(q + d);
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kr[i] + d), acc[i]);
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kr[i] + d), acc[i]);
     }
     if (d < dk) {
         __mmask16 m = mask16(dk - d);
         __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[i] + d), acc[i]);
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[i] + d), acc[i]);
     }
     _mm512_storeu_ps(scores + j0, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
 }
@@ -185,28 +185,28 @@ SM_TGT512 static void attention_avx512(float *out, const float *q, const kern_ro
 SM_INL512 void dots512_tile(float *const *sc, const float *const *q, const float *const *kr, int dk, int j0,
                             const int NQ, float scale) {
     __m512 acc[16];
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     int d = 0;
     for (; d + 16 <= dk; d += 16) {
         __m512 kv[4];
-        for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_loadu_ps(kr[kk] + d);
-        for (int i = 0; i < NQ; i++) {
+        _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_loadu_ps(kr[kk] + d);
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
             __m512 qv = _mm512_loadu_ps(q[i] + d);
-            for (int kk = 0; kk < 4; kk++) acc[4 * i + kk] = _mm512_fmadd_ps(qv, kv[kk], acc[4 * i + kk]);
+            _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) acc[4 * i + kk] = _mm512_fmadd_ps(qv, kv[kk], acc[4 * i + kk]);
         }
     }
     if (d < dk) {
         __mmask16 m = mask16(dk - d);
         __m512 kv[4];
-        for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_maskz_loadu_ps(m, kr[kk] + d);
-        for (int i = 0; i < NQ; i++) {
+        _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_maskz_loadu_ps(m, kr[kk] + d);
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
             __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
-            for (int kk = 0; kk < 4; kk++) acc[4 * i + kk] = _mm512_fmadd_ps(qv, kv[kk], acc[4 * i + kk]);
+            _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) acc[4 * i + kk] = _mm512_fmadd_ps(qv, kv[kk], acc[4 * i + kk]);
         }
     }
     float s[16] __attribute__((aligned(64)));
     _mm512_store_ps(s, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
-    for (int i = 0; i < NQ; i++) memcpy(sc[i] + j0, s + 4 * i, 4 * sizeof(float));
+    _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) memcpy(sc[i] + j0, s + 4 * i, 4 * sizeof(float));
 }
 
 /* out_i[d0 .. d0 + 64) ∩ [0, dv) += Σ_j p_ij · v_j over the keys j of one tile (row pointers
@@ -218,31 +218,31 @@ SM_INL512 void wsum512_tile(float *const *out, const float *const *vr, int dv, i
     __m512 acc[4][4];
     __mmask16 m[4];
     int nmin = n[0];
-    for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
-    for (int u = 0; u < 4; u++) {
+    _Pragma("GCC unroll 16") for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
+    _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) {
         int left = dv - d0 - 16 * u;
         m[u] = left <= 0 ? 0 : mask16(left);
-        for (int i = 0; i < NQ; i++)
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++)
             acc[i][u] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[u], out[i] + d0 + 16 * u);
     }
     int jm = nmin < j1 ? nmin : j1;
     for (int j = j0; j < jm; j++) {
         const float *vj = vr[j - j0] + d0;
         __m512 vv[4];
-        for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + 16 * u);
-        for (int i = 0; i < NQ; i++) {
+        _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + 16 * u);
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
             __m512 pj = _mm512_set1_ps(p[i][j]);
-            for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, vv[u], acc[i][u]);
+            _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, vv[u], acc[i][u]);
         }
     }
-    for (int i = 0; i < NQ; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
         int je = n[i] < j1 ? n[i] : j1;
         for (int j = jm > j0 ? jm : j0; j < je; j++) {
             const float *vj = vr[j - j0] + d0;
             __m512 pj = _mm512_set1_ps(p[i][j]);
-            for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + 16 * u), acc[i][u]);
+            _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + 16 * u), acc[i][u]);
         }
-        for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(out[i] + d0 + 16 * u, m[u], acc[i][u]);
+        _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(out[i] + d0 + 16 * u, m[u], acc[i][u]);
     }
 }
 
@@ -252,10 +252,10 @@ SM_INL512 void wsum512_tile(float *const *out, const float *const *vr, int dv, i
 SM_INL512 void scores4_tile(float *const *sc, const float *const *q, const int *n, const int NQ,
                             const float *const *kr, int dk, float scale, int j0, int j1) {
     int nmin = n[0];
-    for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
+    _Pragma("GCC unroll 16") for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
     int jt = (nmin & ~3) < j1 ? (nmin & ~3) : j1, j = j0;
     for (; j + 4 <= jt; j += 4) dots512_tile(sc, q, kr + (j - j0), dk, j, NQ, scale);
-    for (int i = 0; i < NQ; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
         int ji = j, je = n[i] < j1 ? n[i] : j1;
         for (; ji + 16 <= je; ji += 16) dots512_16(sc[i], q[i], kr + (ji - j0), dk, ji, scale);
         for (; ji + 4 <= je; ji += 4) dots512(sc[i], q[i], kr + (ji - j0), dk, ji, 4, scale);
@@ -270,7 +270,7 @@ SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int w, int j0, 
     for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(r, j);
     for (int j = j1; j < j2; j++) {
         const char *row = (const char *)kern_row(r, j);
-        for (int b = 0; b < w * 4; b += 64) _mm_prefetch(row + b, _MM_HINT_T1);
+        for (int b = 0; b < w * 4; b += 128) _mm_prefetch(row + b, _MM_HINT_T1); /* the pair's other line comes along */
     }
 }
 
