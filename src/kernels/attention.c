@@ -10,6 +10,7 @@
 #include "attention.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "neon.h"
@@ -45,14 +46,33 @@ static void attention_portable(float *out, const float *q, const kern_rows *k, i
 
 SM_INL512 __mmask16 mask16(int left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
-/* scores[j] = scale · q·k_j for j in [j0, j0 + NK), NK <= 4, each key its own accumulator. */
-SM_INL512 void dots512(float *scores, const float *q, const kern_rows *k, int dk, int j0, const int NK, float scale) {
+/* Sixteen horizontal sums at once: lane m of the result is the sum of a[m]'s 16 lanes, by the tree
+ * _mm512_reduce_add_ps uses for one vector (lanes i + i+8, then i + i+4, i + i+2, i + i+1), so each
+ * sum is bit-identical to _mm512_reduce_add_ps(a[m]) (float addition is commutative); 15 adds and
+ * ~31 shuffles instead of ~8 instructions per vector. */
+SM_INL512 __m512 hsum16(const __m512 *a) {
+    __m512 s1[8], s2[4];
+    _Pragma("GCC unroll 16") for (int p = 0; p < 8; p++) /* [h(a2p) | h(a2p+1)], h[i] = x[i] + x[i+8] */
+        s1[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    _Pragma("GCC unroll 16") for (int r = 0; r < 4; r++) /* 128-bit lane l: h[0..4) + h[4..8) of a(4r + l) */
+        s2[r] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * r], s1[2 * r + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s1[2 * r], s1[2 * r + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* in lane l: [q0 + q2, q1 + q3] of a(l), then of a(4 + l) (t0); of a(8 + l), a(12 + l) (t1) */
+    __m512 t0 = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 t1 = _mm512_add_ps(_mm512_shuffle_ps(s2[2], s2[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(s2[2], s2[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* lane l: the sums of a(l), a(4 + l), a(8 + l), a(12 + l): element 4l + c holds a(4c + l) */
+    __m512 u = _mm512_add_ps(_mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), u);
+}
+
+/* scores[j0 + i] = scale · q·kr[i] for i < NK <= 4, each key its own accumulator. */
+SM_INL512 void dots512(float *scores, const float *q, const float *const *kr, int dk, int j0, const int NK, float scale) {
     __m512 acc[4];
-    const float *kr[4];
-    for (int i = 0; i < NK; i++) {
-        acc[i] = _mm512_setzero_ps();
-        kr[i] = kern_row(k, j0 + i);
-    }
+    for (int i = 0; i < NK; i++) acc[i] = _mm512_setzero_ps();
     int d = 0;
     for (; d + 16 <= dk; d += 16) {
         __m512 qv = _mm512_loadu_ps(q + d);
@@ -66,6 +86,24 @@ SM_INL512 void dots512(float *scores, const float *q, const kern_rows *k, int dk
             acc[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[i] + d), acc[i]);
     }
     for (int i = 0; i < NK; i++) scores[j0 + i] = _mm512_reduce_add_ps(acc[i]) * scale;
+}
+
+/* scores[j0 + i] = scale · q·kr[i] for 16 keys: the same chains as dots512, reduced together by
+ * hsum16. */
+SM_INL512 void dots512_16(float *scores, const float *q, const float *const *kr, int dk, int j0, float scale) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= dk; d += 16) {
+        __m512 qv = _mm512_loadu_ps(q + d);
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kr[i] + d), acc[i]);
+    }
+    if (d < dk) {
+        __mmask16 m = mask16(dk - d);
+        __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+        _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kr[i] + d), acc[i]);
+    }
+    _mm512_storeu_ps(scores + j0, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
 }
 
 /* out[d0 .. d0 + 128) ∩ [0, dv) = Σ_j p_j · v_j over all n keys (8 accumulators, masked tail). */
@@ -109,112 +147,177 @@ SM_INL512 void softmax512(float *scores, int n) {
 
 SM_TGT512 static void attention_avx512(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v,
                                        int dv, int n, float scale, float *scores) {
+    const float *kr[16];
     int j = 0;
-    for (; j + 4 <= n; j += 4) dots512(scores, q, k, dk, j, 4, scale);
-    for (; j < n; j++) dots512(scores, q, k, dk, j, 1, scale);
+    for (; j + 16 <= n; j += 16) {
+        for (int i = 0; i < 16; i++) kr[i] = kern_row(k, j + i);
+        dots512_16(scores, q, kr, dk, j, scale);
+    }
+    for (; j + 4 <= n; j += 4) {
+        for (int i = 0; i < 4; i++) kr[i] = kern_row(k, j + i);
+        dots512(scores, q, kr, dk, j, 4, scale);
+    }
+    for (; j < n; j++) {
+        kr[0] = kern_row(k, j);
+        dots512(scores, q, kr, dk, j, 1, scale);
+    }
     softmax512(scores, n);
     for (int d0 = 0; d0 < dv; d0 += 128) wsum512(out, v, dv, d0, n, scores);
 }
 
 /* ---- AVX-512, several queries over one KV head ----
  * The same per-(query, key) and per-(query, value dim) operation sequences as attention_avx512 —
- * one accumulator per dot product over the dims in order, one per output element over the keys in
- * order — so every query's output is bit-identical to attention_avx512 on it alone. Grouping only
- * shares loads: a 4 × 4 (queries × keys) tile reads each key chunk once for 4 queries, and the
- * value sum reads each value chunk once for up to 4 queries. */
+ * one accumulator per dot product over the dims in order, reduced by _mm512_reduce_add_ps's tree,
+ * one accumulator per output element over the keys in order — so every query's output is
+ * bit-identical to attention_avx512 on it alone. Grouping only shares loads and reductions: the
+ * queries of a call go in blocks of up to ATT_QB, and each block walks the keys in tiles of ATT_KT
+ * (L1-sized: 64 keys of 128 dims are 32 KB), so every key and value chunk comes from memory once per
+ * block instead of once per 4 queries (docs/kernels.md "Attention"). Inside a tile, 4 × 4 (queries ×
+ * keys) dot products share their loads and one transposed reduction (hsum16); the value sum keeps
+ * 4 queries × 64 dims of accumulators in registers and parks them in the output rows between tiles
+ * (storing an fp32 partial sum does not round it). */
 
-/* Scores of queries q[0..NQ) against keys [j0, j0 + 4), NQ <= 4. */
-SM_INL512 void dots512_tile(float *const *sc, const float *const *q, const kern_rows *k, int dk, int j0, const int NQ,
-                            float scale) {
-    __m512 acc[4][4];
-    const float *kr[4];
-    for (int kk = 0; kk < 4; kk++) kr[kk] = kern_row(k, j0 + kk);
-    for (int i = 0; i < NQ; i++)
-        for (int kk = 0; kk < 4; kk++) acc[i][kk] = _mm512_setzero_ps();
+#define ATT_QB KERN_ATT_GROUP_ROWS /* queries per block (rows of score scratch the block needs) */
+#define ATT_KT 64 /* keys per tile */
+
+/* Scores of queries q[0..NQ) against the 4 keys kr[0..4) (key j0 first), NQ <= 4: 16 chains, one
+ * transposed reduction. */
+SM_INL512 void dots512_tile(float *const *sc, const float *const *q, const float *const *kr, int dk, int j0,
+                            const int NQ, float scale) {
+    __m512 acc[16];
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
     int d = 0;
     for (; d + 16 <= dk; d += 16) {
         __m512 kv[4];
-        for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_loadu_ps(kr[kk] + d);
-        for (int i = 0; i < NQ; i++) {
+        _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_loadu_ps(kr[kk] + d);
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
             __m512 qv = _mm512_loadu_ps(q[i] + d);
-            for (int kk = 0; kk < 4; kk++) acc[i][kk] = _mm512_fmadd_ps(qv, kv[kk], acc[i][kk]);
+            _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) acc[4 * i + kk] = _mm512_fmadd_ps(qv, kv[kk], acc[4 * i + kk]);
         }
     }
     if (d < dk) {
         __mmask16 m = mask16(dk - d);
         __m512 kv[4];
-        for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_maskz_loadu_ps(m, kr[kk] + d);
-        for (int i = 0; i < NQ; i++) {
+        _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) kv[kk] = _mm512_maskz_loadu_ps(m, kr[kk] + d);
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
             __m512 qv = _mm512_maskz_loadu_ps(m, q[i] + d);
-            for (int kk = 0; kk < 4; kk++) acc[i][kk] = _mm512_fmadd_ps(qv, kv[kk], acc[i][kk]);
+            _Pragma("GCC unroll 16") for (int kk = 0; kk < 4; kk++) acc[4 * i + kk] = _mm512_fmadd_ps(qv, kv[kk], acc[4 * i + kk]);
         }
     }
-    for (int i = 0; i < NQ; i++)
-        for (int kk = 0; kk < 4; kk++) sc[i][j0 + kk] = _mm512_reduce_add_ps(acc[i][kk]) * scale;
+    float s[16] __attribute__((aligned(64)));
+    _mm512_store_ps(s, _mm512_mul_ps(hsum16(acc), _mm512_set1_ps(scale)));
+    _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) memcpy(sc[i] + j0, s + 4 * i, 4 * sizeof(float));
 }
 
-/* out_i[d0 .. d0 + 64) ∩ [0, dv) = Σ_{j < n_i} p_ij · v_j for queries i < NQ (NQ <= 4): keys below
- * the smallest n go through all NQ accumulator sets, then each query finishes its own keys. */
-SM_INL512 void wsum512_group(float *const *out, const kern_rows *v, int dv, int d0, const int *n, float *const *p,
-                             const int NQ) {
+/* out_i[d0 .. d0 + 64) ∩ [0, dv) += Σ_j p_ij · v_j over the keys j of one tile (row pointers
+ * vr[j - j0]) in [j0, j1) ∩ [0, n_i), queries i < NQ <= 4, in key order; first: the accumulators
+ * start at zero instead of at out_i. Keys below the group's smallest n go through all NQ
+ * accumulator sets, then each query finishes its own keys. */
+SM_INL512 void wsum512_tile(float *const *out, const float *const *vr, int dv, int d0, const int *n,
+                            float *const *p, const int NQ, int j0, int j1, int first) {
     __m512 acc[4][4];
     __mmask16 m[4];
     int nmin = n[0];
-    for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
-    for (int u = 0; u < 4; u++) {
+    _Pragma("GCC unroll 16") for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
+    _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) {
         int left = dv - d0 - 16 * u;
         m[u] = left <= 0 ? 0 : mask16(left);
-        for (int i = 0; i < NQ; i++) acc[i][u] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++)
+            acc[i][u] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m[u], out[i] + d0 + 16 * u);
     }
-    for (int j = 0; j < nmin; j++) {
-        const float *vj = kern_row(v, j) + d0;
+    int jm = nmin < j1 ? nmin : j1;
+    for (int j = j0; j < jm; j++) {
+        const float *vj = vr[j - j0] + d0;
         __m512 vv[4];
-        for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + 16 * u);
-        for (int i = 0; i < NQ; i++) {
+        _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) vv[u] = _mm512_maskz_loadu_ps(m[u], vj + 16 * u);
+        _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
             __m512 pj = _mm512_set1_ps(p[i][j]);
-            for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, vv[u], acc[i][u]);
+            _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, vv[u], acc[i][u]);
         }
     }
-    for (int i = 0; i < NQ; i++) {
-        for (int j = nmin; j < n[i]; j++) {
-            const float *vj = kern_row(v, j) + d0;
+    _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
+        int je = n[i] < j1 ? n[i] : j1;
+        for (int j = jm > j0 ? jm : j0; j < je; j++) {
+            const float *vj = vr[j - j0] + d0;
             __m512 pj = _mm512_set1_ps(p[i][j]);
-            for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + 16 * u), acc[i][u]);
+            _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m[u], vj + 16 * u), acc[i][u]);
         }
-        for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(out[i] + d0 + 16 * u, m[u], acc[i][u]);
+        _Pragma("GCC unroll 16") for (int u = 0; u < 4; u++) _mm512_mask_storeu_ps(out[i] + d0 + 16 * u, m[u], acc[i][u]);
     }
 }
 
-/* Up to 4 queries (NQ) over one KV head. */
-SM_INL512 void group4_avx512(float *const *out, const float *const *q, const int *n, const int NQ, const kern_rows *k,
-                             int dk, const kern_rows *v, int dv, float scale, float *const *sc) {
+/* The scores of up to 4 queries (NQ) for the keys of one tile [j0, j1) (row pointers kr[j - j0]):
+ * 4 × 4 tiles below the group's smallest n (rounded down to 4), then each query's own remaining
+ * keys (16, 4, then 1 at a time). */
+SM_INL512 void scores4_tile(float *const *sc, const float *const *q, const int *n, const int NQ,
+                            const float *const *kr, int dk, float scale, int j0, int j1) {
     int nmin = n[0];
-    for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
-    int j = 0;
-    for (; j + 4 <= nmin; j += 4) dots512_tile(sc, q, k, dk, j, NQ, scale);
-    for (int i = 0; i < NQ; i++) { /* each query's remaining keys, as attention_avx512 walks them */
-        int ji = j;
-        for (; ji + 4 <= n[i]; ji += 4) dots512(sc[i], q[i], k, dk, ji, 4, scale);
-        for (; ji < n[i]; ji++) dots512(sc[i], q[i], k, dk, ji, 1, scale);
-        softmax512(sc[i], n[i]);
+    _Pragma("GCC unroll 16") for (int i = 1; i < NQ; i++) nmin = n[i] < nmin ? n[i] : nmin;
+    int jt = (nmin & ~3) < j1 ? (nmin & ~3) : j1, j = j0;
+    for (; j + 4 <= jt; j += 4) dots512_tile(sc, q, kr + (j - j0), dk, j, NQ, scale);
+    _Pragma("GCC unroll 16") for (int i = 0; i < NQ; i++) {
+        int ji = j, je = n[i] < j1 ? n[i] : j1;
+        for (; ji + 16 <= je; ji += 16) dots512_16(sc[i], q[i], kr + (ji - j0), dk, ji, scale);
+        for (; ji + 4 <= je; ji += 4) dots512(sc[i], q[i], kr + (ji - j0), dk, ji, 4, scale);
+        for (; ji < je; ji++) dots512(sc[i], q[i], kr + (ji - j0), dk, ji, 1, scale);
     }
-    for (int d0 = 0; d0 < dv; d0 += 64) wsum512_group(out, v, dv, d0, n, sc, NQ);
+}
+
+/* Row pointers of keys [j0, j1) of r (rows of w floats), and an L2 prefetch of the rows of the next
+ * tile [j1, j2): a tile's rows come from memory or L3 once per block, and the pages of a head are
+ * not contiguous, so the hardware prefetchers lose the stream at each page. */
+SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int w, int j0, int j1, int j2) {
+    for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(r, j);
+    for (int j = j1; j < j2; j++) {
+        const char *row = (const char *)kern_row(r, j);
+        for (int b = 0; b < w * 4; b += 128) _mm_prefetch(row + b, _MM_HINT_T1); /* the pair's other line comes along */
+    }
+}
+
+/* One block of nb <= ATT_QB queries: scores tile by tile, each query's softmax, the value sums tile
+ * by tile. */
+SM_INL512 void block_avx512(float *const *out, const float *const *q, const int *n, int nb, const kern_rows *k, int dk,
+                            const kern_rows *v, int dv, float scale, float *scores, long lds) {
+    float *sc[ATT_QB];
+    const float *rows[ATT_KT];
+    int nmax = 0;
+    for (int i = 0; i < nb; i++) {
+        sc[i] = scores + (long)i * lds;
+        nmax = n[i] > nmax ? n[i] : nmax;
+    }
+    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
+        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
+        tile_rows(rows, k, dk, j0, j1, j2);
+        for (int g = 0; g < nb; g += 4) {
+            switch (nb - g) {
+            case 1: scores4_tile(sc + g, q + g, n + g, 1, rows, dk, scale, j0, j1); break;
+            case 2: scores4_tile(sc + g, q + g, n + g, 2, rows, dk, scale, j0, j1); break;
+            case 3: scores4_tile(sc + g, q + g, n + g, 3, rows, dk, scale, j0, j1); break;
+            default: scores4_tile(sc + g, q + g, n + g, 4, rows, dk, scale, j0, j1); break;
+            }
+        }
+    }
+    for (int i = 0; i < nb; i++) softmax512(sc[i], n[i]);
+    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
+        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
+        tile_rows(rows, v, dv, j0, j1, j2);
+        for (int g = 0; g < nb; g += 4)
+            for (int d0 = 0; d0 < dv; d0 += 64) {
+                switch (nb - g) {
+                case 1: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 1, j0, j1, j0 == 0); break;
+                case 2: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 2, j0, j1, j0 == 0); break;
+                case 3: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 3, j0, j1, j0 == 0); break;
+                default: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 4, j0, j1, j0 == 0); break;
+                }
+            }
+    }
 }
 
 SM_TGT512 static void attention_group_avx512(float *const *out, const float *const *q, const int *n, int nq,
                                              const kern_rows *k, int dk, const kern_rows *v, int dv, float scale,
                                              float *scores, long lds) {
-    for (int i0 = 0; i0 < nq; i0 += 4) {
-        float *sc[4];
-        int nb = nq - i0 < 4 ? nq - i0 : 4;
-        for (int i = 0; i < nb; i++) sc[i] = scores + (long)i * lds;
-        switch (nb) {
-        case 4: group4_avx512(out + i0, q + i0, n + i0, 4, k, dk, v, dv, scale, sc); break;
-        case 3: group4_avx512(out + i0, q + i0, n + i0, 3, k, dk, v, dv, scale, sc); break;
-        case 2: group4_avx512(out + i0, q + i0, n + i0, 2, k, dk, v, dv, scale, sc); break;
-        default: group4_avx512(out + i0, q + i0, n + i0, 1, k, dk, v, dv, scale, sc); break;
-        }
-    }
+    for (int b0 = 0; b0 < nq; b0 += ATT_QB)
+        block_avx512(out + b0, q + b0, n + b0, nq - b0 < ATT_QB ? nq - b0 : ATT_QB, k, dk, v, dv, scale, scores, lds);
 }
 
 /* ---- AVX2 ---- */

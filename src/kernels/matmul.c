@@ -268,6 +268,109 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
     }
 }
 
+/* ---- many rows through a packed-activation path (prefill chunks) ---- */
+
+/* Rows per call of mm_many: its T-blocks' packed activations all live in the scratch at once, and
+ * kern_matmul_scratch_bound allows KERN_MM_N_MAX blocks. */
+#define MM_MANY_TMAX (KERN_MM_N_MAX * MM_TMAX)
+/* Bytes of weight rows a task keeps in L2 while every T-block passes over them. */
+#define MM_MANY_SLICE_BYTES (256 * 1024)
+#define MM_MANY_PIECES 256
+
+/* One contiguous block of output rows of one weight of an mm_many call. */
+typedef struct {
+    int out, r0, r1;
+} mm_many_piece;
+
+typedef struct {
+    const kern_mm_out *outs;    /* the call's weights (all on path xp, same K) */
+    const xpath *xp;
+    const float *x;
+    int ldx, T, K;
+    unsigned char *xpack;       /* T-block b's packed rows at xpack + b · blk_bytes */
+    size_t blk_bytes;
+    const mm_many_piece *pieces;
+} mm_many_job;
+
+/* Task i packs T-block i (the packing dispatch). */
+static void mm_many_pack_task(void *ctx, int i, int n) {
+    (void)n;
+    const mm_many_job *j = ctx;
+    int t0 = i * MM_TMAX, tt = j->T - t0 < MM_TMAX ? j->T - t0 : MM_TMAX;
+    j->xp->pack(j->xpack + i * j->blk_bytes, j->x + (size_t)t0 * j->ldx, j->ldx, tt, j->K);
+}
+
+/* Piece i: its weight rows slice by slice (L2-sized), every T-block over each slice — the path's row
+ * function on exactly the (rows, T-block) pairs kern_matmul's block loop would give it. */
+static void mm_many_task(void *ctx, int i, int n) {
+    (void)n;
+    const mm_many_job *j = ctx;
+    const mm_many_piece *p = &j->pieces[i];
+    const kern_mm_out *o = &j->outs[p->out];
+    int al = j->xp->row_align > 16 ? j->xp->row_align : 16;
+    int slice = (int)(MM_MANY_SLICE_BYTES / ((size_t)j->K * dtype_size(o->w->dtype))) / al * al;
+    if (slice < al) slice = al;
+    for (int s0 = p->r0; s0 < p->r1; s0 += slice) {
+        int s1 = s0 + slice < p->r1 ? s0 + slice : p->r1;
+        for (int t0 = 0, b = 0; t0 < j->T; t0 += MM_TMAX, b++) {
+            int tt = j->T - t0 < MM_TMAX ? j->T - t0 : MM_TMAX;
+            j->xp->rows(o->y + (size_t)t0 * o->ldy, o->ldy, j->x + (size_t)t0 * j->ldx, j->ldx, tt, o->w, s0, s1,
+                        j->xpack + b * j->blk_bytes);
+        }
+    }
+}
+
+/* y_k = x·W_kᵀ for the n <= KERN_MM_N_MAX weights of outs, all on path xp with K inputs, for
+ * MM_TMAX < T <= MM_MANY_TMAX rows: the T-blocks packed once (over the pool), then one dispatch of
+ * row pieces of every weight in proportion to its cost, so the weights come from memory once per
+ * call instead of once per MM_TMAX rows and the whole call costs two pool hand-offs. Same bits as
+ * kern_matmul's block loop. */
+static void mm_many(const kern_mm_out *outs, int n, const xpath *xp, const float *x, int ldx, int T, int K) {
+    int nb = (T + MM_TMAX - 1) / MM_TMAX;
+    size_t blk = (xp->bytes(MM_TMAX, K) + 63) & ~(size_t)63;
+    mm_many_piece pieces[MM_MANY_PIECES];
+    mm_many_job j = {outs, xp, x, ldx, T, K, scratch_get(blk * nb), blk, pieces};
+    tpool *pool = tpool_global();
+    int threads = tpool_threads(pool), al = xp->row_align > 16 ? xp->row_align : 16;
+    double cost[KERN_MM_N_MAX], total = 0;
+    for (int k = 0; k < n; k++) total += cost[k] = mm_cost_ns(outs[k].w, T);
+    int par = threads > 1 && total >= 20000.0;
+    if (par) tpool_run(pool, nb, mm_many_pack_task, &j);
+    else
+        for (int b = 0; b < nb; b++) mm_many_pack_task(&j, b, nb);
+    int n_pieces = 0;
+    for (int k = 0; k < n; k++) {
+        int rows = outs[k].w->rows;
+        int want = par ? (int)(cost[k] / total * threads * 4 + 0.5) : 1; /* ~4 pieces per thread in all */
+        if (want < 1 || rows < 32) want = 1;
+        if (want > MM_MANY_PIECES / KERN_MM_N_MAX) want = MM_MANY_PIECES / KERN_MM_N_MAX; /* the array's bound */
+        int rpt = (rows + want - 1) / want;
+        rpt = (rpt + al - 1) / al * al;
+        for (int r0 = 0; r0 < rows; r0 += rpt)
+            pieces[n_pieces++] = (mm_many_piece){k, r0, r0 + rpt < rows ? r0 + rpt : rows};
+    }
+    if (par) tpool_run(pool, n_pieces, mm_many_task, &j);
+    else
+        for (int i = 0; i < n_pieces; i++) mm_many_task(&j, i, n_pieces);
+}
+
+/* kern_matmul_n / kern_matmul for T > MM_TMAX when every weight takes the same packed-activation
+ * path with the same K: mm_many over groups of MM_MANY_TMAX rows. Returns 0 when it does not apply. */
+static int mm_many_try(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
+    if (T <= MM_TMAX || n < 1) return 0;
+    const xpath *xp = pick_xpath(outs[0].w);
+    int K = outs[0].w->cols;
+    if (!xp) return 0;
+    for (int k = 1; k < n; k++)
+        if (pick_xpath(outs[k].w) != xp || outs[k].w->cols != K) return 0;
+    for (int t0 = 0; t0 < T; t0 += MM_MANY_TMAX) {
+        kern_mm_out o[KERN_MM_N_MAX];
+        for (int k = 0; k < n; k++) o[k] = (kern_mm_out){outs[k].y + (size_t)t0 * outs[k].ldy, outs[k].ldy, outs[k].w};
+        mm_many(o, n, xp, x + (size_t)t0 * ldx, ldx, T - t0 < MM_MANY_TMAX ? T - t0 : MM_MANY_TMAX, K);
+    }
+    return 1;
+}
+
 void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
     assert(ldx >= w->cols && ldy >= w->rows && T >= 0);
     if (w->dtype == DT_U32) {
@@ -280,6 +383,8 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
     }
     mm_rows_fn fn = pick_dense_fn();
     const xpath *xp = pick_xpath(w);
+    kern_mm_out one = {y, ldy, w};
+    if (xp && mm_many_try(&one, 1, x, ldx, T)) return;
     void *xpack = xp ? scratch_get(xp->bytes(T < MM_TMAX ? T : MM_TMAX, w->cols)) : NULL;
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
@@ -313,6 +418,7 @@ static void mm_multi_task(void *ctx, int i, int n) {
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
     assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
     if (T == 0 || n == 0) return;
+    if (mm_many_try(outs, n, x, ldx, T)) return; /* prefill chunks of bf16 weights */
     /* the fast paths take one T-block of dense or int8-activation quantized weights; anything else
      * (large T, unusual formats, $MTPLX_QACT=f32) goes through kern_matmul one weight at a time,
      * before the scratch below is taken (kern_matmul may reallocate it) */

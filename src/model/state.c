@@ -13,7 +13,7 @@
 #include "family.h"
 
 /* Rows of scratch for prefill chunks when the caller asks for fewer capture rows. */
-#define PREFILL_CHUNK_ROWS 32
+#define PREFILL_CHUNK_ROWS 128
 
 /* One GDN layer's state arrays in backend memory (conv and recurrent states zeroed). */
 static int gdn_state_init(gdn_layer_state *g, const mtplx_model *m, int max_rows, mtplx_err *err) {

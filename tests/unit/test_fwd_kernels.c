@@ -121,20 +121,20 @@ TEST(test_attention_depends_only_on_its_keys) {
 
 TEST(test_attention_group_equals_single_queries) {
     static const int shapes[][2] = {{128, 128}, {80, 144}, {192, 128}, {3, 2}, {64, 64}};
-    enum { NMAX = 45, QMAX = 9 };
+    enum { NMAX = 300, QMAX = 37 }; /* several key tiles (64) and query blocks (KERN_ATT_GROUP_ROWS = 32) */
     kern_isa saved = cpu_isa();
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int dk = shapes[si][0], dv = shapes[si][1], ldk = dk + 3, ldv = dv + 1;
         float *k = malloc(sizeof(float) * NMAX * ldk), *v = malloc(sizeof(float) * NMAX * ldv);
         float *qs = malloc(sizeof(float) * QMAX * dk), *oa = malloc(sizeof(float) * QMAX * dv),
-              *ob = malloc(sizeof(float) * QMAX * dv), *sc = malloc(sizeof(float) * 4 * NMAX);
+              *ob = malloc(sizeof(float) * QMAX * dv), *sc = malloc(sizeof(float) * KERN_ATT_GROUP_ROWS * NMAX);
         for (int i = 0; i < NMAX * ldk; i++) k[i] = frand();
         for (int i = 0; i < NMAX * ldv; i++) v[i] = frand();
         for (int i = 0; i < QMAX * dk; i++) qs[i] = 2.f * frand();
         for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
             if (cpu_isa_set(k_isas[ii]) != 0) continue;
             for (int nq = 1; nq <= QMAX; nq++)
-                for (int base = 1; base + nq <= NMAX; base += 13) {
+                for (int base = 1; base + nq <= NMAX; base += nq < 6 ? 13 : 61) {
                     float *out[QMAX];
                     const float *q[QMAX];
                     int n[QMAX];
@@ -359,7 +359,7 @@ TEST(test_gdn_steps_equal_single_steps) {
 /* One weight of each format (bf16 with and without the AMX copy, f32, q4 with and without the packed
  * copy, q8, and tiny ones). */
 TEST(test_matmul_n_matches_matmul) {
-    enum { K = 256, TMAX = 40, NW = 7 };
+    enum { K = 256, TMAX = 300, NW = 7 };
     static const int rows[NW] = {300, 64, 8, 256, 96, 8, 1024};
     kern_weight w[NW];
     void *mem[NW][3] = {{0}};
@@ -410,6 +410,24 @@ TEST(test_matmul_n_matches_matmul) {
         /* a pair, and a single one */
         kern_matmul_n(outs + 2, 2, x, ldx, T);
         kern_matmul_n(outs + 6, 1, x, ldx, T);
+    }
+    /* bf16 weights only, more rows than one 32-row block (prefill chunks: the activations of every
+     * block packed once, one dispatch over slices of weight rows; beyond 256 rows, groups of 256):
+     * each row equals that row computed alone */
+    static const int Tmany[] = {33, 100, 300};
+    for (size_t ti = 0; ti < sizeof Tmany / sizeof *Tmany; ti++) {
+        int T = Tmany[ti], wi[2] = {0, 6};
+        kern_mm_out bo[2] = {{ya, ldy, &w[0]}, {ya + (size_t)TMAX * ldy, ldy, &w[6]}};
+        memset(ya, 0xff, sizeof(float) * 2 * TMAX * ldy); /* NaN: a row left unwritten cannot pass */
+        kern_matmul_n(bo, 2, x, ldx, T);
+        for (int k = 0; k < 2; k++) {
+            int same = 1;
+            for (int t = 0; t < T; t++) {
+                kern_matmul(yb, ldy, x + (size_t)t * ldx, ldx, 1, &w[wi[k]]);
+                same &= !memcmp(yb, bo[k].y + (size_t)t * ldy, sizeof(float) * rows[wi[k]]);
+            }
+            CHECK_MSG(same, "T=%d bf16 weight %d: a row of kern_matmul_n differs from the row alone", T, wi[k]);
+        }
     }
     kern_pack_set_free(packs);
     for (int i = 0; i < NW; i++) free(mem[i][0]), free(mem[i][1]), free(mem[i][2]);

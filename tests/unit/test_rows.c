@@ -1,5 +1,6 @@
 /* test_rows.c — row invariance (DESIGN.md §3) and capture/commit rollback, bit for bit:
  *   - each row of a T-row forward (T = 2..8) equals single-token decode (memcmp of logits and hidden);
+ *   - so does each row of a 300-token prefill (bf16 model: the prefill-chunk paths);
  *   - model_state_commit(keep) after a capturing T-row forward leaves a state whose next step is
  *     bit-identical to a state that only ever forwarded those keep rows;
  *   - the MTP head's multi-row call equals its single-row calls.
@@ -56,7 +57,40 @@ static void check_prefill_rows(void) {
     model_state_free(b);
 }
 
+/* A long prefill in one call (several 128-row chunks, the last one partial; >32-row matmuls packed
+ * once, attention in 32-query blocks over 64-key tiles, row ops split over the pool) against the
+ * same tokens decoded one at a time: every row's hidden state and the last rows' logits, bit for bit. */
+static void check_long_prefill(void) {
+    enum { N = 300, NL = 4 };
+    const model_config *c = model_config_of(g_model);
+    int V = c->vocab_size, H = c->hidden_size;
+    mtplx_err err = {0};
+    model_state *a = NULL, *b = NULL;
+    REQUIRE(model_state_new(g_model, N + 1, 1, &a, &err) == 0);
+    REQUIRE(model_state_new(g_model, N + 1, 1, &b, &err) == 0);
+    int32_t *tok = malloc(sizeof(int32_t) * N);
+    float *la = malloc(sizeof(float) * NL * V), *ha = malloc(sizeof(float) * N * H);
+    float *lb = malloc(sizeof(float) * NL * V), *hb = malloc(sizeof(float) * N * H);
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
+    fwd_request req = {.logits = la, .logits_from = N - NL, .hidden = ha};
+    REQUIRE(model_forward(g_model, a, tok, N, &req, &err) == 0);
+    for (int t = 0; t < N; t++) {
+        fwd_request one = {.logits = t >= N - NL ? lb + (size_t)(t - (N - NL)) * V : NULL, .hidden = hb + (size_t)t * H};
+        REQUIRE(model_forward(g_model, b, tok + t, 1, &one, &err) == 0);
+    }
+    int bad = -1;
+    for (int t = 0; t < N && bad < 0; t++)
+        if (memcmp(ha + (size_t)t * H, hb + (size_t)t * H, sizeof(float) * H)) bad = t;
+    CHECK_MSG(bad < 0, "%d-token prefill: row %d's hidden differs from stepwise decode", N, bad);
+    CHECK_MSG(!memcmp(la, lb, sizeof(float) * NL * V), "%d-token prefill: last rows' logits differ (max|d| %.3g)", N,
+              max_abs_diff(la, lb, NL * V));
+    free(tok), free(la), free(ha), free(lb), free(hb);
+    model_state_free(a);
+    model_state_free(b);
+}
+
 TEST(test_prefill_rows_match_stepwise_decode) { check_prefill_rows(); }
+TEST(test_bf16_long_prefill_matches_stepwise_decode) { check_long_prefill(); }
 TEST(test_bf16_prefill_rows_match_stepwise_decode) { check_prefill_rows(); }
 
 TEST(test_commit_matches_state_that_saw_only_kept_rows) {
@@ -184,6 +218,7 @@ int main(void) {
     RUN(test_mtp_rows_match_single_rows);
     if (use_model("models/qwen35-tiny-code", "models/qwen35-tiny-code/golden.safetensors")) return 1;
     RUN(test_bf16_prefill_rows_match_stepwise_decode);
+    RUN(test_bf16_long_prefill_matches_stepwise_decode);
     RUN(test_bf16_mtp_rows_match_single_rows);
     golden_close(&g_gold);
     model_free(g_model);

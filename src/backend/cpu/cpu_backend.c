@@ -158,31 +158,81 @@ static void cpu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const flo
     kern_matmul_n((const kern_mm_out *)outs, n, x, ldx, R);
 }
 
+/* The row ops split their rows over the pool for prefill-sized calls (cpu_rows_run); each row's
+ * arithmetic is the kernel's, whichever thread runs it. */
+typedef struct {
+    float *y;
+    const float *x, *x2, *w;
+    int ldy, ldx, n, kc;
+    float eps;
+    const be_weight *wt;
+    const int32_t *tokens;
+} row_op;
+
+static void embed_part(void *ctx, int t0, int t1) {
+    const row_op *o = ctx;
+    for (int t = t0; t < t1; t++) kern_weight_row(o->wt, o->tokens[t], o->y + (size_t)t * o->ldy);
+}
+
 static void cpu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R) {
     (void)be;
-    for (int t = 0; t < R; t++) kern_weight_row(w, tokens[t], y + (size_t)t * ldy);
+    row_op o = {.y = y, .ldy = ldy, .wt = w, .tokens = tokens};
+    cpu_rows_run(R, (double)R * w->cols, embed_part, &o);
+}
+
+static void rmsnorm_part(void *ctx, int t0, int t1) {
+    const row_op *o = ctx;
+    kern_rmsnorm_rows(o->y + (size_t)t0 * o->ldy, o->ldy, o->x + (size_t)t0 * o->ldx, o->ldx, o->w, o->n, t1 - t0,
+                      o->eps);
 }
 
 static void cpu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
                              float eps) {
     (void)be;
-    kern_rmsnorm_rows(y, ldy, x, ldx, w, n, R, eps);
+    row_op o = {.y = y, .x = x, .w = w, .ldy = ldy, .ldx = ldx, .n = n, .eps = eps};
+    cpu_rows_run(R, (double)R * n, rmsnorm_part, &o);
+}
+
+/* x += o over elements [64·t0, 64·t1) ∩ [0, n): "rows" of 64 elements. */
+static void add_part(void *ctx, int t0, int t1) {
+    const row_op *o = ctx;
+    size_t i1 = (size_t)t1 * 64 < (size_t)o->n ? (size_t)t1 * 64 : (size_t)o->n;
+    for (size_t i = (size_t)t0 * 64; i < i1; i++) o->y[i] += o->x[i];
 }
 
 static void cpu_add(be_backend *be, float *x, const float *o, size_t n) {
     (void)be;
-    for (size_t i = 0; i < n; i++) x[i] += o[i];
+    if (n > (size_t)1 << 30) { /* beyond the split's int range: plainly */
+        for (size_t i = 0; i < n; i++) x[i] += o[i];
+        return;
+    }
+    row_op op = {.y = x, .x = o, .n = (int)n};
+    cpu_rows_run((int)((n + 63) / 64), (double)n, add_part, &op);
+}
+
+static void swiglu_part(void *ctx, int t0, int t1) {
+    const row_op *o = ctx;
+    for (int t = t0; t < t1; t++)
+        kern_swiglu(o->y + (size_t)t * o->ldy, o->x + (size_t)t * o->ldy, o->x2 + (size_t)t * o->ldy, o->n);
 }
 
 static void cpu_swiglu_rows(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R) {
     (void)be;
-    for (int t = 0; t < R; t++) kern_swiglu(y + (size_t)t * ld, g + (size_t)t * ld, u + (size_t)t * ld, n);
+    row_op o = {.y = y, .x = g, .x2 = u, .ldy = ld, .n = n};
+    cpu_rows_run(R, (double)R * n, swiglu_part, &o);
+}
+
+static void conv_part(void *ctx, int t0, int t1) {
+    const row_op *o = ctx;
+    kern_conv1d_silu(o->y + (size_t)t0 * o->ldy, o->ldy, o->x + (size_t)t0 * o->ldx, o->ldx, o->w, o->n, o->kc,
+                     t1 - t0);
 }
 
 static void cpu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc,
                             int R) {
     (void)be;
-    kern_conv1d_silu(y, ldy, x, ldx, w, C, kc, R);
+    row_op o = {.y = y, .x = x, .w = w, .ldy = ldy, .ldx = ldx, .n = C, .kc = kc};
+    cpu_rows_run(R, (double)R * C * kc, conv_part, &o);
 }
 
 static void cpu_destroy(be_backend *be);

@@ -54,6 +54,14 @@ int cpu_packcache_prepare(const char *dir, kern_pack_set **set, kern_weight *w, 
 
 /* cpu_seq.c / cpu_moe.c: the sequence ops and how many pool tasks a piece of work gets. */
 int cpu_tasks(double work, int items, int max_tasks);
+
+/* Rows [t0, t1) of a row-parallel op (cpu_rows_run). */
+typedef void (*cpu_rows_fn)(void *ctx, int t0, int t1);
+
+/* fn over rows [0, R) of an op touching `elems` elements in all: on the caller for small ops
+ * (decode), else split into contiguous row ranges over the pool (prefill chunks). Every row's
+ * arithmetic is the same whichever task runs it (cpu_seq.c). */
+void cpu_rows_run(int R, double elems, cpu_rows_fn fn, void *ctx);
 size_t cpu_attn_scratch_floats(const be_backend *be, int capacity, int rotary_dim);
 void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
 void cpu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);

@@ -21,8 +21,8 @@
  * a pool dispatch costs about 0.5 µs when the workers spin, so ~1-2 µs of work is worth splitting. */
 #define CPU_SPLIT_WORK 16384.0
 #define CPU_SCORE_SLOTS_MAX 64
-#define ATT_BLOCK_MAX 16 /* queries per kern_attention_group call, at most (prefill load balance) */
-#define ATT_SCORE_ROWS 4 /* score rows kern_attention_group needs per call (it runs 4 queries at a time) */
+#define ATT_BLOCK_MAX KERN_ATT_GROUP_ROWS /* queries per kern_attention_group call, at most */
+#define ATT_SCORE_FLOATS (8 << 20) /* score scratch of all slots beyond which blocks shrink (32 MB) */
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
@@ -32,15 +32,25 @@ static int score_slots(void) {
     return n > CPU_SCORE_SLOTS_MAX ? CPU_SCORE_SLOTS_MAX : n;
 }
 
-/* Scratch layout: [score_slots][4][capacity] scores (single-query callers use the first capacity
- * floats), then the rotary cos/sin table. */
+/* Score rows per slot = the most queries of one kern_attention_group call: ATT_BLOCK_MAX (each block
+ * reads its KV head once, so larger blocks read the cache fewer times per prefill chunk) while all
+ * slots stay within ATT_SCORE_FLOATS, fewer for long contexts on many threads, never below 4. A
+ * function of the capacity and the thread count only; no query's bits depend on it. */
+static int score_rows(int capacity) {
+    long per_row = (long)score_slots() * imax(capacity, 1);
+    long rows = ATT_SCORE_FLOATS / per_row;
+    return rows > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : rows < 4 ? 4 : (int)rows;
+}
+
+/* Scratch layout: [score_slots][score_rows][capacity] scores (single-query callers use the first
+ * capacity floats), then the rotary cos/sin table. */
 size_t cpu_attn_scratch_floats(const be_backend *be, int capacity, int rotary_dim) {
     (void)be;
-    return (size_t)score_slots() * ATT_SCORE_ROWS * imax(capacity, 1) + (size_t)imax(rotary_dim, 2);
+    return (size_t)score_slots() * score_rows(capacity) * imax(capacity, 1) + (size_t)imax(rotary_dim, 2);
 }
 
 static float *rope_table(float *scratch, int capacity) {
-    return scratch + (size_t)score_slots() * ATT_SCORE_ROWS * imax(capacity, 1);
+    return scratch + (size_t)score_slots() * score_rows(capacity) * imax(capacity, 1);
 }
 
 /* How many pool tasks to split `items` independent pieces of work into, `work` multiply-adds in all:
@@ -54,6 +64,32 @@ int cpu_tasks(double work, int items, int max_tasks) {
     if (n > items) n = items;
     if (n > max_tasks) n = max_tasks;
     return n < 1 ? 1 : n;
+}
+
+/* Elements a row op must touch before its rows are split over the pool: ~10 µs of streaming work
+ * against a hand-off of ~0.5-1 µs; decode's single rows stay on the caller. */
+#define CPU_ROWS_SPLIT 32768.0
+
+typedef struct {
+    cpu_rows_fn fn;
+    void *ctx;
+    int R;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int n_tasks) {
+    const rows_job *j = ctx;
+    int t0 = (int)((long)j->R * task / n_tasks), t1 = (int)((long)j->R * (task + 1) / n_tasks);
+    if (t0 < t1) j->fn(j->ctx, t0, t1);
+}
+
+void cpu_rows_run(int R, double elems, cpu_rows_fn fn, void *ctx) {
+    int nth = tpool_threads(tpool_global());
+    if (nth < 2 || R < 2 || elems < CPU_ROWS_SPLIT) {
+        fn(ctx, 0, R);
+        return;
+    }
+    rows_job j = {fn, ctx, R};
+    tpool_run(tpool_global(), R < nth ? R : nth, rows_task, &j);
 }
 
 static void rope_scale(float *cos_sin, int n, float f) {
@@ -74,7 +110,7 @@ typedef struct {
     const be_seq_kv *kv;
     int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
     float scale;
-    float *scores;        /* [n_tasks][ATT_SCORE_ROWS][capacity] */
+    float *scores;        /* [n_tasks][score_rows(capacity)][capacity] */
 } attn_job;
 
 /* Page log2 of a be_seq_kv (page_size is a power of two). */
@@ -100,7 +136,7 @@ static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
     int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
     int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
-    float *scores = j->scores + (size_t)task * ATT_SCORE_ROWS * j->capacity;
+    float *scores = j->scores + (size_t)task * score_rows(j->capacity) * j->capacity;
     for (int i = i0; i < i1; i++) {
         int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
         int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
@@ -124,12 +160,25 @@ static void attn_task(void *ctx, int task, int n_tasks) {
 
 /* The K/V of all R rows are written into the cache first, then every (row, head) attends to
  * positions 0..pos0+t — all of them in one thread-pool dispatch. */
-void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
-    (void)be;
-    int Dh = a->head_dim, nH = a->n_heads, nKV = a->n_kv_heads, rd = a->rotary_dim, bw = a->ldb;
-    int capacity = kv->n_pages * kv->page_size, group = nH / nKV;
-    float *cos_sin = rope_table(scratch, capacity);
-    for (int t = 0; t < R; t++) {
+/* The per-row part of attention for rows [t0, t1): q/k norms, RoPE, K/V written into the cache.
+ * Rows are independent (each writes its own position), so they split over the pool. */
+typedef struct {
+    const be_attn_args *a;
+    const be_seq_kv *kv;
+    int pos0;
+    float *cos_sin; /* the shared table when rows run on the caller alone, else NULL (a stack table) */
+} attn_rows_job;
+
+#define ROPE_STACK 512 /* rotary dims a task's own cos/sin table holds */
+
+static void attn_rows(void *ctx, int t0, int t1) {
+    const attn_rows_job *job = ctx;
+    const be_attn_args *a = job->a;
+    const be_seq_kv *kv = job->kv;
+    int Dh = a->head_dim, nH = a->n_heads, nKV = a->n_kv_heads, rd = a->rotary_dim, bw = a->ldb, pos0 = job->pos0;
+    float table[ROPE_STACK];
+    float *cos_sin = job->cos_sin ? job->cos_sin : table;
+    for (int t = t0; t < t1; t++) {
         float *row = a->big + (size_t)t * bw;
         int pos = pos0 + t;
         if (rd > 0) {
@@ -149,11 +198,26 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
             if (rd > 0) kern_rope_apply(qh, cos_sin, rd);
         }
     }
+}
+
+void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
+    (void)be;
+    int Dh = a->head_dim, nH = a->n_heads, nKV = a->n_kv_heads, bw = a->ldb;
+    int capacity = kv->n_pages * kv->page_size, group = nH / nKV;
+    attn_rows_job rj = {a, kv, pos0, rope_table(scratch, capacity)};
+    double row_elems = (double)R * (nH + 2 * nKV) * Dh;
+    if (a->rotary_dim <= ROPE_STACK && row_elems >= CPU_ROWS_SPLIT) {
+        rj.cos_sin = NULL;
+        cpu_rows_run(R, row_elems, attn_rows, &rj);
+    } else {
+        attn_rows(&rj, 0, R);
+    }
     /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
      * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
     int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
     int bs = (per_kv + split - 1) / split;
-    bs = bs > ATT_BLOCK_MAX ? ATT_BLOCK_MAX : bs < 1 ? 1 : bs;
+    int bmax = score_rows(capacity);
+    bs = bs > bmax ? bmax : bs < 1 ? 1 : bs;
     int blocks = (per_kv + bs - 1) / bs;
     attn_job j = {a->big, kv,     bw,       R,       nH,       group,  Dh,     a->q_stride, a->att_off,
                   a->gated, pos0, capacity, bs,      blocks,   a->scale, scratch};
@@ -240,18 +304,25 @@ static void gdn_heads_task(void *ctx, int task, int n_tasks) {
     }
 }
 
-void cpu_gdn(be_backend *be, const be_gdn_args *a, int R) {
-    (void)be;
+/* L2-normalised q (scaled by 1/sqrt(Dk)) and k of rows [t0, t1). */
+static void gdn_qk_rows(void *ctx, int t0, int t1) {
+    const be_gdn_args *a = ctx;
     int Hk = a->Hk, Dk = a->Dk, kd = Hk * Dk;
     float qscale = 1.0f / sqrtf((float)Dk);
-    /* normalised q and k of every row (value heads of one key head share them) */
-    for (int t = 0; t < R; t++) {
+    for (int t = t0; t < t1; t++) {
         const float *u = a->big + (size_t)t * a->ldb + a->u_off;
         for (int h = 0; h < Hk; h++) {
             kern_l2norm(a->qn + (size_t)t * kd + h * Dk, u + h * Dk, Dk, 1e-6f, qscale);
             kern_l2norm(a->kn + (size_t)t * kd + h * Dk, u + kd + h * Dk, Dk, 1e-6f, 1.0f);
         }
     }
+}
+
+void cpu_gdn(be_backend *be, const be_gdn_args *a, int R) {
+    (void)be;
+    int Hk = a->Hk, Dk = a->Dk, kd = Hk * Dk;
+    /* normalised q and k of every row (value heads of one key head share them) */
+    cpu_rows_run(R, 2.0 * R * kd, gdn_qk_rows, (void *)a);
     size_t head_sz = (size_t)a->Dv * Dk;
     gdn_heads_job j = {a, R, kd, a->Hv / Hk, head_sz};
     /* value heads are independent: split them over the pool, all rows in one dispatch */
