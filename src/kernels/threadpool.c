@@ -58,6 +58,11 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* 1 while this thread runs a task: a tpool_run from inside a task (a kernel that splits its rows,
+ * called by a task of another split) runs its tasks inline instead of waiting for the run lock that
+ * its own run holds. */
+static _Thread_local int tl_in_task;
+
 /* Claim and run tasks while the ticket has unclaimed ones. */
 static void run_tasks(tpool *p) {
     for (;;) {
@@ -68,7 +73,9 @@ static void run_tasks(tpool *p) {
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         if (!atomic_compare_exchange_weak_explicit(&p->ticket, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
+        tl_in_task = 1;
         fn(ctx, idx, n);
+        tl_in_task = 0;
         atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
 }
@@ -137,7 +144,7 @@ int tpool_threads(const tpool *p) { return p ? p->n_threads : 1; }
 
 void tpool_run(tpool *p, int n_tasks, tpool_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
-    if (!p || p->n_threads == 1 || n_tasks == 1 || n_tasks > TK_MAX_TASKS) {
+    if (!p || p->n_threads == 1 || n_tasks == 1 || n_tasks > TK_MAX_TASKS || tl_in_task) {
         for (int i = 0; i < n_tasks; i++) fn(ctx, i, n_tasks);
         return;
     }

@@ -25,7 +25,8 @@ void tpool_free(tpool *p);
 int tpool_threads(const tpool *p);
 
 /* Run fn(ctx, i, n_tasks) for every i < n_tasks and wait for all. Calls are serialized per pool
- * (a mutex); a task must not call tpool_run on the same pool. n_tasks <= 0 does nothing. */
+ * (a mutex); a call from inside a task (of any pool) runs its tasks inline on that thread, in index
+ * order. n_tasks <= 0 does nothing. */
 void tpool_run(tpool *p, int n_tasks, tpool_fn fn, void *ctx);
 
 /* The process-wide pool the kernels use, created on first use (the CPU backend creates it at load)

@@ -57,6 +57,47 @@ TEST(test_global_pool_exists_and_works) {
     check_pool(p, 100);
 }
 
+/* A task that splits its own work over the same pool (a kernel called from inside another
+ * kernel's task): the inner runs complete inline, every inner task once, and nothing deadlocks
+ * (before the fix the inner tpool_run waited for the run lock its outer run held). */
+typedef struct {
+    tpool *p;
+    _Atomic int inner[4][8];
+} nest_ctx;
+
+typedef struct {
+    nest_ctx *c;
+    int outer;
+} nest_inner;
+
+static void inner_task(void *ctx, int i, int n) {
+    nest_inner *x = ctx;
+    (void)n;
+    atomic_fetch_add(&x->c->inner[x->outer][i], 1);
+}
+
+static void outer_task(void *ctx, int i, int n) {
+    (void)n;
+    nest_inner x = {ctx, i};
+    tpool_run(((nest_ctx *)ctx)->p, 8, inner_task, &x);
+}
+
+TEST(test_nested_run_completes_inline) {
+    tpool *p = NULL;
+    mtplx_err e;
+    REQUIRE(tpool_new(2, &p, &e) == 0);
+    for (int r = 0; r < 200; r++) {
+        nest_ctx c = {.p = p};
+        tpool_run(p, 4, outer_task, &c);
+        int bad = 0;
+        for (int o = 0; o < 4; o++)
+            for (int i = 0; i < 8; i++) bad += atomic_load(&c.inner[o][i]) != 1;
+        CHECK_MSG(bad == 0, "round %d: %d inner tasks not run exactly once", r, bad);
+        if (bad) break;
+    }
+    tpool_free(p);
+}
+
 TEST(test_bad_thread_count_refused) {
     tpool *p = NULL;
     mtplx_err e;
@@ -70,6 +111,7 @@ int main(void) {
     RUN(test_every_task_runs_once_per_run);
     RUN(test_single_thread_pool_runs_on_caller);
     RUN(test_global_pool_exists_and_works);
+    RUN(test_nested_run_completes_inline);
     RUN(test_bad_thread_count_refused);
     return TEST_SUMMARY();
 }
