@@ -145,9 +145,9 @@ run: deps
 # ASan/UBSan, the AArch64 build of the unit tests under qemu, then tests/integration/*.sh).
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
-	@bash scripts/npm-deps.sh
+	@MTPLX_DEPS_MET=test bash scripts/npm-deps.sh
 	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz arm64
-	@bash tests/run.sh
+	@MTPLX_DEPS_MET=test bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
 # catch every one (tests/mutations/README.md). Not part of `make test`: it rebuilds per mutation.
