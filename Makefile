@@ -114,8 +114,15 @@ build/asan/tests/%: tests/unit/%.c build/asan/libmtplx.a tests/unit/test.h
 # The fault-injection build (src/base/fault.h): ASan/UBSan plus -DMTPLX_FAULT, and the link routes
 # every allocation call of mtplx code through src/base/fault.c's counting wrappers.
 # tests/fault/sweep.py runs scenarios with the n-th allocation or I/O failing.
-FAULT_LIB_OBJ := $(LIB_SRC:%.c=build/fault/obj/%.o)
-FAULT_CLI_OBJ := $(CLI_SRC:%.c=build/fault/obj/%.o)
+# -DMTPLX_FAULT changes only the files that include fault.h (its hooks compile to nothing without it;
+# nothing else reads the macro), so only those are compiled again here; every other object is the
+# ASan/UBSan build's, made with the same flags. A header that includes fault.h makes its includers
+# fault files too.
+FAULT_HDRS := $(shell grep -l 'fault\.h' $(wildcard src/*/*.h src/*/*/*.h) 2>/dev/null | grep -v 'src/base/fault\.h')
+FAULT_SRC := $(shell grep -lE 'fault\.h$(foreach h,$(FAULT_HDRS),|$(notdir $(h)))' $(filter src/%,$(LIB_SRC) $(CLI_SRC)) 2>/dev/null)
+fault_obj = $(foreach f,$(1),$(if $(filter $(f),$(FAULT_SRC)),build/fault/obj/$(f:.c=.o),build/asan/obj/$(f:.c=.o)))
+FAULT_LIB_OBJ := $(call fault_obj,$(LIB_SRC))
+FAULT_CLI_OBJ := $(call fault_obj,$(CLI_SRC))
 FAULT_WRAP := $(foreach f,malloc calloc realloc strdup strndup aligned_alloc posix_memalign,-Wl,--wrap=$(f))
 $(FAULT_LIB_OBJ) $(FAULT_CLI_OBJ): Makefile
 fault: build/fault/mtplx
@@ -138,9 +145,9 @@ run: deps
 # ASan/UBSan, the AArch64 build of the unit tests under qemu, then tests/integration/*.sh).
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
-	@bash scripts/npm-deps.sh
+	@MTPLX_DEPS_MET=test bash scripts/npm-deps.sh
 	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz arm64
-	@bash tests/run.sh
+	@MTPLX_DEPS_MET=test bash tests/run.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
 # catch every one (tests/mutations/README.md). Not part of `make test`: it rebuilds per mutation.

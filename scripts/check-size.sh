@@ -9,11 +9,11 @@ if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     echo "check-size: not a git checkout, nothing to measure" >&2
     exit 0
 fi
-total=0; count=0
-while IFS= read -r -d '' f; do
-    [ -f "$f" ] || continue
-    total=$((total + $(stat -c %s -- "$f"))); count=$((count + 1))
-done < <(git ls-files -z)
+# one stat for all files (a stat process per file took 30 s of CPU for 2,200 files on a loaded
+# machine); regular files only, as `[ -f ]` picked them before: a tracked file deleted in the work
+# tree is not counted (its stat error is dropped)
+read -r total count < <(git ls-files -z | xargs -0 -r stat -c '%F %s' -- 2>/dev/null |
+    awk '/^regular/ { t += $NF; n++ } END { printf "%.0f %d\n", t, n }')
 mib=$(awk -v b="$total" 'BEGIN { printf "%.2f", b / 1048576 }')
 if [ "$total" -gt "$limit" ]; then
     echo "check-size: $count tracked files hold $mib MiB, over the limit of $((limit / 1048576)) MiB" >&2

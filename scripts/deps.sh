@@ -14,6 +14,10 @@
 # `make test`, so the suite is the same on every machine) or MTPLX_ARM64_DEPS=1 (`make test-arm64`),
 # never for `make run`.
 set -euo pipefail
+# MTPLX_DEPS_MET=test: `make test` ran this script with MTPLX_TEST_DEPS=1 a moment ago and it passed,
+# so the later calls of that run (scripts/npm-deps.sh, `make test-arm64` from tests/run.sh) skip the
+# probes (~5 s each: compiles, a headless browser)
+[ "${MTPLX_DEPS_MET:-}" = test ] && exit 0
 PKGS="jansson libpcre2-8 libutf8proc libmicrohttpd libcurl"   # the Makefile's PKGS
 NODE_MAJOR_MIN=18                                        # Debian 12's nodejs; tests/js runs on it
 

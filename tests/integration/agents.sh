@@ -60,18 +60,10 @@ PROMPTS=("Show me the first lines of json/decoder.py" "Read the file json/decode
 PROMPT=${PROMPTS[0]}
 SYS="You are a coding assistant. Use the tools to read files."
 
-# serve NAME ARGS...: start `mtplx serve --port 0 ARGS`, wait for its listening line; sets $port
-serve() {
-    local name=$1; shift
-    build/mtplx serve --host 127.0.0.1 --port 0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    pids+=("$!")
-    for _ in $(seq 1 600); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out")
-        [ -n "$port" ] && return 0
-        sleep 0.1
-    done
-    echo "$name did not start:"; cat "$tmp/$name.err"; exit 1
-}
+# serve NAME ARGS...: start `mtplx serve --port 0 ARGS` (not --quiet: the checks read its warnings in
+# $tmp/NAME.err), wait for its listening line; sets $port
+. tests/integration/lib.sh
+serve() { serve_start build/mtplx "$@" || exit 1; }
 
 # proxy NAME PORT: a logging proxy to the server on PORT; sets $url (http://127.0.0.1:P)
 proxy() {

@@ -10,47 +10,23 @@ cd "$(dirname "$0")/../.."
 unset MTPLX_API_KEY
 [ -x build/asan/mtplx ] || { echo "build/asan/mtplx is needed (make test builds it)"; exit 1; }
 [ -d tests/js/node_modules/openai ] || bash scripts/npm-deps.sh
-tmp=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/integration/lib.sh
+it_init
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # 8 at once, 24 pages (384 positions): fewer than 8 requests' worst cases, so some wait for pages
-build/asan/mtplx serve --host 127.0.0.1 --port 0 --quiet --max-seqs 8 --kv-pages 24 --ctx 256 --max-queue 256 \
-    >"$tmp/out" 2>"$tmp/err" &
-pid=$!
-port=
-for _ in $(seq 1 600); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/out")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || { echo "the server exited early:"; cat "$tmp/err"; exit 1; }
-    sleep 0.1
-done
-[ -n "$port" ] || { echo "the server did not start"; exit 1; }
+serve_start build/asan/mtplx server --quiet --max-seqs 8 --kv-pages 24 --ctx 256 --max-queue 256 || exit 1
 fail=0
 timeout 900 node tests/js/batch_load.mjs "http://127.0.0.1:$port" "${SECONDS_LOAD:-20}" "${CLIENTS:-32}" || fail=1
-kill -TERM "$pid"
-for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then echo "the server did not stop on SIGTERM"; fail=1;
-else wait "$pid" || { echo "the server exited with $?"; fail=1; }; fi
-pid=
-if grep -qE "LeakSanitizer|AddressSanitizer|runtime error:" "$tmp/err"; then
-    echo "sanitizer report from the server:"; head -60 "$tmp/err"; fail=1
-fi
+serve_stop "$pid" server || fail=1
+sanitizer_clean "$tmp/server.err" || fail=1
 # a request the KV pool can never hold: 503 naming the numbers, at once (not a wait); a small one works
-build/mtplx serve --host 127.0.0.1 --port 0 --quiet --kv-pages 8 --ctx 256 >"$tmp/out2" 2>"$tmp/err2" &
-pid=$!
-port=
-for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/out2")
-    [ -n "$port" ] && break; sleep 0.1
-done
+serve_start build/mtplx tight --quiet --kv-pages 8 --ctx 256 || exit 1
 code=$(curl -s -o "$tmp/big" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
        -d '{"prompt":"def f(x):","max_tokens":200}')
 { [ "$code" = 503 ] && grep -q "KV cache holds 128 positions" "$tmp/big"; } || { echo "oversized request: $code $(cat "$tmp/big")"; fail=1; }
 code=$(curl -s -o "$tmp/small" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
        -d '{"prompt":"def f(x):","max_tokens":20}')
 [ "$code" = 200 ] || { echo "a request that fits the KV pool: $code $(cat "$tmp/small")"; fail=1; }
-kill -TERM "$pid"; wait "$pid"; pid=
+serve_end "$pid"
 [ $fail -eq 0 ] && echo "batching: all passed"
 exit $fail

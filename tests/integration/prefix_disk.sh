@@ -15,41 +15,21 @@ set -u
 cd "$(dirname "$0")/../.."
 unset MTPLX_API_KEY
 [ -x build/mtplx ] || { echo "build/mtplx is needed (make test builds it)"; exit 1; }
-tmp=$(mktemp -d)
-pids=()
+. tests/integration/lib.sh
+it_init
 mounts=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+it_cleanup_hook() {
+    for m in ${mounts[@]+"${mounts[@]}"}; do umount "$m" 2>/dev/null; done
     chmod -R u+w "$tmp" 2>/dev/null
-    rm -rf "$tmp"
 }
-trap cleanup EXIT
 fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 js() { timeout 120 node tests/js/prefix_disk.mjs "$@"; }
 
-# start NAME ARGS...: sets $port and $pid (stderr in $tmp/NAME.err)
-start() {
-    local name=$1; shift
-    build/mtplx serve --host 127.0.0.1 --port 0 --quiet --max-seqs 2 --ctx 1024 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 1 600); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out")
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2>/dev/null || { echo "$name exited early:"; cat "$tmp/$name.err"; return 1; }
-        sleep 0.1
-    done
-    echo "$name did not start"; return 1
-}
-
-stop() {
-    kill -TERM "$1"
-    for _ in $(seq 1 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-    wait "$1" 2>/dev/null
-}
+# start NAME ARGS...: a server on the embedded model, 2 at once, 1024 positions; sets $port and $pid
+start() { local name=$1; shift; serve_start build/mtplx "$name" --quiet --max-seqs 2 --ctx 1024 "$@"; }
+stop() { serve_end "$1"; }
 
 metric() { js metric "http://127.0.0.1:$1" "$2"; }
 

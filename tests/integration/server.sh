@@ -9,35 +9,8 @@ cd "$(dirname "$0")/../.."
 unset MTPLX_API_KEY
 [ -x build/mtplx ] && [ -x build/asan/mtplx ] || { echo "build/mtplx and build/asan/mtplx are needed (make test builds them)"; exit 1; }
 [ -d tests/js/node_modules/openai ] || bash scripts/npm-deps.sh
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-# start BIN NAME ARGS...: runs `BIN serve --port 0 ARGS`, waits for its "listening" line, sets $port
-start() {
-    local bin=$1 name=$2; shift 2
-    "$bin" serve --host 127.0.0.1 --port 0 --quiet "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    pid=$!
-    pids+=("$pid")
-    for _ in $(seq 1 600); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out")
-        [ -n "$port" ] && return 0
-        kill -0 "$pid" 2>/dev/null || { echo "$name exited early:"; cat "$tmp/$name.err"; return 1; }
-        sleep 0.1
-    done
-    echo "$name did not start"; return 1
-}
-
-# stop NAME: SIGTERM, wait (bounded), require exit 0
-stop() {
-    local name=$1
-    kill -TERM "$pid"
-    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then echo "$name did not stop on SIGTERM"; return 1; fi
-    wait "$pid"; local rc=$?
-    [ $rc -eq 0 ] || { echo "$name exited with $rc"; cat "$tmp/$name.err"; return 1; }
-}
+. tests/integration/lib.sh
+it_init
 
 fail=0
 # 1. refusal to bind a non-loopback address without a key (usage error, nothing started)
@@ -45,17 +18,15 @@ if build/mtplx serve --host 0.0.0.0 --port 0 >"$tmp/refuse.out" 2>&1; then echo 
 elif ! grep -q "API key" "$tmp/refuse.out"; then echo "no reason given for refusing 0.0.0.0:"; cat "$tmp/refuse.out"; fail=1; fi
 
 # 2. the SDK suite on the optimised build
-start build/mtplx plain || exit 1
+serve_start build/mtplx plain --quiet || exit 1
 timeout 600 node tests/js/server_sdk.mjs "http://127.0.0.1:$port" || fail=1
-stop plain || fail=1
+serve_stop "$pid" plain || fail=1
 
 # 3. abuse + concurrency on the ASan build, with a key, a small context and a 1 MiB body limit
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-start build/asan/mtplx asan --api-key test-key-123 --max-body 1048576 --ctx 128 --max-queue 64 || exit 1
+serve_start build/asan/mtplx asan --quiet --api-key test-key-123 --max-body 1048576 --ctx 128 --max-queue 64 || exit 1
 timeout 600 node tests/js/server_abuse.mjs "http://127.0.0.1:$port" test-key-123 || fail=1
-stop asan || fail=1
-if grep -qE "LeakSanitizer|AddressSanitizer|runtime error:" "$tmp/asan.err"; then
-    echo "sanitizer report from the server:"; head -60 "$tmp/asan.err"; fail=1
-fi
+serve_stop "$pid" asan || fail=1
+sanitizer_clean "$tmp/asan.err" || fail=1
 [ $fail -eq 0 ] && echo "server integration: all passed"
 exit $fail

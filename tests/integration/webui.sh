@@ -10,25 +10,12 @@ unset MTPLX_API_KEY
 [ -x build/mtplx ] || { echo "build/mtplx is needed (make test builds it)"; exit 1; }
 [ -d tests/js/node_modules/playwright-core ] || bash scripts/npm-deps.sh
 command -v chromium >/dev/null || MTPLX_TEST_DEPS=1 bash scripts/deps.sh
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/integration/lib.sh
+it_init
 
-# start NAME ARGS...: runs `mtplx serve --port 0 ARGS`, waits for its "listening" line, sets $port
-start() {
-    local name=$1; shift
-    build/mtplx serve --host 127.0.0.1 --port 0 --quiet "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
-    pids+=($!)
-    disown
-    for _ in $(seq 1 600); do
-        port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/$name.out")
-        [ -n "$port" ] && return 0
-        kill -0 "${pids[-1]}" 2>/dev/null || { echo "$name exited early:"; cat "$tmp/$name.err"; return 1; }
-        sleep 0.1
-    done
-    echo "$name did not start"; return 1
-}
+# start NAME ARGS...: `mtplx serve` on the embedded model (disowned: no job report when the trap kills
+# it); sets $port
+start() { local name=$1; shift; serve_start build/mtplx "$name" --quiet "$@" && disown "$pid"; }
 
 start open || exit 1
 open_port=$port

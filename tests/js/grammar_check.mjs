@@ -17,6 +17,7 @@ import Ajv2020 from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { step } from './lib.mjs';
 
 const [bin, base] = process.argv.slice(2);
 const ajv = new Ajv2020({ strict: false, allErrors: true });
@@ -78,16 +79,6 @@ function check(name, schema, text, where) {
   validated++;
 }
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-    process.exit(1);
-  }
-}
 
 // ---- 1. the CLI ----
 await step('mtplx run: every schema, depths 0..5, with and without thinking, validated by ajv', async () => {

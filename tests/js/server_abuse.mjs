@@ -3,21 +3,12 @@
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import assert from 'node:assert/strict';
+import { step } from './lib.mjs';
 
 const [base, key] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 120000 });
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-    process.exit(1);
-  }
-}
 
 async function post(path, body, headers = auth) {
   const res = await fetch(`${base}${path}`, { method: 'POST', headers, body });

@@ -4,6 +4,7 @@
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import assert from 'node:assert/strict';
+import { step } from './lib.mjs';
 
 const base = process.argv[2];
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120000 });
@@ -19,16 +20,6 @@ const TOOLS = [
 const PATH = 'json/decoder.py';
 const ASK = `Show me the first lines of ${PATH}`;
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-    process.exit(1);
-  }
-}
 
 async function collectChatStream(stream) {
   let content = '', reasoning = '', finish = null, usage = null, role = null;

@@ -8,6 +8,7 @@
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { step } from './lib.mjs';
 
 const [base, keyedBase, key] = process.argv.slice(2, 5);
 const opt = (name) => { const i = process.argv.indexOf(name); return i > 0 ? process.argv[i + 1] : null; };
@@ -16,16 +17,6 @@ const measureFile = opt('--measure');
 const LONG_PROMPT = 'Write a long Python module with many functions.';
 const TOOL_PROMPT = 'Show me the first lines of json/decoder.py';
 
-async function step(name, fn) {
-  const t0 = Date.now();
-  try {
-    await fn();
-    console.log(`ok   ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-  } catch (e) {
-    console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
-    process.exit(1);
-  }
-}
 
 // Prometheus text of a server as {series: value}.
 async function metrics(url, headers = {}) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "fwd_util.h"
+#include "rows_util.h"
 #include "test.h"
 
 static const char *k_dir = "models/qwen35-tiny-code";
@@ -20,12 +21,9 @@ static const char *k_dir = "models/qwen35-tiny-code";
 static mtplx_model *g_model;
 static golden g_gold;
 
+/* Forward tokens[0..n) of g_model as one call into s (rows_util.h). */
 static int fwd(model_state *s, const int32_t *tok, int n, float *logits, float *hidden, int capture) {
-    mtplx_err err = {0};
-    fwd_request req = {.logits = logits, .hidden = hidden, .capture = capture};
-    int rc = model_forward(g_model, s, tok, n, &req, &err);
-    if (rc) T_FAIL("model_forward: %s", err.msg);
-    return rc;
+    return fwd_rows(g_model, s, tok, n, logits, hidden, capture);
 }
 
 TEST(test_prefill_matches_golden_on_pool) {
@@ -43,34 +41,7 @@ TEST(test_prefill_matches_golden_on_pool) {
     model_state_free(s);
 }
 
-TEST(test_rows_match_stepwise_on_pool) {
-    int V = g_gold.V, H = g_gold.H;
-    mtplx_err err = {0};
-    model_state *a = NULL, *b = NULL;
-    REQUIRE(model_state_new(g_model, 64, 8, &a, &err) == 0);
-    REQUIRE(model_state_new(g_model, 64, 8, &b, &err) == 0);
-    float *la = malloc(sizeof(float) * 5 * V), *ha = malloc(sizeof(float) * 5 * H);
-    float *lb = malloc(sizeof(float) * 5 * V), *hb = malloc(sizeof(float) * 5 * H);
-    for (int T = 2; T <= 5; T++) {
-        model_state_reset(a);
-        model_state_reset(b);
-        REQUIRE(fwd(a, g_gold.ids, PREFIX, NULL, NULL, 0) == 0);
-        REQUIRE(fwd(b, g_gold.ids, PREFIX, NULL, NULL, 0) == 0);
-        const int32_t *tok = g_gold.ids + PREFIX;
-        REQUIRE(fwd(a, tok, T, la, ha, T % 2) == 0);
-        for (int t = 0; t < T; t++) REQUIRE(fwd(b, tok + t, 1, lb + (size_t)t * V, hb + (size_t)t * H, 0) == 0);
-        for (int t = 0; t < T; t++) {
-            CHECK_MSG(!memcmp(la + (size_t)t * V, lb + (size_t)t * V, sizeof(float) * V),
-                      "T=%d row %d: logits differ from single-token decode (max|d| %.3g)", T, t,
-                      max_abs_diff(la + (size_t)t * V, lb + (size_t)t * V, V));
-            CHECK_MSG(!memcmp(ha + (size_t)t * H, hb + (size_t)t * H, sizeof(float) * H),
-                      "T=%d row %d: hidden differs from single-token decode", T, t);
-        }
-    }
-    free(la), free(ha), free(lb), free(hb);
-    model_state_free(a);
-    model_state_free(b);
-}
+TEST(test_rows_match_stepwise_on_pool) { check_rows_match_stepwise(g_model, g_gold.ids, PREFIX, 5, g_gold.V, g_gold.H); }
 
 TEST(test_commit_on_pool) {
     int V = g_gold.V;

@@ -74,14 +74,49 @@ static int same_as_cold(gen_session *cold, gen_session *hot, const int32_t *prom
     return out->st.cached_tokens;
 }
 
-static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
+/* A scheduler on M for `seqs` sequences of `ctx` positions; kv_pages > 0 sets its KV page budget.
+ * NULL (the test failed) when it cannot be made. Free with sched_free. */
+static sched *new_sched(int seqs, int ctx, int kv_pages) {
     mtplx_err e;
-    gen_session *cold, *hot;
-    REQUIRE(gen_session_new(M, &cold, &e) == 0);
-    REQUIRE(gen_session_new(M, &hot, &e) == 0);
-    gen_session_attach(cold, x);
-    gen_session_attach(hot, x);
-    gen_session_set_prefix_cache(hot, pc);
+    sched_config c;
+    sched_config_default(&c, seqs, ctx);
+    if (kv_pages > 0) c.kv_pages = kv_pages;
+    sched *x = NULL;
+    if (sched_new(M, &c, &x, &e)) T_FAIL("sched_new: %s", e.msg);
+    return x;
+}
+
+/* A prefix cache on x's KV pool (pcc NULL: the defaults); with `reclaim`, x takes pages back from it
+ * when it runs short. NULL (the test failed) when it cannot be made. Free with prefix_cache_free
+ * (before x). */
+static prefix_cache *new_cache(sched *x, const prefix_cache_config *pcc, int reclaim) {
+    mtplx_err e;
+    prefix_cache *pc = NULL;
+    if (prefix_cache_new(M, sched_pool(x), pcc, &pc, &e)) {
+        T_FAIL("prefix_cache_new: %s", e.msg);
+        return NULL;
+    }
+    if (reclaim) sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
+    return pc;
+}
+
+/* A generation session on M whose requests x schedules, served from pc unless pc is NULL. NULL (the
+ * test failed) when it cannot be made. Free with gen_session_free. */
+static gen_session *new_session(sched *x, prefix_cache *pc) {
+    mtplx_err e;
+    gen_session *s = NULL;
+    if (gen_session_new(M, &s, &e)) {
+        T_FAIL("gen_session_new: %s", e.msg);
+        return NULL;
+    }
+    gen_session_attach(s, x);
+    if (pc) gen_session_set_prefix_cache(s, pc);
+    return s;
+}
+
+static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
+    gen_session *cold = new_session(x, NULL), *hot = new_session(x, pc);
+    REQUIRE(cold && hot);
     const int S = prefix_cache_spacing(pc);
     const uint32_t V = (uint32_t)model_config_of(M)->vocab_size; /* token ids of any test model */
     uint32_t seed = 12345u + (uint32_t)depth * 7u + (uint32_t)sampled;
@@ -120,29 +155,36 @@ static void scenario(sched *x, prefix_cache *pc, int depth, int sampled) {
     gen_session_free(hot);
 }
 
+/* scenario() on a fresh scheduler (2 sequences of CAP positions) and cache (spacing 16): the cache's
+ * stats at the end in *ps; returns the KV pages the scheduler still holds once the cache is freed,
+ * or -1 (the test failed) when the scheduler or cache cannot be made. */
+static int scenario_fresh(int depth, int sampled, prefix_cache_stats *ps) {
+    sched *x = new_sched(2, CAP, 0);
+    if (!x) return -1;
+    prefix_cache_config pcc = {0, 16};
+    prefix_cache *pc = new_cache(x, &pcc, 1);
+    if (!pc) {
+        sched_free(x);
+        return -1;
+    }
+    scenario(x, pc, depth, sampled);
+    prefix_cache_get_stats(pc, ps);
+    prefix_cache_free(pc);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    sched_free(x);
+    return st.pages_used;
+}
+
 TEST(test_cached_equals_cold) {
-    mtplx_err e;
     static const int cases[4][2] = {{0, 0}, {1, 1}, {3, 0}, {3, 1}}; /* (depth, seeded) */
     for (int k = 0; k < 4; k++) {
-            int depth = cases[k][0], sampled = cases[k][1];
-            sched_config c;
-            sched_config_default(&c, 2, CAP);
-            sched *x;
-            REQUIRE(sched_new(M, &c, &x, &e) == 0);
-            prefix_cache_config pcc = {0, 16};
-            prefix_cache *pc;
-            REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
-            sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-            scenario(x, pc, depth, sampled);
-            prefix_cache_stats ps;
-            prefix_cache_get_stats(pc, &ps);
-            CHECK(ps.hits >= 3 && ps.cached_tokens > 0 && ps.entries > 0);
-            prefix_cache_free(pc);
-            sched_stats st;
-            sched_get_stats(x, &st);
-            CHECK_MSG(st.pages_used == 0, "%d pages still held after the cache was freed", st.pages_used);
-            sched_free(x);
-        }
+        prefix_cache_stats ps;
+        int pages_used = scenario_fresh(cases[k][0], cases[k][1], &ps);
+        REQUIRE(pages_used >= 0);
+        CHECK(ps.hits >= 3 && ps.cached_tokens > 0 && ps.entries > 0);
+        CHECK_MSG(pages_used == 0, "%d pages still held after the cache was freed", pages_used);
+    }
 }
 
 /* Every family the cache must serve (docs/prefix-cache.md): attention only (Llama, Qwen3), Gated
@@ -160,20 +202,9 @@ TEST(test_every_family) {
     for (size_t k = 0; k < sizeof dirs / sizeof dirs[0]; k++) {
         REQUIRE(model_load(dirs[k], &M, &e) == 0);
         for (int pass = 0; pass < 1 + model_has_mtp(M); pass++) {
-            sched_config c;
-            sched_config_default(&c, 2, CAP);
-            sched *x;
-            REQUIRE(sched_new(M, &c, &x, &e) == 0);
-            prefix_cache_config pcc = {0, 16};
-            prefix_cache *pc;
-            REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
-            sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-            scenario(x, pc, pass ? 2 : 0, pass);
             prefix_cache_stats ps;
-            prefix_cache_get_stats(pc, &ps);
+            REQUIRE(scenario_fresh(pass ? 2 : 0, pass, &ps) >= 0);
             CHECK_MSG(ps.hits >= 3, "%s: %llu hits", dirs[k], (unsigned long long)ps.hits);
-            prefix_cache_free(pc);
-            sched_free(x);
             with_mtp += pass;
         }
         model_free(M);
@@ -185,22 +216,17 @@ TEST(test_every_family) {
 /* A RAM budget of ~8 checkpoints: entries are evicted (LRU) and the results stay exact; the cache's
  * own bytes never pass the budget. */
 TEST(test_evictions_exact) {
-    mtplx_err e;
-    sched_config c;
-    sched_config_default(&c, 2, CAP);
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched *x = new_sched(2, CAP, 0);
+    REQUIRE(x);
     prefix_cache_config pcc = {0, 16};
     prefix_cache *pc;
     prefix_cache_stats ps;
     size_t per = 0;
     {   /* measure one entry's bytes with a big budget */
-        prefix_cache *big;
-        REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &big, &e) == 0);
-        gen_session *s;
-        REQUIRE(gen_session_new(M, &s, &e) == 0);
-        gen_session_attach(s, x);
-        gen_session_set_prefix_cache(s, big);
+        prefix_cache *big = new_cache(x, &pcc, 0);
+        REQUIRE(big);
+        gen_session *s = new_session(x, big);
+        REQUIRE(s);
         int32_t t[40];
         for (int i = 0; i < 40; i++) t[i] = i * 13 + 1;
         gen_params p;
@@ -214,14 +240,10 @@ TEST(test_evictions_exact) {
         prefix_cache_free(big);
     }
     pcc.ram_bytes = per * 8 + per / 2; /* an 80-token prompt leaves 6 checkpoints (spacing 16) */
-    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
-    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-    gen_session *cold, *hot;
-    REQUIRE(gen_session_new(M, &cold, &e) == 0);
-    REQUIRE(gen_session_new(M, &hot, &e) == 0);
-    gen_session_attach(cold, x);
-    gen_session_attach(hot, x);
-    gen_session_set_prefix_cache(hot, pc);
+    pc = new_cache(x, &pcc, 1);
+    REQUIRE(pc);
+    gen_session *cold = new_session(x, NULL), *hot = new_session(x, pc);
+    REQUIRE(cold && hot);
     uint32_t seed = 99;
     int32_t pr[4][200];
     for (int k = 0; k < 4; k++)
@@ -252,20 +274,13 @@ TEST(test_evictions_exact) {
  * back when a different request needs them (admission would wait forever otherwise); a request
  * reusing them reserves only its own pages; one that could not fit with its lease runs cold. */
 TEST(test_pages_reclaimed) {
-    mtplx_err e;
-    sched_config c;
-    sched_config_default(&c, 1, 128);
-    c.kv_pages = 128 / model_kv_page_size();
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched *x = new_sched(1, 128, 128 / model_kv_page_size());
+    REQUIRE(x);
     prefix_cache_config pcc = {0, 16};
-    prefix_cache *pc;
-    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
-    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-    gen_session *s;
-    REQUIRE(gen_session_new(M, &s, &e) == 0);
-    gen_session_attach(s, x);
-    gen_session_set_prefix_cache(s, pc);
+    prefix_cache *pc = new_cache(x, &pcc, 1);
+    REQUIRE(pc);
+    gen_session *s = new_session(x, pc);
+    REQUIRE(s);
     int32_t a[100], b[100];
     uint32_t seed = 5;
     for (int i = 0; i < 100; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
@@ -304,21 +319,14 @@ TEST(test_pages_reclaimed) {
  * 500 "draft 1: KV cache full"). Here the pool holds exactly the cold request: reusing the prefix
  * would need 5 MTP pages of the 4, so the request must run cold instead of failing. */
 TEST(test_mtp_page_boundary) {
-    mtplx_err e;
     const int P = model_kv_page_size();
-    sched_config c;
-    sched_config_default(&c, 1, 4 * P);
-    c.kv_pages = 4;
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched *x = new_sched(1, 4 * P, 4);
+    REQUIRE(x);
     prefix_cache_config pcc = {0, P};
-    prefix_cache *pc;
-    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
-    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-    gen_session *s;
-    REQUIRE(gen_session_new(M, &s, &e) == 0);
-    gen_session_attach(s, x);
-    gen_session_set_prefix_cache(s, pc);
+    prefix_cache *pc = new_cache(x, &pcc, 1);
+    REQUIRE(pc);
+    gen_session *s = new_session(x, pc);
+    REQUIRE(s);
     int32_t a[2 * 16 + 1];
     const int n = 2 * P + 1; /* the last checkpoint lies at n - 1 = 2P, a page boundary */
     REQUIRE(n <= (int)(sizeof a / sizeof a[0]));
@@ -339,19 +347,12 @@ TEST(test_mtp_page_boundary) {
 /* A request whose prompt + completion fill the whole context still runs when it restores a prefix
  * (its reservation never exceeds what it needs cold). */
 TEST(test_full_context) {
-    mtplx_err e;
-    sched_config c;
-    sched_config_default(&c, 1, 48);
-    c.kv_pages = 4; /* 3 for the sequence + the shared page its 2-token prefix ends inside */
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
-    prefix_cache *pc;
-    REQUIRE(prefix_cache_new(M, sched_pool(x), NULL, &pc, &e) == 0);
-    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-    gen_session *s;
-    REQUIRE(gen_session_new(M, &s, &e) == 0);
-    gen_session_attach(s, x);
-    gen_session_set_prefix_cache(s, pc);
+    sched *x = new_sched(1, 48, 4); /* 4 pages: 3 for the sequence + the shared page its 2-token prefix ends inside */
+    REQUIRE(x);
+    prefix_cache *pc = new_cache(x, NULL, 1);
+    REQUIRE(pc);
+    gen_session *s = new_session(x, pc);
+    REQUIRE(s);
     int32_t a[3] = {11, 22, 33};
     gen_params p;
     params(&p, 0, 0, 48 - 3 - 1); /* prompt + max_tokens + depth + 1 = the capacity */
@@ -374,18 +375,13 @@ static int always(void *u) {
  * lease back: the cache counts only its entries' pages again, and the next request still hits. */
 TEST(test_cancel_returns_lease) {
     mtplx_err e;
-    sched_config c;
-    sched_config_default(&c, 1, 256);
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched *x = new_sched(1, 256, 0);
+    REQUIRE(x);
     prefix_cache_config pcc = {0, 16};
-    prefix_cache *pc;
-    REQUIRE(prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e) == 0);
-    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-    gen_session *s;
-    REQUIRE(gen_session_new(M, &s, &e) == 0);
-    gen_session_attach(s, x);
-    gen_session_set_prefix_cache(s, pc);
+    prefix_cache *pc = new_cache(x, &pcc, 1);
+    REQUIRE(pc);
+    gen_session *s = new_session(x, pc);
+    REQUIRE(s);
     int32_t a[100];
     for (int i = 0; i < 100; i++) a[i] = 7 * i + 3;
     gen_params p;
@@ -425,13 +421,8 @@ TEST(test_cancel_returns_lease) {
 /* ---- the disk tier ---- */
 
 static prefix_cache *disk_cache(sched *x, size_t ram, const char *dir) {
-    mtplx_err e;
-    err_clear(&e);
     prefix_cache_config pcc = {ram, 16, dir, 0};
-    prefix_cache *pc = NULL;
-    if (prefix_cache_new(M, sched_pool(x), &pcc, &pc, &e)) return NULL;
-    sched_set_reclaim(x, prefix_cache_reclaim_hook, pc);
-    return pc;
+    return new_cache(x, &pcc, 1);
 }
 
 /* Files named *.mpc in dir: count, and the path of the largest in big[512] (of the checkpoint of
@@ -480,21 +471,14 @@ static void disk_stats(prefix_cache *pc, prefix_cache_stats *ps) {
 /* Everything through disk (a 1-byte RAM budget holds no entry), then a restart on the same
  * directory: every restore equals cold, and the reused depths are those of the RAM tier. */
 static void disk_scenario(int depth, int sampled) {
-    mtplx_err e;
     char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
-    sched_config c;
-    sched_config_default(&c, 2, CAP);
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched *x = new_sched(2, CAP, 0);
+    REQUIRE(x);
     prefix_cache *pc = disk_cache(x, 1, dir);
     REQUIRE(pc != NULL);
-    gen_session *cold, *hot;
-    REQUIRE(gen_session_new(M, &cold, &e) == 0);
-    REQUIRE(gen_session_new(M, &hot, &e) == 0);
-    gen_session_attach(cold, x);
-    gen_session_attach(hot, x);
-    gen_session_set_prefix_cache(hot, pc);
+    gen_session *cold = new_session(x, NULL), *hot = new_session(x, pc);
+    REQUIRE(cold && hot);
     uint32_t seed = 999u + (uint32_t)depth * 7u + (uint32_t)sampled;
     int32_t base[200], other[200], turn2[400];
     for (int i = 0; i < 200; i++) base[i] = (int32_t)(rnd(&seed) % 8000);
@@ -558,18 +542,12 @@ TEST(test_disk_tier_exact) {
  * file removed, result still cold-exact); a truncated file and a dead writer's temp file are removed
  * at start; files written under another kernel path are ignored, never restored. */
 TEST(test_disk_tier_rejects_bad_files) {
-    mtplx_err e;
     char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
-    sched_config c;
-    sched_config_default(&c, 2, CAP);
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
-    gen_session *cold, *hot;
-    REQUIRE(gen_session_new(M, &cold, &e) == 0);
-    REQUIRE(gen_session_new(M, &hot, &e) == 0);
-    gen_session_attach(cold, x);
-    gen_session_attach(hot, x);
+    sched *x = new_sched(2, CAP, 0);
+    REQUIRE(x);
+    gen_session *cold = new_session(x, NULL), *hot = new_session(x, NULL);
+    REQUIRE(cold && hot);
     int32_t a[120];
     uint32_t seed = 4242u;
     for (int i = 0; i < 120; i++) a[i] = (int32_t)(rnd(&seed) % 8000);
@@ -656,15 +634,12 @@ TEST(test_disk_tier_rejects_bad_files) {
 
 /* A directory that cannot be written (a regular file in the way) leaves the cache in RAM only. */
 TEST(test_disk_tier_unusable_dir) {
-    mtplx_err e;
     char path[] = "/tmp/mtplx-test-notadir-XXXXXX";
     int fd = mkstemp(path);
     REQUIRE(fd >= 0);
     close(fd);
-    sched_config c;
-    sched_config_default(&c, 1, CAP);
-    sched *x;
-    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched *x = new_sched(1, CAP, 0);
+    REQUIRE(x);
     char sub[600];
     snprintf(sub, sizeof sub, "%s/cache", path);
     prefix_cache *pc = disk_cache(x, 0, sub);
@@ -672,10 +647,8 @@ TEST(test_disk_tier_unusable_dir) {
     prefix_cache_stats ps;
     prefix_cache_get_stats(pc, &ps);
     CHECK_MSG(ps.disk && !ps.disk_on, "a disk tier on an unusable directory");
-    gen_session *s;
-    REQUIRE(gen_session_new(M, &s, &e) == 0);
-    gen_session_attach(s, x);
-    gen_session_set_prefix_cache(s, pc);
+    gen_session *s = new_session(x, pc);
+    REQUIRE(s);
     int32_t a[60];
     for (int i = 0; i < 60; i++) a[i] = 11 * i + 5;
     gen_params p;
