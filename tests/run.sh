@@ -4,8 +4,8 @@
 # tests/integration/*.sh script. Prints one result line per binary/script (its wall time and the CPU
 # time it used) and a closing "N passed, N failed, N skipped" line; exits non-zero on any failure.
 # The units and fuzz replays run side by side (MTPLX_TEST_JOBS at a time, default the CPU count; the
-# lines come in a fixed order all the same), then the integration scripts one by one; the ARM64
-# check runs beside all of them from the start and is reported last.
+# lines come in a fixed order all the same), then the integration scripts one by one with the ARM64
+# check beside them, reported last.
 #
 # Skips (tests/unit/test.h): a unit that exits 77 skipped entirely (SKIP, not PASS); a unit that
 # passes prints "SKIP <test>: <why>" for each test it could not run here (e.g. AMX kernels on a CPU
@@ -114,14 +114,6 @@ pool_start() { # name, command...: run it in the background once a slot is free
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_one repo_size bash scripts/check-size.sh
-# The ARM64 check (the unit tests cross-built for AArch64 under qemu-user, on three emulated CPUs;
-# tests/arm64.sh says which units and why) is one qemu process at a time, ~3 minutes of CPU: it
-# starts first and runs beside the pooled checks, and beside the first integration scripts when it
-# outlasts the pool (measured 2026-12-02: 196 s of CPU against 575 s for the pool; the integration
-# scripts use ~1.1 cores, so one more process leaves them room); it is reported last.
-# `make test` has built build/arm64 already.
-rm -f build/logs/arm64.res
-run_check arm64 make --no-print-directory -s test-arm64 &
 for t in build/tests/test_*; do
     [ -x "$t" ] || continue
     pool_start "$(basename "$t")" "$t"
@@ -148,6 +140,14 @@ for f in build/fuzz/fuzz_*; do
 done
 pool_wait 1
 pool_flush
+# The ARM64 check (the unit tests cross-built for AArch64 under qemu-user, on three emulated CPUs;
+# tests/arm64.sh says which units and why) is one qemu process at a time, ~3-5 minutes of CPU. It
+# runs beside the integration scripts, which leave a core free (they use ~1.1 cores one at a time),
+# not beside the pool, which keeps both cores busy: the clean-clone CI of 2026-12-02 ran the pool and
+# the ARM64 check together at full load for 7 minutes, then the integration scripts for 6 minutes
+# with one core mostly idle. It is reported last. `make test` has built build/arm64 already.
+rm -f build/logs/arm64.res
+run_check arm64 make --no-print-directory -s test-arm64 &
 for s in tests/integration/*.sh; do
     [ -f "$s" ] && [ "$s" != tests/integration/lib.sh ] || continue # lib.sh: the scripts' shared functions
     run_one "$(basename "$s" .sh)" bash "$s"

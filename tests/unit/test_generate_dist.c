@@ -11,8 +11,8 @@
  * law of each token position is compared with a two-sample chi-square test of homogeneity (rare bins
  * pooled, chi2.h): 44 comparisons, each must pass at α = 0.0002 (Bonferroni: family-wise error ≤ 1%;
  * the seeds are fixed, so the outcome is
- * deterministic). N = 1500 samples per arm (100 under the sanitizer build: that run only exercises
- * the code, it has no power).
+ * deterministic). N = 1500 samples per arm (40 under the sanitizer build: that run only exercises
+ * the code — every depth, accepted and rejected drafts, the residual — it has no power).
  * Positive controls: the debug broken residual (subtract q only at the drafted id) at depth 2 must be
  * rejected at α = 0.001 on the joint law of tokens 1-2 (in-test), and the planted p/p acceptance at
  * draft positions >= 3 (tests/mutations/accept_pp_pos3.patch) must make this test fail. The exact
@@ -223,7 +223,7 @@ int main(void) {
     gen_session_set_prompt_cache(SQ, 1);
     if (SV) gen_session_set_prompt_cache(SV, 1);
     const char *env = getenv("MTPLX_DIST_SAMPLES");
-    N = env ? atoi(env) : test_sanitized() ? 100 : 1500;
+    N = env ? atoi(env) : test_sanitized() ? 40 : 1500;
     AR1 = calloc(7 * (size_t)N, sizeof *AR1);
     if (!AR1) return 1;
     RUN(test_mtp_distribution_equals_ar_every_position);
