@@ -344,9 +344,6 @@ static int batch_check(const mtplx_model *m, const model_batch *b, const fwd_seq
     return R;
 }
 
-/* The logits of every sequence that wants them: runs of consecutive wanted rows go through the head
- * together (the head's weights are read once per run), into the caller's array when the run is one
- * sequence's, else into the batch's staging rows and copied out. */
 /* The batch's host staging (b->logits, [rows][V] floats) as room for `R` rows of H floats, or NULL
  * when the backend works in host memory (its copies are memcpy: nothing to merge) or it is too small. */
 static float *batch_host_rows(const mtplx_model *m, const model_batch *b, int R) {
@@ -378,6 +375,9 @@ void batch_rows_in(const mtplx_model *m, model_batch *b, float *dev, int R, cons
     if (host) m->be->ops->upload(m->be, dev, host, sizeof(float) * (size_t)R * H);
 }
 
+/* The logits of every sequence that wants them: runs of consecutive wanted rows go through the head
+ * together (the head's weights are read once per run), into the caller's array when the run is one
+ * sequence's, else into the batch's staging rows and copied out. */
 static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q, int n) {
     int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const float *hn = b->scr.a;
