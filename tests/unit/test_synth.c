@@ -58,6 +58,30 @@ static void synth_dir(const char *name, int bits, uint64_t seed, char *out, size
     synth_dir_cfg("cfg.json", name, bits, seed, out, n);
 }
 
+/* A 4-row prefill of ids into lg[4][300] (every logit finite), then the same ids one row at a time on
+ * a fresh state, each row bit-identical to its prefill row. *mx gets max |logit|. */
+static void check_prefill_equals_steps(mtplx_model *m, const int32_t *ids, int bits, float *lg, float *mx_out) {
+    mtplx_err e = {0};
+    model_state *s = NULL;
+    REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
+    fwd_request req = {.logits = lg, .logits_from = 0};
+    CHECK(model_forward(m, s, ids, 4, &req, &e) == 0);
+    int bad = 0, mism = 0;
+    float mx = 0, l1[300];
+    for (int k = 0; k < 4 * 300; k++) bad += !isfinite(lg[k]), mx = fmaxf(mx, fabsf(lg[k]));
+    CHECK_MSG(bad == 0, "bits %d: %d non-finite logits", bits, bad);
+    model_state_free(s);
+    REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
+    for (int t = 0; t < 4; t++) {
+        fwd_request r1 = {.logits = l1, .logits_from = 0};
+        CHECK(model_forward(m, s, ids + t, 1, &r1, &e) == 0);
+        mism += memcmp(l1, lg + t * 300, sizeof l1) != 0;
+    }
+    CHECK_MSG(mism == 0, "bits %d: %d of 4 rows differ between prefill and stepwise decode", bits, mism);
+    model_state_free(s);
+    *mx_out = mx;
+}
+
 /* An MoE checkpoint in bf16 (HF fused experts) and q4 (MLX stacked experts): it loads as qwen3_5_moe
  * with its MTP layer, gives finite logits, prefill rows equal single-row steps, and bench_weight_bytes
  * counts exactly top-k / E of the routed experts' bytes (computed here from the shapes). */
@@ -71,24 +95,9 @@ TEST(test_synth_moe_loads_and_runs) {
         mtplx_err e = {0};
         REQUIRE(model_load(dir, &m, &e) == 0 || (fprintf(stderr, "%s\n", e.msg), 0));
         CHECK(model_has_mtp(m) && model_config_of(m)->n_experts == 8);
-        model_state *s = NULL;
-        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
         int32_t ids[4] = {3, 77, 150, 298};
-        float lg[4 * 300], l1[300];
-        fwd_request req = {.logits = lg, .logits_from = 0};
-        CHECK(model_forward(m, s, ids, 4, &req, &e) == 0);
-        int bad = 0, mism = 0;
-        for (int k = 0; k < 4 * 300; k++) bad += !isfinite(lg[k]);
-        CHECK_MSG(bad == 0, "bits %d: %d non-finite logits", bits_l[i], bad);
-        model_state_free(s);
-        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
-        for (int t = 0; t < 4; t++) {
-            fwd_request r1 = {.logits = l1, .logits_from = 0};
-            CHECK(model_forward(m, s, ids + t, 1, &r1, &e) == 0);
-            mism += memcmp(l1, lg + t * 300, sizeof l1) != 0;
-        }
-        CHECK_MSG(mism == 0, "bits %d: %d of 4 rows differ between prefill and stepwise decode", bits_l[i], mism);
-        model_state_free(s);
+        float lg[4 * 300], mx = 0;
+        check_prefill_equals_steps(m, ids, bits_l[i], lg, &mx);
         model_free(m);
         /* routed experts: 4 trunk layers x 8 experts x (gate, up [64 x 128] + down [128 x 64]); bf16:
          * 2 bytes a weight; q4: half a byte a weight + a bf16 scale and bias per group of 64 */
@@ -112,28 +121,11 @@ TEST(test_synth_loads_and_runs_every_dtype) {
         mtplx_err e = {0};
         REQUIRE(model_load(dir, &m, &e) == 0 || (fprintf(stderr, "%s\n", e.msg), 0));
         CHECK(model_has_mtp(m));
-        model_state *s = NULL;
-        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
         int32_t ids[4] = {1, 50, 100, 299};
-        float lg[4 * 300];
-        fwd_request req = {.logits = lg, .logits_from = 0};
-        CHECK(model_forward(m, s, ids, 4, &req, &e) == 0);
-        int bad = 0;
-        float mx = 0;
-        for (int k = 0; k < 4 * 300; k++) bad += !isfinite(lg[k]), mx = fmaxf(mx, fabsf(lg[k]));
-        CHECK_MSG(bad == 0 && mx > 0 && mx < 1e4, "bits %d: %d non-finite logits, max |logit| %g", bits_l[i], bad, mx);
-        model_state_free(s);
-        /* row invariance through the whole forward: the same tokens one at a time */
-        REQUIRE(model_state_new(m, 16, 4, &s, &e) == 0);
-        float l1[300];
-        int mism = 0;
-        for (int t = 0; t < 4; t++) {
-            fwd_request r1 = {.logits = l1, .logits_from = 0};
-            CHECK(model_forward(m, s, ids + t, 1, &r1, &e) == 0);
-            mism += memcmp(l1, lg + t * 300, sizeof l1) != 0;
-        }
-        CHECK_MSG(mism == 0, "bits %d: %d of 4 rows differ between prefill and stepwise decode", bits_l[i], mism);
-        model_state_free(s);
+        float lg[4 * 300], mx = 0;
+        /* finite logits, and row invariance through the whole forward: the same tokens one at a time */
+        check_prefill_equals_steps(m, ids, bits_l[i], lg, &mx);
+        CHECK_MSG(mx > 0 && mx < 1e4, "bits %d: max |logit| %g", bits_l[i], mx);
         /* rollback through the (threaded) replay: capture 4 rows, keep 2, step once more == a state
          * that only ever saw those 2 rows */
         model_state *a = NULL, *b = NULL;
