@@ -86,7 +86,7 @@ cu_prof::cu_prof(const char *name) {
         if (g_prof.n_pend == PROF_PENDING) prof_drain();
         int e = 2 * g_prof.n_pend;
         while (g_prof.n_ev < e + 2) cudaEventCreate(&g_prof.ev[g_prof.n_ev++]);
-        cudaEventRecord(g_prof.ev[e], 0);
+        cudaEventRecord(g_prof.ev[e], CU_STREAM);
         g_prof.calls[i]++;
         slot = i;
     }
@@ -98,7 +98,7 @@ cu_prof::~cu_prof() {
     if (!g_prof_on || --t_prof_depth || slot < 0) return;
     pthread_mutex_lock(&g_prof.lock);
     int e = 2 * g_prof.n_pend;
-    cudaEventRecord(g_prof.ev[e + 1], 0);
+    cudaEventRecord(g_prof.ev[e + 1], CU_STREAM);
     g_prof.pend_slot[g_prof.n_pend++] = slot;
     pthread_mutex_unlock(&g_prof.lock);
     t_prof_slot = -1;
@@ -309,7 +309,7 @@ static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
     size_t at = c->ring_at;
     c->ring_at = (at + n + 31) & ~(size_t)31; /* 128-byte aligned starts */
     memcpy(c->h_ring + at, h, n * sizeof(int32_t));
-    CU_CHECK(cudaMemcpyAsync(c->d_ring + at, c->h_ring + at, n * sizeof(int32_t), cudaMemcpyHostToDevice, 0),
+    CU_CHECK(cudaMemcpyAsync(c->d_ring + at, c->h_ring + at, n * sizeof(int32_t), cudaMemcpyHostToDevice, CU_STREAM),
              "index staging");
     return c->d_ring + at;
 }
@@ -381,13 +381,13 @@ static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
 static void cu_copy(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("copy");
     (void)be;
-    if (n && dst != src) CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, 0), "copy");
+    if (n && dst != src) CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, CU_STREAM), "copy");
 }
 
 static void cu_fill_zero(be_backend *be, void *dst, size_t n) {
     CU_PROF("fill_zero");
     (void)be;
-    if (n) CU_CHECK(cudaMemsetAsync(dst, 0, n, 0), "fill_zero");
+    if (n) CU_CHECK(cudaMemsetAsync(dst, 0, n, CU_STREAM), "fill_zero");
 }
 
 /* ------------------------------------------------------------------ load time */
@@ -448,7 +448,7 @@ static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, i
     if (R <= 0) return;
     CU_PROF("rmsnorm");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
-    k_rmsnorm<<<R, 256>>>(y, ldy, x, ldx, dw, n, eps);
+    k_rmsnorm<<<R, 256, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, n, eps);
     CU_LAUNCHED("rmsnorm");
 }
 
@@ -461,7 +461,7 @@ static void cu_add(be_backend *be, float *x, const float *o, size_t n) {
     CU_PROF("add");
     (void)be;
     if (!n) return;
-    k_add<<<(unsigned)((n + 255) / 256), 256>>>(x, o, n);
+    k_add<<<(unsigned)((n + 255) / 256), 256, 0, CU_STREAM>>>(x, o, n);
     CU_LAUNCHED("add");
 }
 
@@ -472,7 +472,7 @@ __global__ void k_swiglu(float *y, int ldy, const float *g, int ldg, const float
 
 void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R) {
     if (R <= 0 || n <= 0) return;
-    k_swiglu<<<dim3((n + 255) / 256, R), 256>>>(y, ldy, g, ldg, u, ldu, n);
+    k_swiglu<<<dim3((n + 255) / 256, R), 256, 0, CU_STREAM>>>(y, ldy, g, ldg, u, ldu, n);
     CU_LAUNCHED("swiglu");
 }
 
@@ -496,7 +496,7 @@ static void cu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, in
     if (R <= 0 || C <= 0) return;
     CU_PROF("conv1d_silu");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * (size_t)C * kc);
-    k_conv1d_silu<<<dim3((C + 127) / 128, R), 128>>>(y, ldy, x, ldx, dw, C, kc);
+    k_conv1d_silu<<<dim3((C + 127) / 128, R), 128, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, C, kc);
     CU_LAUNCHED("conv1d_silu");
 }
 
@@ -650,7 +650,7 @@ extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mt
     cudaEventCreate(&e1);
     for (int r = 0; r < reps + 1; r++) { /* the first read warms up */
         cudaEventRecord(e0);
-        k_stream_read<<<p.multiProcessorCount * 8, 512>>>(buf, n, sink);
+        k_stream_read<<<p.multiProcessorCount * 8, 512, 0, CU_STREAM>>>(buf, n, sink);
         cudaEventRecord(e1);
         CU_CHECK(cudaEventSynchronize(e1), "membw");
         float ms = 0;

@@ -2,8 +2,9 @@
  * and small host vectors, error checking, and the per-file op entry points (docs/architecture.md,
  * "The CUDA backend").
  *
- * All work goes to the legacy default stream, so ops run in call order and a download (a blocking
- * cudaMemcpy) sees every earlier op's result. A CUDA error inside an op cannot be returned (ops are
+ * All work goes to one stream, CU_STREAM (today the legacy default stream), so ops run in call
+ * order and a download (a blocking cudaMemcpy) sees every earlier op's result. Every launch and
+ * async copy names CU_STREAM, so the stream can change in one place. A CUDA error inside an op cannot be returned (ops are
  * void, backend.h): it is printed with the op's name and the process aborts, since a device fault
  * leaves the context unusable. */
 #ifndef MTPLX_BACKEND_CUDA_INTERNAL_CUH
@@ -54,6 +55,9 @@ typedef struct {
     size_t ring_at;        /* next free entry (under lock); wrapping waits for the device */
     int ring_failed;       /* the ring could not be allocated: blocking copies into d_idx instead */
 } cu_ctx;
+
+/* The stream all of the backend's kernels and async copies are queued on. */
+#define CU_STREAM ((cudaStream_t)0)
 
 #define CU_IDX_RING ((size_t)1 << 20) /* int32 entries: 4 MiB on the device + 4 MiB pinned */
 

@@ -411,7 +411,7 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     if (kind == 1) {
         scratch_grow(&s->x, &s->x_cap, (size_t)R * K * 4, 0);
         __nv_bfloat16 *xh = (__nv_bfloat16 *)s->x, *xl = xh + (size_t)R * K;
-        k_split_x<<<dim3((K + 255) / 256, R), 256>>>(xh, xl, x, ldx, K);
+        k_split_x<<<dim3((K + 255) / 256, R), 256, 0, CU_STREAM>>>(xh, xl, x, ldx, K);
         CU_LAUNCHED("matmul split");
         return;
     }
@@ -421,7 +421,7 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     int8_t *a = (int8_t *)s->x;
     float2 *db = (float2 *)((char *)s->x + ab);
     dim3 grid(G, R);
-#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32>>>(a, db, x, ldx, K)
+#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32, 0, CU_STREAM>>>(a, db, x, ldx, K)
     if (bits == 4) {
         if (gs == 32) QACT(32, 4);
         else if (gs == 64) QACT(64, 4);
@@ -458,9 +458,9 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
                 continue;
             }
             if (rows <= 8)
-                k_mm_bf16<1><<<grid, blk>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+                k_mm_bf16<1><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
             else
-                k_mm_bf16<2><<<grid, blk>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+                k_mm_bf16<2><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
         } else {
             int gs = w->group_size, G = K / gs;
             size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
@@ -473,7 +473,7 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
             const uint32_t *W = (const uint32_t *)dv->data;
             int sdt = (int)w->scale_dtype;
 #define QMM(B_, GS_, NT_)                                                                                              \
-    k_mm_q<B_, GS_, NT_><<<grid, blk>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
+    k_mm_q<B_, GS_, NT_><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
                                         s->cnt)
 #define QMM_NT(B_, GS_)                                                                                                \
     do {                                                                                                               \

@@ -400,10 +400,10 @@ static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, in
     const uint2 *sbt = (const uint2 *)dv->sbt;
     const uint32_t *W = (const uint32_t *)dv->data;
     if (R <= 8)
-        k_sk_q<BITS, GS, 1, U><<<blocks, SK_WARPS * 32>>>(y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
+        k_sk_q<BITS, GS, 1, U><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
                                                          (const float2 *)xdb, R, s->ws, s->cnt);
     else
-        k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)><<<blocks, SK_WARPS * 32>>>(
+        k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(
             y, ldy, W, sbt, f16, N, K, (const uint4 *)xa, (const float2 *)xdb, R, s->ws, s->cnt);
     CU_LAUNCHED("matmul sk q");
 }
@@ -440,8 +440,8 @@ static void sk_bf16_launch(float *y, int ldy, const uint16_t *W, int N, int K, c
     int T = (N + 15) / 16;
     int blocks = sk_grid(occ, (long long)T * (K / 32), U);
     sk_scratch *s = sk_scratch_for(T, blocks);
-    if (R <= 8) k_sk_bf16<1, U><<<blocks, SK_WARPS * 32>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
-    else k_sk_bf16<2, U / 2><<<blocks, SK_WARPS * 32>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    if (R <= 8) k_sk_bf16<1, U><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    else k_sk_bf16<2, U / 2><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
     CU_LAUNCHED("matmul sk bf16");
 }
 

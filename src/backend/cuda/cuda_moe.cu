@@ -139,10 +139,10 @@ void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R,
     for (int e = 0; e < E; e++) {
         int c = f->count[e];
         if (!c) continue;
-        k_gather<<<dim3((H + 255) / 256, c), 256>>>(f->d_xg, x, ldx, f->d_list + at, H);
+        k_gather<<<dim3((H + 255) / 256, c), 256, 0, CU_STREAM>>>(f->d_xg, x, ldx, f->d_list + at, H);
         CU_LAUNCHED("moe gather");
         expert_rows(be, &w->experts[e], f->d_xg, H, c, f->d_xo, f);
-        k_scatter<<<dim3((H + 255) / 256, c), 256>>>(f->d_yk, f->d_xo, f->d_list + n + at, H);
+        k_scatter<<<dim3((H + 255) / 256, c), 256, 0, CU_STREAM>>>(f->d_yk, f->d_xo, f->d_list + n + at, H);
         CU_LAUNCHED("moe scatter");
         at += c;
     }
@@ -155,6 +155,6 @@ void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R,
             shg = f->d_shg;
         }
     }
-    k_combine<<<dim3((H + 255) / 256, R), 256>>>(out, ldo, f->d_yk, f->d_wts, K, H, sh, shg);
+    k_combine<<<dim3((H + 255) / 256, R), 256, 0, CU_STREAM>>>(out, ldo, f->d_yk, f->d_wts, K, H, sh, shg);
     CU_LAUNCHED("moe combine");
 }

@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, 
 static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
-    k_attn_core<<<dim3(R, nH), ATT_WARPS * 32, smem>>>(a, kv);
+    k_attn_core<<<dim3(R, nH), ATT_WARPS * 32, smem, CU_STREAM>>>(a, kv);
     CU_LAUNCHED("attention");
 }
 
@@ -181,7 +181,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    k_attn_prep<<<dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh>>>(p, v);
+    k_attn_prep<<<dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, CU_STREAM>>>(p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
                         pos0, a->scale};
@@ -241,7 +241,7 @@ void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0,
                        a->v_dim, a->kv_lora, a->interleave, pos0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    k_mla_prep<<<R, 128>>>(p, v);
+    k_mla_prep<<<R, 128, 0, CU_STREAM>>>(p, v);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, pos0, a->scale};
     attn_core(q, v, R, a->n_heads);
@@ -408,7 +408,7 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     int Hk = a->Hk, Dk = a->Dk;
-    k_gdn_l2<<<dim3(R, 2 * Hk), 128>>>(a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+    k_gdn_l2<<<dim3(R, 2 * Hk), 128, 0, CU_STREAM>>>(a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
     CU_LAUNCHED("gdn l2norm");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, a->Hv, Dk, a->Dv, R,
                     cu_vec(c, a->neg_A, sizeof(float) * a->Hv), cu_vec(c, a->dt_bias, sizeof(float) * a->Hv),
@@ -419,10 +419,10 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
         /* the register kernel: warps rows-of-8 each, at least one full warp for the block sums */
         int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
         switch (JK) {
-        case 1: k_gdn_reg<1><<<a->Hv, threads>>>(k); break;
-        case 2: k_gdn_reg<2><<<a->Hv, threads>>>(k); break;
-        case 3: k_gdn_reg<3><<<a->Hv, threads>>>(k); break;
-        default: k_gdn_reg<4><<<a->Hv, threads>>>(k); break;
+        case 1: k_gdn_reg<1><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
+        case 2: k_gdn_reg<2><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
+        case 3: k_gdn_reg<3><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
+        default: k_gdn_reg<4><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
         }
         CU_LAUNCHED("gdn");
         return;
@@ -430,7 +430,7 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     size_t smem = gdn_smem(Dk, a->Dv);
     gdn_smem_allow((const void *)k_gdn, smem);
     int threads = (a->Dv + 31) / 32 * 32;
-    k_gdn<<<a->Hv, threads, smem>>>(k);
+    k_gdn<<<a->Hv, threads, smem, CU_STREAM>>>(k);
     CU_LAUNCHED("gdn");
 }
 
@@ -462,6 +462,6 @@ void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *
     CU_PROF("gdn_replay");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_replay, smem);
-    k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);
+    k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);
     CU_LAUNCHED("gdn replay");
 }
