@@ -533,6 +533,8 @@ static be_ops make_ops(void) {
     o.mla = cu_mla;
     o.gdn = cu_gdn;
     o.gdn_replay = cu_gdn_replay;
+    o.attention_seqs = cu_attention_seqs;
+    o.gdn_seqs = cu_gdn_seqs;
     o.moe = cu_moe;
     return o;
 }
