@@ -111,6 +111,14 @@ void be_attention_seqs_loop(be_backend *be, const be_attn_args *a, const be_attn
     }
 }
 
+void be_mla_seqs_loop(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    for (int i = 0; i < n; i++) {
+        be_mla_args ai = *a;
+        ai.rows = a->rows + (size_t)seqs[i].r0 * a->ldr;
+        be->ops->mla(be, &ai, &seqs[i].kv, seqs[i].pos0, seqs[i].R, scratch);
+    }
+}
+
 void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n) {
     const size_t f = sizeof(float);
     int C = cv->C, kc1 = cv->kc - 1, ldb = a->ldb;

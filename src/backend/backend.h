@@ -198,6 +198,8 @@ typedef struct {
      * state advanced by R rows, then the recurrence as `gdn` with the sequence's states and tapes
      * (a's per-sequence fields src .. tape_d are not read). Bit-identical to the per-sequence calls
      * (copy, conv1d_silu, copy, gdn); a device backend runs it as a fixed number of launches. */
+    /* `mla` for n sequences' rows of one layer, as attention_seqs (a->rows is row 0 of the call). */
+    void (*mla_seqs)(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
     void (*gdn_seqs)(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
     /* Rebuild the state after the first `keep` rows of a capturing gdn call: dst starts as the state
      * after all rows and is overwritten from start (the state before the call) with the taped
@@ -221,9 +223,10 @@ struct be_backend {
 int be_create(const char *name, be_backend **out, mtplx_err *err);
 void be_free(be_backend *be);
 
-/* attention_seqs and gdn_seqs as a loop over the backend's per-sequence ops (attention; copy,
- * conv1d_silu, gdn): the CPU backend's implementation, and a device backend's reference path. */
+/* attention_seqs, mla_seqs and gdn_seqs as a loop over the backend's per-sequence ops (attention;
+ * mla; copy, conv1d_silu, gdn): the CPU backend's implementation, and a device backend's reference path. */
 void be_attention_seqs_loop(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
+void be_mla_seqs_loop(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
 void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
 
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the

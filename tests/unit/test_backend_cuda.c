@@ -317,7 +317,7 @@ TEST(test_gdn_replay_bit_identical_and_matches_cpu) {
     be_free(be);
 }
 
-/* ---- batched sequence ops (attention_seqs, gdn_seqs) against per-sequence calls ---- */
+/* ---- batched sequence ops (attention_seqs, mla_seqs, gdn_seqs) against per-sequence calls ---- */
 
 enum { SQ_NH = 4, SQ_NKV = 2, SQ_DH = 64, SQ_PS = 4, SQ_PAGES = 4, SQ_MAXR = 5, SQ_MAXN = 8 };
 enum { SQ_HK = 2, SQ_HV = 4, SQ_DK = 32, SQ_DV = 32, SQ_KC = 4 };
@@ -329,15 +329,21 @@ enum { SQ_QS = 2 * SQ_DH, SQ_KOFF = SQ_NH * SQ_QS, SQ_VOFF = SQ_KOFF + SQ_NKV * 
 enum { SQ_BOFF = SQ_VD, SQ_AAOFF = SQ_BOFF + SQ_HV, SQ_UOFF = SQ_AAOFF + SQ_HV, SQ_YOFF = SQ_UOFF + SQ_C,
        SQ_GBW = SQ_YOFF + SQ_VD };
 
+/* MLA rows: q (nH heads of Dn + Dr) | compressed kv (kv_lora, then the rope key) | kv_b out (Dn + Dv a
+ * head) | output */
+enum { SQ_MH = 2, SQ_MDN = 32, SQ_MDR = 16, SQ_MDV = 32, SQ_MKVL = 32, SQ_MDK = SQ_MDN + SQ_MDR };
+enum { SQ_MCKV = SQ_MH * SQ_MDK, SQ_MKVB = SQ_MCKV + SQ_MKVL + SQ_MDR, SQ_MATT = SQ_MKVB + SQ_MH * (SQ_MDN + SQ_MDV),
+       SQ_MBW = SQ_MATT + SQ_MH * SQ_MDV };
+
 /* Per-layer host arrays the ops read (static: a device backend keeps copies keyed by address). */
-static float sq_inv_freq[SQ_DH / 4], sq_qn[SQ_DH], sq_kn[SQ_DH], sq_conv_w[SQ_C * SQ_KC], sq_negA[SQ_HV],
+static float sq_mla_freq[SQ_MDR / 2], sq_inv_freq[SQ_DH / 4], sq_qn[SQ_DH], sq_kn[SQ_DH], sq_conv_w[SQ_C * SQ_KC], sq_negA[SQ_HV],
     sq_dtb[SQ_HV], sq_norm[SQ_DV];
 
 /* Offsets (floats) of everything one check touches, in one arena of backend memory. Sequence i owns
  * SQ_PAGES private pages of the KV pools, a conv state, two recurrent states and a capture tape;
  * the shared conv window comes last (scratch: not compared). */
 typedef struct {
-    size_t abig, kpool, vpool, gbig, qk, seq0, seq_stride, win, total;
+    size_t abig, kpool, vpool, mbig, mk, mv, gbig, qk, seq0, seq_stride, win, total;
     size_t conv, rec0, rec1, twin, tk, tg, td; /* within a sequence's block */
 } sq_layout;
 
@@ -347,6 +353,9 @@ static sq_layout sq_layout_of(int Rtot) {
     L.abig = at, at += (size_t)Rtot * SQ_ABW;
     L.kpool = at, at += pool;
     L.vpool = at, at += pool;
+    L.mbig = at, at += (size_t)Rtot * SQ_MBW;
+    L.mk = at, at += (size_t)SQ_MAXN * SQ_PAGES * SQ_MH * SQ_PS * SQ_MDK;
+    L.mv = at, at += (size_t)SQ_MAXN * SQ_PAGES * SQ_MH * SQ_PS * SQ_MDV;
     L.gbig = at, at += (size_t)Rtot * SQ_GBW;
     L.qk = at, at += 2 * (size_t)Rtot * SQ_KD;
     L.conv = 0, L.rec0 = (SQ_KC - 1) * SQ_C, L.rec1 = L.rec0 + SQ_SN, L.twin = L.rec1 + SQ_SN;
@@ -359,8 +368,9 @@ static sq_layout sq_layout_of(int Rtot) {
 }
 
 /* One layer of n random sequences (R_i rows at pos0_i, random page tables; even ones capture their
- * GDN rows) through attention_seqs + gdn_seqs (mode 1), through the per-sequence ops as the forward
- * called them before (mode 0: attention; copy, conv1d_silu, copy, gdn), or through nothing (mode -1).
+ * GDN rows) through attention_seqs + mla_seqs + gdn_seqs (mode 1), through the per-sequence ops as the
+ * forward called them before (mode 0: attention; mla; copy, conv1d_silu, copy, gdn), or through nothing
+ * (mode -1).
  * Returns the arena afterwards (the caller frees it) and in *n_cmp the floats before the shared
  * window; the random draws depend on `seed` only. */
 static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_cmp) {
@@ -396,6 +406,11 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_c
     be_attn_seq as[SQ_MAXN];
     for (int i = 0; i < n; i++)
         as[i] = (be_attn_seq){{d + L.kpool, d + L.vpool, pages[i], SQ_PAGES, SQ_PS}, pos0[i], r0[i], R[i]};
+    be_mla_args ma = {d + L.mbig, SQ_MBW, 0, SQ_MCKV, SQ_MKVB, SQ_MATT, SQ_MH, SQ_MDN, SQ_MDR, SQ_MDV, SQ_MKVL, 1,
+                      sq_mla_freq, 1.0f, 0.1f};
+    be_attn_seq ms[SQ_MAXN];
+    for (int i = 0; i < n; i++)
+        ms[i] = (be_attn_seq){{d + L.mk, d + L.mv, pages[i], SQ_PAGES, SQ_PS}, pos0[i], r0[i], R[i]};
     int rows_in_win = n == 1;
     be_gdn_seq gs[SQ_MAXN];
     for (int i = 0; i < n; i++) {
@@ -413,6 +428,7 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_c
     float *scratch = malloc(sizeof(float) * sc_n); /* host memory: only the CPU backend uses it */
     if (mode == 1) {
         be->ops->attention_seqs(be, &a, as, n, scratch);
+        be->ops->mla_seqs(be, &ma, ms, n, scratch);
         be->ops->gdn_seqs(be, &g, &cv, gs, n);
     } else if (mode == 0) {
         const size_t f = sizeof(float);
@@ -421,6 +437,9 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_c
             be_attn_args ai = a;
             ai.big = a.big + (size_t)r0[i] * SQ_ABW;
             be->ops->attention(be, &ai, &as[i].kv, pos0[i], R[i], scratch);
+            be_mla_args mi = ma;
+            mi.rows = ma.rows + (size_t)r0[i] * SQ_MBW;
+            be->ops->mla(be, &mi, &ms[i].kv, pos0[i], R[i], scratch);
         }
         for (int i = 0; i < n; i++) {
             const be_gdn_seq *q = &gs[i];
@@ -449,6 +468,7 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_c
 static void sq_check(be_backend *be) {
     if (!sq_inv_freq[0]) {
         for (int i = 0; i < SQ_DH / 4; i++) sq_inv_freq[i] = powf(10000.f, -2.0f * i / (SQ_DH / 2));
+        for (int i = 0; i < SQ_MDR / 2; i++) sq_mla_freq[i] = powf(10000.f, -2.0f * i / SQ_MDR);
         fill(sq_qn, SQ_DH), fill(sq_kn, SQ_DH), fill(sq_conv_w, SQ_C * SQ_KC), fill(sq_dtb, SQ_HV);
         for (int i = 0; i < SQ_HV; i++) sq_negA[i] = -0.5f - 0.1f * i;
         for (int i = 0; i < SQ_DV; i++) sq_norm[i] = 1.0f + 0.1f * frand();
@@ -472,7 +492,7 @@ static void sq_check(be_backend *be) {
     }
 }
 
-/* The CPU backend's attention_seqs / gdn_seqs (a loop over its per-sequence ops) equal the
+/* The CPU backend's attention_seqs / mla_seqs / gdn_seqs (a loop over its per-sequence ops) equal the
  * per-sequence calls bit for bit, n = 1..8. */
 TEST(test_seq_ops_cpu_equal_per_sequence_calls) {
     be_backend *cpu = NULL;

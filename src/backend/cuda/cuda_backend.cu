@@ -534,6 +534,7 @@ static be_ops make_ops(void) {
     o.gdn = cu_gdn;
     o.gdn_replay = cu_gdn_replay;
     o.attention_seqs = cu_attention_seqs;
+    o.mla_seqs = cu_mla_seqs;
     o.gdn_seqs = cu_gdn_seqs;
     o.moe = cu_moe;
     return o;

@@ -115,6 +115,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
 void cu_gdn(be_backend *be, const be_gdn_args *a, int R);
 void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
+void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
 void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
 void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);

@@ -213,8 +213,8 @@ __device__ __forceinline__ void rope_pair(float *x, int i, int Dr, int inter, fl
 
 /* Block t: RoPE of row t's shared rope key and of every query head's rope part, then each head's
  * key [nope | rope] and value into the cache at pos0 + t. */
-__global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
-    int t = blockIdx.x, pos = a.pos0 + t, Dr = a.Dr, half = Dr / 2, Dk = a.Dn + Dr;
+__device__ __forceinline__ void mla_prep_body(const mla_prep_args &a, const kv_view &kv, int t) {
+    int pos = a.pos0 + t, Dr = a.Dr, half = Dr / 2, Dk = a.Dn + Dr;
     float *row = a.rows + (size_t)t * a.ldr, *kr = row + a.ckv_off + a.kv_lora;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float c, s;
@@ -235,6 +235,8 @@ __global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
         for (int i = threadIdx.x; i < a.Dv; i += blockDim.x) vd[i] = kvb[a.Dn + i];
     }
 }
+
+__global__ void k_mla_prep(mla_prep_args a, kv_view kv) { mla_prep_body(a, kv, blockIdx.x); }
 
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
     CU_PROF("mla");
@@ -524,6 +526,28 @@ static int32_t *seq_host(size_t words) {
     return buf;
 }
 
+/* The staged table of an attention_seqs / mla_seqs call: n cu_attn_seq, then every sequence's page
+ * table. Returns its device address and in *maxR the most rows of a sequence (NULL when no rows). */
+static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n, int *maxR) {
+    const size_t dw = sizeof(cu_attn_seq) / sizeof(int32_t);
+    size_t words = n * dw;
+    for (int i = 0; i < n; i++) words += seqs[i].kv.pages ? (size_t)seqs[i].kv.n_pages : 0;
+    int32_t *h = seq_host(words);
+    cu_attn_seq *d = (cu_attn_seq *)h;
+    size_t at = n * dw;
+    *maxR = 0;
+    for (int i = 0; i < n; i++) {
+        const be_attn_seq *q = &seqs[i];
+        d[i] = (cu_attn_seq){q->kv.k, q->kv.v, q->kv.pages ? (int)at : -1, q->kv.page_size, q->pos0, q->r0, q->R, 0};
+        if (q->kv.pages) {
+            memcpy(h + at, q->kv.pages, sizeof(int32_t) * (size_t)q->kv.n_pages);
+            at += (size_t)q->kv.n_pages;
+        }
+        if (q->R > *maxR) *maxR = q->R;
+    }
+    return *maxR > 0 ? cu_stage_idx(c, h, words) : NULL;
+}
+
 __device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_seq &q, const int32_t *tab) {
     kv_view v = base;
     v.k = q.k;
@@ -559,26 +583,10 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
     }
     CU_PROF("attention_seqs");
     cu_ctx *c = cu_of(be);
-    int Dh = a->head_dim, rd = a->rotary_dim, maxR = 0;
+    int Dh = a->head_dim, rd = a->rotary_dim, maxR;
     if (Dh > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
-    /* the table: n descriptors, then every sequence's page table */
-    const size_t dw = sizeof(cu_attn_seq) / sizeof(int32_t);
-    size_t words = n * dw;
-    for (int i = 0; i < n; i++) words += seqs[i].kv.pages ? (size_t)seqs[i].kv.n_pages : 0;
-    int32_t *h = seq_host(words);
-    cu_attn_seq *d = (cu_attn_seq *)h;
-    size_t at = n * dw;
-    for (int i = 0; i < n; i++) {
-        const be_attn_seq *q = &seqs[i];
-        d[i] = (cu_attn_seq){q->kv.k, q->kv.v, q->kv.pages ? (int)at : -1, q->kv.page_size, q->pos0, q->r0, q->R, 0};
-        if (q->kv.pages) {
-            memcpy(h + at, q->kv.pages, sizeof(int32_t) * (size_t)q->kv.n_pages);
-            at += (size_t)q->kv.n_pages;
-        }
-        if (q->R > maxR) maxR = q->R;
-    }
-    if (maxR <= 0) return;
-    const int32_t *tab = cu_stage_idx(c, h, words);
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
+    if (!tab) return;
     kv_view base = {NULL, NULL, NULL, 0, a->n_kv_heads, Dh, Dh};
     attn_prep_args p = {a->big, a->ldb, a->q_stride, a->k_off, a->v_off, a->n_heads, a->n_kv_heads, Dh, rd, 0,
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
@@ -589,6 +597,40 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
     size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
+    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    CU_LAUNCHED("attention");
+}
+
+/* Block (t, i): k_mla_prep's block t for sequence i. */
+__global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const int32_t *tab) {
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.y];
+    if ((int)blockIdx.x >= q.R) return;
+    a.rows += (size_t)q.r0 * a.ldr;
+    a.pos0 = q.pos0;
+    mla_prep_body(a, seq_view(base, q, tab), blockIdx.x);
+}
+
+void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    if (n <= 0) return;
+    if (!seq_batch_on()) {
+        be_mla_seqs_loop(be, a, seqs, n, scratch);
+        return;
+    }
+    CU_PROF("mla_seqs");
+    cu_ctx *c = cu_of(be);
+    int Dk = a->nope_dim + a->rope_dim, maxR;
+    if (a->v_dim > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
+    if (!tab) return;
+    kv_view base = {NULL, NULL, NULL, 0, a->n_heads, Dk, a->v_dim};
+    mla_prep_args p = {a->rows, a->ldr, a->q_off, a->ckv_off, a->kvb_off, a->n_heads, a->nope_dim, a->rope_dim,
+                       a->v_dim, a->kv_lora, a->interleave, 0,
+                       cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
+                       a->rope_factor};
+    k_mla_prep_seqs<<<dim3(maxR, n), 128, 0, CU_STREAM>>>(p, base, tab);
+    CU_LAUNCHED("mla prep");
+    attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
+    size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
     k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
     CU_LAUNCHED("attention");
 }
