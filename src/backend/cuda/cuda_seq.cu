@@ -643,10 +643,11 @@ typedef struct {
 } cu_gdn_seq;
 
 #define CV_KMAX 8 /* conv kernels up to this width run in k_conv_seqs */
+#define CV_ROWS 4 /* rows whose inputs a k_conv_seqs thread loads at once */
 
 /* Thread (c, i): channel c of sequence i's rows in order, the window's last kc-1 inputs in registers:
  * y_t = silu(Σ_j w[c][j] · x[t + j]) with FMA in tap order (k_conv1d_silu's arithmetic), written over
- * the row's input at u_off (the thread has read it first); then the conv state = the last kc-1
+ * the row's input at u_off (the thread has read it first: inputs in groups of CV_ROWS rows); then the conv state = the last kc-1
  * inputs, and with keep_win the window (state, then rows) in win. */
 __global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off, const float *w, int C, int kc,
                             int rows_in_win) {
@@ -661,20 +662,31 @@ __global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off
         if (j < kc1 && q.keep_win) q.win[(size_t)j * C + c] = hs[j];
     }
     float wl = w[(size_t)c * kc + kc1];
-    for (int t = 0; t < q.R; t++) {
-        float *o = big + (size_t)(q.r0 + t) * ldb + u_off + c;
-        float *wx = q.win + (size_t)(kc1 + t) * C + c;
-        float x = rows_in_win ? *wx : *o;
-        if (q.keep_win && !rows_in_win) *wx = x;
-        float acc = 0.f;
+    for (int t0 = 0; t0 < q.R; t0 += CV_ROWS) {
+        float xs[CV_ROWS]; /* a group's inputs loaded together (prefill rows: latency, not bandwidth) */
 #pragma unroll
-        for (int j = 0; j < CV_KMAX; j++)
-            if (j < kc1) acc = fmaf(wr[j], hs[j], acc);
-        acc = fmaf(wl, x, acc);
-        *o = cu_silu(acc);
+        for (int u = 0; u < CV_ROWS; u++) {
+            int t = t0 + u;
+            if (t < q.R) {
+                float *wx = q.win + (size_t)(kc1 + t) * C + c;
+                xs[u] = rows_in_win ? *wx : big[(size_t)(q.r0 + t) * ldb + u_off + c];
+                if (q.keep_win && !rows_in_win) *wx = xs[u];
+            }
+        }
 #pragma unroll
-        for (int j = 0; j < CV_KMAX - 1; j++)
-            if (j < kc1) hs[j] = j + 1 < kc1 ? hs[j + 1] : x;
+        for (int u = 0; u < CV_ROWS; u++) {
+            int t = t0 + u;
+            if (t >= q.R) break;
+            float x = xs[u], acc = 0.f;
+#pragma unroll
+            for (int j = 0; j < CV_KMAX; j++)
+                if (j < kc1) acc = fmaf(wr[j], hs[j], acc);
+            acc = fmaf(wl, x, acc);
+            big[(size_t)(q.r0 + t) * ldb + u_off + c] = cu_silu(acc);
+#pragma unroll
+            for (int j = 0; j < CV_KMAX - 1; j++)
+                if (j < kc1) hs[j] = j + 1 < kc1 ? hs[j + 1] : x;
+        }
     }
 #pragma unroll
     for (int j = 0; j < CV_KMAX; j++)
