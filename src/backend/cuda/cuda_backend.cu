@@ -10,15 +10,166 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 extern "C" {
 #include "../../base/dtype.h"
 }
 
+cudaStream_t cu_stream_g = 0; /* the legacy default stream until the first be_cuda_new */
+
 void cu_check(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return;
     fprintf(stderr, "mtplx: CUDA error in %s: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
     abort();
+}
+
+/* ------------------------------------------------------------------ step timing */
+
+/* $MTPLX_CUDA_STEPS=1: a forward is timed from its embedding (the first op of a trunk) to its first
+ * download (the logits or hidden rows): host time to issue its ops, GPU time between two events at
+ * those two points, wall time until the download returned, kernel launches and host synchronizations
+ * in between; at exit a table per row count on stderr, and the GPU cost of back-to-back launches
+ * queued on the stream and replayed from a CUDA graph (bench/cuda.md, "Session 4"). Instruments
+ * only: a few clock reads and two events per forward. */
+#define STEP_ROWS 33
+
+typedef struct {
+    int on;                          /* -1: not read yet */
+    int active, rows;                /* a forward between embedding and download; its rows */
+    double t0;                       /* host seconds at its embedding */
+    long launches0, syncs0;
+    cudaEvent_t ev0, ev1;
+    long n[STEP_ROWS], launches[STEP_ROWS], syncs[STEP_ROWS];
+    double issue_ms[STEP_ROWS], gpu_ms[STEP_ROWS], wall_ms[STEP_ROWS];
+} step_table;
+
+static step_table g_step = {.on = -1};
+static long g_launches, g_syncs; /* every launch / host synchronization of the process (relaxed) */
+
+static double host_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void step_print(void);
+
+static int steps_on(void) {
+    if (g_step.on < 0) {
+        const char *v = getenv("MTPLX_CUDA_STEPS");
+        g_step.on = v && *v && strcmp(v, "0");
+        if (g_step.on) {
+            cudaEventCreate(&g_step.ev0);
+            cudaEventCreate(&g_step.ev1);
+            atexit(step_print);
+        }
+    }
+    return g_step.on;
+}
+
+void cu_step_begin(int rows) {
+    if (!steps_on()) return;
+    g_step.active = 1;
+    g_step.rows = rows < STEP_ROWS ? rows : STEP_ROWS - 1;
+    g_step.launches0 = __atomic_load_n(&g_launches, __ATOMIC_RELAXED);
+    g_step.syncs0 = __atomic_load_n(&g_syncs, __ATOMIC_RELAXED);
+    cudaEventRecord(g_step.ev0, CU_STREAM);
+    g_step.t0 = host_now();
+}
+
+/* Called by a download before its copy (issued = 1) and after it (issued = 0). */
+static void step_mark(int issued) {
+    if (g_step.on <= 0 || !g_step.active) return;
+    int r = g_step.rows;
+    if (issued) {
+        g_step.issue_ms[r] += 1e3 * (host_now() - g_step.t0);
+        g_step.launches[r] += __atomic_load_n(&g_launches, __ATOMIC_RELAXED) - g_step.launches0;
+        g_step.syncs[r] += __atomic_load_n(&g_syncs, __ATOMIC_RELAXED) - g_step.syncs0;
+        cudaEventRecord(g_step.ev1, CU_STREAM);
+        return;
+    }
+    g_step.wall_ms[r] += 1e3 * (host_now() - g_step.t0);
+    float ms = 0;
+    cudaEventSynchronize(g_step.ev1);
+    cudaEventElapsedTime(&ms, g_step.ev0, g_step.ev1);
+    g_step.gpu_ms[r] += ms;
+    g_step.n[r]++;
+    g_step.active = 0;
+}
+
+__global__ void k_empty(int *p) {
+    if (p) p[threadIdx.x] = 0;
+}
+
+/* Keeps one multiprocessor busy for about `ns` nanoseconds (so the host queues work behind it). */
+__global__ void k_spin(long long ns) {
+    long long t0 = clock64(), cycles = ns * 2; /* ~2 GHz */
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+/* GPU microseconds per launch of n empty kernels queued behind a busy GPU (host ahead), from the
+ * stream and from a graph holding the same launches; and host microseconds to queue one launch. */
+static void launch_cost(int n, double *stream_us, double *graph_us, double *host_us) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    float ms = 0;
+    k_spin<<<1, 1, 0, CU_STREAM>>>(20000000LL);
+    cudaEventRecord(a, CU_STREAM);
+    double t0 = host_now();
+    for (int i = 0; i < n; i++) k_empty<<<1, 32, 0, CU_STREAM>>>(NULL);
+    *host_us = 1e6 * (host_now() - t0) / n;
+    cudaEventRecord(b, CU_STREAM);
+    cudaEventSynchronize(b);
+    cudaEventElapsedTime(&ms, a, b);
+    *stream_us = 1e3 * ms / n;
+    *graph_us = 0;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    if (CU_STREAM && cudaStreamBeginCapture(CU_STREAM, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        for (int i = 0; i < n; i++) k_empty<<<1, 32, 0, CU_STREAM>>>(NULL);
+        if (cudaStreamEndCapture(CU_STREAM, &g) == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess) {
+            cudaGraphLaunch(ge, CU_STREAM); /* the first launch uploads the graph */
+            k_spin<<<1, 1, 0, CU_STREAM>>>(20000000LL);
+            cudaEventRecord(a, CU_STREAM);
+            cudaGraphLaunch(ge, CU_STREAM);
+            cudaEventRecord(b, CU_STREAM);
+            cudaEventSynchronize(b);
+            cudaEventElapsedTime(&ms, a, b);
+            *graph_us = 1e3 * ms / n;
+            cudaGraphExecDestroy(ge);
+            cudaGraphDestroy(g);
+        }
+    }
+    cudaGetLastError();
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+}
+
+static void step_print(void) {
+    fprintf(stderr, "mtplx CUDA steps (embedding to first download, mean per forward)\n");
+    fprintf(stderr, "  %4s %6s %9s %9s %9s %9s %7s\n", "rows", "steps", "issue ms", "gpu ms", "wall ms", "launches",
+            "syncs");
+    for (int r = 0; r < STEP_ROWS; r++) {
+        if (!g_step.n[r]) continue;
+        double k = 1.0 / (double)g_step.n[r];
+        fprintf(stderr, "  %4d %6ld %9.3f %9.3f %9.3f %9.1f %7.1f\n", r, g_step.n[r], k * g_step.issue_ms[r],
+                k * g_step.gpu_ms[r], k * g_step.wall_ms[r], k * (double)g_step.launches[r],
+                k * (double)g_step.syncs[r]);
+    }
+    double su, gu, hu;
+    launch_cost(1000, &su, &gu, &hu);
+    fprintf(stderr, "  back-to-back empty kernels: %.2f us each on the GPU from the stream, %.2f us from a graph; "
+                    "%.2f us of host time to queue one\n", su, gu, hu);
+}
+
+void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what) {
+    if (!n) return;
+    CU_CHECK(cudaMemcpyAsync(dst, src, n, kind, CU_STREAM), what);
+    CU_CHECK(cudaStreamSynchronize(CU_STREAM), what);
+    __atomic_fetch_add(&g_syncs, 1, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------ profile */
@@ -38,7 +189,9 @@ typedef struct {
 
 static prof_table g_prof = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static int g_prof_on = -1;
-static thread_local int t_prof_depth, t_prof_slot = -1;
+static thread_local int t_prof_slot = -1;
+thread_local int cu_op_depth;
+thread_local unsigned long cu_op_seq;
 
 /* Adds the pending brackets' times (waits for the last one). Caller holds the lock. */
 static void prof_drain(void) {
@@ -77,7 +230,9 @@ static int prof_on(void) {
 
 cu_prof::cu_prof(const char *name) {
     slot = -1;
-    if (!prof_on() || t_prof_depth++) return;
+    if (cu_op_depth++) return;
+    cu_op_seq++;
+    if (!prof_on()) return;
     pthread_mutex_lock(&g_prof.lock);
     int i = 0;
     while (i < g_prof.n && g_prof.name[i] != name) i++;
@@ -95,7 +250,7 @@ cu_prof::cu_prof(const char *name) {
 }
 
 cu_prof::~cu_prof() {
-    if (!g_prof_on || --t_prof_depth || slot < 0) return;
+    if (--cu_op_depth || slot < 0) return;
     pthread_mutex_lock(&g_prof.lock);
     int e = 2 * g_prof.n_pend;
     cudaEventRecord(g_prof.ev[e + 1], CU_STREAM);
@@ -106,6 +261,7 @@ cu_prof::~cu_prof() {
 
 void cu_launched(const char *what) {
     cu_check(cudaGetLastError(), what);
+    __atomic_fetch_add(&g_launches, 1, __ATOMIC_RELAXED);
     if (g_prof_on > 0 && t_prof_slot >= 0) __atomic_fetch_add(&g_prof.launches[t_prof_slot], 1, __ATOMIC_RELAXED);
 }
 
@@ -142,7 +298,7 @@ static int sbt_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *err)
         return err_set(err, MTPLX_ENOMEM, "CUDA backend: GPU %d out of memory for a %dx%d weight's scales (%zu bytes)",
                        c->device, w->rows, w->cols, n * sizeof *h);
     }
-    CU_CHECK(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice), "weight upload");
+    cu_memcpy_sync(d, h, n * sizeof *h, cudaMemcpyHostToDevice, "weight upload");
     free(h);
     e->sbt = d;
     e->bytes += n * sizeof *h;
@@ -176,7 +332,7 @@ static int weight_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *e
                            c->device, w->rows, w->cols, nb[i], fr / 1073741824.0, tot / 1073741824.0,
                            c->weight_bytes / 1073741824.0);
         }
-        CU_CHECK(cudaMemcpy(dst[i], src[i], nb[i], cudaMemcpyHostToDevice), "weight upload");
+        cu_memcpy_sync(dst[i], src[i], nb[i], cudaMemcpyHostToDevice, "weight upload");
     }
     e->data = dst[0];
     e->scales = dst[1];
@@ -279,14 +435,14 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
     e->host = h;
     e->bytes = bytes;
     CU_CHECK(cudaMalloc(&e->dev, bytes ? bytes : 4), "vector upload");
-    CU_CHECK(cudaMemcpy(e->dev, h, bytes, cudaMemcpyHostToDevice), "vector upload");
+    cu_memcpy_sync(e->dev, h, bytes, cudaMemcpyHostToDevice, "vector upload");
     c->v_n++;
     pthread_mutex_unlock(&c->lock);
     return (const float *)e->dev;
 }
 
 /* The ring path of cu_stage_idx: the host array is copied into the pinned mirror and sent with an
- * async copy on the default stream, so the host does not wait for the queued kernels (a blocking
+ * async copy on the stream, so the host does not wait for the queued kernels (a blocking
  * copy per attention call drained the GPU once per sequence and layer: bench/batching.md, "More
  * cores and a GPU"). A region is reused only after a wrap, which waits for the device first, so no
  * queued kernel or copy still reads it. Returns the device address, or NULL when the ring cannot be
@@ -303,7 +459,7 @@ static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
         c->ring_at = 0;
     }
     if (c->ring_at + n > CU_IDX_RING) {
-        CU_CHECK(cudaDeviceSynchronize(), "index staging");
+        CU_CHECK(cudaStreamSynchronize(CU_STREAM), "index staging");
         c->ring_at = 0;
     }
     size_t at = c->ring_at;
@@ -325,9 +481,8 @@ const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n) {
         CU_CHECK(cudaMalloc(&c->d_idx, nc * sizeof(int32_t)), "index staging");
         c->idx_cap = nc;
     }
-    /* the previous user of d_idx may still be queued: a blocking copy on the default stream orders
-     * after it */
-    CU_CHECK(cudaMemcpy(c->d_idx, h, n * sizeof(int32_t), cudaMemcpyHostToDevice), "index staging");
+    /* the previous user of d_idx may still be queued: a copy on the stream orders after it */
+    cu_memcpy_sync(c->d_idx, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, "index staging");
     return c->d_idx;
 }
 
@@ -351,7 +506,7 @@ static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what
         return err_set(err, MTPLX_ENOMEM, "%s: %zu bytes do not fit on GPU %d (%.2f GiB free of %.2f GiB)", what,
                        bytes, cu_of(be)->device, fr / 1073741824.0, tot / 1073741824.0);
     }
-    if (zero) CU_CHECK(cudaMemset(b->p, 0, bytes ? bytes : 4), what);
+    if (zero) CU_CHECK(cudaMemsetAsync(b->p, 0, bytes ? bytes : 4, CU_STREAM), what);
     b->bytes = bytes;
     *out = b;
     return 0;
@@ -369,13 +524,40 @@ static void *cu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
 static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("upload");
     (void)be;
-    if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "upload");
+    cu_memcpy_sync(dst, src, n, cudaMemcpyHostToDevice, "upload");
 }
 
+#define CU_STAGE_MAX ((size_t)16 << 20) /* bytes of a thread's pinned download staging */
+
+/* Pinned host staging for downloads, per thread (two threads may download at once); never freed. */
+static thread_local void *t_stage;
+static thread_local size_t t_stage_cap;
+
+/* Device to host through the thread's pinned staging (a DMA at full speed, then a host copy) in
+ * pieces of at most CU_STAGE_MAX bytes; pageable and blocking when pinned memory cannot be had. */
 static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("download");
     (void)be;
-    if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "download");
+    if (!n) return;
+    step_mark(1);
+    size_t want = n < CU_STAGE_MAX ? n : CU_STAGE_MAX;
+    if (t_stage_cap < want) {
+        cudaFreeHost(t_stage);
+        t_stage = NULL, t_stage_cap = 0;
+        size_t cap = want < ((size_t)1 << 20) ? ((size_t)1 << 20) : want;
+        if (cudaMallocHost(&t_stage, cap) == cudaSuccess) t_stage_cap = cap;
+        else cudaGetLastError();
+    }
+    if (!t_stage_cap) {
+        cu_memcpy_sync(dst, src, n, cudaMemcpyDeviceToHost, "download");
+    } else {
+        for (size_t at = 0; at < n; at += t_stage_cap) {
+            size_t k = n - at < t_stage_cap ? n - at : t_stage_cap;
+            cu_memcpy_sync(t_stage, (const char *)src + at, k, cudaMemcpyDeviceToHost, "download");
+            memcpy((char *)dst + at, t_stage, k);
+        }
+    }
+    step_mark(0);
 }
 
 static void cu_copy(be_backend *be, void *dst, const void *src, size_t n) {
@@ -448,6 +630,7 @@ static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, i
     if (R <= 0) return;
     CU_PROF("rmsnorm");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
+    if (cu_mma_rmsnorm(y, ldy, x, ldx, dw, n, R, eps)) return;
     k_rmsnorm<<<R, 256, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, n, eps);
     CU_LAUNCHED("rmsnorm");
 }
@@ -479,6 +662,7 @@ void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int l
 static void cu_swiglu_rows(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R) {
     CU_PROF("swiglu");
     (void)be;
+    if (R > 0 && n > 0 && cu_mma_swiglu(y, ld, g, ld, u, ld, n, R)) return;
     cu_swiglu(y, ld, g, ld, u, ld, n, R);
 }
 
@@ -587,6 +771,15 @@ extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
     }
     c->device = device;
     pthread_mutex_init(&c->lock, NULL);
+    static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&stream_lock);
+    static int stream_made = 0;
+    if (!stream_made) { /* one stream per process, on the first backend's device */
+        const char *sv = getenv("MTPLX_CUDA_STREAM");
+        if (!(sv && !strcmp(sv, "0"))) CU_CHECK(cudaStreamCreateWithFlags(&cu_stream_g, cudaStreamNonBlocking), "stream");
+        stream_made = 1;
+    }
+    pthread_mutex_unlock(&stream_lock);
     be->ops = &cu_ops;
     be->caps.host_memory = 0;
     be->impl = c;
@@ -642,16 +835,16 @@ extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mt
         cudaFree(buf);
         return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: %zu bytes do not fit on GPU %d", bytes, device);
     }
-    CU_CHECK(cudaMemset(buf, 1, n * sizeof(uint4)), "membw");
+    CU_CHECK(cudaMemsetAsync(buf, 1, n * sizeof(uint4), CU_STREAM), "membw");
     cudaDeviceProp p;
     CU_CHECK(cudaGetDeviceProperties(&p, device), "membw");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     for (int r = 0; r < reps + 1; r++) { /* the first read warms up */
-        cudaEventRecord(e0);
+        cudaEventRecord(e0, CU_STREAM);
         k_stream_read<<<p.multiProcessorCount * 8, 512, 0, CU_STREAM>>>(buf, n, sink);
-        cudaEventRecord(e1);
+        cudaEventRecord(e1, CU_STREAM);
         CU_CHECK(cudaEventSynchronize(e1), "membw");
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);

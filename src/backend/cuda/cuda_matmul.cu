@@ -226,6 +226,7 @@ void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R
         }
         CU_LAUNCHED("matmul");
     }
+    cu_prep_clobber(y, ldy, R, w->rows);
 }
 
 void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
@@ -248,6 +249,7 @@ __global__ void k_embed(float *y, int ldy, wdesc w, const int32_t *tok) {
 void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R) {
     CU_PROF("embed_rows");
     if (R <= 0) return;
+    cu_step_begin(R);
     cu_ctx *c = cu_of(be);
     const cu_wdev *d = cu_weight(c, w);
     wdesc wd = {d->data, d->scales, d->biases, w->rows, w->cols, w->group_size, (int)w->scale_dtype};

@@ -58,7 +58,7 @@ static void sk_grow(void **p, size_t *cap, size_t bytes) {
     CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), "matmul scratch");
-    CU_CHECK(cudaMemset(*p, 0, nc), "matmul scratch");
+    CU_CHECK(cudaMemsetAsync(*p, 0, nc, CU_STREAM), "matmul scratch");
     *cap = nc;
 }
 
