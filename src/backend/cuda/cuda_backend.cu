@@ -165,6 +165,24 @@ static void step_print(void) {
                     "%.2f us of host time to queue one\n", su, gu, hu);
 }
 
+int cu_fuse_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_FUSE");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+int cu_pdl_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_PDL");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
 void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what) {
     if (!n) return;
     CU_CHECK(cudaMemcpyAsync(dst, src, n, kind, CU_STREAM), what);
@@ -228,10 +246,57 @@ static int prof_on(void) {
     return g_prof_on;
 }
 
-cu_prof::cu_prof(const char *name) {
+/* ------------------------------------------------------------------ the deferred residual add
+ *
+ * The forward always adds a block's output into the residual rows and then normalizes them
+ * (trunk_rows: add, rmsnorm). A top-level add is therefore not launched at once: it is kept here, and
+ * the next top-level op either takes it into its own kernel (rmsnorm of exactly those rows: x += o is
+ * done by the norm's block, the same fp32 add, before it reads the row) or, for any other op, it is
+ * launched first (cu_prof's constructor, buf_free, destroy). Per host thread, like the ops of one
+ * forward; $MTPLX_CUDA_FUSE=0: off. */
+typedef struct {
+    float *x;
+    const float *o;
+    size_t n; /* floats; 0: nothing pending */
+} add_pending;
+
+static thread_local add_pending t_add;
+
+__global__ void k_add(float *x, const float *o, size_t n) {
+    CU_PDL_ENTRY();
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += o[i];
+}
+
+static void add_launch(float *x, const float *o, size_t n) {
+    cu_launch(k_add, (unsigned)((n + 255) / 256), 256, 0, x, o, n);
+    CU_LAUNCHED("add");
+}
+
+/* Launches the pending add, if any. */
+static void add_flush(void) {
+    if (!t_add.n) return;
+    size_t n = t_add.n;
+    t_add.n = 0;
+    add_launch(t_add.x, t_add.o, n);
+}
+
+/* The pending add when it is exactly x[R][n] += o (contiguous rows), taken (no longer pending);
+ * else NULL after launching whatever was pending. */
+static const float *add_take(const float *x, int ldx, int n, int R) {
+    if (t_add.n && t_add.x == x && ldx == n && t_add.n == (size_t)R * n) {
+        t_add.n = 0;
+        return t_add.o;
+    }
+    add_flush();
+    return NULL;
+}
+
+cu_prof::cu_prof(const char *name, int keep_add) {
     slot = -1;
     if (cu_op_depth++) return;
     cu_op_seq++;
+    if (!keep_add) add_flush();
     if (!prof_on()) return;
     pthread_mutex_lock(&g_prof.lock);
     int i = 0;
@@ -515,6 +580,7 @@ static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what
 static void cu_buf_free(be_backend *be, be_buf *b) {
     (void)be;
     if (!b) return;
+    add_flush();
     cudaFree(b->p);
     free(b);
 }
@@ -614,12 +680,18 @@ static size_t cu_attn_scratch_floats(const be_backend *be, int capacity, int rot
 
 /* ------------------------------------------------------------------ row ops */
 
-/* One block per row: y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps), as kern_rmsnorm_rows. */
-__global__ void k_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, float eps) {
+/* One block per row: y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps), as kern_rmsnorm_rows; with
+ * o, the row is first x += o (the deferred residual add; each thread adds the entries it reads). */
+__global__ void k_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, float eps) {
+    CU_PDL_ENTRY();
     __shared__ float sh[33];
-    const float *xt = x + (size_t)blockIdx.x * ldx;
+    float *xt = x + (size_t)blockIdx.x * ldx;
     float *yt = y + (size_t)blockIdx.x * ldy;
     float s = 0.f;
+    if (o) {
+        const float *ot = o + (size_t)blockIdx.x * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xt[i] += ot[i];
+    }
     for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
     float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) yt[i] = (xt[i] * inv) * w[i];
@@ -628,34 +700,34 @@ __global__ void k_rmsnorm(float *y, int ldy, const float *x, int ldx, const floa
 static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
                             float eps) {
     if (R <= 0) return;
-    CU_PROF("rmsnorm");
+    CU_PROF_KEEP_ADD("rmsnorm");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
-    if (cu_mma_rmsnorm(y, ldy, x, ldx, dw, n, R, eps)) return;
-    k_rmsnorm<<<R, 256, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, n, eps);
+    const float *o = add_take(x, ldx, n, R);
+    if (cu_mma_rmsnorm(y, ldy, (float *)x, ldx, o, dw, n, R, eps)) return;
+    cu_launch(k_rmsnorm, R, 256, 0, y, ldy, (float *)x, ldx, o, dw, n, eps);
     CU_LAUNCHED("rmsnorm");
-}
-
-__global__ void k_add(float *x, const float *o, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += o[i];
 }
 
 static void cu_add(be_backend *be, float *x, const float *o, size_t n) {
     CU_PROF("add");
     (void)be;
     if (!n) return;
-    k_add<<<(unsigned)((n + 255) / 256), 256, 0, CU_STREAM>>>(x, o, n);
-    CU_LAUNCHED("add");
+    if (cu_op_depth == 1 && cu_fuse_enabled()) { /* the next op launches or takes it (see add_pending) */
+        t_add = (add_pending){x, o, n};
+        return;
+    }
+    add_launch(x, o, n);
 }
 
 __global__ void k_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n) {
+    CU_PDL_ENTRY();
     int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (c < n) y[(size_t)t * ldy + c] = cu_silu(g[(size_t)t * ldg + c]) * u[(size_t)t * ldu + c];
 }
 
 void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R) {
     if (R <= 0 || n <= 0) return;
-    k_swiglu<<<dim3((n + 255) / 256, R), 256, 0, CU_STREAM>>>(y, ldy, g, ldg, u, ldu, n);
+    cu_launch(k_swiglu, dim3((n + 255) / 256, R), 256, 0, y, ldy, g, ldg, u, ldu, n);
     CU_LAUNCHED("swiglu");
 }
 
@@ -668,6 +740,7 @@ static void cu_swiglu_rows(be_backend *be, float *y, const float *g, const float
 
 /* y_t[c] = silu(Σ_j w[c][j] · x[t + j][c]), FMA in tap order (as the CPU's SIMD paths). */
 __global__ void k_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc) {
+    CU_PDL_ENTRY();
     int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (c >= C) return;
     float acc = 0.f;
@@ -680,7 +753,7 @@ static void cu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, in
     if (R <= 0 || C <= 0) return;
     CU_PROF("conv1d_silu");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * (size_t)C * kc);
-    k_conv1d_silu<<<dim3((C + 127) / 128, R), 128, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, C, kc);
+    cu_launch(k_conv1d_silu, dim3((C + 127) / 128, R), 128, 0, y, ldy, x, ldx, dw, C, kc);
     CU_LAUNCHED("conv1d_silu");
 }
 
@@ -794,6 +867,7 @@ extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
 /* Frees every device copy and the backend (buffers are freed by their owners before this). */
 static void cu_destroy(be_backend *be) {
     cu_ctx *c = cu_of(be);
+    add_flush();
     cudaDeviceSynchronize();
     for (size_t i = 0; i < c->w_cap; i++)
         if (c->w[i].host) weight_free(&c->w[i]);

@@ -63,6 +63,35 @@ typedef struct {
 extern cudaStream_t cu_stream_g;
 #define CU_STREAM (cu_stream_g)
 
+/* Programmatic dependent launch (sm_90): cu_launch queues kernel k on CU_STREAM with the
+ * programmatic-serialization attribute, so the GPU may launch it (and make its blocks resident) while
+ * the kernel before it finishes, instead of after. Every kernel launched this way starts with
+ * CU_PDL_ENTRY: griddepcontrol.wait blocks until the previous kernel has completed and its writes are
+ * visible (so nothing of stream order is lost: no thread reads or writes memory before that), then
+ * allows the next kernel to be launched. $MTPLX_CUDA_PDL=0: plain launches (the entry is then a
+ * no-op). Saves the GPU's gap between back-to-back kernels (bench/cuda.md, "Session 4"). */
+int cu_pdl_enabled(void);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CU_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define CU_PDL_ENTRY() ((void)0)
+#endif
+
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = CU_STREAM;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl_enabled() ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, k, args...);
+}
+
 /* n bytes copied on CU_STREAM after every queued op, and the host waits for the copy (what a
  * blocking cudaMemcpy did on the legacy stream). Aborts on error with `what`. */
 void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what);
@@ -86,10 +115,14 @@ void cu_step_begin(int rows);
  * time goes (bench/cuda.md). Off: one branch per op. `name` must be a string literal. */
 struct cu_prof {
     int slot;
-    explicit cu_prof(const char *name);
+    /* keep_add: leave a deferred residual add pending (the op takes it; cuda_backend.cu) */
+    explicit cu_prof(const char *name, int keep_add = 0);
     ~cu_prof();
 };
 #define CU_PROF(name) cu_prof cu_prof_here_(name)
+#define CU_PROF_KEEP_ADD(name) cu_prof cu_prof_here_(name, 1)
+/* 0 when $MTPLX_CUDA_FUSE=0: no deferred add, no activation preparation shared across ops. */
+int cu_fuse_enabled(void);
 /* Every op of the table opens a cu_prof first, profiled or not: cu_op_depth is how many are open on
  * this thread (1 inside a top-level op), cu_op_seq counts the top-level ops this thread began (the
  * prepared-activation reuse of cuda_mma.cu keys on it). */
@@ -122,7 +155,7 @@ void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *
 /* Fused producers (cuda_mma.cu, "preparation shared across ops"): rmsnorm / swiglu of R rows that also
  * prepare their output for the matmul expected to read it next. Return 0 (nothing done: run the plain
  * kernel) or 1 (y written, bit-identical to the plain kernel). */
-int cu_mma_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, int R, float eps);
+int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, int R, float eps);
 int cu_mma_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R);
 /* A matmul wrote R rows of N outputs at y (stride ldy): forget prepared activations it overwrote. */
 void cu_prep_clobber(const float *y, int ldy, int R, int N);

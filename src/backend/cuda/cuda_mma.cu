@@ -78,6 +78,7 @@ __device__ __forceinline__ void split_one(__nv_bfloat16 *xh, __nv_bfloat16 *xl, 
 
 /* xh / xl [R][K] from x: split_one of every entry. */
 __global__ void k_split_x(__nv_bfloat16 *xh, __nv_bfloat16 *xl, const float *x, int ldx, int K) {
+    CU_PDL_ENTRY();
     int k = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (k >= K) return;
     split_one(xh, xl, x[(size_t)r * ldx + k], r, k, K);
@@ -115,6 +116,7 @@ __device__ __forceinline__ void qact_group(int8_t *a, float2 *db, const float *v
 /* One warp per (group g, row r): qact_group of row r of x. */
 template <int GS, int BITS>
 __global__ void k_qact(int8_t *a, float2 *db, const float *x, int ldx, int K) {
+    CU_PDL_ENTRY();
     constexpr int PER = GS / 32;
     int g = blockIdx.x, r = blockIdx.y, lane = threadIdx.x;
     const float *xg = x + (size_t)r * ldx + (size_t)g * GS;
@@ -197,6 +199,7 @@ template <int NT>
 __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
                                                            const uint16_t *xh, const uint16_t *xl, int R, int ksplit,
                                                            float *ws, unsigned *cnt) {
+    CU_PDL_ENTRY();
     constexpr int U = NT == 1 ? 4 : 2; /* K blocks in flight per warp */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int n0 = blockIdx.x * 16, ks = blockIdx.y;
@@ -293,6 +296,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_q(float *y, int ldy, cons
                                                         const void *Bs, int sdt, int N, int K, const uint32_t *xa,
                                                         const float2 *xdb, int R, int ksplit,
                                                         float *ws, unsigned *cnt) {
+    CU_PDL_ENTRY();
     constexpr int GW = GS * BITS / 32;         /* weight words per row and group */
     constexpr int WPT = GW / 4;                /* ... per thread */
     constexpr int APT = GS / 16;               /* activation words (4 int8) per thread and group */
@@ -454,14 +458,7 @@ static thread_local prep_rec t_prep;
 static thread_local prep_hint t_hint[PREP_HINTS];
 static thread_local int t_hint_at;
 
-static int fuse_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_FUSE");
-        on = !(v && !strcmp(v, "0"));
-    }
-    return on;
-}
+static int fuse_enabled(void) { return cu_fuse_enabled(); }
 
 static void hint_note(const float *x, int K, int kind) {
     for (int i = 0; i < PREP_HINTS; i++)
@@ -524,7 +521,7 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     if (kind == 1) {
         scratch_grow(&s->x, &s->x_cap, (size_t)R * K * 4, 0);
         __nv_bfloat16 *xh = (__nv_bfloat16 *)s->x, *xl = xh + (size_t)R * K;
-        k_split_x<<<dim3((K + 255) / 256, R), 256, 0, CU_STREAM>>>(xh, xl, x, ldx, K);
+        cu_launch(k_split_x, dim3((K + 255) / 256, R), 256, 0, xh, xl, x, ldx, K);
         CU_LAUNCHED("matmul split");
         return;
     }
@@ -534,7 +531,7 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     int8_t *a = (int8_t *)s->x;
     float2 *db = (float2 *)((char *)s->x + ab);
     dim3 grid(G, R);
-#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32, 0, CU_STREAM>>>(a, db, x, ldx, K)
+#define QACT(GS_, B_) cu_launch(k_qact<GS_, B_>, grid, 32, 0, a, db, x, ldx, K)
     if (bits == 4) {
         if (gs == 32) QACT(32, 4);
         else if (gs == 64) QACT(64, 4);
@@ -548,16 +545,23 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     CU_LAUNCHED("matmul qact");
 }
 
-/* One block per row: k_rmsnorm's arithmetic (cuda_backend.cu), and the row prepared as KIND (1: bf16
- * split; else q of group GS, BITS) into xp, for R = gridDim.x rows of K = n inputs. */
+/* One block per row: k_rmsnorm's arithmetic (cuda_backend.cu; with o, the deferred x += o first),
+ * and the row prepared as KIND (1: bf16 split; else q of group GS, BITS) into xp, for R = gridDim.x
+ * rows of K = n inputs. The q branch reads entries other threads added: cu_block_sum's barriers order
+ * those writes before it. */
 template <int KIND, int GS, int BITS>
-__global__ void k_rmsnorm_prep(float *y, int ldy, const float *x, int ldx, const float *w, int n, float eps,
-                               void *xp) {
+__global__ void k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
+                               float eps, void *xp) {
+    CU_PDL_ENTRY();
     __shared__ float sh[33];
     int r = blockIdx.x, R = gridDim.x;
-    const float *xt = x + (size_t)r * ldx;
+    float *xt = x + (size_t)r * ldx;
     float *yt = y + (size_t)r * ldy;
     float s = 0.f;
+    if (o) {
+        const float *ot = o + (size_t)r * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xt[i] += ot[i];
+    }
     for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
     float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
     if (KIND == 1) {
@@ -591,6 +595,7 @@ __global__ void k_rmsnorm_prep(float *y, int ldy, const float *x, int ldx, const
 template <int KIND, int GS, int BITS>
 __global__ void k_swiglu_prep(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R,
                               void *xp) {
+    CU_PDL_ENTRY();
     int t = blockIdx.y;
     if (KIND == 1) {
         int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -628,12 +633,12 @@ __global__ void k_swiglu_prep(float *y, int ldy, const float *g, int ldg, const 
         }                                                                                                              \
     } while (0)
 
-int cu_mma_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, int R, float eps) {
+int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, int R, float eps) {
     if (!fuse_enabled() || cu_op_depth != 1 || !cu_mma_enabled()) return 0;
     int kind = hint_kind(y, n);
     if (!kind || (kind != 1 && n % (kind / 4))) return 0;
     void *xp = prep_space(kind, R, n);
-#define RMS_L(KD, GS_, B_) k_rmsnorm_prep<KD, GS_, B_><<<R, 256, 0, CU_STREAM>>>(y, ldy, x, ldx, w, n, eps, xp)
+#define RMS_L(KD, GS_, B_) cu_launch(k_rmsnorm_prep<KD, GS_, B_>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp)
     PREP_DISPATCH(kind, RMS_L);
 #undef RMS_L
     CU_LAUNCHED("rmsnorm prep");
@@ -648,7 +653,7 @@ int cu_mma_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, in
     void *xp = prep_space(kind, R, n);
     dim3 grid(kind == 1 ? (n + 255) / 256 : n / (kind / 4), R);
     int threads = kind == 1 ? 256 : 32;
-#define SWI_L(KD, GS_, B_) k_swiglu_prep<KD, GS_, B_><<<grid, threads, 0, CU_STREAM>>>(y, ldy, g, ldg, u, ldu, n, R, xp)
+#define SWI_L(KD, GS_, B_) cu_launch(k_swiglu_prep<KD, GS_, B_>, grid, threads, 0, y, ldy, g, ldg, u, ldu, n, R, xp)
     PREP_DISPATCH(kind, SWI_L);
 #undef SWI_L
     CU_LAUNCHED("swiglu prep");
@@ -679,9 +684,9 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
                 continue;
             }
             if (rows <= 8)
-                k_mm_bf16<1><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+                cu_launch(k_mm_bf16<1>, grid, blk, 0, yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
             else
-                k_mm_bf16<2><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+                cu_launch(k_mm_bf16<2>, grid, blk, 0, yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
         } else {
             int gs = w->group_size, G = K / gs;
             size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
@@ -694,7 +699,7 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
             const uint32_t *W = (const uint32_t *)dv->data;
             int sdt = (int)w->scale_dtype;
 #define QMM(B_, GS_, NT_)                                                                                              \
-    k_mm_q<B_, GS_, NT_><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
+    cu_launch(k_mm_q<B_, GS_, NT_>, grid, blk, 0, yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
                                         s->cnt)
 #define QMM_NT(B_, GS_)                                                                                                \
     do {                                                                                                               \
