@@ -59,9 +59,17 @@ typedef struct {
     int ring_failed;       /* the ring could not be allocated: blocking copies into d_idx instead */
 } cu_ctx;
 
-/* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new). */
+/* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new),
+ * except while this thread captures a step into a graph (cu_stream_t: its capture stream). */
 extern cudaStream_t cu_stream_g;
-#define CU_STREAM (cu_stream_g)
+extern thread_local cudaStream_t cu_stream_t;
+#define CU_STREAM (cu_stream_t ? cu_stream_t : cu_stream_g)
+
+/* Step graphs (cuda_backend.cu, "step graphs"): a forward's ops from its embedding to the first point
+ * that needs the host to wait (its download) are captured and replayed as one CUDA graph. Anything that
+ * synchronizes, allocates or frees device memory calls cu_graph_break first, which ends the capture
+ * and launches what was captured (no-op when this thread is not capturing). */
+void cu_graph_break(void);
 
 /* Programmatic dependent launch (sm_90): cu_launch queues kernel k on CU_STREAM with the
  * programmatic-serialization attribute, so the GPU may launch it (and make its blocks resident) while

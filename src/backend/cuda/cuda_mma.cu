@@ -59,6 +59,7 @@ static thread_local mma_scratch tls_mma;
 static void scratch_grow(void **p, size_t *cap, size_t bytes, int zero) {
     if (bytes <= *cap) return;
     size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
+    cu_graph_break();
     CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), "matmul scratch");

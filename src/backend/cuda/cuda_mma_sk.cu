@@ -55,6 +55,7 @@ static thread_local sk_scratch tls_sk;
 static void sk_grow(void **p, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return;
     size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
+    cu_graph_break();
     CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), "matmul scratch");

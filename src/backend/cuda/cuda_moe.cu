@@ -35,6 +35,7 @@ struct be_moe_scratch {
 void cu_moe_scratch_free(be_backend *be, be_moe_scratch *f) {
     (void)be;
     if (!f) return;
+    cu_graph_break();
     float *dev[] = {f->d_router, f->d_wts, f->d_xg, f->d_g, f->d_u, f->d_xo, f->d_yk, f->d_sh, f->d_shg};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFree(f->d_list);
@@ -61,6 +62,7 @@ int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_ex
     f->h_list = (int32_t *)malloc(sizeof(int32_t) * 2 * R * K);
     f->count = (int *)malloc(sizeof(int) * E);
     int ok = f->h_router && f->h_idx && f->h_wts && f->route_tmp && f->h_list && f->count;
+    cu_graph_break();
     struct {
         float **p;
         size_t n;
