@@ -78,6 +78,7 @@ void cu_step_begin(int rows) {
         graph_begin(rows);
         return;
     }
+    cu_graph_break(); /* the previous chunk's capture: ev0 must go to the real stream, not into a graph */
     g_step.active = 1;
     g_step.rows = rows < STEP_ROWS ? rows : STEP_ROWS - 1;
     g_step.launches0 = __atomic_load_n(&g_launches, __ATOMIC_RELAXED);

@@ -406,7 +406,7 @@ static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, in
         cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
                                                          (const float2 *)xdb, R, s->ws, s->cnt);
     else
-        cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0, 
+        cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0,
             y, ldy, W, sbt, f16, N, K, (const uint4 *)xa, (const float2 *)xdb, R, s->ws, s->cnt);
     CU_LAUNCHED("matmul sk q");
 }
