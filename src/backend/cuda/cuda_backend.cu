@@ -182,7 +182,7 @@ int cu_fuse_enabled(void) {
     static int on = -1;
     if (on < 0) {
         const char *v = getenv("MTPLX_CUDA_FUSE");
-        on = !(v && !strcmp(v, "0"));
+        on = v && !strcmp(v, "1");
     }
     return on;
 }
@@ -191,7 +191,7 @@ int cu_pdl_enabled(void) {
     static int on = -1;
     if (on < 0) {
         const char *v = getenv("MTPLX_CUDA_PDL");
-        on = !(v && !strcmp(v, "0"));
+        on = v && !strcmp(v, "1");
     }
     return on;
 }
@@ -209,7 +209,11 @@ int cu_pdl_enabled(void) {
  * instantiated when the sequence of ops changed; so the model layer does not change, and a replay
  * runs exactly the kernels and arguments an eager step would queue (bit-identical).
  *
- * Off: $MTPLX_CUDA_GRAPH=0 (read once), with the legacy stream, with $MTPLX_CUDA_PROFILE (events per
+ * Off by default: $MTPLX_CUDA_GRAPH=1 (read once) turns them on. Capturing every step anew costs the
+ * host about what launching costs, and the GPU starts only when the capture ends: measured, graphs
+ * gained 2% on the 27B shape's step but lost 10–20% of the embedded model's generation against
+ * eager launches with PDL (bench/cuda.md, "Session 4"); a replay without re-capture (the design in
+ * docs/architecture.md) should make them pay everywhere, and then the default. Also off with the legacy stream, with $MTPLX_CUDA_PROFILE (events per
  * op), and for good once a second thread has used the CUDA backend (an op, a buffer, a weight): a
  * capture is this thread's until its next synchronizing call, and work another thread queues in the
  * meantime would run before it. So graphs serve a process that drives the GPU from one thread (`run`,
@@ -240,7 +244,7 @@ static int graph_enabled(void) {
     static int on = -1;
     if (on < 0) {
         const char *v = getenv("MTPLX_CUDA_GRAPH");
-        on = !(v && !strcmp(v, "0"));
+        on = v && !strcmp(v, "1");
     }
     return on && cu_stream_g && !prof_on();
 }
