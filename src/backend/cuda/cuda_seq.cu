@@ -576,12 +576,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs(attn_core_arg
 }
 
 void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    CU_PROF("attention_seqs"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (n <= 0) return;
     if (!seq_batch_on()) {
         be_attention_seqs_loop(be, a, seqs, n, scratch);
         return;
     }
-    CU_PROF("attention_seqs");
     cu_ctx *c = cu_of(be);
     int Dh = a->head_dim, rd = a->rotary_dim, maxR;
     if (Dh > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
@@ -611,12 +611,12 @@ __global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const int32_t *ta
 }
 
 void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    CU_PROF("mla_seqs"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (n <= 0) return;
     if (!seq_batch_on()) {
         be_mla_seqs_loop(be, a, seqs, n, scratch);
         return;
     }
-    CU_PROF("mla_seqs");
     cu_ctx *c = cu_of(be);
     int Dk = a->nope_dim + a->rope_dim, maxR;
     if (a->v_dim > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
@@ -724,12 +724,12 @@ __global__ void k_gdn_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
 }
 
 void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n) {
+    CU_PROF("gdn_seqs"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (n <= 0) return;
     if (!seq_batch_on() || cv->kc < 1 || cv->kc > CV_KMAX) {
         be_gdn_seqs_loop(be, a, cv, seqs, n);
         return;
     }
-    CU_PROF("gdn_seqs");
     cu_ctx *c = cu_of(be);
     int Hk = a->Hk, Dk = a->Dk, Hv = a->Hv, Dv = a->Dv, maxR = 0;
     const size_t dw = sizeof(cu_gdn_seq) / sizeof(int32_t);
