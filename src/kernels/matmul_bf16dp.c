@@ -60,24 +60,29 @@ static inline int tile_rows(int rem, int ks) {
  * ks·TT·128 bytes from buf + t0·ks·128, and its row t0 + j, step s, is 32 x_hi then 32 x_lo bf16
  * (128 bytes) at (s·TT + j)·128 from there — a step's rows side by side, so a tile reads them at
  * fixed offsets from one pointer moving through one contiguous block. Inputs past K are zero. */
+/* x_hi and x_lo of the n <= 32 inputs at xr (zero past n) into o[0..32) and o[32..64). */
+INL void pack_step(uint16_t *o, const float *xr, int n) {
+    __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+    __mmask16 m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+    __m512 a = _mm512_maskz_loadu_ps(m0, xr), b = _mm512_maskz_loadu_ps(m1, xr + 16);
+    /* cvtne2ps: round to nearest even; the second operand fills the low half */
+    __m512bh hi = _mm512_cvtne2ps_pbh(b, a);
+    __m512 ahi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256((__m512i)hi)), 16));
+    __m512 bhi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64((__m512i)hi, 1)), 16));
+    __m512bh lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bhi), _mm512_sub_ps(a, ahi));
+    _mm512_storeu_si512(o, (__m512i)hi);
+    _mm512_storeu_si512(o + 32, (__m512i)lo);
+}
+
 TGT void mm_bf16dp_pack_x(void *buf, const float *x, int ldx, int T, int K) {
     const int ks = k_pad(K) / 32;
-    for (int t = 0, t0 = 0, tt = 0; t < T; t++) {
-        if (t == t0 + tt) t0 = t, tt = tile_rows(T - t, ks);
-        const float *xr = x + (size_t)t * ldx;
-        uint16_t *o = (uint16_t *)buf + ((size_t)t0 * ks + (t - t0)) * 64;
-        for (int s = 0; s < ks; s++, o += (size_t)tt * 64) {
+    uint16_t *o = buf; /* written in order: tile, step, row of the tile */
+    for (int t0 = 0, tt; t0 < T; t0 += tt) {
+        tt = tile_rows(T - t0, ks);
+        const float *xt = x + (size_t)t0 * ldx;
+        for (int s = 0; s < ks; s++) {
             int c = s * 32, n = K - c < 32 ? K - c : 32;
-            __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
-            __mmask16 m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
-            __m512 a = _mm512_maskz_loadu_ps(m0, xr + c), b = _mm512_maskz_loadu_ps(m1, xr + c + 16);
-            /* cvtne2ps: round to nearest even; the second operand fills the low half */
-            __m512bh hi = _mm512_cvtne2ps_pbh(b, a);
-            __m512 ahi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256((__m512i)hi)), 16));
-            __m512 bhi = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64((__m512i)hi, 1)), 16));
-            __m512bh lo = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bhi), _mm512_sub_ps(a, ahi));
-            _mm512_storeu_si512(o, (__m512i)hi);
-            _mm512_storeu_si512(o + 32, (__m512i)lo);
+            for (int j = 0; j < tt; j++, o += 64) pack_step(o, xt + (size_t)j * ldx + c, n);
         }
     }
 }
