@@ -47,8 +47,8 @@ size_t mm_bf16dp_pack_bytes(int T, int K) { return (size_t)T * (size_t)k_pad(K) 
 #define BD_TILE_X_BYTES (24 * 1024)
 
 /* Rows of the next activation tile of a call with ks steps when rem rows are left: up to 6 (24
- * chains; 4 for long rows, above), never leaving a remainder of 1 or 2 behind a full tile (7 and 8
- * go as 4 + 3 and 4 + 4). The packing and the kernel both walk a call's rows by it. */
+ * chains; 4 for long rows, above); with 6-row tiles 7 and 8 rows go as 4 + 3 and 4 + 4, so no tile
+ * of 1 or 2 rows follows a full one. The packing and the kernel both walk a call's rows by it. */
 static inline int tile_rows(int rem, int ks) {
     int tmax = (size_t)BD_T * ks * 128 <= BD_TILE_X_BYTES ? BD_T : 4;
     if (rem <= tmax) return rem;
