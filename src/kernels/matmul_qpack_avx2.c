@@ -156,11 +156,32 @@ INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT
                float *y, int ldy, int nr) {
     const int G = p->G, K = qa->K, f32 = p->sdt == DT_F32;
     const int pf = kern_knobs_get()->qpack_pf, pf2 = kern_knobs_get()->qpack_pf2;
+    const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
+    const int8_t *ab = qa->a + (size_t)t0 * K;
+    if (TT >= 3) {
+        /* halves outer: the second pass reads the block from L1/L2, and the activation scales of a
+         * group are not held across the other half's integer loop (GCC shared them and spilled) */
+        for (int h = 0; h < 2 && 8 * h < nr; h++) {
+            __m256 acc[4];
+            UNROLL(4) for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_ps();
+            const uint8_t *qg = qb;
+            const int8_t *ag = ab;
+            for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
+                if (h == 0) prefetch_group(qg, pf, pf2, NV, f32);
+                __m256i is[4];
+                if (BITS == 4) group_q4(qg + 32 * h, ag, (size_t)K, TT, NV, is);
+                else group_q8(qg + 32 * h, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is);
+                epilogue(p, qg, qa, t0, g, h, TT, is, acc);
+            }
+            store_half(y, ldy, bi, h, t0, TT, nr - 8 * h, acc);
+        }
+        return;
+    }
     __m256 acc[2][4];
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < TT; t++) acc[h][t] = _mm256_setzero_ps();
-    const uint8_t *qg = p->q + (size_t)bi * G * p->gstride;
-    const int8_t *ag = qa->a + (size_t)t0 * K;
+    const uint8_t *qg = qb;
+    const int8_t *ag = ab;
     for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
         prefetch_group(qg, pf, pf2, NV, f32);
         UNROLL(2) for (int h = 0; h < 2; h++) {
