@@ -13,8 +13,8 @@
  *   q4: the nibbles (0..15) are vpmaddubsw's unsigned operand, the activations (-127..127) its signed
  *       one: an int16 pair sum is at most 2·15·127 = 3810 in magnitude (no saturation), the low- and
  *       high-nibble products of one vector add to at most 7620, and 4 vectors to at most 30480 <
- *       32767, so 4 vectors accumulate in int16 (vpaddw, never wrapping) before one vpmaddwd widens
- *       them to int32.
+ *       32767, so (for a 1-row tile) 4 vectors accumulate in int16 (vpaddw, never wrapping) before
+ *       one vpmaddwd widens them to int32.
  *   q8: q (0..255) times a would saturate vpmaddubsw (2·255·127 > 32767), so the weight is taken as
  *       w' = q - 128 (xor 0x80, -128..127) and multiplied as |w'| (unsigned, <= 128) times
  *       sign(a, w') (vpsignb: -127..127): pair sums at most 2·128·127 = 32512, exact; vpmaddwd widens
@@ -42,9 +42,7 @@
 #define QA2_SANITIZED 1
 #endif
 #endif
-#ifndef QA2_B4_ROWS
-#define QA2_B4_ROWS 2
-#endif
+#define QA2_B4_ROWS 1 /* activation rows up to which q4 sums 4 vectors in int16 (group_q4) */
 #ifdef QA2_SANITIZED
 #define UNROLL(n)
 #else
@@ -95,8 +93,9 @@ INL void epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int t0
 
 /* Exact int32 group sums of half h (8 rows) for TT activation rows, q4 with HALF = gs/8 vectors:
  * vector j's low nibbles are inputs 4j..4j+3, its high nibbles 4(j+HALF)..; ag = the group's inputs.
- * The int16 pair sums of B consecutive vectors (B = 4 for up to 2 rows; 1 from 3 rows on, where the
- * int16 chains would not fit the 16 registers) are added before one vpmaddwd widens them. */
+ * The int16 pair sums of B consecutive vectors (B = 4 for one row; 1 from 2 rows on, where the int16
+ * chains cost more in register pressure than the saved vpmaddwd: 512 x 2048 in L2, one thread, 2 rows
+ * 0.046 -> 0.042 ms, 3-4 rows slower with B = 4) are added before one vpmaddwd widens them. */
 INL void group_q4(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is) {
     const __m256i lo = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const int B = TT <= QA2_B4_ROWS ? 4 : 1;
