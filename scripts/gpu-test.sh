@@ -10,7 +10,8 @@
 #   2. greedy MTP ≡ AR through the CLI at depths 1..5 (same text as depth 0);
 #   3. bad input refused clearly: a corrupt checkpoint, a model larger than the GPU's free memory
 #      (MTPLX_GPU_MEM_LIMIT), --device cuda:99;
-#   4. compute-sanitizer memcheck clean on a short MTP run.
+#   4. compute-sanitizer memcheck clean on a short MTP run;
+#   5. graphs / PDL / fusions / stream (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM) off ≡ on, bit for bit.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +79,21 @@ no_gpu() {
     cat /tmp/gpu-99.txt; grep -q "GPU" /tmp/gpu-99.txt
 }
 check refuses_missing_gpu no_gpu
+
+# 5. the launch machinery (step graphs, programmatic dependent launch, fused residual add / norm /
+#    activation preparation, the non-blocking stream) changes no bit: logits of a prefill, of decode
+#    steps (graph replays) and of the MTP head, all of it off vs on
+machinery_equal() {
+    local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 mode
+    for mode in "" "--step" "--mtp" "--step --mtp"; do
+        MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 \
+            build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+        MTPLX_CUDA_GRAPH=1 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+        cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
+        echo "logits [$mode]: off == on"
+    done
+}
+check launch_machinery_bit_identical machinery_equal
 
 # 4. memcheck on a short MTP run
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -103,6 +103,40 @@ void be_free(be_backend *be) {
     be->ops->destroy(be);
 }
 
+void be_attention_seqs_loop(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    for (int i = 0; i < n; i++) {
+        be_attn_args ai = *a;
+        ai.big = a->big + (size_t)seqs[i].r0 * a->ldb;
+        be->ops->attention(be, &ai, &seqs[i].kv, seqs[i].pos0, seqs[i].R, scratch);
+    }
+}
+
+void be_mla_seqs_loop(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    for (int i = 0; i < n; i++) {
+        be_mla_args ai = *a;
+        ai.rows = a->rows + (size_t)seqs[i].r0 * a->ldr;
+        be->ops->mla(be, &ai, &seqs[i].kv, seqs[i].pos0, seqs[i].R, scratch);
+    }
+}
+
+void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n) {
+    const size_t f = sizeof(float);
+    int C = cv->C, kc1 = cv->kc - 1, ldb = a->ldb;
+    for (int i = 0; i < n; i++) {
+        const be_gdn_seq *q = &seqs[i];
+        float *row0 = a->big + (size_t)q->r0 * ldb;
+        be_copy(be, q->win, q->conv, f * (size_t)kc1 * C);
+        if (!cv->rows_in_win)
+            for (int t = 0; t < q->R; t++) be_copy(be, q->win + (size_t)(kc1 + t) * C, row0 + (size_t)t * ldb + a->u_off, f * C);
+        be->ops->conv1d_silu(be, row0 + a->u_off, ldb, q->win, C, cv->w, C, cv->kc, q->R);
+        be_copy(be, q->conv, q->win + (size_t)q->R * C, f * (size_t)kc1 * C);
+        be_gdn_args ai = *a;
+        ai.big = row0;
+        ai.src = q->src, ai.dst = q->dst, ai.qn = q->qn, ai.kn = q->kn, ai.tape_g = q->tape_g, ai.tape_d = q->tape_d;
+        be->ops->gdn(be, &ai, q->R);
+    }
+}
+
 int be_moe_router_check(const moe_router *r, mtplx_err *err) { return kern_moe_router_check(r, err); }
 
 #ifdef MTPLX_CUDA

@@ -104,6 +104,36 @@ typedef struct {
     float *tape_d;           /* [R][Hv·Dv] or NULL */
 } be_gdn_args;
 
+/* One sequence's rows in a batched attention call (be_ops.attention_seqs): rows r0 .. r0+R-1 of the
+ * call's `big` are its positions pos0 .. pos0+R-1, its K/V live in kv. */
+typedef struct {
+    be_seq_kv kv;
+    int pos0, r0, R;
+} be_attn_seq;
+
+/* The causal conv in front of a batched Gated DeltaNet call (be_ops.gdn_seqs): depthwise, kernel kc
+ * over C = 2·Hk·Dk + Hv·Dv channels (the pre-conv q | k | v), then SiLU. */
+typedef struct {
+    const float *w;          /* [C][kc] */
+    int C, kc;
+    int rows_in_win;         /* 1: each sequence's R pre-conv rows already sit in its window after the
+                                conv state (stride C); 0: they are at big + (r0+t)·ldb + u_off */
+} be_conv_args;
+
+/* One sequence's rows in a batched Gated DeltaNet call: the per-sequence fields of be_gdn_args
+ * (start / end state, q / k rows, tapes), its rows, its conv state and window. */
+typedef struct {
+    int r0, R;               /* its rows of the call's `big` */
+    float *conv;             /* [kc-1][C] conv state (the last kc-1 pre-conv rows), advanced by R rows */
+    float *win;              /* [(kc-1) + R][C] conv window: conv state, then the R pre-conv rows */
+    int keep_win;            /* 1: win must hold the whole window afterwards (a capture tape); 0: win is
+                                scratch, possibly shared by several sequences of the call */
+    const float *src;        /* [Hv][Dv][Dk] start state */
+    float *dst;              /* [Hv][Dv][Dk] (may equal src) */
+    float *qn, *kn;          /* [R][Hk·Dk] */
+    float *tape_g, *tape_d;  /* [R][Hv], [R][Hv·Dv] or NULL */
+} be_gdn_seq;
+
 /* The ops table. Each backend fills one (src/backend/<name>/); unused ops may not be NULL. Sizes
  * are in floats unless named bytes. Op arguments that are float * point into this backend's memory
  * (be_buf_addr), except where a comment says host. */
@@ -159,6 +189,18 @@ typedef struct {
     void (*attention)(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
     void (*mla)(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
     void (*gdn)(be_backend *be, const be_gdn_args *a, int R);
+    /* The attention of n sequences' rows of one layer, bit-identical to one `attention` call per
+     * sequence (a->big is row 0 of the call; seqs[i] says where sequence i's rows and KV are). A device
+     * backend runs it as a fixed number of launches whatever n is. */
+    void (*attention_seqs)(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
+    /* The Gated DeltaNet of n sequences' rows of one layer: per sequence, its conv window assembled
+     * (conv state, then its pre-conv rows), conv1d + SiLU into u at big + (r0+t)·ldb + u_off, the conv
+     * state advanced by R rows, then the recurrence as `gdn` with the sequence's states and tapes
+     * (a's per-sequence fields src .. tape_d are not read). Bit-identical to the per-sequence calls
+     * (copy, conv1d_silu, copy, gdn); a device backend runs it as a fixed number of launches. */
+    /* `mla` for n sequences' rows of one layer, as attention_seqs (a->rows is row 0 of the call). */
+    void (*mla_seqs)(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
+    void (*gdn_seqs)(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
     /* Rebuild the state after the first `keep` rows of a capturing gdn call: dst starts as the state
      * after all rows and is overwritten from start (the state before the call) with the taped
      * decays / innovations / keys — bit-identical to a gdn call of `keep` rows. */
@@ -180,6 +222,12 @@ struct be_backend {
  * read once here (docs/architecture.md, "Knobs"). Returns 0 and *out, or an error. */
 int be_create(const char *name, be_backend **out, mtplx_err *err);
 void be_free(be_backend *be);
+
+/* attention_seqs, mla_seqs and gdn_seqs as a loop over the backend's per-sequence ops (attention;
+ * mla; copy, conv1d_silu, gdn): the CPU backend's implementation, and a device backend's reference path. */
+void be_attention_seqs_loop(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
+void be_mla_seqs_loop(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
+void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
 
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
  * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */

@@ -87,8 +87,8 @@ void fwd_scratch_free(fwd_scratch *s) {
 }
 
 /* Gated attention: s->a [R][H] in, s->o [R][H] out, over the rows of n sequences. The projections
- * and the output matmul run once over all R rows; per sequence, the backend writes the K/V of its
- * rows into its pages of layer `layer`, then each of its (row, head) pairs attends to positions
+ * and the output matmul run once over all R rows; one attention_seqs call then writes each sequence's
+ * K/V into its pages of layer `layer` and attends each of its (row, head) pairs to positions
  * 0..pos0+t of that sequence. */
 void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, const attn_seg *sg, int n, int R,
                      fwd_scratch *s) {
@@ -99,13 +99,12 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, con
     int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw;
     be_mm_out qkv[3] = {{s->big, bw, &w->q}, {s->big + k_off, bw, &w->k}, {s->big + v_off, bw, &w->v}};
     be_matmul_n(be, qkv, 3, s->a, H, R);
-    for (int i = 0; i < n; i++) {
-        be_attn_args a = {s->big + (size_t)sg[i].r0 * bw, bw, Dh * (gated ? 2 : 1), k_off, v_off, att_off,
-                          c->n_heads, nKV, Dh, c->rotary_dim, gated, m->rope_inv_freq, m->fam.rope_attn_factor,
-                          w->q_norm, w->k_norm, c->rms_norm_eps, 1.0f / sqrtf((float)Dh)};
-        be_seq_kv skv = kv_table_view(sg[i].kv, layer);
-        be->ops->attention(be, &a, &skv, sg[i].pos0, sg[i].R, s->attn);
-    }
+    be_attn_args a = {s->big, bw, Dh * (gated ? 2 : 1), k_off, v_off, att_off, c->n_heads, nKV, Dh, c->rotary_dim,
+                      gated, m->rope_inv_freq, m->fam.rope_attn_factor, w->q_norm, w->k_norm, c->rms_norm_eps,
+                      1.0f / sqrtf((float)Dh)};
+    be_attn_seq q[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) q[i] = (be_attn_seq){kv_table_view(sg[i].kv, layer), sg[i].pos0, sg[i].r0, sg[i].R};
+    be->ops->attention_seqs(be, &a, q, n, s->attn);
     be_matmul(be, s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
@@ -116,21 +115,12 @@ typedef struct {
     int capture;     /* 1: record per-row GDN states for model_state_commit */
 } trunk_seg;
 
-/* The causal conv of one sequence's rows: its conv state, then its qkv rows (already in win after
- * the state's kc1 rows), through conv + SiLU into u; the conv state advances by R rows. */
-static void gdn_conv(const mtplx_model *m, const gdn_weights *w, gdn_layer_state *st, float *win, float *u, int ldu,
-                     int R) {
-    be_backend *be = m->be;
-    int C = m->conv_dim, kc1 = m->cfg.conv_kernel - 1;
-    be->ops->conv1d_silu(be, u, ldu, win, C, w->conv_w, C, m->cfg.conv_kernel, R);
-    be_copy(be, st->conv, win + (size_t)R * C, sizeof(float) * (size_t)kc1 * C);
-}
-
 /* Gated DeltaNet: s->a in, s->o out, over the rows of n sequences; advances each one's conv state
  * and recurrent state (GDN layer `slot`) by its rows. With capture, a sequence's start state
  * rec[cur] is left untouched (its rows are written into rec[cur ^ 1]) and the innovation tape of
  * every row is recorded for model_state_commit. One sequence projects straight into its conv
- * window; several project into `big` first and copy their rows behind their own conv states. */
+ * window; several project into `big` first and gdn_seqs copies their rows behind their own conv
+ * states. */
 static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, const trunk_seg *sg, int n, int R,
                       fwd_scratch *s) {
     const model_config *c = &m->cfg;
@@ -138,7 +128,6 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, cons
     int H = c->hidden_size, Hv = c->lin_v_heads;
     int C = m->conv_dim, kc1 = c->conv_kernel - 1, bw = s->big_w, kd = m->key_dim, vd = m->value_dim;
     int b_off = vd, a_off = vd + Hv, y_off = vd + 2 * Hv, u_off = 2 * vd + 2 * Hv;
-    const size_t f = sizeof(float);
 
     float *win0 = sg[0].capture ? sg[0].s->gdn[slot].tape_win : s->win;
     float *qkv = n == 1 ? win0 + (size_t)kc1 * C : s->big + u_off;
@@ -150,21 +139,19 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, cons
                            {s->big + a_off, bw, &w->a}};
         be_matmul_n(be, in, 4, s->a, H, R);
     }
+    be_gdn_seq q[BATCH_SEQS_MAX];
     for (int i = 0; i < n; i++) {
         gdn_layer_state *st = &sg[i].s->gdn[slot];
-        int cur = sg[i].s->cur, cap = sg[i].capture, r0 = sg[i].r0, Ri = sg[i].R;
-        float *win = cap ? st->tape_win : s->win, *row0 = s->big + (size_t)r0 * bw;
-        be_copy(be, win, st->conv, f * (size_t)kc1 * C);
-        if (n > 1)
-            for (int t = 0; t < Ri; t++) be_copy(be, win + (size_t)(kc1 + t) * C, row0 + (size_t)t * bw + u_off, f * C);
-        gdn_conv(m, w, st, win, row0 + u_off, bw, Ri);
-        be_gdn_args a = {row0, bw, b_off, a_off, u_off, y_off, c->lin_k_heads, Hv, c->lin_k_dim, c->lin_v_dim,
-                         w->neg_A, w->dt_bias, w->norm, c->rms_norm_eps, st->rec[cur],
-                         cap ? st->rec[cur ^ 1] : st->rec[cur], s->qk + (size_t)r0 * kd,
-                         cap ? st->tape_k : s->qk + (size_t)(s->rows + r0) * kd, cap ? st->tape_g : NULL,
-                         cap ? st->tape_d : NULL};
-        be->ops->gdn(be, &a, Ri);
+        int cur = sg[i].s->cur, cap = sg[i].capture, r0 = sg[i].r0;
+        q[i] = (be_gdn_seq){r0, sg[i].R, st->conv, cap ? st->tape_win : s->win, cap, st->rec[cur],
+                            cap ? st->rec[cur ^ 1] : st->rec[cur], s->qk + (size_t)r0 * kd,
+                            cap ? st->tape_k : s->qk + (size_t)(s->rows + r0) * kd, cap ? st->tape_g : NULL,
+                            cap ? st->tape_d : NULL};
     }
+    be_gdn_args a = {s->big, bw, b_off, a_off, u_off, y_off, c->lin_k_heads, Hv, c->lin_k_dim, c->lin_v_dim,
+                     w->neg_A, w->dt_bias, w->norm, c->rms_norm_eps, NULL, NULL, NULL, NULL, NULL, NULL};
+    be_conv_args cv = {w->conv_w, C, c->conv_kernel, n == 1};
+    be->ops->gdn_seqs(be, &a, &cv, q, n);
     be_matmul(be, s->o, H, s->big + y_off, bw, R, &w->out);
 }
 

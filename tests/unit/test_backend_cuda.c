@@ -317,9 +317,205 @@ TEST(test_gdn_replay_bit_identical_and_matches_cpu) {
     be_free(be);
 }
 
+/* ---- batched sequence ops (attention_seqs, mla_seqs, gdn_seqs) against per-sequence calls ---- */
+
+enum { SQ_NH = 4, SQ_NKV = 2, SQ_DH = 64, SQ_PS = 4, SQ_PAGES = 4, SQ_MAXR = 5, SQ_MAXN = 8 };
+enum { SQ_HK = 2, SQ_HV = 4, SQ_DK = 32, SQ_DV = 32, SQ_KC = 4 };
+enum { SQ_KD = SQ_HK * SQ_DK, SQ_VD = SQ_HV * SQ_DV, SQ_C = 2 * SQ_KD + SQ_VD, SQ_SN = SQ_HV * SQ_DV * SQ_DK };
+/* attention rows: q (gated: 2·Dh a head) | k | v | output */
+enum { SQ_QS = 2 * SQ_DH, SQ_KOFF = SQ_NH * SQ_QS, SQ_VOFF = SQ_KOFF + SQ_NKV * SQ_DH, SQ_AOFF = SQ_VOFF + SQ_NKV * SQ_DH,
+       SQ_ABW = SQ_AOFF + SQ_NH * SQ_DH };
+/* GDN rows: z | b | a | u (pre-conv q k v, then the conv output) | y */
+enum { SQ_BOFF = SQ_VD, SQ_AAOFF = SQ_BOFF + SQ_HV, SQ_UOFF = SQ_AAOFF + SQ_HV, SQ_YOFF = SQ_UOFF + SQ_C,
+       SQ_GBW = SQ_YOFF + SQ_VD };
+
+/* MLA rows: q (nH heads of Dn + Dr) | compressed kv (kv_lora, then the rope key) | kv_b out (Dn + Dv a
+ * head) | output */
+enum { SQ_MH = 2, SQ_MDN = 32, SQ_MDR = 16, SQ_MDV = 32, SQ_MKVL = 32, SQ_MDK = SQ_MDN + SQ_MDR };
+enum { SQ_MCKV = SQ_MH * SQ_MDK, SQ_MKVB = SQ_MCKV + SQ_MKVL + SQ_MDR, SQ_MATT = SQ_MKVB + SQ_MH * (SQ_MDN + SQ_MDV),
+       SQ_MBW = SQ_MATT + SQ_MH * SQ_MDV };
+
+/* Per-layer host arrays the ops read (static: a device backend keeps copies keyed by address). */
+static float sq_mla_freq[SQ_MDR / 2], sq_inv_freq[SQ_DH / 4], sq_qn[SQ_DH], sq_kn[SQ_DH], sq_conv_w[SQ_C * SQ_KC], sq_negA[SQ_HV],
+    sq_dtb[SQ_HV], sq_norm[SQ_DV];
+
+/* Offsets (floats) of everything one check touches, in one arena of backend memory. Sequence i owns
+ * SQ_PAGES private pages of the KV pools, a conv state, two recurrent states and a capture tape;
+ * the shared conv window comes last (scratch: not compared). */
+typedef struct {
+    size_t abig, kpool, vpool, mbig, mk, mv, gbig, qk, seq0, seq_stride, win, total;
+    size_t conv, rec0, rec1, twin, tk, tg, td; /* within a sequence's block */
+} sq_layout;
+
+static sq_layout sq_layout_of(int Rtot) {
+    sq_layout L;
+    size_t pool = (size_t)SQ_MAXN * SQ_PAGES * SQ_NKV * SQ_PS * SQ_DH, at = 0;
+    L.abig = at, at += (size_t)Rtot * SQ_ABW;
+    L.kpool = at, at += pool;
+    L.vpool = at, at += pool;
+    L.mbig = at, at += (size_t)Rtot * SQ_MBW;
+    L.mk = at, at += (size_t)SQ_MAXN * SQ_PAGES * SQ_MH * SQ_PS * SQ_MDK;
+    L.mv = at, at += (size_t)SQ_MAXN * SQ_PAGES * SQ_MH * SQ_PS * SQ_MDV;
+    L.gbig = at, at += (size_t)Rtot * SQ_GBW;
+    L.qk = at, at += 2 * (size_t)Rtot * SQ_KD;
+    L.conv = 0, L.rec0 = (SQ_KC - 1) * SQ_C, L.rec1 = L.rec0 + SQ_SN, L.twin = L.rec1 + SQ_SN;
+    L.tk = L.twin + (size_t)(SQ_KC - 1 + SQ_MAXR) * SQ_C, L.tg = L.tk + SQ_MAXR * SQ_KD, L.td = L.tg + SQ_MAXR * SQ_HV;
+    L.seq_stride = L.td + SQ_MAXR * SQ_VD;
+    L.seq0 = at, at += SQ_MAXN * L.seq_stride;
+    L.win = at, at += (size_t)(SQ_KC - 1 + Rtot) * SQ_C;
+    L.total = at;
+    return L;
+}
+
+/* One layer of n random sequences (R_i rows at pos0_i, random page tables; even ones capture their
+ * GDN rows) through attention_seqs + mla_seqs + gdn_seqs (mode 1), through the per-sequence ops as the
+ * forward called them before (mode 0: attention; mla; copy, conv1d_silu, copy, gdn), or through nothing
+ * (mode -1).
+ * Returns the arena afterwards (the caller frees it) and in *n_cmp the floats before the shared
+ * window; the random draws depend on `seed` only. */
+static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_cmp) {
+    g_rng = seed;
+    int R[SQ_MAXN], pos0[SQ_MAXN], r0[SQ_MAXN], Rtot = 0;
+    int32_t pages[SQ_MAXN][SQ_PAGES], perm[SQ_MAXN * SQ_PAGES];
+    for (int i = 0; i < n; i++) {
+        R[i] = 1 + (int)((frand() + 1.0f) * 0.5f * SQ_MAXR) % SQ_MAXR;
+        pos0[i] = (int)((frand() + 1.0f) * 0.5f * (SQ_PAGES * SQ_PS - R[i] + 1)) % (SQ_PAGES * SQ_PS - R[i] + 1);
+        r0[i] = Rtot, Rtot += R[i];
+    }
+    for (int i = 0; i < SQ_MAXN * SQ_PAGES; i++) perm[i] = i;
+    for (int i = SQ_MAXN * SQ_PAGES - 1; i > 0; i--) { /* a random pool order */
+        int j = (int)((frand() + 1.0f) * 0.5f * (i + 1)) % (i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int i = 0; i < n; i++) memcpy(pages[i], perm + i * SQ_PAGES, sizeof pages[i]);
+    sq_layout L = sq_layout_of(Rtot);
+    *n_cmp = L.win;
+    float *h = malloc(sizeof(float) * L.total);
+    if (!h) return NULL;
+    for (size_t i = 0; i < L.total; i++) h[i] = frand();
+    for (int i = 0; i < n; i++) /* small recurrent states, as a model's */
+        for (size_t j = 0; j < 2 * SQ_SN; j++) h[L.seq0 + i * L.seq_stride + L.rec0 + j] *= 0.1f;
+    be_buf *b;
+    mtplx_err err = {0};
+    if (be->ops->buf_alloc(be, sizeof(float) * L.total, 0, "test arena", &b, &err)) return free(h), NULL;
+    float *d = be_buf_addr(be, b);
+    be->ops->upload(be, d, h, sizeof(float) * L.total);
+
+    be_attn_args a = {d + L.abig, SQ_ABW, SQ_QS, SQ_KOFF, SQ_VOFF, SQ_AOFF, SQ_NH, SQ_NKV, SQ_DH, SQ_DH / 2, 1,
+                      sq_inv_freq, 1.0f, sq_qn, sq_kn, 1e-6f, 0.125f};
+    be_attn_seq as[SQ_MAXN];
+    for (int i = 0; i < n; i++)
+        as[i] = (be_attn_seq){{d + L.kpool, d + L.vpool, pages[i], SQ_PAGES, SQ_PS}, pos0[i], r0[i], R[i]};
+    be_mla_args ma = {d + L.mbig, SQ_MBW, 0, SQ_MCKV, SQ_MKVB, SQ_MATT, SQ_MH, SQ_MDN, SQ_MDR, SQ_MDV, SQ_MKVL, 1,
+                      sq_mla_freq, 1.0f, 0.1f};
+    be_attn_seq ms[SQ_MAXN];
+    for (int i = 0; i < n; i++)
+        ms[i] = (be_attn_seq){{d + L.mk, d + L.mv, pages[i], SQ_PAGES, SQ_PS}, pos0[i], r0[i], R[i]};
+    int rows_in_win = n == 1;
+    be_gdn_seq gs[SQ_MAXN];
+    for (int i = 0; i < n; i++) {
+        float *q = d + L.seq0 + i * L.seq_stride;
+        int cap = i % 2 == 0;
+        gs[i] = (be_gdn_seq){r0[i], R[i], q + L.conv, cap ? q + L.twin : d + L.win, cap, q + L.rec0,
+                             cap ? q + L.rec1 : q + L.rec0, d + L.qk + (size_t)r0[i] * SQ_KD,
+                             cap ? q + L.tk : d + L.qk + (size_t)(Rtot + r0[i]) * SQ_KD, cap ? q + L.tg : NULL,
+                             cap ? q + L.td : NULL};
+    }
+    be_gdn_args g = {d + L.gbig, SQ_GBW, SQ_BOFF, SQ_AAOFF, SQ_UOFF, SQ_YOFF, SQ_HK, SQ_HV, SQ_DK, SQ_DV, sq_negA,
+                     sq_dtb, sq_norm, 1e-6f, NULL, NULL, NULL, NULL, NULL, NULL};
+    be_conv_args cv = {sq_conv_w, SQ_C, SQ_KC, rows_in_win};
+    size_t sc_n = be->ops->attn_scratch_floats(be, SQ_PAGES * SQ_PS, SQ_DH / 2);
+    float *scratch = malloc(sizeof(float) * sc_n); /* host memory: only the CPU backend uses it */
+    if (mode == 1) {
+        be->ops->attention_seqs(be, &a, as, n, scratch);
+        be->ops->mla_seqs(be, &ma, ms, n, scratch);
+        be->ops->gdn_seqs(be, &g, &cv, gs, n);
+    } else if (mode == 0) {
+        const size_t f = sizeof(float);
+        int kc1 = SQ_KC - 1;
+        for (int i = 0; i < n; i++) {
+            be_attn_args ai = a;
+            ai.big = a.big + (size_t)r0[i] * SQ_ABW;
+            be->ops->attention(be, &ai, &as[i].kv, pos0[i], R[i], scratch);
+            be_mla_args mi = ma;
+            mi.rows = ma.rows + (size_t)r0[i] * SQ_MBW;
+            be->ops->mla(be, &mi, &ms[i].kv, pos0[i], R[i], scratch);
+        }
+        for (int i = 0; i < n; i++) {
+            const be_gdn_seq *q = &gs[i];
+            float *row0 = g.big + (size_t)q->r0 * SQ_GBW;
+            be->ops->copy(be, q->win, q->conv, f * kc1 * SQ_C);
+            if (!rows_in_win)
+                for (int t = 0; t < q->R; t++)
+                    be->ops->copy(be, q->win + (size_t)(kc1 + t) * SQ_C, row0 + (size_t)t * SQ_GBW + SQ_UOFF, f * SQ_C);
+            be->ops->conv1d_silu(be, row0 + SQ_UOFF, SQ_GBW, q->win, SQ_C, sq_conv_w, SQ_C, SQ_KC, q->R);
+            be->ops->copy(be, q->conv, q->win + (size_t)q->R * SQ_C, f * kc1 * SQ_C);
+            be_gdn_args gi = g;
+            gi.big = row0, gi.src = q->src, gi.dst = q->dst, gi.qn = q->qn, gi.kn = q->kn;
+            gi.tape_g = q->tape_g, gi.tape_d = q->tape_d;
+            be->ops->gdn(be, &gi, q->R);
+        }
+    }
+    be->ops->download(be, h, d, sizeof(float) * L.total);
+    be->ops->buf_free(be, b);
+    free(scratch);
+    return h;
+}
+
+/* n = 1..8 random sequences through the batched ops and through per-sequence calls: the whole arena
+ * (attention outputs and KV pages, conv outputs and states, recurrent states, tapes, windows of the
+ * capturing sequences) bit-identical; and the batched ops change something. */
+static void sq_check(be_backend *be) {
+    if (!sq_inv_freq[0]) {
+        for (int i = 0; i < SQ_DH / 4; i++) sq_inv_freq[i] = powf(10000.f, -2.0f * i / (SQ_DH / 2));
+        for (int i = 0; i < SQ_MDR / 2; i++) sq_mla_freq[i] = powf(10000.f, -2.0f * i / SQ_MDR);
+        fill(sq_qn, SQ_DH), fill(sq_kn, SQ_DH), fill(sq_conv_w, SQ_C * SQ_KC), fill(sq_dtb, SQ_HV);
+        for (int i = 0; i < SQ_HV; i++) sq_negA[i] = -0.5f - 0.1f * i;
+        for (int i = 0; i < SQ_DV; i++) sq_norm[i] = 1.0f + 0.1f * frand();
+    }
+    for (int n = 1; n <= SQ_MAXN; n++) {
+        uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)n + 1;
+        size_t nc;
+        float *x = sq_run(be, n, seed, 1, &nc), *y = sq_run(be, n, seed, 0, &nc), *z = sq_run(be, n, seed, -1, &nc);
+        REQUIRE(x && y && z);
+        size_t differ = 0, first = 0, moved = 0;
+        for (size_t i = 0; i < nc; i++) {
+            if (memcmp(&x[i], &y[i], sizeof(float)) && differ++ == 0) first = i;
+            moved += memcmp(&x[i], &z[i], sizeof(float)) != 0;
+        }
+        CHECK_MSG(differ == 0, "%s, %d sequences: %zu floats differ from per-sequence calls (first at %zu of %zu)",
+                  be->ops->name, n, differ, first, nc);
+        CHECK_MSG(moved > nc / 20, "%s, %d sequences: the ops changed only %zu of %zu floats", be->ops->name, n, moved,
+                  nc);
+        free(z);
+        free(x), free(y);
+    }
+}
+
+/* The CPU backend's attention_seqs / mla_seqs / gdn_seqs (a loop over its per-sequence ops) equal the
+ * per-sequence calls bit for bit, n = 1..8. */
+TEST(test_seq_ops_cpu_equal_per_sequence_calls) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    sq_check(cpu);
+    be_free(cpu);
+}
+
+/* The CUDA backend's batched sequence ops (one grid over all sequences) equal its per-sequence calls
+ * bit for bit, n = 1..8: a row's bits do not depend on n or on the other sequences. */
+TEST(test_seq_ops_cuda_equal_per_sequence_calls) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    sq_check(be);
+    be_free(be);
+}
+
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_attention_prefill_equals_decode_and_cpu);
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
+    RUN(test_seq_ops_cpu_equal_per_sequence_calls);
+    RUN(test_seq_ops_cuda_equal_per_sequence_calls);
     return TEST_SUMMARY();
 }

@@ -263,6 +263,9 @@ static const be_ops cpu_ops = {
     .attention = cpu_attention,
     .mla = cpu_mla,
     .gdn = cpu_gdn,
+    .attention_seqs = be_attention_seqs_loop,
+    .mla_seqs = be_mla_seqs_loop,
+    .gdn_seqs = be_gdn_seqs_loop,
     .gdn_replay = cpu_gdn_replay,
     .moe = cpu_moe,
 };

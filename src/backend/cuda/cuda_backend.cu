@@ -10,15 +10,312 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 extern "C" {
 #include "../../base/dtype.h"
 }
 
+cudaStream_t cu_stream_g = 0; /* the legacy default stream until the first be_cuda_new */
+thread_local cudaStream_t cu_stream_t;
+
 void cu_check(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return;
     fprintf(stderr, "mtplx: CUDA error in %s: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
     abort();
+}
+
+/* ------------------------------------------------------------------ step timing */
+
+/* $MTPLX_CUDA_STEPS=1: a forward is timed from its embedding (the first op of a trunk) to its first
+ * download (the logits or hidden rows): host time to issue its ops, GPU time between two events at
+ * those two points, wall time until the download returned, kernel launches and host synchronizations
+ * in between; at exit a table per row count on stderr, and the GPU cost of back-to-back launches
+ * queued on the stream and replayed from a CUDA graph (bench/cuda.md, "Session 4"). Instruments
+ * only: a few clock reads and two events per forward. */
+#define STEP_ROWS 33
+
+typedef struct {
+    int on;                          /* -1: not read yet */
+    int active, rows;                /* a forward between embedding and download; its rows */
+    double t0;                       /* host seconds at its embedding */
+    long launches0, syncs0;
+    cudaEvent_t ev0, ev1;
+    long n[STEP_ROWS], launches[STEP_ROWS], syncs[STEP_ROWS];
+    double issue_ms[STEP_ROWS], gpu_ms[STEP_ROWS], wall_ms[STEP_ROWS];
+} step_table;
+
+static step_table g_step = {.on = -1};
+static long g_launches, g_syncs; /* every launch / host synchronization of the process (relaxed) */
+static long g_graph_launches, g_graph_builds, g_graph_updates; /* step graphs ("step graphs" below) */
+
+static double host_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void step_print(void);
+
+static int steps_on(void) {
+    if (g_step.on < 0) {
+        const char *v = getenv("MTPLX_CUDA_STEPS");
+        g_step.on = v && *v && strcmp(v, "0");
+        if (g_step.on) {
+            cudaEventCreate(&g_step.ev0);
+            cudaEventCreate(&g_step.ev1);
+            atexit(step_print);
+        }
+    }
+    return g_step.on;
+}
+
+static void graph_begin(int rows);
+static int prof_on(void);
+
+void cu_step_begin(int rows) {
+    if (!steps_on()) {
+        graph_begin(rows);
+        return;
+    }
+    cu_graph_break(); /* the previous chunk's capture: ev0 must go to the real stream, not into a graph */
+    g_step.active = 1;
+    g_step.rows = rows < STEP_ROWS ? rows : STEP_ROWS - 1;
+    g_step.launches0 = __atomic_load_n(&g_launches, __ATOMIC_RELAXED);
+    g_step.syncs0 = __atomic_load_n(&g_syncs, __ATOMIC_RELAXED);
+    cudaEventRecord(g_step.ev0, CU_STREAM);
+    g_step.t0 = host_now();
+    graph_begin(rows);
+}
+
+/* Called by a download before its copy (issued = 1) and after it (issued = 0). */
+static void step_mark(int issued) {
+    if (g_step.on <= 0 || !g_step.active) return;
+    int r = g_step.rows;
+    if (issued) {
+        g_step.issue_ms[r] += 1e3 * (host_now() - g_step.t0);
+        g_step.launches[r] += __atomic_load_n(&g_launches, __ATOMIC_RELAXED) - g_step.launches0;
+        g_step.syncs[r] += __atomic_load_n(&g_syncs, __ATOMIC_RELAXED) - g_step.syncs0;
+        cudaEventRecord(g_step.ev1, CU_STREAM);
+        return;
+    }
+    g_step.wall_ms[r] += 1e3 * (host_now() - g_step.t0);
+    float ms = 0;
+    cudaEventSynchronize(g_step.ev1);
+    cudaEventElapsedTime(&ms, g_step.ev0, g_step.ev1);
+    g_step.gpu_ms[r] += ms;
+    g_step.n[r]++;
+    g_step.active = 0;
+}
+
+__global__ void k_empty(int *p) {
+    if (p) p[threadIdx.x] = 0;
+}
+
+/* Keeps one multiprocessor busy for about `ns` nanoseconds (so the host queues work behind it). */
+__global__ void k_spin(long long ns) {
+    long long t0 = clock64(), cycles = ns * 2; /* ~2 GHz */
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+/* GPU microseconds per launch of n empty kernels queued behind a busy GPU (host ahead), from the
+ * stream and from a graph holding the same launches; and host microseconds to queue one launch. */
+static void launch_cost(int n, double *stream_us, double *graph_us, double *host_us) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    float ms = 0;
+    k_spin<<<1, 1, 0, CU_STREAM>>>(20000000LL);
+    cudaEventRecord(a, CU_STREAM);
+    double t0 = host_now();
+    for (int i = 0; i < n; i++) k_empty<<<1, 32, 0, CU_STREAM>>>(NULL);
+    *host_us = 1e6 * (host_now() - t0) / n;
+    cudaEventRecord(b, CU_STREAM);
+    cudaEventSynchronize(b);
+    cudaEventElapsedTime(&ms, a, b);
+    *stream_us = 1e3 * ms / n;
+    *graph_us = 0;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    if (CU_STREAM && cudaStreamBeginCapture(CU_STREAM, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        for (int i = 0; i < n; i++) k_empty<<<1, 32, 0, CU_STREAM>>>(NULL);
+        if (cudaStreamEndCapture(CU_STREAM, &g) == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess) {
+            cudaGraphLaunch(ge, CU_STREAM); /* the first launch uploads the graph */
+            k_spin<<<1, 1, 0, CU_STREAM>>>(20000000LL);
+            cudaEventRecord(a, CU_STREAM);
+            cudaGraphLaunch(ge, CU_STREAM);
+            cudaEventRecord(b, CU_STREAM);
+            cudaEventSynchronize(b);
+            cudaEventElapsedTime(&ms, a, b);
+            *graph_us = 1e3 * ms / n;
+            cudaGraphExecDestroy(ge);
+            cudaGraphDestroy(g);
+        }
+    }
+    cudaGetLastError();
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+}
+
+static void step_print(void) {
+    cu_graph_break();
+    fprintf(stderr, "mtplx CUDA steps (embedding to first download, mean per forward)\n");
+    fprintf(stderr, "  %4s %6s %9s %9s %9s %9s %7s\n", "rows", "steps", "issue ms", "gpu ms", "wall ms", "launches",
+            "syncs");
+    for (int r = 0; r < STEP_ROWS; r++) {
+        if (!g_step.n[r]) continue;
+        double k = 1.0 / (double)g_step.n[r];
+        fprintf(stderr, "  %4d %6ld %9.3f %9.3f %9.3f %9.1f %7.1f\n", r, g_step.n[r], k * g_step.issue_ms[r],
+                k * g_step.gpu_ms[r], k * g_step.wall_ms[r], k * (double)g_step.launches[r],
+                k * (double)g_step.syncs[r]);
+    }
+    double su, gu, hu;
+    launch_cost(1000, &su, &gu, &hu);
+    fprintf(stderr, "  back-to-back empty kernels: %.2f us each on the GPU from the stream, %.2f us from a graph; "
+                    "%.2f us of host time to queue one\n", su, gu, hu);
+    fprintf(stderr, "  step graphs: %ld launched, %ld built, %ld updated\n", g_graph_launches, g_graph_builds,
+            g_graph_updates);
+}
+
+int cu_fuse_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_FUSE");
+        on = v && !strcmp(v, "1");
+    }
+    return on;
+}
+
+int cu_pdl_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_PDL");
+        on = v && !strcmp(v, "1");
+    }
+    return on;
+}
+
+/* ------------------------------------------------------------------ step graphs
+ *
+ * A forward's ops, from its embedding (cu_step_begin) to the first call that makes the host wait or
+ * touches device allocations (cu_graph_break: the logits download, an upload, a first-use weight copy,
+ * a scratch that grows, ...), are captured from this thread's own capture stream (CU_STREAM points at
+ * it meanwhile) into a graph, which is then launched on the backend's stream: the host issues one
+ * graph launch instead of ~300 kernel launches, and the GPU runs the kernels with a shorter gap
+ * between them (0.5 instead of 1.4 us measured). The captured graph replaces the parameters of an
+ * executable graph kept per thread for the same row count and node count (cudaGraphExecUpdate: same
+ * kernels and copies, new arguments — token staging, page tables, positions, state pointers), or is
+ * instantiated when the sequence of ops changed; so the model layer does not change, and a replay
+ * runs exactly the kernels and arguments an eager step would queue (bit-identical).
+ *
+ * Off by default: $MTPLX_CUDA_GRAPH=1 (read once) turns them on. Capturing every step anew costs the
+ * host about what launching costs, and the GPU starts only when the capture ends: measured, graphs
+ * gained 2% on the 27B shape's step but lost 10–20% of the embedded model's generation against
+ * eager launches with PDL (bench/cuda.md, "Session 4"); a replay without re-capture (the design in
+ * docs/architecture.md) should make them pay everywhere, and then the default. Also off with the legacy stream, with $MTPLX_CUDA_PROFILE (events per
+ * op), and for good once a second thread has used the CUDA backend (an op, a buffer, a weight): a
+ * capture is this thread's until its next synchronizing call, and work another thread queues in the
+ * meantime would run before it. So graphs serve a process that drives the GPU from one thread (`run`,
+ * `bench`, `logits`); a server whose executor is not the loading thread runs eagerly. A capture in
+ * flight also keeps the shared index ring from wrapping under it (stage_ring). */
+#define GRAPH_SLOTS 8
+
+typedef struct {
+    cudaGraphExec_t exec; /* NULL: free */
+    int rows;
+    size_t nodes;
+    unsigned long used;   /* LRU tick */
+} graph_slot;
+
+typedef struct {
+    cudaStream_t s;       /* capture stream, created on first use */
+    int active, rows;
+    graph_slot slot[GRAPH_SLOTS];
+    unsigned long tick;
+} graph_state;
+
+static thread_local graph_state t_graph;
+static thread_local int t_seen;
+static int g_threads;                   /* threads that have used the backend (atomic) */
+static int g_captures;                  /* captures in flight (atomic) */
+
+static int graph_enabled(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_GRAPH");
+        on = v && !strcmp(v, "1");
+    }
+    return on && cu_stream_g && !prof_on();
+}
+
+/* Counts the calling thread among the backend's users (first call per thread). */
+static void thread_note(void) {
+    if (t_seen) return;
+    t_seen = 1;
+    __atomic_fetch_add(&g_threads, 1, __ATOMIC_SEQ_CST);
+}
+
+static void graph_begin(int rows) {
+    thread_note();
+    cu_graph_break(); /* a forward without a download (a prefill chunk) ends at the next one's start */
+    if (!graph_enabled() || __atomic_load_n(&g_threads, __ATOMIC_SEQ_CST) != 1) return;
+    if (!t_graph.s) CU_CHECK(cudaStreamCreateWithFlags(&t_graph.s, cudaStreamNonBlocking), "graph stream");
+    __atomic_fetch_add(&g_captures, 1, __ATOMIC_SEQ_CST);
+    CU_CHECK(cudaStreamBeginCapture(t_graph.s, cudaStreamCaptureModeRelaxed), "graph capture");
+    t_graph.active = 1;
+    t_graph.rows = rows;
+    cu_stream_t = t_graph.s;
+}
+
+void cu_graph_break(void) {
+    if (!t_graph.active) return;
+    t_graph.active = 0;
+    cu_stream_t = 0;
+    cudaGraph_t g = NULL;
+    CU_CHECK(cudaStreamEndCapture(t_graph.s, &g), "graph capture");
+    size_t nodes = 0;
+    CU_CHECK(cudaGraphGetNodes(g, NULL, &nodes), "graph capture");
+    graph_slot *hit = NULL, *lru = &t_graph.slot[0];
+    for (int i = 0; i < GRAPH_SLOTS && nodes; i++) {
+        graph_slot *e = &t_graph.slot[i];
+        if (e->exec && e->rows == t_graph.rows && e->nodes == nodes) hit = e;
+        if (!e->exec || (lru->exec && e->used < lru->used)) lru = e;
+    }
+    if (hit) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(hit->exec, g, &info) == cudaSuccess) {
+            g_graph_updates++;
+        } else { /* another sequence of ops with the same counts: build it anew */
+            cudaGetLastError();
+            cudaGraphExecDestroy(hit->exec);
+            hit->exec = NULL;
+        }
+    }
+    if (nodes && (!hit || !hit->exec)) {
+        graph_slot *e = hit ? hit : lru;
+        if (e->exec) cudaGraphExecDestroy(e->exec);
+        CU_CHECK(cudaGraphInstantiate(&e->exec, g, 0), "graph instantiate");
+        e->rows = t_graph.rows;
+        e->nodes = nodes;
+        hit = e;
+        g_graph_builds++;
+    }
+    if (nodes) {
+        hit->used = ++t_graph.tick;
+        CU_CHECK(cudaGraphLaunch(hit->exec, cu_stream_g), "graph launch");
+        g_graph_launches++;
+    }
+    cudaGraphDestroy(g);
+    __atomic_fetch_sub(&g_captures, 1, __ATOMIC_SEQ_CST);
+}
+
+void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what) {
+    if (!n) return;
+    cu_graph_break();
+    CU_CHECK(cudaMemcpyAsync(dst, src, n, kind, CU_STREAM), what);
+    CU_CHECK(cudaStreamSynchronize(CU_STREAM), what);
+    __atomic_fetch_add(&g_syncs, 1, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------ profile */
@@ -38,7 +335,9 @@ typedef struct {
 
 static prof_table g_prof = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static int g_prof_on = -1;
-static thread_local int t_prof_depth, t_prof_slot = -1;
+static thread_local int t_prof_slot = -1;
+thread_local int cu_op_depth;
+thread_local unsigned long cu_op_seq;
 
 /* Adds the pending brackets' times (waits for the last one). Caller holds the lock. */
 static void prof_drain(void) {
@@ -75,9 +374,59 @@ static int prof_on(void) {
     return g_prof_on;
 }
 
-cu_prof::cu_prof(const char *name) {
+/* ------------------------------------------------------------------ the deferred residual add
+ *
+ * The forward always adds a block's output into the residual rows and then normalizes them
+ * (trunk_rows: add, rmsnorm). A top-level add is therefore not launched at once: it is kept here, and
+ * the next top-level op either takes it into its own kernel (rmsnorm of exactly those rows: x += o is
+ * done by the norm's block, the same fp32 add, before it reads the row) or, for any other op, it is
+ * launched first (cu_prof's constructor, buf_free, destroy). Per host thread, like the ops of one
+ * forward; $MTPLX_CUDA_FUSE=0: off. */
+typedef struct {
+    float *x;
+    const float *o;
+    size_t n; /* floats; 0: nothing pending */
+} add_pending;
+
+static thread_local add_pending t_add;
+
+__global__ void k_add(float *x, const float *o, size_t n) {
+    CU_PDL_ENTRY();
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += o[i];
+}
+
+static void add_launch(float *x, const float *o, size_t n) {
+    cu_launch(k_add, (unsigned)((n + 255) / 256), 256, 0, x, o, n);
+    CU_LAUNCHED("add");
+}
+
+/* Launches the pending add, if any. */
+static void add_flush(void) {
+    if (!t_add.n) return;
+    size_t n = t_add.n;
+    t_add.n = 0;
+    add_launch(t_add.x, t_add.o, n);
+}
+
+/* The pending add when it is exactly x[R][n] += o (contiguous rows), taken (no longer pending);
+ * else NULL after launching whatever was pending. */
+static const float *add_take(const float *x, int ldx, int n, int R) {
+    if (t_add.n && t_add.x == x && ldx == n && t_add.n == (size_t)R * n) {
+        t_add.n = 0;
+        return t_add.o;
+    }
+    add_flush();
+    return NULL;
+}
+
+cu_prof::cu_prof(const char *name, int keep_add) {
     slot = -1;
-    if (!prof_on() || t_prof_depth++) return;
+    if (cu_op_depth++) return;
+    cu_op_seq++;
+    thread_note();
+    if (!keep_add) add_flush();
+    if (!prof_on()) return;
     pthread_mutex_lock(&g_prof.lock);
     int i = 0;
     while (i < g_prof.n && g_prof.name[i] != name) i++;
@@ -95,7 +444,7 @@ cu_prof::cu_prof(const char *name) {
 }
 
 cu_prof::~cu_prof() {
-    if (!g_prof_on || --t_prof_depth || slot < 0) return;
+    if (--cu_op_depth || slot < 0) return;
     pthread_mutex_lock(&g_prof.lock);
     int e = 2 * g_prof.n_pend;
     cudaEventRecord(g_prof.ev[e + 1], CU_STREAM);
@@ -106,6 +455,7 @@ cu_prof::~cu_prof() {
 
 void cu_launched(const char *what) {
     cu_check(cudaGetLastError(), what);
+    __atomic_fetch_add(&g_launches, 1, __ATOMIC_RELAXED);
     if (g_prof_on > 0 && t_prof_slot >= 0) __atomic_fetch_add(&g_prof.launches[t_prof_slot], 1, __ATOMIC_RELAXED);
 }
 
@@ -142,7 +492,7 @@ static int sbt_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *err)
         return err_set(err, MTPLX_ENOMEM, "CUDA backend: GPU %d out of memory for a %dx%d weight's scales (%zu bytes)",
                        c->device, w->rows, w->cols, n * sizeof *h);
     }
-    CU_CHECK(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice), "weight upload");
+    cu_memcpy_sync(d, h, n * sizeof *h, cudaMemcpyHostToDevice, "weight upload");
     free(h);
     e->sbt = d;
     e->bytes += n * sizeof *h;
@@ -176,7 +526,7 @@ static int weight_upload(cu_ctx *c, const be_weight *w, cu_wdev *e, mtplx_err *e
                            c->device, w->rows, w->cols, nb[i], fr / 1073741824.0, tot / 1073741824.0,
                            c->weight_bytes / 1073741824.0);
         }
-        CU_CHECK(cudaMemcpy(dst[i], src[i], nb[i], cudaMemcpyHostToDevice), "weight upload");
+        cu_memcpy_sync(dst[i], src[i], nb[i], cudaMemcpyHostToDevice, "weight upload");
     }
     e->data = dst[0];
     e->scales = dst[1];
@@ -229,6 +579,7 @@ const cu_wdev *cu_weight(cu_ctx *c, const be_weight *w) {
     if (!e->host) {
         mtplx_err err;
         err_clear(&err);
+        cu_graph_break();
         e->host = w->data;
         if (weight_upload(c, w, e, &err)) {
             fprintf(stderr, "mtplx: %s\n", err.msg);
@@ -264,6 +615,7 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
         pthread_mutex_unlock(&c->lock);
         return (const float *)e->dev;
     }
+    cu_graph_break();
     if (!e->host) {
         cudaPointerAttributes at;
         if (cudaPointerGetAttributes(&at, h) == cudaSuccess &&
@@ -279,14 +631,14 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
     e->host = h;
     e->bytes = bytes;
     CU_CHECK(cudaMalloc(&e->dev, bytes ? bytes : 4), "vector upload");
-    CU_CHECK(cudaMemcpy(e->dev, h, bytes, cudaMemcpyHostToDevice), "vector upload");
+    cu_memcpy_sync(e->dev, h, bytes, cudaMemcpyHostToDevice, "vector upload");
     c->v_n++;
     pthread_mutex_unlock(&c->lock);
     return (const float *)e->dev;
 }
 
 /* The ring path of cu_stage_idx: the host array is copied into the pinned mirror and sent with an
- * async copy on the default stream, so the host does not wait for the queued kernels (a blocking
+ * async copy on the stream, so the host does not wait for the queued kernels (a blocking
  * copy per attention call drained the GPU once per sequence and layer: bench/batching.md, "More
  * cores and a GPU"). A region is reused only after a wrap, which waits for the device first, so no
  * queued kernel or copy still reads it. Returns the device address, or NULL when the ring cannot be
@@ -294,6 +646,7 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
 static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
     if (c->ring_failed || n > CU_IDX_RING / 8) return NULL;
     if (!c->d_ring) {
+        cu_graph_break();
         if (cudaMalloc(&c->d_ring, CU_IDX_RING * sizeof(int32_t)) != cudaSuccess ||
             cudaMallocHost(&c->h_ring, CU_IDX_RING * sizeof(int32_t)) != cudaSuccess) {
             cudaGetLastError(); /* clear the failed allocation's error before the next launch check */
@@ -303,7 +656,10 @@ static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
         c->ring_at = 0;
     }
     if (c->ring_at + n > CU_IDX_RING) {
-        CU_CHECK(cudaDeviceSynchronize(), "index staging");
+        cu_graph_break();
+        /* another thread's capture may still hold regions it has not launched: stage the blocking way */
+        if (__atomic_load_n(&g_captures, __ATOMIC_SEQ_CST)) return NULL;
+        CU_CHECK(cudaStreamSynchronize(CU_STREAM), "index staging");
         c->ring_at = 0;
     }
     size_t at = c->ring_at;
@@ -325,9 +681,8 @@ const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n) {
         CU_CHECK(cudaMalloc(&c->d_idx, nc * sizeof(int32_t)), "index staging");
         c->idx_cap = nc;
     }
-    /* the previous user of d_idx may still be queued: a blocking copy on the default stream orders
-     * after it */
-    CU_CHECK(cudaMemcpy(c->d_idx, h, n * sizeof(int32_t), cudaMemcpyHostToDevice), "index staging");
+    /* the previous user of d_idx may still be queued: a copy on the stream orders after it */
+    cu_memcpy_sync(c->d_idx, h, n * sizeof(int32_t), cudaMemcpyHostToDevice, "index staging");
     return c->d_idx;
 }
 
@@ -340,6 +695,8 @@ struct be_buf {
 
 static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what, be_buf **out, mtplx_err *err) {
     *out = NULL;
+    thread_note();
+    cu_graph_break();
     be_buf *b = (be_buf *)calloc(1, sizeof *b);
     if (!b) return err_set(err, MTPLX_ENOMEM, "%s: out of host memory", what);
     cudaError_t ce = cudaMalloc(&b->p, bytes ? bytes : 4);
@@ -351,7 +708,7 @@ static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what
         return err_set(err, MTPLX_ENOMEM, "%s: %zu bytes do not fit on GPU %d (%.2f GiB free of %.2f GiB)", what,
                        bytes, cu_of(be)->device, fr / 1073741824.0, tot / 1073741824.0);
     }
-    if (zero) CU_CHECK(cudaMemset(b->p, 0, bytes ? bytes : 4), what);
+    if (zero) CU_CHECK(cudaMemsetAsync(b->p, 0, bytes ? bytes : 4, CU_STREAM), what);
     b->bytes = bytes;
     *out = b;
     return 0;
@@ -360,6 +717,8 @@ static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what
 static void cu_buf_free(be_backend *be, be_buf *b) {
     (void)be;
     if (!b) return;
+    add_flush();
+    cu_graph_break();
     cudaFree(b->p);
     free(b);
 }
@@ -369,13 +728,41 @@ static void *cu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
 static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("upload");
     (void)be;
-    if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice), "upload");
+    cu_memcpy_sync(dst, src, n, cudaMemcpyHostToDevice, "upload");
 }
 
+#define CU_STAGE_MAX ((size_t)16 << 20) /* bytes of a thread's pinned download staging */
+
+/* Pinned host staging for downloads, per thread (two threads may download at once); never freed. */
+static thread_local void *t_stage;
+static thread_local size_t t_stage_cap;
+
+/* Device to host through the thread's pinned staging (a DMA at full speed, then a host copy) in
+ * pieces of at most CU_STAGE_MAX bytes; pageable and blocking when pinned memory cannot be had. */
 static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("download");
     (void)be;
-    if (n) CU_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost), "download");
+    if (!n) return;
+    cu_graph_break();
+    step_mark(1);
+    size_t want = n < CU_STAGE_MAX ? n : CU_STAGE_MAX;
+    if (t_stage_cap < want) {
+        cudaFreeHost(t_stage);
+        t_stage = NULL, t_stage_cap = 0;
+        size_t cap = want < ((size_t)1 << 20) ? ((size_t)1 << 20) : want;
+        if (cudaMallocHost(&t_stage, cap) == cudaSuccess) t_stage_cap = cap;
+        else cudaGetLastError();
+    }
+    if (!t_stage_cap) {
+        cu_memcpy_sync(dst, src, n, cudaMemcpyDeviceToHost, "download");
+    } else {
+        for (size_t at = 0; at < n; at += t_stage_cap) {
+            size_t k = n - at < t_stage_cap ? n - at : t_stage_cap;
+            cu_memcpy_sync(t_stage, (const char *)src + at, k, cudaMemcpyDeviceToHost, "download");
+            memcpy((char *)dst + at, t_stage, k);
+        }
+    }
+    step_mark(0);
 }
 
 static void cu_copy(be_backend *be, void *dst, const void *src, size_t n) {
@@ -399,6 +786,8 @@ static int cu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
          w->cols % w->group_size || (w->scale_dtype != DT_BF16 && w->scale_dtype != DT_F16 && w->scale_dtype != DT_F32)))
         return err_set(err, MTPLX_EUNSUPPORTED, "CUDA backend: quantized weight %dx%d: %d bits, group %d not supported",
                        w->rows, w->cols, w->bits, w->group_size);
+    thread_note();
+    cu_graph_break();
     pthread_mutex_lock(&c->lock);
     cu_wdev *e = wslot(c, w->data);
     int fresh = !e->host;
@@ -432,12 +821,18 @@ static size_t cu_attn_scratch_floats(const be_backend *be, int capacity, int rot
 
 /* ------------------------------------------------------------------ row ops */
 
-/* One block per row: y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps), as kern_rmsnorm_rows. */
-__global__ void k_rmsnorm(float *y, int ldy, const float *x, int ldx, const float *w, int n, float eps) {
+/* One block per row: y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps), as kern_rmsnorm_rows; with
+ * o, the row is first x += o (the deferred residual add; each thread adds the entries it reads). */
+__global__ void k_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, float eps) {
+    CU_PDL_ENTRY();
     __shared__ float sh[33];
-    const float *xt = x + (size_t)blockIdx.x * ldx;
+    float *xt = x + (size_t)blockIdx.x * ldx;
     float *yt = y + (size_t)blockIdx.x * ldy;
     float s = 0.f;
+    if (o) {
+        const float *ot = o + (size_t)blockIdx.x * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xt[i] += ot[i];
+    }
     for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
     float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) yt[i] = (xt[i] * inv) * w[i];
@@ -446,44 +841,47 @@ __global__ void k_rmsnorm(float *y, int ldy, const float *x, int ldx, const floa
 static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int n, int R,
                             float eps) {
     if (R <= 0) return;
-    CU_PROF("rmsnorm");
+    CU_PROF_KEEP_ADD("rmsnorm");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
-    k_rmsnorm<<<R, 256, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, n, eps);
+    const float *o = add_take(x, ldx, n, R);
+    if (cu_mma_rmsnorm(y, ldy, (float *)x, ldx, o, dw, n, R, eps)) return;
+    cu_launch(k_rmsnorm, R, 256, 0, y, ldy, (float *)x, ldx, o, dw, n, eps);
     CU_LAUNCHED("rmsnorm");
-}
-
-__global__ void k_add(float *x, const float *o, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += o[i];
 }
 
 static void cu_add(be_backend *be, float *x, const float *o, size_t n) {
     CU_PROF("add");
     (void)be;
     if (!n) return;
-    k_add<<<(unsigned)((n + 255) / 256), 256, 0, CU_STREAM>>>(x, o, n);
-    CU_LAUNCHED("add");
+    if (cu_op_depth == 1 && cu_fuse_enabled()) { /* the next op launches or takes it (see add_pending) */
+        t_add = (add_pending){x, o, n};
+        return;
+    }
+    add_launch(x, o, n);
 }
 
 __global__ void k_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n) {
+    CU_PDL_ENTRY();
     int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (c < n) y[(size_t)t * ldy + c] = cu_silu(g[(size_t)t * ldg + c]) * u[(size_t)t * ldu + c];
 }
 
 void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R) {
     if (R <= 0 || n <= 0) return;
-    k_swiglu<<<dim3((n + 255) / 256, R), 256, 0, CU_STREAM>>>(y, ldy, g, ldg, u, ldu, n);
+    cu_launch(k_swiglu, dim3((n + 255) / 256, R), 256, 0, y, ldy, g, ldg, u, ldu, n);
     CU_LAUNCHED("swiglu");
 }
 
 static void cu_swiglu_rows(be_backend *be, float *y, const float *g, const float *u, int ld, int n, int R) {
     CU_PROF("swiglu");
     (void)be;
+    if (R > 0 && n > 0 && cu_mma_swiglu(y, ld, g, ld, u, ld, n, R)) return;
     cu_swiglu(y, ld, g, ld, u, ld, n, R);
 }
 
 /* y_t[c] = silu(Σ_j w[c][j] · x[t + j][c]), FMA in tap order (as the CPU's SIMD paths). */
 __global__ void k_conv1d_silu(float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc) {
+    CU_PDL_ENTRY();
     int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (c >= C) return;
     float acc = 0.f;
@@ -496,7 +894,7 @@ static void cu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, in
     if (R <= 0 || C <= 0) return;
     CU_PROF("conv1d_silu");
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * (size_t)C * kc);
-    k_conv1d_silu<<<dim3((C + 127) / 128, R), 128, 0, CU_STREAM>>>(y, ldy, x, ldx, dw, C, kc);
+    cu_launch(k_conv1d_silu, dim3((C + 127) / 128, R), 128, 0, y, ldy, x, ldx, dw, C, kc);
     CU_LAUNCHED("conv1d_silu");
 }
 
@@ -533,6 +931,9 @@ static be_ops make_ops(void) {
     o.mla = cu_mla;
     o.gdn = cu_gdn;
     o.gdn_replay = cu_gdn_replay;
+    o.attention_seqs = cu_attention_seqs;
+    o.mla_seqs = cu_mla_seqs;
+    o.gdn_seqs = cu_gdn_seqs;
     o.moe = cu_moe;
     return o;
 }
@@ -587,6 +988,15 @@ extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
     }
     c->device = device;
     pthread_mutex_init(&c->lock, NULL);
+    static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&stream_lock);
+    static int stream_made = 0;
+    if (!stream_made) { /* one stream per process, on the first backend's device */
+        const char *sv = getenv("MTPLX_CUDA_STREAM");
+        if (!(sv && !strcmp(sv, "0"))) CU_CHECK(cudaStreamCreateWithFlags(&cu_stream_g, cudaStreamNonBlocking), "stream");
+        stream_made = 1;
+    }
+    pthread_mutex_unlock(&stream_lock);
     be->ops = &cu_ops;
     be->caps.host_memory = 0;
     be->impl = c;
@@ -601,6 +1011,8 @@ extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
 /* Frees every device copy and the backend (buffers are freed by their owners before this). */
 static void cu_destroy(be_backend *be) {
     cu_ctx *c = cu_of(be);
+    add_flush();
+    cu_graph_break();
     cudaDeviceSynchronize();
     for (size_t i = 0; i < c->w_cap; i++)
         if (c->w[i].host) weight_free(&c->w[i]);
@@ -642,16 +1054,16 @@ extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mt
         cudaFree(buf);
         return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: %zu bytes do not fit on GPU %d", bytes, device);
     }
-    CU_CHECK(cudaMemset(buf, 1, n * sizeof(uint4)), "membw");
+    CU_CHECK(cudaMemsetAsync(buf, 1, n * sizeof(uint4), CU_STREAM), "membw");
     cudaDeviceProp p;
     CU_CHECK(cudaGetDeviceProperties(&p, device), "membw");
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     for (int r = 0; r < reps + 1; r++) { /* the first read warms up */
-        cudaEventRecord(e0);
+        cudaEventRecord(e0, CU_STREAM);
         k_stream_read<<<p.multiProcessorCount * 8, 512, 0, CU_STREAM>>>(buf, n, sink);
-        cudaEventRecord(e1);
+        cudaEventRecord(e1, CU_STREAM);
         CU_CHECK(cudaEventSynchronize(e1), "membw");
         float ms = 0;
         cudaEventElapsedTime(&ms, e0, e1);

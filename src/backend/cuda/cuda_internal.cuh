@@ -2,9 +2,12 @@
  * and small host vectors, error checking, and the per-file op entry points (docs/architecture.md,
  * "The CUDA backend").
  *
- * All work goes to one stream, CU_STREAM (today the legacy default stream), so ops run in call
- * order and a download (a blocking cudaMemcpy) sees every earlier op's result. Every launch and
- * async copy names CU_STREAM, so the stream can change in one place. A CUDA error inside an op cannot be returned (ops are
+ * All work goes to one stream, CU_STREAM: a non-blocking stream the first backend creates (the legacy
+ * default stream with $MTPLX_CUDA_STREAM=0), so ops run in call order. Every launch and copy names
+ * it; a copy the host must see finished (download, upload, staging, the MoE routes) is an async copy
+ * followed by a synchronization of that stream (cu_memcpy_sync), never a plain cudaMemcpy, which runs
+ * on the legacy stream and is not ordered with a non-blocking one. A stream other than the legacy one
+ * is what CUDA graph capture needs (docs/architecture.md, "The CUDA backend"). A CUDA error inside an op cannot be returned (ops are
  * void, backend.h): it is printed with the op's name and the process aborts, since a device fault
  * leaves the context unusable. */
 #ifndef MTPLX_BACKEND_CUDA_INTERNAL_CUH
@@ -56,8 +59,50 @@ typedef struct {
     int ring_failed;       /* the ring could not be allocated: blocking copies into d_idx instead */
 } cu_ctx;
 
-/* The stream all of the backend's kernels and async copies are queued on. */
-#define CU_STREAM ((cudaStream_t)0)
+/* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new),
+ * except while this thread captures a step into a graph (cu_stream_t: its capture stream). */
+extern cudaStream_t cu_stream_g;
+extern thread_local cudaStream_t cu_stream_t;
+#define CU_STREAM (cu_stream_t ? cu_stream_t : cu_stream_g)
+
+/* Step graphs (cuda_backend.cu, "step graphs"): a forward's ops from its embedding to the first point
+ * that needs the host to wait (its download) are captured and replayed as one CUDA graph. Anything that
+ * synchronizes, allocates or frees device memory calls cu_graph_break first, which ends the capture
+ * and launches what was captured (no-op when this thread is not capturing). */
+void cu_graph_break(void);
+
+/* Programmatic dependent launch (sm_90): cu_launch queues kernel k on CU_STREAM with the
+ * programmatic-serialization attribute, so the GPU may launch it (and make its blocks resident) while
+ * the kernel before it finishes, instead of after. Every kernel launched this way starts with
+ * CU_PDL_ENTRY: griddepcontrol.wait blocks until the previous kernel has completed and its writes are
+ * visible (so nothing of stream order is lost: no thread reads or writes memory before that), then
+ * allows the next kernel to be launched. $MTPLX_CUDA_PDL=0: plain launches (the entry is then a
+ * no-op). Saves the GPU's gap between back-to-back kernels (bench/cuda.md, "Session 4"). */
+int cu_pdl_enabled(void);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CU_PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define CU_PDL_ENTRY() ((void)0)
+#endif
+
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = CU_STREAM;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl_enabled() ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, k, args...);
+}
+
+/* n bytes copied on CU_STREAM after every queued op, and the host waits for the copy (what a
+ * blocking cudaMemcpy did on the legacy stream). Aborts on error with `what`. */
+void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what);
 
 #define CU_IDX_RING ((size_t)1 << 20) /* int32 entries: 4 MiB on the device + 4 MiB pinned */
 
@@ -68,16 +113,29 @@ void cu_check(cudaError_t e, const char *what);
 /* cu_check of the last launch; counts it for the profile. */
 void cu_launched(const char *what);
 
+/* $MTPLX_CUDA_STEPS=1: marks the start of a forward (its embedding of `rows` rows) for the step table
+ * (cuda_backend.cu, "step timing"). */
+void cu_step_begin(int rows);
+
 /* $MTPLX_CUDA_PROFILE=1: each op (the outermost on its thread) is bracketed by two CUDA events on the
- * default stream, and at exit a table on stderr gives per op its calls, kernel launches and the GPU
+ * stream, and at exit a table on stderr gives per op its calls, kernel launches and the GPU
  * time between its events (kernels plus any wait for the host to launch them) — where a decode step's
  * time goes (bench/cuda.md). Off: one branch per op. `name` must be a string literal. */
 struct cu_prof {
     int slot;
-    explicit cu_prof(const char *name);
+    /* keep_add: leave a deferred residual add pending (the op takes it; cuda_backend.cu) */
+    explicit cu_prof(const char *name, int keep_add = 0);
     ~cu_prof();
 };
 #define CU_PROF(name) cu_prof cu_prof_here_(name)
+#define CU_PROF_KEEP_ADD(name) cu_prof cu_prof_here_(name, 1)
+/* 0 when $MTPLX_CUDA_FUSE=0: no deferred add, no activation preparation shared across ops. */
+int cu_fuse_enabled(void);
+/* Every op of the table opens a cu_prof first, profiled or not: cu_op_depth is how many are open on
+ * this thread (1 inside a top-level op), cu_op_seq counts the top-level ops this thread began (the
+ * prepared-activation reuse of cuda_mma.cu keys on it). */
+extern thread_local int cu_op_depth;
+extern thread_local unsigned long cu_op_seq;
 
 static inline cu_ctx *cu_of(be_backend *be) { return (cu_ctx *)be->impl; }
 
@@ -102,6 +160,13 @@ int cu_mma_enabled(void); /* 0 when $MTPLX_CUDA_MMA=0 (the CUDA-core kernel for 
 void cu_mma_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w);
 /* n products of one x, the activations prepared once per weight kind; other weights via cu_matmul. */
 void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R);
+/* Fused producers (cuda_mma.cu, "preparation shared across ops"): rmsnorm / swiglu of R rows that also
+ * prepare their output for the matmul expected to read it next. Return 0 (nothing done: run the plain
+ * kernel) or 1 (y written, bit-identical to the plain kernel). */
+int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, int R, float eps);
+int cu_mma_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R);
+/* A matmul wrote R rows of N outputs at y (stride ldy): forget prepared activations it overwrote. */
+void cu_prep_clobber(const float *y, int ldy, int R, int N);
 
 /* cuda_mma_sk.cu: the stream-K tensor-core matmul (its header comment). R <= 16; activations prepared
  * by cuda_mma.cu (q: int8 [R][K] and (d, d·Σa) [R][G]; bf16: hi and lo [R][K]). $MTPLX_CUDA_SK=0: off. */
@@ -114,6 +179,9 @@ void cu_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K, const uint16
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
 void cu_gdn(be_backend *be, const be_gdn_args *a, int R);
+void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
+void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
+void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
 void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
 

@@ -102,6 +102,7 @@ __device__ __forceinline__ float load_one(const wdesc &w, int n, int k) {
 template <int F, int RB, int NB>
 __global__ void __launch_bounds__(MM_THREADS) k_matmul(float *y, int ldy, const float *x, int ldx, int rows,
                                                       wdesc w, int vec, int xal) {
+    CU_PDL_ENTRY();
     constexpr int EPL = fmt_info<F>::EPL;
     __shared__ float red[MM_THREADS / 32][RB * NB];
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -182,11 +183,11 @@ __global__ void __launch_bounds__(MM_THREADS) k_matmul(float *y, int ldy, const 
 template <int F>
 static void launch_rows(float *y, int ldy, const float *x, int ldx, int rows, const wdesc &w, int vec, int xal) {
 #define MM_GRID(NB) dim3((w.N + (NB) - 1) / (NB))
-    if (rows <= 1) k_matmul<F, 1, 4><<<MM_GRID(4), MM_THREADS, 0, CU_STREAM>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 2) k_matmul<F, 2, 4><<<MM_GRID(4), MM_THREADS, 0, CU_STREAM>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 4) k_matmul<F, 4, 4><<<MM_GRID(4), MM_THREADS, 0, CU_STREAM>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else if (rows <= 8) k_matmul<F, 8, 4><<<MM_GRID(4), MM_THREADS, 0, CU_STREAM>>>(y, ldy, x, ldx, rows, w, vec, xal);
-    else k_matmul<F, 16, 2><<<MM_GRID(2), MM_THREADS, 0, CU_STREAM>>>(y, ldy, x, ldx, rows, w, vec, xal);
+    if (rows <= 1) cu_launch(k_matmul<F, 1, 4>, MM_GRID(4), MM_THREADS, 0, y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 2) cu_launch(k_matmul<F, 2, 4>, MM_GRID(4), MM_THREADS, 0, y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 4) cu_launch(k_matmul<F, 4, 4>, MM_GRID(4), MM_THREADS, 0, y, ldy, x, ldx, rows, w, vec, xal);
+    else if (rows <= 8) cu_launch(k_matmul<F, 8, 4>, MM_GRID(4), MM_THREADS, 0, y, ldy, x, ldx, rows, w, vec, xal);
+    else cu_launch(k_matmul<F, 16, 2>, MM_GRID(2), MM_THREADS, 0, y, ldy, x, ldx, rows, w, vec, xal);
 #undef MM_GRID
 }
 
@@ -226,6 +227,7 @@ void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R
         }
         CU_LAUNCHED("matmul");
     }
+    cu_prep_clobber(y, ldy, R, w->rows);
 }
 
 void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
@@ -241,6 +243,7 @@ void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, i
 /* Row tok[t] of w, dequantized, into y + t·ldy. */
 template <int F>
 __global__ void k_embed(float *y, int ldy, wdesc w, const int32_t *tok) {
+    CU_PDL_ENTRY();
     int k = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (k < w.K) y[(size_t)t * ldy + k] = load_one<F>(w, tok[t], k);
 }
@@ -248,17 +251,18 @@ __global__ void k_embed(float *y, int ldy, wdesc w, const int32_t *tok) {
 void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R) {
     CU_PROF("embed_rows");
     if (R <= 0) return;
+    cu_step_begin(R);
     cu_ctx *c = cu_of(be);
     const cu_wdev *d = cu_weight(c, w);
     wdesc wd = {d->data, d->scales, d->biases, w->rows, w->cols, w->group_size, (int)w->scale_dtype};
     const int32_t *dt = cu_stage_idx(c, tokens, (size_t)R);
     dim3 grid((w->cols + 255) / 256, R);
     switch (fmt_of(w)) {
-    case F_F32: k_embed<F_F32><<<grid, 256, 0, CU_STREAM>>>(y, ldy, wd, dt); break;
-    case F_F16: k_embed<F_F16><<<grid, 256, 0, CU_STREAM>>>(y, ldy, wd, dt); break;
-    case F_BF16: k_embed<F_BF16><<<grid, 256, 0, CU_STREAM>>>(y, ldy, wd, dt); break;
-    case F_Q8: k_embed<F_Q8><<<grid, 256, 0, CU_STREAM>>>(y, ldy, wd, dt); break;
-    default: k_embed<F_Q4><<<grid, 256, 0, CU_STREAM>>>(y, ldy, wd, dt); break;
+    case F_F32: cu_launch(k_embed<F_F32>, grid, 256, 0, y, ldy, wd, dt); break;
+    case F_F16: cu_launch(k_embed<F_F16>, grid, 256, 0, y, ldy, wd, dt); break;
+    case F_BF16: cu_launch(k_embed<F_BF16>, grid, 256, 0, y, ldy, wd, dt); break;
+    case F_Q8: cu_launch(k_embed<F_Q8>, grid, 256, 0, y, ldy, wd, dt); break;
+    default: cu_launch(k_embed<F_Q4>, grid, 256, 0, y, ldy, wd, dt); break;
     }
     CU_LAUNCHED("embed_rows");
 }

@@ -42,7 +42,7 @@ extern "C" {
 
 /* Per-thread device scratch: prepared activations, split-K partials and tile counters. Per host
  * thread because two threads may run forwards on one backend (server executors): each stages its own
- * activations; kernels of the legacy default stream run one after another, so partials and counters
+ * activations; kernels of the backend's one stream (CU_STREAM) run one after another, so partials and counters
  * are never shared by two live kernels. Device memory is freed at process exit. */
 typedef struct {
     void *x;           /* prepared activations */
@@ -59,35 +59,43 @@ static thread_local mma_scratch tls_mma;
 static void scratch_grow(void **p, size_t *cap, size_t bytes, int zero) {
     if (bytes <= *cap) return;
     size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
+    cu_graph_break();
     CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), "matmul scratch");
-    if (zero) CU_CHECK(cudaMemset(*p, 0, nc), "matmul scratch");
+    if (zero) CU_CHECK(cudaMemsetAsync(*p, 0, nc, CU_STREAM), "matmul scratch");
     *cap = nc;
 }
 
 /* ------------------------------------------------------------------ activation preparation */
 
-/* xh / xl [R][K] = bf16(x), bf16(x − bf16(x)) (round to nearest even, as _mm512_cvtne2ps_pbh). */
-__global__ void k_split_x(__nv_bfloat16 *xh, __nv_bfloat16 *xl, const float *x, int ldx, int K) {
-    int k = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
-    if (k >= K) return;
-    float v = x[(size_t)r * ldx + k];
+/* Entry (r, k) of xh / xl [R][K] = bf16(v), bf16(v − bf16(v)) (round to nearest even, as
+ * _mm512_cvtne2ps_pbh). Shared by every kernel that prepares bf16 activations. */
+__device__ __forceinline__ void split_one(__nv_bfloat16 *xh, __nv_bfloat16 *xl, float v, int r, int k, int K) {
     __nv_bfloat16 h = __float2bfloat16_rn(v);
     xh[(size_t)r * K + k] = h;
     xl[(size_t)r * K + k] = __float2bfloat16_rn(v - __bfloat162float(h));
 }
 
-/* One warp per (group g, row r): a [R][K] int8 (q4: per 8 inputs the even ones, then the odd ones, the
- * order of the nibbles in a weight word), db [R][G] = (d, d · Σa), as qact_fill_portable. */
+/* xh / xl [R][K] from x: split_one of every entry. */
+__global__ void k_split_x(__nv_bfloat16 *xh, __nv_bfloat16 *xl, const float *x, int ldx, int K) {
+    CU_PDL_ENTRY();
+    int k = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+    if (k >= K) return;
+    split_one(xh, xl, x[(size_t)r * ldx + k], r, k, K);
+}
+
+/* One warp's part of k_qact for group g of row r, from the group's values v[j] = x[g·GS + lane + 32j]:
+ * a [R][K] int8 (q4: per 8 inputs the even ones, then the odd ones, the order of the nibbles in a
+ * weight word), db [R][G] = (d, d · Σa), as qact_fill_portable. Shared by every kernel that prepares
+ * q activations, so they quantize identically. */
 template <int GS, int BITS>
-__global__ void k_qact(int8_t *a, float2 *db, const float *x, int ldx, int K) {
+__device__ __forceinline__ void qact_group(int8_t *a, float2 *db, const float *v, int g, int r, int lane, int K) {
     constexpr int PER = GS / 32;
-    int g = blockIdx.x, r = blockIdx.y, lane = threadIdx.x, G = K / GS;
-    const float *xg = x + (size_t)r * ldx + (size_t)g * GS;
-    float v[PER], amax = 0.f;
+    int G = K / GS;
+    float amax = 0.f;
 #pragma unroll
-    for (int j = 0; j < PER; j++) v[j] = xg[lane + 32 * j], amax = fmaxf(amax, fabsf(v[j]));
+    for (int j = 0; j < PER; j++) amax = fmaxf(amax, fabsf(v[j]));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     float dd = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
@@ -104,6 +112,19 @@ __global__ void k_qact(int8_t *a, float2 *db, const float *x, int ldx, int K) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (lane == 0) db[(size_t)r * G + g] = make_float2(dd, dd * (float)sum);
+}
+
+/* One warp per (group g, row r): qact_group of row r of x. */
+template <int GS, int BITS>
+__global__ void k_qact(int8_t *a, float2 *db, const float *x, int ldx, int K) {
+    CU_PDL_ENTRY();
+    constexpr int PER = GS / 32;
+    int g = blockIdx.x, r = blockIdx.y, lane = threadIdx.x;
+    const float *xg = x + (size_t)r * ldx + (size_t)g * GS;
+    float v[PER];
+#pragma unroll
+    for (int j = 0; j < PER; j++) v[j] = xg[lane + 32 * j];
+    qact_group<GS, BITS>(a, db, v, g, r, lane, K);
 }
 
 /* ------------------------------------------------------------------ mma wrappers */
@@ -179,6 +200,7 @@ template <int NT>
 __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
                                                            const uint16_t *xh, const uint16_t *xl, int R, int ksplit,
                                                            float *ws, unsigned *cnt) {
+    CU_PDL_ENTRY();
     constexpr int U = NT == 1 ? 4 : 2; /* K blocks in flight per warp */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     int n0 = blockIdx.x * 16, ks = blockIdx.y;
@@ -275,6 +297,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_q(float *y, int ldy, cons
                                                         const void *Bs, int sdt, int N, int K, const uint32_t *xa,
                                                         const float2 *xdb, int R, int ksplit,
                                                         float *ws, unsigned *cnt) {
+    CU_PDL_ENTRY();
     constexpr int GW = GS * BITS / 32;         /* weight words per row and group */
     constexpr int WPT = GW / 4;                /* ... per thread */
     constexpr int APT = GS / 16;               /* activation words (4 int8) per thread and group */
@@ -405,13 +428,101 @@ static int prep_kind(const be_weight *w) {
     return (w->bits == 4 ? 2 : 3) + 4 * w->group_size;
 }
 
-/* Prepares R rows of x for weights of kind `kind` and K inputs into the thread's scratch. */
-static void prep_x(int kind, const float *x, int ldx, int R, int K) {
+/* ------------------------------------------------------------------ preparation shared across ops
+ *
+ * The activations in the thread's scratch are described by t_prep; a top-level matmul / matmul_n op
+ * that finds them prepared from the same x (same rows, stride, K and kind) by the op just before it
+ * (cu_op_seq one less) or earlier in the same op skips its k_split_x / k_qact. Every op of the table
+ * advances cu_op_seq, so any op between producer and consumer (which could write x) breaks the chain;
+ * a matmul whose output overlaps x clears it; preparation inside a nested op (the MoE block) clears it
+ * since it overwrites the scratch. Producers: prep_x itself, and the element-wise ops that write a
+ * matmul's input (rmsnorm, swiglu), which prepare their output in the same kernel when t_hint says
+ * which kind the matmul reading that address last needed — the arithmetic of the stand-alone kernels
+ * (split_one, qact_group), so the bits are the same as without the fusion. $MTPLX_CUDA_FUSE=0: off. */
+typedef struct {
+    const float *x;
+    int ldx, R, K, kind;
+    unsigned long seq; /* cu_op_seq of the op that produced or last used them */
+    int valid;
+} prep_rec;
+
+/* The preparation kind and K the last top-level preparation from address x needed (a guess for the
+ * op that writes x next time; a wrong guess costs a second preparation, never a wrong result). */
+typedef struct {
+    const float *x;
+    int K, kind;
+} prep_hint;
+
+#define PREP_HINTS 16
+
+static thread_local prep_rec t_prep;
+static thread_local prep_hint t_hint[PREP_HINTS];
+static thread_local int t_hint_at;
+
+static int fuse_enabled(void) { return cu_fuse_enabled(); }
+
+static void hint_note(const float *x, int K, int kind) {
+    for (int i = 0; i < PREP_HINTS; i++)
+        if (t_hint[i].x == x) {
+            t_hint[i].K = K, t_hint[i].kind = kind;
+            return;
+        }
+    t_hint[t_hint_at] = (prep_hint){x, K, kind};
+    t_hint_at = (t_hint_at + 1) % PREP_HINTS;
+}
+
+static int hint_kind(const float *x, int K) {
+    for (int i = 0; i < PREP_HINTS; i++)
+        if (t_hint[i].x == x && t_hint[i].K == K) return t_hint[i].kind;
+    return 0;
+}
+
+/* A matmul wrote y (R rows of N outputs, stride ldy): the preparation is stale if y overlaps its x. */
+static void prep_clobber(const float *y, int ldy, int R, int N) {
+    if (!t_prep.valid || R <= 0) return;
+    const float *ye = y + (size_t)(R - 1) * ldy + N;
+    const float *xe = t_prep.x + (size_t)(t_prep.R - 1) * t_prep.ldx + t_prep.K;
+    if (y < xe && t_prep.x < ye) t_prep.valid = 0;
+}
+
+/* Makes the scratch hold the prepared activations' bytes; returns it. */
+static void *prep_space(int kind, int R, int K) {
     mma_scratch *s = &tls_mma;
     if (kind == 1) {
         scratch_grow(&s->x, &s->x_cap, (size_t)R * K * 4, 0);
+    } else {
+        int G = K / (kind / 4);
+        size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
+        scratch_grow(&s->x, &s->x_cap, ab + (size_t)R * G * 8, 0);
+    }
+    return s->x;
+}
+
+/* Records that the scratch now holds x prepared (by a top-level op), or clears the record. */
+static void prep_set(const float *x, int ldx, int R, int K, int kind) {
+    if (cu_op_depth != 1) {
+        t_prep.valid = 0;
+        return;
+    }
+    /* the hint keeps the first kind an op needed from x (a matmul_n over mixed weights prepares twice) */
+    if (!(t_prep.valid && t_prep.x == x && t_prep.seq == cu_op_seq)) hint_note(x, K, kind);
+    t_prep = (prep_rec){x, ldx, R, K, kind, cu_op_seq, 1};
+}
+
+/* Prepares R rows of x for weights of kind `kind` and K inputs into the thread's scratch (nothing to
+ * do when t_prep says they are there). */
+static void prep_x(int kind, const float *x, int ldx, int R, int K) {
+    mma_scratch *s = &tls_mma;
+    if (cu_op_depth == 1 && t_prep.valid && t_prep.x == x && t_prep.ldx == ldx && t_prep.R == R && t_prep.K == K &&
+        t_prep.kind == kind && (t_prep.seq == cu_op_seq || t_prep.seq + 1 == cu_op_seq) && fuse_enabled()) {
+        t_prep.seq = cu_op_seq;
+        return;
+    }
+    prep_set(x, ldx, R, K, kind);
+    if (kind == 1) {
+        scratch_grow(&s->x, &s->x_cap, (size_t)R * K * 4, 0);
         __nv_bfloat16 *xh = (__nv_bfloat16 *)s->x, *xl = xh + (size_t)R * K;
-        k_split_x<<<dim3((K + 255) / 256, R), 256, 0, CU_STREAM>>>(xh, xl, x, ldx, K);
+        cu_launch(k_split_x, dim3((K + 255) / 256, R), 256, 0, xh, xl, x, ldx, K);
         CU_LAUNCHED("matmul split");
         return;
     }
@@ -421,7 +532,7 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     int8_t *a = (int8_t *)s->x;
     float2 *db = (float2 *)((char *)s->x + ab);
     dim3 grid(G, R);
-#define QACT(GS_, B_) k_qact<GS_, B_><<<grid, 32, 0, CU_STREAM>>>(a, db, x, ldx, K)
+#define QACT(GS_, B_) cu_launch(k_qact<GS_, B_>, grid, 32, 0, a, db, x, ldx, K)
     if (bits == 4) {
         if (gs == 32) QACT(32, 4);
         else if (gs == 64) QACT(64, 4);
@@ -433,6 +544,122 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     }
 #undef QACT
     CU_LAUNCHED("matmul qact");
+}
+
+/* One block per row: k_rmsnorm's arithmetic (cuda_backend.cu; with o, the deferred x += o first),
+ * and the row prepared as KIND (1: bf16 split; else q of group GS, BITS) into xp, for R = gridDim.x
+ * rows of K = n inputs. The q branch reads entries other threads added: cu_block_sum's barriers order
+ * those writes before it. */
+template <int KIND, int GS, int BITS>
+__global__ void k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
+                               float eps, void *xp) {
+    CU_PDL_ENTRY();
+    __shared__ float sh[33];
+    int r = blockIdx.x, R = gridDim.x;
+    float *xt = x + (size_t)r * ldx;
+    float *yt = y + (size_t)r * ldy;
+    float s = 0.f;
+    if (o) {
+        const float *ot = o + (size_t)r * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xt[i] += ot[i];
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
+    float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
+    if (KIND == 1) {
+        __nv_bfloat16 *xh = (__nv_bfloat16 *)xp, *xl = xh + (size_t)R * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            float v = (xt[i] * inv) * w[i];
+            yt[i] = v;
+            split_one(xh, xl, v, r, i, n);
+        }
+    } else {
+        constexpr int PER = GS / 32;
+        size_t ab = ((size_t)R * n + 255) & ~(size_t)255;
+        int8_t *a = (int8_t *)xp;
+        float2 *db = (float2 *)((char *)xp + ab);
+        int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+        for (int g = threadIdx.x >> 5; g < n / GS; g += nw) {
+            float v[PER];
+#pragma unroll
+            for (int j = 0; j < PER; j++) {
+                int k = g * GS + lane + 32 * j;
+                v[j] = (xt[k] * inv) * w[k];
+                yt[k] = v[j];
+            }
+            qact_group<GS, BITS>(a, db, v, g, r, lane, n);
+        }
+    }
+}
+
+/* y = silu(g) · u (k_swiglu's arithmetic, cuda_backend.cu), prepared as KIND into xp for R rows of K
+ * = n inputs. bf16: one thread per entry, grid (ceil(n / 256), R); q: one warp per group, grid (G, R). */
+template <int KIND, int GS, int BITS>
+__global__ void k_swiglu_prep(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R,
+                              void *xp) {
+    CU_PDL_ENTRY();
+    int t = blockIdx.y;
+    if (KIND == 1) {
+        int c = blockIdx.x * blockDim.x + threadIdx.x;
+        if (c >= n) return;
+        float v = cu_silu(g[(size_t)t * ldg + c]) * u[(size_t)t * ldu + c];
+        y[(size_t)t * ldy + c] = v;
+        __nv_bfloat16 *xh = (__nv_bfloat16 *)xp, *xl = xh + (size_t)R * n;
+        split_one(xh, xl, v, t, c, n);
+    } else {
+        constexpr int PER = GS / 32;
+        size_t ab = ((size_t)R * n + 255) & ~(size_t)255;
+        int gi = blockIdx.x, lane = threadIdx.x;
+        float v[PER];
+#pragma unroll
+        for (int j = 0; j < PER; j++) {
+            int c = gi * GS + lane + 32 * j;
+            v[j] = cu_silu(g[(size_t)t * ldg + c]) * u[(size_t)t * ldu + c];
+            y[(size_t)t * ldy + c] = v[j];
+        }
+        qact_group<GS, BITS>((int8_t *)xp, (float2 *)((char *)xp + ab), v, gi, t, lane, n);
+    }
+}
+
+/* Dispatches KIND-templated launches: L(KIND, GS, BITS) for a preparation kind. */
+#define PREP_DISPATCH(kind, L)                                                                                         \
+    do {                                                                                                               \
+        switch (kind) {                                                                                                \
+        case 1: L(1, 32, 4); break;                                                                                    \
+        case 2 + 4 * 32: L(2, 32, 4); break;                                                                           \
+        case 2 + 4 * 64: L(2, 64, 4); break;                                                                           \
+        case 2 + 4 * 128: L(2, 128, 4); break;                                                                         \
+        case 3 + 4 * 32: L(3, 32, 8); break;                                                                           \
+        case 3 + 4 * 64: L(3, 64, 8); break;                                                                           \
+        default: L(3, 128, 8); break;                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, int R, float eps) {
+    if (!fuse_enabled() || cu_op_depth != 1 || !cu_mma_enabled()) return 0;
+    int kind = hint_kind(y, n);
+    if (!kind || (kind != 1 && n % (kind / 4))) return 0;
+    void *xp = prep_space(kind, R, n);
+#define RMS_L(KD, GS_, B_) cu_launch(k_rmsnorm_prep<KD, GS_, B_>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp)
+    PREP_DISPATCH(kind, RMS_L);
+#undef RMS_L
+    CU_LAUNCHED("rmsnorm prep");
+    prep_set(y, ldy, R, n, kind);
+    return 1;
+}
+
+int cu_mma_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R) {
+    if (!fuse_enabled() || cu_op_depth != 1 || !cu_mma_enabled()) return 0;
+    int kind = hint_kind(y, n);
+    if (!kind || (kind != 1 && n % (kind / 4))) return 0;
+    void *xp = prep_space(kind, R, n);
+    dim3 grid(kind == 1 ? (n + 255) / 256 : n / (kind / 4), R);
+    int threads = kind == 1 ? 256 : 32;
+#define SWI_L(KD, GS_, B_) cu_launch(k_swiglu_prep<KD, GS_, B_>, grid, threads, 0, y, ldy, g, ldg, u, ldu, n, R, xp)
+    PREP_DISPATCH(kind, SWI_L);
+#undef SWI_L
+    CU_LAUNCHED("swiglu prep");
+    prep_set(y, ldy, R, n, kind);
+    return 1;
 }
 
 /* y = x · Wᵀ from activations already prepared for w's kind (prep_x with the same R and K). */
@@ -458,9 +685,9 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
                 continue;
             }
             if (rows <= 8)
-                k_mm_bf16<1><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+                cu_launch(k_mm_bf16<1>, grid, blk, 0, yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
             else
-                k_mm_bf16<2><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
+                cu_launch(k_mm_bf16<2>, grid, blk, 0, yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows, ksplit, s->ws, s->cnt);
         } else {
             int gs = w->group_size, G = K / gs;
             size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
@@ -473,7 +700,7 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
             const uint32_t *W = (const uint32_t *)dv->data;
             int sdt = (int)w->scale_dtype;
 #define QMM(B_, GS_, NT_)                                                                                              \
-    k_mm_q<B_, GS_, NT_><<<grid, blk, 0, CU_STREAM>>>(yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
+    cu_launch(k_mm_q<B_, GS_, NT_>, grid, blk, 0, yr, ldy, W, dv->scales, dv->biases, sdt, N, K, xa, db, rows, ksplit, s->ws,   \
                                         s->cnt)
 #define QMM_NT(B_, GS_)                                                                                                \
     do {                                                                                                               \
@@ -494,7 +721,10 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
         }
         CU_LAUNCHED("matmul mma");
     }
+    prep_clobber(y, ldy, R, N);
 }
+
+void cu_prep_clobber(const float *y, int ldy, int R, int N) { prep_clobber(y, ldy, R, N); }
 
 void cu_mma_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
     prep_x(prep_kind(w), x, ldx, R, w->cols);

@@ -55,10 +55,11 @@ static thread_local sk_scratch tls_sk;
 static void sk_grow(void **p, size_t *cap, size_t bytes) {
     if (bytes <= *cap) return;
     size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
+    cu_graph_break();
     CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), "matmul scratch");
-    CU_CHECK(cudaMemset(*p, 0, nc), "matmul scratch");
+    CU_CHECK(cudaMemsetAsync(*p, 0, nc, CU_STREAM), "matmul scratch");
     *cap = nc;
 }
 
@@ -139,6 +140,7 @@ template <int BITS, int GS, int NT, int U>
 __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt, int f16, int N, int K, const uint4 *xa,
            const float2 *xdb, int R, float *ws, unsigned *cnt) {
+    CU_PDL_ENTRY();
     constexpr int S = 128 / GS;  /* groups per span */
     constexpr int CV = BITS / 4; /* uint4 per thread, row and span: q4 1 (16 bytes), q8 2 */
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -271,6 +273,7 @@ template <int NT, int U>
 __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
                                                           const uint16_t *xh, const uint16_t *xl, int R, float *ws,
                                                           unsigned *cnt) {
+    CU_PDL_ENTRY();
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int P = K / 32, T = (N + 15) / 16;
     const long long TU = (long long)T * P;
@@ -400,10 +403,10 @@ static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, in
     const uint2 *sbt = (const uint2 *)dv->sbt;
     const uint32_t *W = (const uint32_t *)dv->data;
     if (R <= 8)
-        k_sk_q<BITS, GS, 1, U><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
+        cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
                                                          (const float2 *)xdb, R, s->ws, s->cnt);
     else
-        k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(
+        cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0,
             y, ldy, W, sbt, f16, N, K, (const uint4 *)xa, (const float2 *)xdb, R, s->ws, s->cnt);
     CU_LAUNCHED("matmul sk q");
 }
@@ -440,8 +443,8 @@ static void sk_bf16_launch(float *y, int ldy, const uint16_t *W, int N, int K, c
     int T = (N + 15) / 16;
     int blocks = sk_grid(occ, (long long)T * (K / 32), U);
     sk_scratch *s = sk_scratch_for(T, blocks);
-    if (R <= 8) k_sk_bf16<1, U><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
-    else k_sk_bf16<2, U / 2><<<blocks, SK_WARPS * 32, 0, CU_STREAM>>>(y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
     CU_LAUNCHED("matmul sk bf16");
 }
 

@@ -35,6 +35,7 @@ struct be_moe_scratch {
 void cu_moe_scratch_free(be_backend *be, be_moe_scratch *f) {
     (void)be;
     if (!f) return;
+    cu_graph_break();
     float *dev[] = {f->d_router, f->d_wts, f->d_xg, f->d_g, f->d_u, f->d_xo, f->d_yk, f->d_sh, f->d_shg};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
     cudaFree(f->d_list);
@@ -61,6 +62,7 @@ int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_ex
     f->h_list = (int32_t *)malloc(sizeof(int32_t) * 2 * R * K);
     f->count = (int *)malloc(sizeof(int) * E);
     int ok = f->h_router && f->h_idx && f->h_wts && f->route_tmp && f->h_list && f->count;
+    cu_graph_break();
     struct {
         float **p;
         size_t n;
@@ -118,7 +120,7 @@ void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R,
     if (R <= 0) return;
     int H = w->router_w.cols, E = w->router.n_experts, K = w->router.top_k;
     cu_matmul(be, f->d_router, E, x, ldx, R, &w->router_w);
-    CU_CHECK(cudaMemcpy(f->h_router, f->d_router, sizeof(float) * (size_t)R * E, cudaMemcpyDeviceToHost), "moe router");
+    cu_memcpy_sync(f->h_router, f->d_router, sizeof(float) * (size_t)R * E, cudaMemcpyDeviceToHost, "moe router");
     for (int t = 0; t < R; t++)
         kern_moe_route(&w->router, f->h_router + (size_t)t * E, f->h_idx + (size_t)t * K, f->h_wts + (size_t)t * K,
                        f->route_tmp);
@@ -133,8 +135,8 @@ void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R,
             for (int k = 0; k < K; k++)
                 if (f->h_idx[t * K + k] == e) rows[at] = t, slots[at] = t * K + k, at++;
     }
-    CU_CHECK(cudaMemcpy(f->d_list, f->h_list, sizeof(int32_t) * 2 * n, cudaMemcpyHostToDevice), "moe routes");
-    CU_CHECK(cudaMemcpy(f->d_wts, f->h_wts, sizeof(float) * n, cudaMemcpyHostToDevice), "moe weights");
+    cu_memcpy_sync(f->d_list, f->h_list, sizeof(int32_t) * 2 * n, cudaMemcpyHostToDevice, "moe routes");
+    cu_memcpy_sync(f->d_wts, f->h_wts, sizeof(float) * n, cudaMemcpyHostToDevice, "moe weights");
     at = 0;
     for (int e = 0; e < E; e++) {
         int c = f->count[e];

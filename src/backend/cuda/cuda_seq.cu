@@ -66,10 +66,10 @@ typedef struct {
 
 /* Block (t, h): per-head RMSNorm and RoPE of query head h (h < nH) or of key head h - nH, whose key
  * and value then go into the cache at position pos0 + t. */
-__global__ void k_attn_prep(attn_prep_args a, kv_view kv) {
+__device__ __forceinline__ void attn_prep_body(const attn_prep_args &a, const kv_view &kv, int t, int h) {
     extern __shared__ float buf[]; /* [Dh] */
     __shared__ float sh[33];
-    int t = blockIdx.x, h = blockIdx.y, Dh = a.Dh, pos = a.pos0 + t;
+    int Dh = a.Dh, pos = a.pos0 + t;
     float *row = a.big + (size_t)t * a.ldb;
     int is_q = h < a.n_heads, j = h - a.n_heads;
     float *p = is_q ? row + (size_t)h * a.q_stride : row + a.k_off + (size_t)j * Dh;
@@ -98,6 +98,8 @@ __global__ void k_attn_prep(attn_prep_args a, kv_view kv) {
     }
 }
 
+__global__ void k_attn_prep(attn_prep_args a, kv_view kv) { attn_prep_body(a, kv, blockIdx.x, blockIdx.y); }
+
 typedef struct {
     float *big;
     int ldb, q_off, q_stride, att_off, group, Dk, Dv, gated, pos0;
@@ -106,9 +108,9 @@ typedef struct {
 
 /* Block (t, h): query head h of row t attends to positions 0..pos0+t of KV head h / group; the
  * output (× sigmoid(gate) when gated, the gate following the Dk query floats) goes to att_off. */
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
+__device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h) {
     extern __shared__ float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
-    int t = blockIdx.x, h = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, n = a.pos0 + t + 1;
     float *row = a.big + (size_t)t * a.ldb;
     const float *qg = row + a.q_off + (size_t)h * a.q_stride;
@@ -163,6 +165,10 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, 
     }
 }
 
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
+    attn_core_body(a, kv, blockIdx.x, blockIdx.y);
+}
+
 static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
@@ -207,8 +213,8 @@ __device__ __forceinline__ void rope_pair(float *x, int i, int Dr, int inter, fl
 
 /* Block t: RoPE of row t's shared rope key and of every query head's rope part, then each head's
  * key [nope | rope] and value into the cache at pos0 + t. */
-__global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
-    int t = blockIdx.x, pos = a.pos0 + t, Dr = a.Dr, half = Dr / 2, Dk = a.Dn + Dr;
+__device__ __forceinline__ void mla_prep_body(const mla_prep_args &a, const kv_view &kv, int t) {
+    int pos = a.pos0 + t, Dr = a.Dr, half = Dr / 2, Dk = a.Dn + Dr;
     float *row = a.rows + (size_t)t * a.ldr, *kr = row + a.ckv_off + a.kv_lora;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float c, s;
@@ -229,6 +235,8 @@ __global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
         for (int i = threadIdx.x; i < a.Dv; i += blockDim.x) vd[i] = kvb[a.Dn + i];
     }
 }
+
+__global__ void k_mla_prep(mla_prep_args a, kv_view kv) { mla_prep_body(a, kv, blockIdx.x); }
 
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
     CU_PROF("mla");
@@ -256,15 +264,20 @@ __device__ __forceinline__ float gdn_upd(float s, float g, float d, float k) {
 }
 
 /* Block (t, x): L2-normalised q (x < Hk, × Dk^-½) or k (x >= Hk) head of row t. */
-__global__ void k_gdn_l2(const float *big, int ldb, int u_off, int Hk, int Dk, float *qn, float *kn) {
+__device__ __forceinline__ void gdn_l2_body(const float *big, int ldb, int u_off, int Hk, int Dk, float *qn, float *kn,
+                                            int t, int x) {
     __shared__ float sh[33];
-    int t = blockIdx.x, x = blockIdx.y, is_k = x >= Hk, h = x % Hk, kd = Hk * Dk;
+    int is_k = x >= Hk, h = x % Hk, kd = Hk * Dk;
     const float *src = big + (size_t)t * ldb + u_off + (is_k ? kd : 0) + (size_t)h * Dk;
     float *dst = (is_k ? kn : qn) + (size_t)t * kd + (size_t)h * Dk;
     float s = 0.f;
     for (int i = threadIdx.x; i < Dk; i += blockDim.x) s = fmaf(src[i], src[i], s);
     float inv = 1.0f / sqrtf(cu_block_sum(s, sh) + 1e-6f), mul = is_k ? 1.0f : 1.0f / sqrtf((float)Dk);
     for (int i = threadIdx.x; i < Dk; i += blockDim.x) dst[i] = (src[i] * inv) * mul;
+}
+
+__global__ void k_gdn_l2(const float *big, int ldb, int u_off, int Hk, int Dk, float *qn, float *kn) {
+    gdn_l2_body(big, ldb, u_off, Hk, Dk, qn, kn, blockIdx.x, blockIdx.y);
 }
 
 typedef struct {
@@ -278,10 +291,10 @@ typedef struct {
 
 /* Block hv: value head hv's rows in order. Thread i owns value row i of the state, kept transposed
  * in shared memory (S_T[j][i], conflict-free), then the gated RMSNorm of each row's output. */
-__global__ void k_gdn(gdn_k_args a) {
+__device__ __forceinline__ void gdn_smem_body(const gdn_k_args &a, int hv) {
     extern __shared__ float sm[];
     __shared__ float sh[33];
-    int hv = blockIdx.x, i = threadIdx.x, Dk = a.Dk, Dv = a.Dv, kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk);
+    int i = threadIdx.x, Dk = a.Dk, Dv = a.Dv, kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk);
     float *S = sm, *qs = sm + (size_t)Dk * Dv, *ks = qs + Dk;
     const float *src = a.src + (size_t)hv * Dv * Dk;
     for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) S[(x % Dk) * Dv + x / Dk] = src[x];
@@ -318,16 +331,18 @@ __global__ void k_gdn(gdn_k_args a) {
     for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) dst[x] = S[(x % Dk) * Dv + x / Dk];
 }
 
+__global__ void k_gdn(gdn_k_args a) { gdn_smem_body(a, blockIdx.x); }
+
 /* The same step with the state in registers: block hv, warp w owns value rows 8w .. 8w+7, lane l holds
  * S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are a lane
  * partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit for
  * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256. */
 #define GDN_RPW 8 /* value rows per warp */
 template <int JK>
-__global__ void k_gdn_reg(gdn_k_args a) {
+__device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
     __shared__ float yv[32 * GDN_RPW];
     __shared__ float sh[33];
-    int hv = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5, Dk = a.Dk, Dv = a.Dv;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, Dk = a.Dk, Dv = a.Dv;
     int kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk), i0 = w * GDN_RPW;
     float S[GDN_RPW][JK];
     const float *src = a.src + (size_t)hv * Dv * Dk;
@@ -385,6 +400,9 @@ __global__ void k_gdn_reg(gdn_k_args a) {
         for (int m = 0; m < JK; m++)
             if (i0 + r < Dv) dst[(size_t)(i0 + r) * Dk + lane + 32 * m] = S[r][m];
 }
+
+template <int JK>
+__global__ void k_gdn_reg(gdn_k_args a) { gdn_reg_body<JK>(a, blockIdx.x); }
 
 static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
 
@@ -464,4 +482,290 @@ void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *
     gdn_smem_allow((const void *)k_gdn_replay, smem);
     k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);
     CU_LAUNCHED("gdn replay");
+}
+
+/* ------------------------------------------------------------------ batched sequence ops */
+
+/* attention_seqs / gdn_seqs over all sequences of one layer in a fixed number of launches (2 for
+ * attention, 3 for the GDN: conv, L2 norms, recurrence), whatever n is: a grid axis runs over the
+ * sequences, and one staged table (a single async copy through the index ring) gives each block its
+ * sequence's rows, positions, page table and state pointers. Each block then runs the same device
+ * code as the per-sequence kernel above on that sequence, so the results are bit-identical to the
+ * per-sequence calls and a row's bits do not depend on n (tests/unit/test_backend_cuda.c).
+ * $MTPLX_CUDA_SEQ_BATCH=0: the per-sequence calls instead (be_*_seqs_loop; a comparison knob). */
+
+/* 0 when $MTPLX_CUDA_SEQ_BATCH=0 (read once). */
+static int seq_batch_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_SEQ_BATCH");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+/* A sequence of an attention_seqs call as the kernels read it (staged; pages_off < 0: no page table). */
+typedef struct {
+    float *k, *v;
+    int pages_off;   /* int32 entries from the staged table's start to its page table */
+    int page_size, pos0, r0, R, pad;
+} cu_attn_seq;
+
+/* A host buffer of at least `words` int32 for building a staged table (per thread, grown as needed,
+ * kept for the thread's life: its contents are copied to the pinned ring before the op returns). */
+static int32_t *seq_host(size_t words) {
+    static thread_local int32_t *buf = NULL;
+    static thread_local size_t cap = 0;
+    if (words > cap) {
+        size_t nc = words < 4096 ? 4096 : 2 * words;
+        int32_t *nb = (int32_t *)realloc(buf, nc * sizeof(int32_t));
+        if (!nb) cu_check(cudaErrorMemoryAllocation, "sequence table (host)");
+        buf = nb;
+        cap = nc;
+    }
+    return buf;
+}
+
+/* The staged table of an attention_seqs / mla_seqs call: n cu_attn_seq, then every sequence's page
+ * table. Returns its device address and in *maxR the most rows of a sequence (NULL when no rows). */
+static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n, int *maxR) {
+    const size_t dw = sizeof(cu_attn_seq) / sizeof(int32_t);
+    size_t words = n * dw;
+    for (int i = 0; i < n; i++) words += seqs[i].kv.pages ? (size_t)seqs[i].kv.n_pages : 0;
+    int32_t *h = seq_host(words);
+    cu_attn_seq *d = (cu_attn_seq *)h;
+    size_t at = n * dw;
+    *maxR = 0;
+    for (int i = 0; i < n; i++) {
+        const be_attn_seq *q = &seqs[i];
+        d[i] = (cu_attn_seq){q->kv.k, q->kv.v, q->kv.pages ? (int)at : -1, q->kv.page_size, q->pos0, q->r0, q->R, 0};
+        if (q->kv.pages) {
+            memcpy(h + at, q->kv.pages, sizeof(int32_t) * (size_t)q->kv.n_pages);
+            at += (size_t)q->kv.n_pages;
+        }
+        if (q->R > *maxR) *maxR = q->R;
+    }
+    return *maxR > 0 ? cu_stage_idx(c, h, words) : NULL;
+}
+
+__device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_seq &q, const int32_t *tab) {
+    kv_view v = base;
+    v.k = q.k;
+    v.v = q.v;
+    v.pages = q.pages_off < 0 ? NULL : tab + q.pages_off;
+    v.page_size = q.page_size;
+    return v;
+}
+
+/* Block (t, h, i): k_attn_prep's block (t, h) for sequence i (nothing when t >= its rows). */
+__global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *tab) {
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
+    if ((int)blockIdx.x >= q.R) return;
+    a.big += (size_t)q.r0 * a.ldb;
+    a.pos0 = q.pos0;
+    attn_prep_body(a, seq_view(base, q, tab), blockIdx.x, blockIdx.y);
+}
+
+/* Block (t, h, i): k_attn_core's block (t, h) for sequence i. */
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs(attn_core_args a, kv_view base, const int32_t *tab) {
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
+    if ((int)blockIdx.x >= q.R) return;
+    a.big += (size_t)q.r0 * a.ldb;
+    a.pos0 = q.pos0;
+    attn_core_body(a, seq_view(base, q, tab), blockIdx.x, blockIdx.y);
+}
+
+void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    CU_PROF("attention_seqs"); /* first: every op of the table opens one (cuda_internal.cuh) */
+    if (n <= 0) return;
+    if (!seq_batch_on()) {
+        be_attention_seqs_loop(be, a, seqs, n, scratch);
+        return;
+    }
+    cu_ctx *c = cu_of(be);
+    int Dh = a->head_dim, rd = a->rotary_dim, maxR;
+    if (Dh > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
+    if (!tab) return;
+    kv_view base = {NULL, NULL, NULL, 0, a->n_kv_heads, Dh, Dh};
+    attn_prep_args p = {a->big, a->ldb, a->q_stride, a->k_off, a->v_off, a->n_heads, a->n_kv_heads, Dh, rd, 0,
+                        cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
+                        cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
+                        a->rope_factor, a->eps};
+    k_attn_prep_seqs<<<dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, CU_STREAM>>>(p, base, tab);
+    CU_LAUNCHED("attention prep");
+    attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
+                        a->scale};
+    size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
+    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    CU_LAUNCHED("attention");
+}
+
+/* Block (t, i): k_mla_prep's block t for sequence i. */
+__global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const int32_t *tab) {
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.y];
+    if ((int)blockIdx.x >= q.R) return;
+    a.rows += (size_t)q.r0 * a.ldr;
+    a.pos0 = q.pos0;
+    mla_prep_body(a, seq_view(base, q, tab), blockIdx.x);
+}
+
+void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch) {
+    CU_PROF("mla_seqs"); /* first: every op of the table opens one (cuda_internal.cuh) */
+    if (n <= 0) return;
+    if (!seq_batch_on()) {
+        be_mla_seqs_loop(be, a, seqs, n, scratch);
+        return;
+    }
+    cu_ctx *c = cu_of(be);
+    int Dk = a->nope_dim + a->rope_dim, maxR;
+    if (a->v_dim > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
+    if (!tab) return;
+    kv_view base = {NULL, NULL, NULL, 0, a->n_heads, Dk, a->v_dim};
+    mla_prep_args p = {a->rows, a->ldr, a->q_off, a->ckv_off, a->kvb_off, a->n_heads, a->nope_dim, a->rope_dim,
+                       a->v_dim, a->kv_lora, a->interleave, 0,
+                       cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
+                       a->rope_factor};
+    k_mla_prep_seqs<<<dim3(maxR, n), 128, 0, CU_STREAM>>>(p, base, tab);
+    CU_LAUNCHED("mla prep");
+    attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
+    size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
+    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    CU_LAUNCHED("attention");
+}
+
+/* A sequence of a gdn_seqs call as the kernels read it (staged). */
+typedef struct {
+    const float *src;
+    float *dst, *qn, *kn, *tape_g, *tape_d, *conv, *win;
+    int r0, R, keep_win, pad;
+} cu_gdn_seq;
+
+#define CV_KMAX 8 /* conv kernels up to this width run in k_conv_seqs */
+#define CV_ROWS 4 /* rows whose inputs a k_conv_seqs thread loads at once */
+
+/* Thread (c, i): channel c of sequence i's rows in order, the window's last kc-1 inputs in registers:
+ * y_t = silu(Σ_j w[c][j] · x[t + j]) with FMA in tap order (k_conv1d_silu's arithmetic), written over
+ * the row's input at u_off (the thread has read it first: inputs in groups of CV_ROWS rows); then the conv state = the last kc-1
+ * inputs, and with keep_win the window (state, then rows) in win. */
+__global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off, const float *w, int C, int kc,
+                            int rows_in_win) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, kc1 = kc - 1;
+    cu_gdn_seq q = sq[blockIdx.y];
+    if (c >= C) return;
+    float hs[CV_KMAX], wr[CV_KMAX];
+#pragma unroll
+    for (int j = 0; j < CV_KMAX; j++) {
+        wr[j] = j < kc1 ? w[(size_t)c * kc + j] : 0.f;
+        hs[j] = j < kc1 ? q.conv[(size_t)j * C + c] : 0.f;
+        if (j < kc1 && q.keep_win) q.win[(size_t)j * C + c] = hs[j];
+    }
+    float wl = w[(size_t)c * kc + kc1];
+    for (int t0 = 0; t0 < q.R; t0 += CV_ROWS) {
+        float xs[CV_ROWS]; /* a group's inputs loaded together (prefill rows: latency, not bandwidth) */
+#pragma unroll
+        for (int u = 0; u < CV_ROWS; u++) {
+            int t = t0 + u;
+            if (t < q.R) {
+                float *wx = q.win + (size_t)(kc1 + t) * C + c;
+                xs[u] = rows_in_win ? *wx : big[(size_t)(q.r0 + t) * ldb + u_off + c];
+                if (q.keep_win && !rows_in_win) *wx = xs[u];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < CV_ROWS; u++) {
+            int t = t0 + u;
+            if (t >= q.R) break;
+            float x = xs[u], acc = 0.f;
+#pragma unroll
+            for (int j = 0; j < CV_KMAX; j++)
+                if (j < kc1) acc = fmaf(wr[j], hs[j], acc);
+            acc = fmaf(wl, x, acc);
+            big[(size_t)(q.r0 + t) * ldb + u_off + c] = cu_silu(acc);
+#pragma unroll
+            for (int j = 0; j < CV_KMAX - 1; j++)
+                if (j < kc1) hs[j] = j + 1 < kc1 ? hs[j + 1] : x;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < CV_KMAX; j++)
+        if (j < kc1) q.conv[(size_t)j * C + c] = hs[j];
+}
+
+/* Block (t, x, i): k_gdn_l2's block (t, x) for sequence i. */
+__global__ void k_gdn_l2_seqs(const cu_gdn_seq *sq, const float *big, int ldb, int u_off, int Hk, int Dk) {
+    cu_gdn_seq q = sq[blockIdx.z];
+    if ((int)blockIdx.x >= q.R) return;
+    gdn_l2_body(big + (size_t)q.r0 * ldb, ldb, u_off, Hk, Dk, q.qn, q.kn, blockIdx.x, blockIdx.y);
+}
+
+/* a with sequence q's rows, states and tapes. */
+__device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_seq &q) {
+    a.big += (size_t)q.r0 * a.ldb;
+    a.R = q.R;
+    a.src = q.src, a.dst = q.dst, a.qn = q.qn, a.kn = q.kn, a.tape_g = q.tape_g, a.tape_d = q.tape_d;
+    return a;
+}
+
+/* Block (hv, i): k_gdn_reg's block hv for sequence i. */
+template <int JK>
+__global__ void k_gdn_reg_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
+    cu_gdn_seq q = sq[blockIdx.y];
+    if (q.R <= 0) return;
+    gdn_reg_body<JK>(gdn_seq_args(a, q), blockIdx.x);
+}
+
+/* Block (hv, i): k_gdn's block hv for sequence i. */
+__global__ void k_gdn_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
+    cu_gdn_seq q = sq[blockIdx.y];
+    if (q.R <= 0) return;
+    gdn_smem_body(gdn_seq_args(a, q), blockIdx.x);
+}
+
+void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n) {
+    CU_PROF("gdn_seqs"); /* first: every op of the table opens one (cuda_internal.cuh) */
+    if (n <= 0) return;
+    if (!seq_batch_on() || cv->kc < 1 || cv->kc > CV_KMAX) {
+        be_gdn_seqs_loop(be, a, cv, seqs, n);
+        return;
+    }
+    cu_ctx *c = cu_of(be);
+    int Hk = a->Hk, Dk = a->Dk, Hv = a->Hv, Dv = a->Dv, maxR = 0;
+    const size_t dw = sizeof(cu_gdn_seq) / sizeof(int32_t);
+    cu_gdn_seq *h = (cu_gdn_seq *)seq_host(n * dw);
+    for (int i = 0; i < n; i++) {
+        const be_gdn_seq *q = &seqs[i];
+        h[i] = (cu_gdn_seq){q->src, q->dst, q->qn, q->kn, q->tape_g, q->tape_d, q->conv, q->win, q->r0, q->R,
+                            q->keep_win, 0};
+        if (q->R > maxR) maxR = q->R;
+    }
+    if (maxR <= 0) return;
+    const cu_gdn_seq *d = (const cu_gdn_seq *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    const float *cw = cu_vec(c, cv->w, sizeof(float) * (size_t)cv->C * cv->kc);
+    k_conv_seqs<<<dim3((cv->C + 127) / 128, n), 128, 0, CU_STREAM>>>(d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
+                                                                       cv->rows_in_win);
+    CU_LAUNCHED("gdn conv");
+    k_gdn_l2_seqs<<<dim3(maxR, 2 * Hk, n), 128, 0, CU_STREAM>>>(d, a->big, a->ldb, a->u_off, Hk, Dk);
+    CU_LAUNCHED("gdn l2norm");
+    gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, Hv, Dk, Dv, 0,
+                    cu_vec(c, a->neg_A, sizeof(float) * Hv), cu_vec(c, a->dt_bias, sizeof(float) * Hv),
+                    cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL};
+    int JK = Dk / 32, warps = (Dv + GDN_RPW - 1) / GDN_RPW;
+    if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= 32 * GDN_RPW && gdn_reg_on()) {
+        int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
+        dim3 g(Hv, n);
+        switch (JK) {
+        case 1: k_gdn_reg_seqs<1><<<g, threads, 0, CU_STREAM>>>(k, d); break;
+        case 2: k_gdn_reg_seqs<2><<<g, threads, 0, CU_STREAM>>>(k, d); break;
+        case 3: k_gdn_reg_seqs<3><<<g, threads, 0, CU_STREAM>>>(k, d); break;
+        default: k_gdn_reg_seqs<4><<<g, threads, 0, CU_STREAM>>>(k, d); break;
+        }
+        CU_LAUNCHED("gdn");
+        return;
+    }
+    size_t smem = gdn_smem(Dk, Dv);
+    gdn_smem_allow((const void *)k_gdn_seqs, smem);
+    k_gdn_seqs<<<dim3(Hv, n), (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(k, d);
+    CU_LAUNCHED("gdn");
 }

@@ -163,12 +163,11 @@ void layer_mla(const mtplx_model *m, const mla_weights *w, int layer, const attn
     be_rmsnorm_rows(be, rows + o_lat, tw, rows + o_ckv, tw, w->kv_a_norm, kvl, R, eps);
     be_matmul(be, rows + o_kvb, tw, rows + o_lat, tw, R, &w->kv_b);
 
-    for (int i = 0; i < n; i++) {
-        be_mla_args a = {rows + (size_t)sg[i].r0 * tw, tw, o_q, o_ckv, o_kvb, o_att, nH, Dn, Dr, Dv, kvl,
-                         m->fam.rope_interleave, m->rope_inv_freq, m->fam.rope_attn_factor, scale};
-        be_seq_kv skv = kv_table_view(sg[i].kv, layer);
-        be->ops->mla(be, &a, &skv, sg[i].pos0, sg[i].R, s->attn);
-    }
+    be_mla_args a = {rows, tw, o_q, o_ckv, o_kvb, o_att, nH, Dn, Dr, Dv, kvl, m->fam.rope_interleave,
+                     m->rope_inv_freq, m->fam.rope_attn_factor, scale};
+    be_attn_seq q[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) q[i] = (be_attn_seq){kv_table_view(sg[i].kv, layer), sg[i].pos0, sg[i].r0, sg[i].R};
+    be->ops->mla_seqs(be, &a, q, n, s->attn);
     be_matmul(be, s->o, H, rows + o_att, tw, R, &w->o);
 }
 

@@ -1,0 +1,123 @@
+/* bf16dp_micro.c — where the AVX512-BF16 matmul kernel loses time against the vdpbf16ps peak, in CPU
+ * time of one thread (bench/zen.md "Prefill, session 4"). It includes src/kernels/matmul_bf16dp.c so
+ * it can time the kernel's static tile directly; every figure is the best of REPS repeats, in ns per
+ * VDPBF16PS and as a fraction of the peak measured between the repeats (16 independent chains, as in
+ * bench/gemm_bench.c), so a slower clock moves both.
+ *
+ *   bf16dp_micro tile K NR TT REPS       the tile alone: TT activation rows against NR weight rows
+ *                                        (NR·K·2 bytes, L2-sized for NR ≈ 200 at K = 640), repeated
+ *   bf16dp_micro slices N K COUNT REPS   mm_many's walk on one thread: COUNT [N × K] weights, 128
+ *                                        rows in 4 blocks of 32, 256 KB row slices, each slice met by
+ *                                        every block (COUNT × N·K·2 bytes: L2, L3 or DRAM); the
+ *                                        activations packed once, outside the timing
+ *
+ * Build: gcc -O2 -std=c17 -D_GNU_SOURCE -pthread -o build/bench/bf16dp_micro bench/bf16dp_micro.c
+ *        build/libmtplx.a -lm (x86-64 with AVX512-BF16 only). */
+#include "../src/kernels/matmul_bf16dp.c"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Seconds per VDPBF16PS with 16 independent chains (two per cycle at the core's peak; the loop of
+ * bench/gemm_bench.c). */
+static double peak_dp_seconds(void) {
+    const long n = 300000;
+    double t0 = cpu_now();
+    __asm__ volatile("mov %0, %%rcx\n1:\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm0\n vdpbf16ps %%zmm30, %%zmm31, %%zmm1\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm2\n vdpbf16ps %%zmm30, %%zmm31, %%zmm3\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm4\n vdpbf16ps %%zmm30, %%zmm31, %%zmm5\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm6\n vdpbf16ps %%zmm30, %%zmm31, %%zmm7\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm8\n vdpbf16ps %%zmm30, %%zmm31, %%zmm9\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm10\n vdpbf16ps %%zmm30, %%zmm31, %%zmm11\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm12\n vdpbf16ps %%zmm30, %%zmm31, %%zmm13\n"
+                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm14\n vdpbf16ps %%zmm30, %%zmm31, %%zmm15\n"
+                     "dec %%rcx\n jnz 1b\n"
+                     :
+                     : "r"(n)
+                     : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                       "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+    return (cpu_now() - t0) / (n * 16.0);
+}
+
+static uint16_t *bf16_buf(size_t n) {
+    uint16_t *p = aligned_alloc(64, (n * 2 + 63) & ~(size_t)63);
+    if (!p) exit(1);
+    for (size_t i = 0; i < n; i++) p[i] = (uint16_t)(0x3f80 + (i * 2654435761u >> 28)); /* 1.0 .. 1.06 */
+    return p;
+}
+
+static void report(const char *what, double best, double dps, double peak) {
+    printf("%s: %.4f ns per vdpbf16ps, peak %.4f ns: %.1f%%\n", what, best / dps * 1e9, peak * 1e9,
+           100.0 * peak / (best / dps));
+}
+
+TGT static int run_tile(int K, int NR, int TT, int reps) {
+    if (TT < 1 || TT > BD_T || NR % BD_ROWS) return fprintf(stderr, "TT 1..%d, NR a multiple of 4\n", BD_T), 2;
+    const int ks = k_pad(K) / 32, iters = 10;
+    uint16_t *W = bf16_buf((size_t)NR * K), *xp = bf16_buf((size_t)TT * ks * 64);
+    float *y = calloc((size_t)TT * NR, sizeof(float));
+    double best = 1e30, peak = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cpu_now();
+        for (int it = 0; it < iters; it++)
+            for (int rr = 0; rr < NR; rr += BD_ROWS) {
+                size_t wrow[BD_ROWS];
+                for (int i = 0; i < BD_ROWS; i++) wrow[i] = (size_t)(rr + i) * K;
+                tile_any(W, wrow, BD_ROWS, xp, (size_t)TT * 64, K, y, NR, rr, TT, 0);
+            }
+        double dt = cpu_now() - t0, p = peak_dp_seconds();
+        if (dt > 0 && dt < best) best = dt;
+        if (p > 0 && p < peak) peak = p;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "tile K=%d NR=%d TT=%d", K, NR, TT);
+    report(what, best, (double)iters * NR * TT * ks * 2, peak);
+    free(W), free(xp), free(y);
+    return 0;
+}
+
+TGT static int run_slices(int N, int K, int count, int reps) {
+    const int T = 32, NB = 4, ks = k_pad(K) / 32, slice = (int)(256 * 1024 / ((size_t)K * 2)) / 16 * 16;
+    uint16_t *W = bf16_buf((size_t)count * N * K);
+    float *x = malloc(sizeof(float) * (size_t)NB * T * K), *y = malloc(sizeof(float) * (size_t)NB * T * N);
+    for (size_t i = 0; i < (size_t)NB * T * K; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
+    size_t blk = mm_bf16dp_pack_bytes(T, K);
+    unsigned char *xp = aligned_alloc(64, (NB * blk + 63) & ~(size_t)63);
+    double best = 1e30, peak = 1e30;
+    for (int b = 0; b < NB; b++) mm_bf16dp_pack_x(xp + b * blk, x + (size_t)b * T * K, K, T, K);
+    for (int r = 0; r < reps; r++) {
+        double t0 = cpu_now();
+        for (int c = 0; c < count; c++) {
+            kern_weight w = {0};
+            w.data = W + (size_t)c * N * K, w.rows = N, w.cols = K, w.dtype = DT_BF16;
+            for (int s0 = 0; s0 < N; s0 += slice)
+                for (int b = 0; b < NB; b++)
+                    mm_rows_bf16dp(y + (size_t)b * T * N, N, x, K, T, &w, s0, s0 + slice < N ? s0 + slice : N,
+                                   xp + b * blk);
+        }
+        double dt = cpu_now() - t0, p = peak_dp_seconds();
+        if (dt > 0 && dt < best) best = dt;
+        if (p > 0 && p < peak) peak = p;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "slices [%d x %d] x%d, 128 rows", N, K, count);
+    report(what, best, (double)count * NB * T * N * ks * 2, peak);
+    free(W), free(x), free(y), free(xp);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "tile")) return run_tile(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    if (argc == 6 && !strcmp(argv[1], "slices"))
+        return run_slices(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    fprintf(stderr, "usage: bf16dp_micro tile K NR TT REPS | slices N K COUNT REPS\n");
+    return 2;
+}
