@@ -118,6 +118,11 @@ for t in build/tests/test_*; do
     [ -x "$t" ] || continue
     pool_start "$(basename "$t")" "$t"
 done
+# the AVX2-only path end to end also on CPUs with AVX-512 (MTPLX_KERNEL=avx2, clamped to what the CPU
+# runs): quantized goldens through the packed AVX2 kernel, greedy MTP == AR through the engine
+for t in test_quant_goldens test_family_mtp; do
+    [ -x "build/tests/$t" ] && pool_start "avx2-$t" env MTPLX_KERNEL=avx2 "build/tests/$t"
+done
 for t in build/asan/tests/test_*; do
     [ -x "$t" ] || continue
     pool_start "asan-$(basename "$t")" env MTPLX_SANITIZED=1 "$t"

@@ -1,5 +1,5 @@
 /* gdn.c — Gated DeltaNet conv and recurrence (see gdn.h). Plain C paths, and AVX-512 (conv, step,
- * replay) / AVX2 (conv) / NEON (conv, step, replay: gdn_neon.c) paths chosen by cpu_isa(); tests
+ * replay) / AVX2 (conv, step, replay) / NEON (conv, step, replay: gdn_neon.c) paths chosen by cpu_isa(); tests
  * compare them against the plain ones. */
 #include "gdn.h"
 
@@ -158,11 +158,70 @@ __attribute__((target("avx512f,avx2,fma"))) static void gdn_step_avx512(float *S
 #undef GDN_ROWS4
 #endif
 
+/* AVX2 step (dk % 16 == 0): the AVX-512 step's scheme with each 16-lane vector as two 8-lane halves
+ * (element j in half (j % 16) / 8, lane j % 8), the halves added and then reduced in one fixed order
+ * (hsum8). Same mul, mul, add update as gdn_update_row, so kern_gdn_replay's AVX2 path (below)
+ * reproduces the state bit for bit. Four value rows interleaved, each with the one-row sequence. */
+#if defined(__x86_64__)
+SM_INL256 float gdn_hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+SM_TGT256 static void gdn_step_avx2(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
+                                    float g, float beta, float *y, float *delta_out, int dk, int dv) {
+    const __m256 vg = _mm256_set1_ps(g);
+    for (int i = 0; i < dv;) {
+        const int nr = dv - i >= 4 ? 4 : 1;
+        __m256 a0[4], a1[4], o0[4], o1[4], vd[4];
+        float d[4];
+        for (int r = 0; r < nr; r++) a0[r] = a1[r] = o0[r] = o1[r] = _mm256_setzero_ps();
+        for (int j = 0; j < dk; j += 16) {
+            const __m256 k0 = _mm256_loadu_ps(k + j), k1 = _mm256_loadu_ps(k + j + 8);
+            for (int r = 0; r < nr; r++) {
+                const float *src = S_src + (long)(i + r) * dk + j;
+                a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(src), k0, a0[r]);
+                a1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(src + 8), k1, a1[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            d[r] = beta * (v[i + r] - g * gdn_hsum8(_mm256_add_ps(a0[r], a1[r])));
+            vd[r] = _mm256_set1_ps(d[r]);
+        }
+        for (int j = 0; j < dk; j += 16) {
+            const __m256 k0 = _mm256_loadu_ps(k + j), k1 = _mm256_loadu_ps(k + j + 8);
+            const __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + 8);
+            for (int r = 0; r < nr; r++) {
+                const float *src = S_src + (long)(i + r) * dk + j;
+                float *dst = S_dst + (long)(i + r) * dk + j;
+                __m256 n0 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src)), _mm256_mul_ps(vd[r], k0));
+                __m256 n1 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src + 8)), _mm256_mul_ps(vd[r], k1));
+                _mm256_storeu_ps(dst, n0);
+                _mm256_storeu_ps(dst + 8, n1);
+                o0[r] = _mm256_fmadd_ps(n0, q0, o0[r]);
+                o1[r] = _mm256_fmadd_ps(n1, q1, o1[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            y[i + r] = gdn_hsum8(_mm256_add_ps(o0[r], o1[r]));
+            if (delta_out) delta_out[i + r] = d[r];
+        }
+        i += nr;
+    }
+}
+#endif
+
 void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
                    float g, float beta, float *y, float *delta_out, int dk, int dv) {
 #if defined(__x86_64__)
     if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_step_avx512(S_dst, S_src, q, k, v, g, beta, y, delta_out, dk, dv);
+        return;
+    }
+    if (dk % 16 == 0 && cpu_isa() == KERN_ISA_AVX2) {
+        gdn_step_avx2(S_dst, S_src, q, k, v, g, beta, y, delta_out, dk, dv);
         return;
     }
 #elif defined(__aarch64__)
@@ -294,11 +353,31 @@ SM_TGT512 static void gdn_replay_avx512(float *S_dst, const float *S_src, const 
 }
 #endif
 
+#if defined(__x86_64__)
+/* The AVX2 replay: gdn_step_avx2's update (mul, mul, add per element). */
+SM_TGT256 static void gdn_replay_avx2(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
+                                      int dk, int dv) {
+    const __m256 vg = _mm256_set1_ps(g);
+    for (int i = 0; i < dv; i++) {
+        const float *src = S_src + (long)i * dk;
+        float *dst = S_dst + (long)i * dk;
+        const __m256 vd = _mm256_set1_ps(delta[i]);
+        for (int j = 0; j < dk; j += 8)
+            _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src + j)),
+                                                    _mm256_mul_ps(vd, _mm256_loadu_ps(k + j))));
+    }
+}
+#endif
+
 void kern_gdn_replay(float *S_dst, const float *S_src, const float *k, const float *delta, float g,
                      int dk, int dv) {
 #if defined(__x86_64__)
     if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_replay_avx512(S_dst, S_src, k, delta, g, dk, dv);
+        return;
+    }
+    if (dk % 16 == 0 && cpu_isa() == KERN_ISA_AVX2) {
+        gdn_replay_avx2(S_dst, S_src, k, delta, g, dk, dv);
         return;
     }
 #elif defined(__aarch64__)

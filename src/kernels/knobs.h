@@ -12,7 +12,7 @@ typedef struct {
     int no_amx;     /* 1: never ask the OS for AMX tiles (valgrind); read at CPU detection only */
     int threads;    /* threads of the process-wide pool, caller included; 0 = the CPUs we may run on;
                        read when the pool is created (first kernel call or backend creation) */
-    int qpack;      /* 1: repack quantized / bf16 weights for the VNNI / AMX kernels at load */
+    int qpack;      /* 1: repack quantized / bf16 weights for the VNNI / AVX2 / AMX kernels at load */
     int qact_f32;   /* 1: quantized weights take fp32 activations (slower, closer to the reference) */
     int qamx_min;   /* smallest row count for which repacked quantized weights take AMX (>= 1) */
     int amx_pf;     /* AMX weight-stream prefetch distance, bytes (0 = off) */

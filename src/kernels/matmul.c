@@ -42,15 +42,18 @@ typedef struct xpath {
 
 static const xpath g_xpath_amx = {mm_rows_bf16_amx, mm_amx_pack_bytes, mm_amx_pack_x, 64};
 static const xpath g_xpath_bf16dp = {mm_rows_bf16dp, mm_bf16dp_pack_bytes, mm_bf16dp_pack_x, 16};
+static const xpath g_xpath_bf16x_avx2 = {mm_rows_bf16x_avx2, mm_bf16x_pack_bytes, mm_bf16x_pack_x, 16};
 
 /* The packed-activation path of dense weight w on this CPU, or NULL: AMX tiles for a weight with
  * its AMX copy; AVX512-BF16 dot products for a bf16 weight where the CPU has them and runs the
- * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512), unless the bf16dp knob is off. */
+ * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512), unless the bf16dp knob is off; the AVX2 bf16
+ * kernel (even/odd packed activations) for every bf16 weight on the AVX2 path. */
 static const xpath *pick_xpath(const kern_weight *w) {
     kern_isa isa = cpu_isa();
     if (w->amx && isa == KERN_ISA_AMX) return &g_xpath_amx;
     if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && cpu_get_features()->avx512bf16 && kern_knobs_get()->bf16dp)
         return &g_xpath_bf16dp;
+    if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX2) return &g_xpath_bf16x_avx2;
     return NULL;
 }
 
@@ -227,6 +230,8 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
     } else if (isa >= KERN_ISA_AVX512 && vnni && K % 64 == 0) {
         *qfn = mm_qrows_avx512, *fill = qact_fill_avx512;
         *layout = w->bits == 4 ? QA_Q4_64 : QA_NATURAL;
+    } else if (isa >= KERN_ISA_AVX2 && w->packed) { /* AVX2 (or AVX-512 without VNNI) on the same copy */
+        *qfn = mm_qrows_packed_avx2, *fill = qact_fill_avx2, *layout = QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX2) {
         *qfn = mm_qrows_avx2, *fill = qact_fill_avx2;
         *layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;

@@ -25,10 +25,11 @@ typedef struct {
     float *d;          /* [T][G] activation scale per group */
     float *bd;         /* [T][G] d · Σ a over the group (multiplies the weight bias) */
     float *dv;         /* AVX-512 only: [T][K/64][16] d of the group each int32 lane of a chunk covers */
-    int32_t *asum;     /* AArch64 only: [T][G] Σ a over the group (the same memory as dv) */
+    int32_t *asum;     /* AArch64 and AVX2 fills: [T][G] Σ a over the group (the same memory as dv) */
 } qact;
 
-/* A repacked quantized weight (kern_pack_set_add; matmul_qpack.c). Per block of 16 output rows (rows
+/* A repacked quantized weight (kern_pack_set_add; matmul_qpack.c, read by the VNNI / AMX kernels there and
+ * by the AVX2 kernel of matmul_qpack_avx2.c as two 8-row halves). Per block of 16 output rows (rows
  * past N are zero) and group g, one contiguous record of `gstride` bytes: the weights (q8: gs/4
  * vectors, vector kq = [row i][4 inputs 4kq..4kq+3]; q4: gs/8 vectors whose low nibbles hold quad j
  * and high nibbles quad j + gs/8), then the 16 scales and the 16 biases in `sdt` (bf16/f16 kept as
@@ -45,7 +46,7 @@ struct kern_qpack {
 
 typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 
-/* Quantize x[T][ldx] into qa (buffers already sized). */
+/* Quantize x[T][ldx] into qa (buffers already sized; the AVX2 and NEON fills also write qa->asum). */
 void qact_fill_portable(const float *x, int ldx, qact *qa);
 void qact_fill_avx2(const float *x, int ldx, qact *qa);
 void qact_fill_avx512(const float *x, int ldx, qact *qa);
@@ -56,6 +57,9 @@ void mm_qrows_portable(float *y, int ldy, const qact *qa, const kern_weight *w, 
 void mm_qrows_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 /* AVX-512 VNNI on kern_pack_set_add's repacked weights (w->packed; rows r0 multiple of 16). */
 void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+/* AVX2 without VNNI on the same repacked weights (matmul_qpack_avx2.c): bit-identical to mm_qrows_packed;
+ * reads qa->asum (q8). */
+void mm_qrows_packed_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 /* AMX-INT8 (TDPBSUD) on the same repacked weights: bit-identical to mm_qrows_packed (the integer group
  * sums are exact either way and the float epilogue is the same code); for calls with T >= 3. */
 void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);

@@ -13,7 +13,7 @@
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
 
-/* Scalar quantizer compiled for AVX2 (rint becomes vroundss). */
+/* Scalar quantizer compiled for AVX2 (rint becomes vroundss); also fills qa->asum. */
 TGT void qact_fill_avx2(const float *x, int ldx, qact *qa) {
     const int K = qa->K, G = qa->G, gs = qa->gs;
     for (int t = 0; t < qa->T; t++) {
@@ -22,7 +22,10 @@ TGT void qact_fill_avx2(const float *x, int ldx, qact *qa) {
         for (int g = 0; g < G; g++) {
             const float *xg = xt + (size_t)g * gs;
             float amax = 0.f;
-            for (int i = 0; i < gs; i++) amax = fmaxf(amax, fabsf(xg[i]));
+            for (int i = 0; i < gs; i++) { /* fmaxf's result, without its libm call (a NaN keeps amax) */
+                float ax = fabsf(xg[i]);
+                amax = ax > amax ? ax : amax;
+            }
             float d = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
             int sum = 0;
             for (int i = 0; i < gs; i++) {
@@ -38,6 +41,7 @@ TGT void qact_fill_avx2(const float *x, int ldx, qact *qa) {
             }
             qa->d[(size_t)t * G + g] = d;
             qa->bd[(size_t)t * G + g] = d * (float)sum;
+            qa->asum[(size_t)t * G + g] = sum; /* the packed kernel's q8 correction (matmul_qpack_avx2.c) */
         }
     }
 }

@@ -1,4 +1,5 @@
 /* matmul_qpack.c — quantized matmul on repacked weights: 16 output rows per zmm (AVX-512 VNNI).
+ * (CPUs with AVX2 but no VNNI read the same copy with matmul_qpack_avx2.c.)
  *
  * Why: with the MLX layout a dot product runs along K inside one row, so each (row, activation row,
  * 64 weights) costs a vpdpbusd, a convert, a multiply and an FMA — on a CPU with two 512-bit ports
@@ -99,7 +100,8 @@ static void pack_geometry(const kern_weight *w, kern_qpack *p) {
 static int pack_applies(const kern_weight *w) {
     if (!kern_knobs_get()->qpack || w->dtype != DT_U32) return 0; /* $MTPLX_QPACK=0 */
     if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
-    return !KERN_ISA_IS_NEON(cpu_best_isa()) && cpu_best_isa() >= KERN_ISA_AVX512 && cpu_get_features()->avx512vnni;
+    /* x86-64 with AVX2 at least: the VNNI / AMX kernels here, or matmul_qpack_avx2.c without VNNI */
+    return !KERN_ISA_IS_NEON(cpu_best_isa()) && cpu_best_isa() >= KERN_ISA_AVX2;
 }
 
 size_t kern_qpack_bytes(const kern_weight *w) {

@@ -8,6 +8,7 @@
  *     activation error bound of the fp32 reference (kern_matmul_ref on the dequantized weight):
  *     |y - ref| <= Σ_g (max_g|x| / 254) · Σ_{c in g} |w_c| · 1.01 + 1e-5 · Σ|x·w|;
  *   - the AMX-INT8 kernel (T >= 3 on repacked weights) bit-identical to the VNNI kernel;
+ *   - the AVX2 kernel on the repacked weights (CPUs without VNNI) bit-identical to the VNNI kernel;
  *   - MTPLX_QACT=f32 path within 1e-5 · Σ|x·w| of the reference. */
 #include <stdint.h>
 
@@ -227,6 +228,45 @@ TEST(test_avx2_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
     check_path(KERN_ISA_AVX2);
 }
+/* AVX2 without VNNI on the repacked weights (matmul_qpack_avx2.c): two 8-row halves per 16-row block,
+ * T = 1..4 per tile (so 5, 7, 9, 13, 16, 40 mix tile sizes). */
+TEST(test_avx2_packed_int8_path) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
+    g_packed = 1;
+    check_path(KERN_ISA_AVX2);
+    check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block (rows 96..99) */
+    check_format(8, 128, DT_F16, 109, 1024); /* a last block with rows in its second half */
+    g_packed = 0;
+}
+
+/* The AVX2 packed kernel forms the same exact integer group sums as the VNNI kernel and runs the same
+ * float epilogue per lane, so both give the same bits: every format, T = 5 (tiles of 4 + 1 on AVX2, one
+ * tile of 5 on AVX-512), a partial last block. */
+TEST(test_avx2_packed_matches_vnni) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 1);
+    const int N = 45, K = 384, T = 5;
+    const mtplx_dtype sdt_l[] = {DT_BF16, DT_F16, DT_F32};
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int gs = 32; gs <= 128; gs *= 2) {
+            mtplx_dtype sdt = sdt_l[(bits + gs / 32) % 3];
+            qmat m = make_qmat(N, K, bits, gs, sdt, 0.1f);
+            kern_pack_set *set = NULL;
+            mtplx_err e;
+            REQUIRE(kern_pack_set_add(&set, &m.w, &e) == 0 && m.w.packed);
+            float x[T * K], y0[T * N], y1[T * N];
+            for (int i = 0; i < T * K; i++) x[i] = frand() * (i % 53 == 0 ? 8.f : 1.f);
+            REQUIRE(cpu_isa_set(KERN_ISA_AVX512) == 0);
+            kern_matmul(y0, N, x, K, T, &m.w);
+            REQUIRE(cpu_isa_set(KERN_ISA_AVX2) == 0);
+            kern_matmul(y1, N, x, K, T, &m.w);
+            CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "q%d gs%d %s: the AVX2 packed kernel differs from VNNI", bits,
+                      gs, dtype_name(sdt));
+            free_qmat(&m);
+            kern_pack_set_free(set);
+        }
+    REQUIRE(cpu_isa_set(cpu_best_isa()) == 0);
+}
+
 TEST(test_avx512_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 0);
     check_path(KERN_ISA_AVX512);
@@ -319,6 +359,8 @@ int main(void) {
     RUN(test_quantizer_rejects_bad_formats);
     RUN(test_portable_int8_path);
     RUN(test_avx2_int8_path);
+    RUN(test_avx2_packed_int8_path);
+    RUN(test_avx2_packed_matches_vnni);
     RUN(test_avx512_int8_path);
     RUN(test_avx512_packed_int8_path);
     RUN(test_amx_packed_int8_path);

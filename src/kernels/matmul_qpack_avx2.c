@@ -1,0 +1,221 @@
+/* matmul_qpack_avx2.c — quantized matmul on repacked weights (kern_qpack, matmul_q.h) with AVX2 only
+ * (no VNNI: AVX2-only CPUs, and AVX-512 CPUs without VNNI).
+ *
+ * Why the repacked layout: with the MLX layout every (row, activation row, 32 weights) needs its own
+ * multiply, widening add, convert, scale multiply and FMA (matmul_q_avx2.c), so an AVX2 core is
+ * compute-bound at a fraction of the memory bandwidth. In the repacked layout one 32-byte half of a
+ * 64-byte vector holds 4 consecutive inputs of 8 output rows, so one broadcast activation quad feeds 8
+ * rows per vpmaddubsw, the integer sums run over a whole group, and the float work is per (group, 8
+ * rows). A 16-row block is walked as its two 8-row halves (rows 0-7: bytes 0-31 of each vector, rows
+ * 8-15: bytes 32-63), both per group, so the weights stream in order.
+ *
+ * Integer group sums (exact, so they equal the VNNI kernel's vpdpbusd sums):
+ *   q4: the nibbles (0..15) are vpmaddubsw's unsigned operand, the activations (-127..127) its signed
+ *       one: an int16 pair sum is at most 2·15·127 = 3810 in magnitude (no saturation), the low- and
+ *       high-nibble products of one vector add to at most 7620, and 4 vectors to at most 30480 <
+ *       32767, so (for a 1-row tile) 4 vectors accumulate in int16 (vpaddw, never wrapping) before
+ *       one vpmaddwd widens them to int32.
+ *   q8: q (0..255) times a would saturate vpmaddubsw (2·255·127 > 32767), so the weight is taken as
+ *       w' = q - 128 (xor 0x80, -128..127) and multiplied as |w'| (unsigned, <= 128) times
+ *       sign(a, w') (vpsignb: -127..127): pair sums at most 2·128·127 = 32512, exact; vpmaddwd widens
+ *       per vector; then Σ q·a = Σ w'·a + 128·Σ a, with Σ a per group from the activation fill
+ *       (qa->asum).
+ * The float epilogue per lane is the VNNI kernel's (matmul_qpack.c qp_epilogue): acc += (cvt(is)·s)·d
+ * then += b·bd, in that order, so this path gives the same bits as the AVX-512 packed path, and like
+ * it every output depends only on its own row and activation row (row- and split-invariant). */
+#if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
+#include <immintrin.h>
+#include <string.h>
+
+#include "matmul_q.h"
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+/* The vector and row loops are unrolled in full (group size and tile rows are compile-time after
+ * inlining) so the chains stay in registers; sanitizer builds skip the forced unrolling to keep their
+ * compile time short (as matmul_qpack.c does). */
+#if defined(__SANITIZE_ADDRESS__)
+#define QA2_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QA2_SANITIZED 1
+#endif
+#endif
+#define QA2_B4_ROWS 1 /* activation rows up to which q4 sums 4 vectors in int16 (group_q4) */
+#ifdef QA2_SANITIZED
+#define UNROLL(n)
+#else
+#define UNROLL_STR(x) #x
+#define UNROLL(n) _Pragma(UNROLL_STR(GCC unroll n))
+#endif
+
+/* The 4 activation bytes at a, broadcast to every 32-bit lane (one vpbroadcastd from memory). */
+INL __m256i bcast4(const int8_t *a) {
+    int32_t v;
+    memcpy(&v, a, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* 8 scales (or biases) of half h of a (block, group) record as f32; bf16 / f16 widen exactly. */
+INL __m256 ld_sb8(const uint8_t *p, mtplx_dtype sdt, int h) {
+    if (sdt == DT_F32) return _mm256_loadu_ps((const float *)p + 8 * h);
+    __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * h));
+    if (sdt == DT_F16) return _mm256_cvtph_ps(v);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+
+/* Prefetch one group record ($MTPLX_QPACK_PF / $MTPLX_QPACK_PF2 bytes ahead, as the VNNI kernel):
+ * its `lines` lines of weights, then the scales and biases (one line, two when f32). */
+INL void prefetch_group(const uint8_t *qg, int pf, int pf2, int lines, int f32) {
+    if (pf) {
+        UNROLL(33) for (int o = 0; o <= lines; o++) _mm_prefetch((const char *)qg + pf + 64 * o, _MM_HINT_T0);
+        if (f32) _mm_prefetch((const char *)qg + pf + 64 * (lines + 1), _MM_HINT_T0);
+    }
+    if (pf2) {
+        UNROLL(33) for (int o = 0; o <= lines; o++) _mm_prefetch((const char *)qg + pf2 + 64 * o, _MM_HINT_T1);
+        if (f32) _mm_prefetch((const char *)qg + pf2 + 64 * (lines + 1), _MM_HINT_T1);
+    }
+}
+
+/* acc[t] += (cvt(is[t])·s)·d[t,g] + b·bd[t,g] for half h of the record at qg (the VNNI order). */
+INL void epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int t0, int g, int h, const int TT,
+                  const __m256i *is, __m256 *acc) {
+    const uint8_t *sb = qg + p->gbytes;
+    __m256 s = ld_sb8(sb, p->sdt, h), b = ld_sb8(sb + (p->sdt == DT_F32 ? 64 : 32), p->sdt, h);
+    UNROLL(4) for (int t = 0; t < TT; t++) {
+        size_t dg = (size_t)(t0 + t) * p->G + g;
+        __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is[t]), s);
+        acc[t] = _mm256_fmadd_ps(f, _mm256_set1_ps(qa->d[dg]), acc[t]);
+        acc[t] = _mm256_fmadd_ps(b, _mm256_set1_ps(qa->bd[dg]), acc[t]);
+    }
+}
+
+/* Exact int32 group sums of half h (8 rows) for TT activation rows, q4 with HALF = gs/8 vectors:
+ * vector j's low nibbles are inputs 4j..4j+3, its high nibbles 4(j+HALF)..; ag = the group's inputs.
+ * The int16 pair sums of B consecutive vectors (B = 4 for one row; 1 from 2 rows on, where the int16
+ * chains cost more in register pressure than the saved vpmaddwd: 512 x 2048 in L2, one thread, 2 rows
+ * 0.046 -> 0.042 ms, 3-4 rows slower with B = 4) are added before one vpmaddwd widens them. */
+INL void group_q4(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is) {
+    const __m256i lo = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const int B = TT <= QA2_B4_ROWS ? 4 : 1;
+    UNROLL(16) for (int jb = 0; jb < HALF; jb += B) {
+        __m256i s16[4];
+        UNROLL(4) for (int j = jb; j < jb + B; j++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(qh + (size_t)j * 64));
+            __m256i w0 = _mm256_and_si256(v, lo), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
+            UNROLL(4) for (int t = 0; t < TT; t++) {
+                const int8_t *at = ag + (size_t)t * K;
+                __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(at + 4 * j)),
+                                              _mm256_maddubs_epi16(w1, bcast4(at + 4 * (j + HALF))));
+                s16[t] = j == jb ? pr : _mm256_add_epi16(s16[t], pr); /* |.| <= 4 · 7620 = 30480 */
+            }
+        }
+        UNROLL(4) for (int t = 0; t < TT; t++) {
+            __m256i s32 = _mm256_madd_epi16(s16[t], ones);
+            is[t] = jb == 0 ? s32 : _mm256_add_epi32(is[t], s32);
+        }
+    }
+}
+
+/* The same for q8 with QV = gs/4 vectors (vector j: inputs 4j..4j+3); asum[t] = Σ a over the group. */
+INL void group_q8(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, const int QV, const int32_t *asum,
+                  size_t G, __m256i *is) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    UNROLL(32) for (int j = 0; j < QV; j++) {
+        __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qh + (size_t)j * 64)), bias);
+        __m256i wa = _mm256_abs_epi8(ws); /* |q - 128|: -128 becomes 0x80 = 128 as unsigned */
+        UNROLL(4) for (int t = 0; t < TT; t++) {
+            __m256i av = _mm256_sign_epi8(bcast4(ag + (size_t)t * K + 4 * j), ws);
+            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, av), ones);
+            is[t] = j == 0 ? s32 : _mm256_add_epi32(is[t], s32);
+        }
+    }
+    UNROLL(4) for (int t = 0; t < TT; t++)
+        is[t] = _mm256_add_epi32(is[t], _mm256_slli_epi32(_mm256_set1_epi32(asum[(size_t)t * G]), 7));
+}
+
+/* Store the first nr (of 8) rows of half h of block bi for TT activation rows. */
+INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int nr, const __m256 *acc) {
+    for (int t = 0; t < TT; t++) {
+        float *yt = y + (size_t)(t0 + t) * ldy + (size_t)bi * 16 + 8 * h;
+        if (nr >= 8) {
+            _mm256_storeu_ps(yt, acc[t]);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, acc[t]);
+            memcpy(yt, tmp, sizeof(float) * (size_t)nr);
+        }
+    }
+}
+
+/* One 16-row block (its first nr rows real) × TT activation rows from t0; BITS and NV = vectors per
+ * group (q4: gs/8, q8: gs/4) compile-time after inlining. */
+INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int BITS, const int NV,
+               float *y, int ldy, int nr) {
+    const int G = p->G, K = qa->K, f32 = p->sdt == DT_F32;
+    const int pf = kern_knobs_get()->qpack_pf, pf2 = kern_knobs_get()->qpack_pf2;
+    const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
+    const int8_t *ab = qa->a + (size_t)t0 * K;
+    if (TT >= 3) {
+        /* halves outer: the second pass reads the block from L1/L2, and the activation scales of a
+         * group are not held across the other half's integer loop (GCC shared them and spilled) */
+        for (int h = 0; h < 2 && 8 * h < nr; h++) {
+            __m256 acc[4];
+            UNROLL(4) for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_ps();
+            const uint8_t *qg = qb;
+            const int8_t *ag = ab;
+            for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
+                if (h == 0) prefetch_group(qg, pf, pf2, NV, f32);
+                __m256i is[4];
+                if (BITS == 4) group_q4(qg + 32 * h, ag, (size_t)K, TT, NV, is);
+                else group_q8(qg + 32 * h, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is);
+                epilogue(p, qg, qa, t0, g, h, TT, is, acc);
+            }
+            store_half(y, ldy, bi, h, t0, TT, nr - 8 * h, acc);
+        }
+        return;
+    }
+    __m256 acc[2][4];
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < TT; t++) acc[h][t] = _mm256_setzero_ps();
+    const uint8_t *qg = qb;
+    const int8_t *ag = ab;
+    for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
+        prefetch_group(qg, pf, pf2, NV, f32);
+        UNROLL(2) for (int h = 0; h < 2; h++) {
+            __m256i is[4];
+            if (BITS == 4) group_q4(qg + 32 * h, ag, (size_t)K, TT, NV, is);
+            else group_q8(qg + 32 * h, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is);
+            epilogue(p, qg, qa, t0, g, h, TT, is, acc[h]);
+        }
+    }
+    store_half(y, ldy, bi, 0, t0, TT, nr, acc[0]);
+    if (nr > 8) store_half(y, ldy, bi, 1, t0, TT, nr - 8, acc[1]);
+}
+
+/* block() with TT and the vectors per group as constants (group size 32, 64 or 128). */
+INL void block_tt(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
+    if (p->bits == 4 && p->gs == 64) block(p, qa, bi, t0, TT, 4, 8, y, ldy, nr);
+    else if (p->bits == 4 && p->gs == 32) block(p, qa, bi, t0, TT, 4, 4, y, ldy, nr);
+    else if (p->bits == 4) block(p, qa, bi, t0, TT, 4, 16, y, ldy, nr);
+    else if (p->gs == 64) block(p, qa, bi, t0, TT, 8, 16, y, ldy, nr);
+    else if (p->gs == 32) block(p, qa, bi, t0, TT, 8, 8, y, ldy, nr);
+    else block(p, qa, bi, t0, TT, 8, 32, y, ldy, nr);
+}
+
+TGT void mm_qrows_packed_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
+    const kern_qpack *p = w->packed;
+    for (int bi = r0 / 16; bi * 16 < r1; bi++) {
+        int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
+        int t = 0;
+        for (; t + 4 <= qa->T; t += 4) block_tt(p, qa, bi, t, 4, y, ldy, nr);
+        switch (qa->T - t) {
+        case 3: block_tt(p, qa, bi, t, 3, y, ldy, nr); break;
+        case 2: block_tt(p, qa, bi, t, 2, y, ldy, nr); break;
+        case 1: block_tt(p, qa, bi, t, 1, y, ldy, nr); break;
+        default: break;
+        }
+    }
+}
+#endif /* __x86_64__ */
