@@ -5,7 +5,7 @@
 #   bash bench/prefill.sh OUT
 #   LLAMA_BENCH=/path/to/llama-bench GGUF_EMBEDDED=x.gguf GGUF_SMALL=y.gguf bash bench/prefill.sh OUT
 #
-# mtplx: `mtplx bench --prefill N --json` (best of 2 prefills) for N = 512 and 4096 on the embedded
+# mtplx: `mtplx bench --prefill N --json` (best of 4 prefills) for N = 512 and 4096 on the embedded
 # model (models/qwen35-tiny-code) and qwen35-small-code (SMALL, default ../shared/models/...), with
 # 1 and 2 threads (THREADS="1 2"), ROUNDS alternations (default 3); plus bench/prefill_bench (CPU
 # time and wall, minimum over REPS prefills, and a hash of the last logits row: the same before and

@@ -39,7 +39,8 @@ static void usage(FILE *f) {
             "  --verify-cost   median time of an R-row decode-position forward (all rows' logits) / median\n"
             "                  1-row time, R = 1..--rows (default 8), --reps (default 9) interleaved rounds\n"
             "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s\n"
-            "  --prefill N     seconds and tokens/s to prefill N random tokens (best of 2)\n"
+            "  --prefill N     seconds and tokens/s to prefill N random tokens: the best of --reps\n"
+            "                  (default 4 here) prefills, the first of which also faults the weights in\n"
             "  --draft-cost    one MTP draft step (layer, draft LM head, sampling q) per draft format, median\n"
             "                  ms over --steps (default 600) steps chained --chain (default 3) deep after\n"
             "                  --context prefilled tokens; formats --draft-quants LIST (default none,q8,q4,\n"
@@ -246,7 +247,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     cpu_settings cpu;
     cpu_settings_from_env(&cpu);
     cpu_settings_apply(&cpu);
-    int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0;
+    int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0, reps_set = 0;
     int dcost = 0, steps = 600, chain = 3, daccept = 0, depth = 3, n_prompts = 4, plen = 256, gen = 0;
     const char *dquants = "none,q8,q4";
     gen_params gp;
@@ -271,7 +272,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--prefill")) prefill = atoi(v), i++;
         else if (!strcmp(a, "--model")) dir = v, i++;
         else if (!strcmp(a, "--rows")) rows = atoi(v), i++;
-        else if (!strcmp(a, "--reps")) reps = atoi(v), i++;
+        else if (!strcmp(a, "--reps")) reps = atoi(v), reps_set = 1, i++;
         else if (!strcmp(a, "--context")) context = atoi(v), i++;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--chain")) chain = atoi(v), i++;
@@ -334,7 +335,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                                               c->n_experts > 0 ? (double)c->n_experts_per_tok / c->n_experts : 1.0,
                                               &wbytes, &allbytes, &err) ||
             (verify && bench_verify_cost(m, rows, context, reps, seed, bwbuf, bw_bytes, &vc, &err)) ||
-            (prefill && bench_prefill_seconds(m, prefill, 2, seed, &pre_s, &err))) {
+            (prefill && bench_prefill_seconds(m, prefill, reps_set ? reps : 4, seed, &pre_s, &err))) {
             cli_error("bench", "%s", err.msg);
             free(bwbuf);
             model_free(m);
