@@ -193,13 +193,13 @@ typedef struct {
      * sequence (a->big is row 0 of the call; seqs[i] says where sequence i's rows and KV are). A device
      * backend runs it as a fixed number of launches whatever n is. */
     void (*attention_seqs)(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
+    /* `mla` for n sequences' rows of one layer, as attention_seqs (a->rows is row 0 of the call). */
+    void (*mla_seqs)(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
     /* The Gated DeltaNet of n sequences' rows of one layer: per sequence, its conv window assembled
      * (conv state, then its pre-conv rows), conv1d + SiLU into u at big + (r0+t)·ldb + u_off, the conv
      * state advanced by R rows, then the recurrence as `gdn` with the sequence's states and tapes
      * (a's per-sequence fields src .. tape_d are not read). Bit-identical to the per-sequence calls
      * (copy, conv1d_silu, copy, gdn); a device backend runs it as a fixed number of launches. */
-    /* `mla` for n sequences' rows of one layer, as attention_seqs (a->rows is row 0 of the call). */
-    void (*mla_seqs)(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
     void (*gdn_seqs)(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
     /* Rebuild the state after the first `keep` rows of a capturing gdn call: dst starts as the state
      * after all rows and is overwritten from start (the state before the call) with the taped
