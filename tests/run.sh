@@ -114,6 +114,7 @@ pool_start() { # name, command...: run it in the background once a slot is free
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_one repo_size bash scripts/check-size.sh
+run_one mutation_patches_apply bash tests/mutations/apply_check.sh
 for t in build/tests/test_*; do
     [ -x "$t" ] || continue
     pool_start "$(basename "$t")" "$t"
