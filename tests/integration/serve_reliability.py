@@ -127,12 +127,22 @@ def connect_refused(port):
         s.close()
 
 
+def wait_for(cond, seconds):
+    """Poll cond() every 0.1 s until it holds or `seconds` pass; returns its last value."""
+    deadline = time.time() + seconds
+    while not cond() and time.time() < deadline:
+        time.sleep(0.1)
+    return cond()
+
+
 def test_signals(tmp):
     # 1. SIGHUP reopens the log file after logrotate moved it
     logf = os.path.join(tmp, "serve.log")
     s = Server(ASAN, tmp, "sig", "--log-file", logf, "--drain-timeout", "60")
     st, _ = post(s.port, CHAT, chat_body(2))
     check(st == 200, "request before rotation answered")
+    # the request line is written after the answer: wait for it (a loaded ASan build can take a while)
+    wait_for(lambda: "chatcmpl-" in s.log(logf), 10)
     os.rename(logf, logf + ".1")
     s.p.send_signal(signal.SIGHUP)
     deadline = time.time() + 10
@@ -140,7 +150,7 @@ def test_signals(tmp):
         time.sleep(0.1)
     check(os.path.exists(logf) and "SIGHUP: reopened" in s.log(logf), "SIGHUP reopened --log-file")
     st, _ = post(s.port, CHAT, chat_body(2))
-    time.sleep(0.3)
+    wait_for(lambda: "chatcmpl-" in s.log(logf), 10)
     check(st == 200 and "chatcmpl-" in s.log(logf) and "chatcmpl-" in s.log(logf + ".1"),
           "request lines before the rotation in the old file, after it in the new one")
     # 2. SIGTERM drains: the running stream completes, new connects are refused, an open
