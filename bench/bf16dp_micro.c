@@ -19,32 +19,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "dp_peak.h"
+
 static double cpu_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* Seconds per VDPBF16PS with 16 independent chains (two per cycle at the core's peak; the loop of
- * bench/gemm_bench.c). */
-static double peak_dp_seconds(void) {
-    const long n = 300000;
-    double t0 = cpu_now();
-    __asm__ volatile("mov %0, %%rcx\n1:\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm0\n vdpbf16ps %%zmm30, %%zmm31, %%zmm1\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm2\n vdpbf16ps %%zmm30, %%zmm31, %%zmm3\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm4\n vdpbf16ps %%zmm30, %%zmm31, %%zmm5\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm6\n vdpbf16ps %%zmm30, %%zmm31, %%zmm7\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm8\n vdpbf16ps %%zmm30, %%zmm31, %%zmm9\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm10\n vdpbf16ps %%zmm30, %%zmm31, %%zmm11\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm12\n vdpbf16ps %%zmm30, %%zmm31, %%zmm13\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm14\n vdpbf16ps %%zmm30, %%zmm31, %%zmm15\n"
-                     "dec %%rcx\n jnz 1b\n"
-                     :
-                     : "r"(n)
-                     : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-                       "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory");
-    return (cpu_now() - t0) / (n * 16.0);
 }
 
 static uint16_t *bf16_buf(size_t n) {
@@ -73,7 +53,7 @@ TGT static int run_tile(int K, int NR, int TT, int reps) {
                 for (int i = 0; i < BD_ROWS; i++) wrow[i] = (size_t)(rr + i) * K;
                 tile_any(W, wrow, BD_ROWS, xp, (size_t)TT * 64, K, y, NR, rr, TT, 0);
             }
-        double dt = cpu_now() - t0, p = peak_dp_seconds();
+        double dt = cpu_now() - t0, p = dp_peak_seconds(cpu_now);
         if (dt > 0 && dt < best) best = dt;
         if (p > 0 && p < peak) peak = p;
     }
@@ -103,7 +83,7 @@ TGT static int run_slices(int N, int K, int count, int reps) {
                     mm_rows_bf16dp(y + (size_t)b * T * N, N, x, K, T, &w, s0, s0 + slice < N ? s0 + slice : N,
                                    xp + b * blk);
         }
-        double dt = cpu_now() - t0, p = peak_dp_seconds();
+        double dt = cpu_now() - t0, p = dp_peak_seconds(cpu_now);
         if (dt > 0 && dt < best) best = dt;
         if (p > 0 && p < peak) peak = p;
     }

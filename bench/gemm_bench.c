@@ -25,6 +25,8 @@
 #include "../src/kernels/matmul.h"
 #include "../src/model/model.h"
 
+#include "dp_peak.h"
+
 /* CPU seconds of the calling thread (one-thread runs) or of the process. */
 static double cpu_seconds(void) {
     static int per_thread = -1;
@@ -35,27 +37,6 @@ static double cpu_seconds(void) {
     struct timespec ts;
     clock_gettime(per_thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* CPU seconds per VDPBF16PS zmm instruction at full throughput. */
-static double peak_dp_seconds(void) {
-    const long n = 300000;
-    double t0 = cpu_seconds();
-    __asm__ volatile("mov %0, %%rcx\n1:\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm0\n vdpbf16ps %%zmm30, %%zmm31, %%zmm1\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm2\n vdpbf16ps %%zmm30, %%zmm31, %%zmm3\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm4\n vdpbf16ps %%zmm30, %%zmm31, %%zmm5\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm6\n vdpbf16ps %%zmm30, %%zmm31, %%zmm7\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm8\n vdpbf16ps %%zmm30, %%zmm31, %%zmm9\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm10\n vdpbf16ps %%zmm30, %%zmm31, %%zmm11\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm12\n vdpbf16ps %%zmm30, %%zmm31, %%zmm13\n"
-                     "vdpbf16ps %%zmm30, %%zmm31, %%zmm14\n vdpbf16ps %%zmm30, %%zmm31, %%zmm15\n"
-                     "dec %%rcx\n jnz 1b\n"
-                     :
-                     : "r"(n)
-                     : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-                       "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory");
-    return (cpu_seconds() - t0) / (n * 16.0);
 }
 
 /* The matmul mode; returns the exit status. */
@@ -83,7 +64,7 @@ static int bench_matmul(int n, int k, int count, int reps, int argc, char **argv
         double peak = 1e9;
         for (int i = 0; i < count; i++) best[i] = 1e9;
         for (int r = 0; r < reps; r++) {
-            double p = peak_dp_seconds();
+            double p = dp_peak_seconds(cpu_seconds);
             if (p < peak) peak = p;
             for (int i = 0; i < count; i++) {
                 double t0 = cpu_seconds();
