@@ -208,19 +208,13 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     CU_PDL_ENTRY();
     const int quarter_group = t * 32 / GS; /* the group of the span that this thread's quarter lies in */
     const size_t row_v = (size_t)K * BITS / 128; /* uint4 per weight row */
-    /* XCH (groups of 64: S = 2): thread t takes the (t >> 1)-th half of quarters t & 1 (group 0) and
-     * (t & 1) + 2 (group 1) instead of all of quarter t, so that mmas 0, 1 of a span see group 0 only
-     * and mmas 2, 3 group 1 only: 4 mmas per span instead of 8, no masks. The integer group sums are
-     * exact either way, so the bits are the same. */
-    constexpr bool XCH = S == 2;
-    const int q_lo = t & 1, q_hi = t >> 1;
     const uint4 *ap[NT];
     bool av[NT], cv[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         int row = nt * 8 + g;
         av[nt] = row < R;
-        ap[nt] = xa + (size_t)(av[nt] ? row : 0) * (K / 16) + (XCH ? 0 : 2 * t);
+        ap[nt] = xa + (size_t)(av[nt] ? row : 0) * (K / 16) + 2 * t;
         cv[nt][0] = nt * 8 + 2 * t < R, cv[nt][1] = nt * 8 + 2 * t + 1 < R;
     }
     const uint4 z4 = make_uint4(0, 0, 0, 0);
@@ -229,8 +223,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
         const long long tend = (long long)(tile + 1) * P;
         const int b = (int)((end < tend ? end : tend) - (long long)tile * P);
         const int n0 = tile * 16, ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
-        const uint4 *wa = (const uint4 *)W + (size_t)ra * row_v + (XCH ? 0 : t * CV);
-        const uint4 *wb = (const uint4 *)W + (size_t)rb * row_v + (XCH ? 0 : t * CV);
+        const uint4 *wa = (const uint4 *)W + (size_t)ra * row_v + t * CV;
+        const uint4 *wb = (const uint4 *)W + (size_t)rb * row_v + t * CV;
         const uint2 *sb = sbt + (size_t)tile * G * 8 + g;
         float acc[NT][4], bacc[NT][4];
 #pragma unroll
@@ -244,30 +238,15 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
             for (int v = 0; v < U; v++) { /* every load of U spans first: bytes in flight */
                 const int sp = s0 + v;
                 const bool ok = sp < b;
-                if (XCH && BITS == 4) { /* 8 bytes of each of quarters q_lo, q_lo + 2 at half q_hi */
-                    const uint2 *a2 = (const uint2 *)(wa + (size_t)sp * 4), *b2 = (const uint2 *)(wb + (size_t)sp * 4);
-                    const uint2 z2 = make_uint2(0, 0);
-                    uint2 p0 = ok ? __ldcs(a2 + 2 * q_lo + q_hi) : z2, p1 = ok ? __ldcs(a2 + 2 * (q_lo + 2) + q_hi) : z2;
-                    uint2 r0 = ok ? __ldcs(b2 + 2 * q_lo + q_hi) : z2, r1 = ok ? __ldcs(b2 + 2 * (q_lo + 2) + q_hi) : z2;
-                    WA[v][0] = make_uint4(p0.x, p0.y, p1.x, p1.y);
-                    WB[v][0] = make_uint4(r0.x, r0.y, r1.x, r1.y);
-                } else if (XCH) { /* q8: 16 bytes of each */
-                    WA[v][0] = ok ? __ldcs(wa + (size_t)sp * 8 + 2 * q_lo + q_hi) : z4;
-                    WA[v][1] = ok ? __ldcs(wa + (size_t)sp * 8 + 2 * (q_lo + 2) + q_hi) : z4;
-                    WB[v][0] = ok ? __ldcs(wb + (size_t)sp * 8 + 2 * q_lo + q_hi) : z4;
-                    WB[v][1] = ok ? __ldcs(wb + (size_t)sp * 8 + 2 * (q_lo + 2) + q_hi) : z4;
-                } else {
 #pragma unroll
-                    for (int c = 0; c < CV; c++) {
-                        WA[v][c] = ok ? __ldcs(wa + (size_t)sp * 4 * CV + c) : z4;
-                        WB[v][c] = ok ? __ldcs(wb + (size_t)sp * 4 * CV + c) : z4;
-                    }
+                for (int c = 0; c < CV; c++) {
+                    WA[v][c] = ok ? __ldcs(wa + (size_t)sp * 4 * CV + c) : z4;
+                    WB[v][c] = ok ? __ldcs(wb + (size_t)sp * 4 * CV + c) : z4;
                 }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                    for (int c = 0; c < 2; c++) /* XCH: the 16 activation bytes of each of those halves */
-                        X[v][nt][c] = ok && av[nt] ? __ldg(ap[nt] + (size_t)sp * 8 + (XCH ? 2 * (q_lo + 2 * c) + q_hi : c)) : z4;
+                    for (int c = 0; c < 2; c++) X[v][nt][c] = ok && av[nt] ? __ldg(ap[nt] + (size_t)sp * 8 + c) : z4;
 #pragma unroll
                 for (int s = 0; s < S; s++) SB[v][s] = ok ? __ldg(sb + (size_t)(sp * S + s) * 8) : make_uint2(0, 0);
             }
@@ -292,12 +271,12 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
                     }
 #pragma unroll
                 for (int s = 0; s < S; s++) {
-                    const uint32_t m = (S == 1 || XCH || quarter_group == s) ? 0xffffffffu : 0u;
+                    const uint32_t m = (S == 1 || quarter_group == s) ? 0xffffffffu : 0u;
                     int ic[NT][4];
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) ic[nt][0] = ic[nt][1] = ic[nt][2] = ic[nt][3] = 0;
 #pragma unroll
-                    for (int j = XCH ? 2 * s : 0; j < (XCH ? 2 * s + 2 : 4); j++) {
+                    for (int j = 0; j < 4; j++) {
                         uint32_t a0, a1, a2, a3;
                         if (BITS == 4) {
                             a0 = wa_[j] & 0x0F0F0F0Fu, a1 = wb_[j] & 0x0F0F0F0Fu;
