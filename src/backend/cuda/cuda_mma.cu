@@ -547,94 +547,48 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
     CU_LAUNCHED("matmul qact");
 }
 
-#define RMS_THREADS 256 /* k_rmsnorm_prep's block (and cuda_backend.cu's k_rmsnorm's): the sum's order */
-#define RMS_MAXE 32      /* row entries per thread that k_rmsnorm_prep keeps in registers: n <= 8192 */
-
-/* One block of RMS_THREADS per row: k_rmsnorm's arithmetic (cuda_backend.cu; with o, the deferred x +=
- * o first), and the row prepared as KIND (1: bf16 split; else q of group GS, BITS) into xp, for R =
- * gridDim.x rows of K = n inputs. A thread's entries i = tid + 256·e are loaded into registers at once
- * (and o's beside them), so the block waits for the row about once instead of once per entry per pass
- * (a dependent chain of ~3 × 20 loads, 16 µs a call on the 27B shape: bench/cuda.md, "Session 5"); the
- * q preparation reads the normalized row from shared memory. Every value and the order of every sum are
- * those of the loops of k_rmsnorm (rows wider than 8192 still run them), so the bits are the same. */
+/* One block per row: k_rmsnorm's arithmetic (cuda_backend.cu; with o, the deferred x += o first),
+ * and the row prepared as KIND (1: bf16 split; else q of group GS, BITS) into xp, for R = gridDim.x
+ * rows of K = n inputs. The q branch reads entries other threads added: cu_block_sum's barriers order
+ * those writes before it. */
 template <int KIND, int GS, int BITS>
-__global__ void __launch_bounds__(RMS_THREADS) k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o,
-                                                              const float *w, int n, float eps, void *xp) {
+__global__ void k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
+                               float eps, void *xp) {
     CU_PDL_ENTRY();
     __shared__ float sh[33];
-    __shared__ float vs[RMS_THREADS * RMS_MAXE]; /* the normalized row, for the q groups */
-    int r = blockIdx.x, R = gridDim.x, tid = threadIdx.x;
+    int r = blockIdx.x, R = gridDim.x;
     float *xt = x + (size_t)r * ldx;
     float *yt = y + (size_t)r * ldy;
-    const float *ot = o ? o + (size_t)r * n : NULL;
     float s = 0.f;
-    const bool cached = n <= RMS_THREADS * RMS_MAXE && blockDim.x == RMS_THREADS;
-    float xv[RMS_MAXE];
-    if (cached) {
-        float ov[RMS_MAXE];
-#pragma unroll
-        for (int e = 0; e < RMS_MAXE; e++) {
-            int i = tid + e * RMS_THREADS;
-            xv[e] = i < n ? xt[i] : 0.f;
-            ov[e] = ot && i < n ? ot[i] : 0.f;
-        }
-        if (ot) {
-#pragma unroll
-            for (int e = 0; e < RMS_MAXE; e++) {
-                int i = tid + e * RMS_THREADS;
-                if (i < n) xv[e] += ov[e], xt[i] = xv[e];
-            }
-        }
-#pragma unroll
-        for (int e = 0; e < RMS_MAXE; e++)
-            if (tid + e * RMS_THREADS < n) s = fmaf(xv[e], xv[e], s);
-    } else {
-        if (ot)
-            for (int i = tid; i < n; i += blockDim.x) xt[i] += ot[i];
-        for (int i = tid; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
+    if (o) {
+        const float *ot = o + (size_t)r * n;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) xt[i] += ot[i];
     }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
     float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
-    if (cached) {
-        float wv[RMS_MAXE];
-#pragma unroll
-        for (int e = 0; e < RMS_MAXE; e++) {
-            int i = tid + e * RMS_THREADS;
-            wv[e] = i < n ? w[i] : 0.f;
-        }
-#pragma unroll
-        for (int e = 0; e < RMS_MAXE; e++) {
-            int i = tid + e * RMS_THREADS;
-            if (i >= n) break;
-            float v = (xv[e] * inv) * wv[e];
-            yt[i] = v;
-            if (KIND == 1) split_one((__nv_bfloat16 *)xp, (__nv_bfloat16 *)xp + (size_t)R * n, v, r, i, n);
-            else vs[i] = v;
-        }
-        if (KIND == 1) return;
-        __syncthreads();
-    } else if (KIND == 1) {
+    if (KIND == 1) {
         __nv_bfloat16 *xh = (__nv_bfloat16 *)xp, *xl = xh + (size_t)R * n;
-        for (int i = tid; i < n; i += blockDim.x) {
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
             float v = (xt[i] * inv) * w[i];
             yt[i] = v;
             split_one(xh, xl, v, r, i, n);
         }
-        return;
-    }
-    constexpr int PER = GS / 32;
-    size_t ab = ((size_t)R * n + 255) & ~(size_t)255;
-    int8_t *a = (int8_t *)xp;
-    float2 *db = (float2 *)((char *)xp + ab);
-    int lane = tid & 31, nw = blockDim.x >> 5;
-    for (int g = tid >> 5; g < n / GS; g += nw) {
-        float v[PER];
+    } else {
+        constexpr int PER = GS / 32;
+        size_t ab = ((size_t)R * n + 255) & ~(size_t)255;
+        int8_t *a = (int8_t *)xp;
+        float2 *db = (float2 *)((char *)xp + ab);
+        int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+        for (int g = threadIdx.x >> 5; g < n / GS; g += nw) {
+            float v[PER];
 #pragma unroll
-        for (int j = 0; j < PER; j++) {
-            int k = g * GS + lane + 32 * j;
-            if (cached) v[j] = vs[k];
-            else v[j] = (xt[k] * inv) * w[k], yt[k] = v[j];
+            for (int j = 0; j < PER; j++) {
+                int k = g * GS + lane + 32 * j;
+                v[j] = (xt[k] * inv) * w[k];
+                yt[k] = v[j];
+            }
+            qact_group<GS, BITS>(a, db, v, g, r, lane, n);
         }
-        qact_group<GS, BITS>(a, db, v, g, r, lane, n);
     }
 }
 
@@ -686,7 +640,7 @@ int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const f
     int kind = hint_kind(y, n);
     if (!kind || (kind != 1 && n % (kind / 4))) return 0;
     void *xp = prep_space(kind, R, n);
-#define RMS_L(KD, GS_, B_) cu_launch(k_rmsnorm_prep<KD, GS_, B_>, R, RMS_THREADS, 0, y, ldy, x, ldx, o, w, n, eps, xp)
+#define RMS_L(KD, GS_, B_) cu_launch(k_rmsnorm_prep<KD, GS_, B_>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp)
     PREP_DISPATCH(kind, RMS_L);
 #undef RMS_L
     CU_LAUNCHED("rmsnorm prep");
