@@ -5,15 +5,16 @@
  * split and the memory access pattern differ (bench/cuda.md has the measurements).
  *
  * Work split: the weight is cut into 16-row tiles and each tile's K into spans (q: 128 inputs, bf16:
- * 32 inputs); the T·P (tile, span) units, tile-major, are cut into gridDim.x · SK_WARPS equal
+ * 32 inputs); the T·P (tile, span) units, tile-major, are cut into blocks · SK_WARPS equal
  * contiguous ranges, one per warp (the last warps idle when there are fewer units than warps: no
  * range is empty between two others, so a tile's warps are exactly first..last). A warp walks its
  * range U spans at a time (their loads issued together), keeping a 16 × (8·NT) mma accumulator per
  * tile it touches. A tile covered by one warp is written directly; otherwise each of its warps stores
  * its partial (slot tile + warp: unique, since both grow along the ranges) and the last to finish (a
  * counter per tile) adds the partials in warp order. So every warp reads the same number of bytes
- * (± one span), with no tail of half-empty waves, and the grid is the number of blocks the GPU holds
- * at once.
+ * (± one span), with no tail of half-empty waves, and a weight's blocks are the number the GPU holds
+ * at once. Several weights over the same activations (matmul_n) go out as one launch whose grid is
+ * their solo grids one after another (sk_job below).
  *
  * Batch invariance (DESIGN.md §3): the ranges depend on the weight's shape and the grid, and the grid
  * on the GPU (multiprocessors × resident blocks of the kernel, the same for every R), never on R; a
@@ -163,30 +164,14 @@ __device__ __forceinline__ float sk_half(uint32_t h, int f16) {
     return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
 }
 
-/* Before the kernel waits for the one before it (CU_PDL_ENTRY): asks L2 for the first `pf` spans of this
- * warp's range (the rows of its first tile; `span` bytes of a row per span, `row` bytes per row), so
- * that the weight bytes stream while the previous kernel finishes. Weights are never written by a kernel,
- * so reading them before the wait is safe; the values read later are the same either way. */
-__device__ __forceinline__ void sk_prefetch(const void *W, size_t row, int span, int N, int P, long long u,
-                                            long long end, int pf) {
-    const int lane = threadIdx.x & 31;
-    const int tile = (int)(u / P), a = (int)(u - (long long)tile * P);
-    long long stop = (long long)tile * P + P < end ? (long long)tile * P + P : end;
-    int b = (int)(stop - (long long)tile * P);
-    if (b > a + pf) b = a + pf;
-    const int r = min(tile * 16 + (lane & 15), N - 1);
-    const char *base = (const char *)W + (size_t)r * row;
-    for (size_t off = (size_t)a * span + (lane >> 4) * 128; off < (size_t)b * span; off += 256)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + off));
-}
-
 /* ------------------------------------------------------------------ q4 / q8 */
 
 /* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g] for j < R (<= 8·NT).
  * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). */
 template <int BITS, int GS, int NT, int U>
 __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
-    k_sk_q(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R, int pf) {
+    k_sk_q(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
+    CU_PDL_ENTRY();
     constexpr int S = 128 / GS;  /* groups per span */
     constexpr int CV = BITS / 4; /* uint4 per thread, row and span: q4 1 (16 bytes), q8 2 */
     int bid = blockIdx.x;
@@ -204,8 +189,6 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
-    if (pf) sk_prefetch(W, (size_t)K * BITS / 8, 16 * BITS, N, P, u, end, pf);
-    CU_PDL_ENTRY();
     const int quarter_group = t * 32 / GS; /* the group of the span that this thread's quarter lies in */
     const size_t row_v = (size_t)K * BITS / 128; /* uint4 per weight row */
     const uint4 *ap[NT];
@@ -326,7 +309,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
  * K block, laid out as cuda_mma.cu's k_mm_bf16 (thread (g, t): 8 inputs of rows n0+g and n0+g+8). */
 template <int NT, int U>
 __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, const uint16_t *xh,
-                                                          const uint16_t *xl, int R, int pf) {
+                                                          const uint16_t *xl, int R) {
+    CU_PDL_ENTRY();
     int bid = blockIdx.x;
     const sk_job jb = sk_job_of(jobs, bid);
     float *y = jb.y, *ws = jb.ws;
@@ -341,8 +325,6 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
     if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
-    if (pf) sk_prefetch(W, (size_t)K * 2, 64, N, P, u, end, pf);
-    CU_PDL_ENTRY();
     const uint4 *bh[NT], *bl[NT];
     bool bv[NT];
 #pragma unroll
@@ -400,18 +382,6 @@ static int env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     int n = v ? atoi(v) : 0;
     return n > 0 ? n : dflt;
-}
-
-/* Spans each warp asks L2 for before waiting on the previous kernel: dflt, $MTPLX_CUDA_SK_PF spans if
- * set, 0 (none) with $MTPLX_CUDA_SK_PF=0 or without PDL (no overlap to gain). */
-static int sk_pf(int dflt) {
-    static int v = -2;
-    if (v == -2) {
-        const char *e = getenv("MTPLX_CUDA_SK_PF");
-        v = e ? atoi(e) : -1;
-    }
-    if (!cu_pdl_enabled() || v == 0) return 0;
-    return v > 0 ? v : dflt;
 }
 
 static int sk_sms(void) {
@@ -502,11 +472,10 @@ static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
     if (R <= 8)
-        cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa, (const float2 *)xdb, R,
-                  sk_pf(2 * U));
+        cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa, (const float2 *)xdb, R);
     else
         cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa,
-                  (const float2 *)xdb, R, sk_pf(2 * U));
+                  (const float2 *)xdb, R);
     CU_LAUNCHED("matmul sk q");
 }
 
@@ -556,8 +525,8 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R, sk_pf(2 * U));
-    else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R, sk_pf(2 * U));
+    if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
 }
 
