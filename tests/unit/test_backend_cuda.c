@@ -181,6 +181,59 @@ TEST(test_matmul_every_format_matches_reference_and_is_row_invariant) {
     be_free(be);
 }
 
+/* matmul_n over weights of one format and mixed heights (a GDN in-projection's mix: two wide, two
+ * of a few rows; cuda_mma_sk.cu runs them as one grouped launch) equals one matmul call per weight bit
+ * for bit, for R = 1..20 rows; and two calls' outputs do not depend on each other. */
+static void matmul_n_check(be_backend *be, fmt f) {
+    enum { NW = 4, RMAX = 20, K = 512 };
+    const int rows[NW] = {300, 136, 12, 12};
+    be_weight w[NW];
+    void *store[NW];
+    be_buf *by[2 * NW], *bx;
+    float *dy[2 * NW];
+    float *x = malloc(sizeof(float) * RMAX * K), *a = malloc(sizeof(float) * RMAX * 300), *b = malloc(sizeof(float) * RMAX * 300);
+    REQUIRE(x && a && b);
+    fill(x, (size_t)RMAX * K);
+    float *dx = dev_floats(be, x, (size_t)RMAX * K, &bx);
+    REQUIRE(dx);
+    for (int i = 0; i < NW; i++) {
+        float *wf = malloc(sizeof(float) * rows[i] * K);
+        REQUIRE(wf);
+        fill(wf, (size_t)rows[i] * K);
+        mtplx_err err = {0};
+        REQUIRE(make_weight(wf, rows[i], K, f, &w[i], &store[i]) == 0);
+        REQUIRE(be->ops->weight_prepare(be, &w[i], &err) == 0);
+        free(wf);
+        dy[i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[i]);
+        dy[NW + i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[NW + i]);
+        REQUIRE(dy[i] && dy[NW + i]);
+    }
+    for (int R = 1; R <= RMAX; R++) {
+        be_mm_out outs[NW];
+        for (int i = 0; i < NW; i++) outs[i] = (be_mm_out){dy[i], rows[i], &w[i]};
+        be->ops->matmul_n(be, outs, NW, dx, K, R);
+        for (int i = 0; i < NW; i++) be->ops->matmul(be, dy[NW + i], rows[i], dx, K, R, &w[i]);
+        for (int i = 0; i < NW; i++) {
+            be->ops->download(be, a, dy[i], sizeof(float) * R * rows[i]);
+            be->ops->download(be, b, dy[NW + i], sizeof(float) * R * rows[i]);
+            CHECK_MSG(memcmp(a, b, sizeof(float) * R * rows[i]) == 0,
+                      "format bits %d: R=%d weight %d (%d rows) of matmul_n differs from matmul", f.bits, R, i, rows[i]);
+        }
+    }
+    for (int i = 0; i < NW; i++) be->ops->buf_free(be, by[i]), be->ops->buf_free(be, by[NW + i]), free(store[i]);
+    be->ops->buf_free(be, bx);
+    free(x), free(a), free(b);
+}
+
+TEST(test_matmul_n_equals_matmul_per_weight) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    matmul_n_check(be, (fmt){DT_BF16, 0, 0, 0});
+    matmul_n_check(be, (fmt){DT_U32, 4, 64, 0});
+    matmul_n_check(be, (fmt){DT_U32, 8, 32, DT_F16});
+    be_free(be);
+}
+
 /* Gated attention: a 6-row prefill equals 6 single-row decodes bit for bit, and matches the CPU
  * backend's result within fp32 rounding. */
 TEST(test_attention_prefill_equals_decode_and_cpu) {
@@ -513,6 +566,7 @@ TEST(test_seq_ops_cuda_equal_per_sequence_calls) {
 
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
+    RUN(test_matmul_n_equals_matmul_per_weight);
     RUN(test_attention_prefill_equals_decode_and_cpu);
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
     RUN(test_seq_ops_cpu_equal_per_sequence_calls);

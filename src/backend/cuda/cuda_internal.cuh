@@ -173,7 +173,19 @@ void cu_prep_clobber(const float *y, int ldy, int R, int N);
 int cu_sk_enabled(void);
 int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv);
 void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R);
-void cu_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl, int R);
+void cu_sk_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
+                int R);
+/* One output of a grouped call: y (stride ldy) = x · Wᵀ for weight w (device copy dv). */
+typedef struct {
+    float *y;
+    int ldy;
+    const be_weight *w;
+    const cu_wdev *dv;
+} cu_sk_out;
+/* n outputs over the same prepared activations (weights of one kind and K), in launches of up to 4
+ * weights each; every output bit-identical to its weight's cu_sk_q / cu_sk_bf16 call. */
+void cu_sk_q_n(const cu_sk_out *outs, int n, const void *xa, const float *xdb, int R);
+void cu_sk_bf16_n(const cu_sk_out *outs, int n, const uint16_t *xh, const uint16_t *xl, int R);
 
 /* cuda_seq.cu */
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);

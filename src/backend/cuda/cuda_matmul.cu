@@ -12,6 +12,10 @@
  * rows one after another (prefill: a tensor-core GEMM is future work, bench/cuda.md). */
 #include "cuda_internal.cuh"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 extern "C" {
 #include "../../base/dtype.h"
 }
@@ -202,8 +206,37 @@ static int fmt_of(const be_weight *w) {
 
 static const int epl_of[5] = {4, 8, 8, 8, 8};
 
+/* The profile's name for a matmul op over n weights whose first is w: dflt ("matmul" / "matmul_n"), or
+ * with $MTPLX_CUDA_PROFILE=2 one row per shape, "mm <n>x<N>x<K> <format>" (interned: the profile keys
+ * on the pointer; bench/cuda.md reads the bytes per call off it). */
+static const char *mm_prof_name(const char *dflt, const be_weight *w, int n) {
+    static int per_shape = -1;
+    if (per_shape < 0) {
+        const char *v = getenv("MTPLX_CUDA_PROFILE");
+        per_shape = v && !strcmp(v, "2");
+    }
+    if (!per_shape || !w || cu_op_depth) return dflt;
+    static char names[32][40];
+    static int used = 0;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    char buf[40];
+    const char *f = w->dtype == DT_BF16  ? "bf16"
+                    : w->dtype == DT_F16 ? "f16"
+                    : w->dtype == DT_F32 ? "f32"
+                    : w->bits == 8       ? "q8"
+                                         : "q4";
+    snprintf(buf, sizeof buf, "mm %dx%dx%d %s", n, w->rows, w->cols, f);
+    const char *r = NULL;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < used && !r; i++)
+        if (!strcmp(names[i], buf)) r = names[i];
+    if (!r && used < 32) strcpy(names[used], buf), r = names[used++];
+    pthread_mutex_unlock(&lock);
+    return r ? r : dflt;
+}
+
 void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w) {
-    CU_PROF("matmul");
+    CU_PROF(mm_prof_name("matmul", w, 1));
     if (R <= 0 || w->rows <= 0) return;
     if (cu_mma_enabled() && cu_mma_handles(w)) {
         cu_mma_matmul(be, y, ldy, x, ldx, R, w);
@@ -231,7 +264,7 @@ void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R
 }
 
 void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
-    CU_PROF("matmul_n");
+    CU_PROF(mm_prof_name("matmul_n", n > 0 ? outs[0].w : NULL, n));
     if (R <= 0) return;
     if (cu_mma_enabled()) {
         cu_mma_matmul_n(be, outs, n, x, ldx, R);

@@ -39,6 +39,7 @@ extern "C" {
 #define MMA_WARPS 4      /* warps per block: they split the block's K range */
 #define MMA_ROWS 16      /* activation rows per pass (two mma N tiles of 8) */
 #define MMA_BLOCKS 2048  /* aim for about this many blocks per call when choosing ksplit */
+#define MMA_GROUP_MAX 4  /* weights of a matmul_n in one grouped stream-K launch (cuda_mma_sk.cu's SK_JOBS_MAX) */
 
 /* Per-thread device scratch: prepared activations, split-K partials and tile counters. Per host
  * thread because two threads may run forwards on one backend (server executors): each stages its own
@@ -681,7 +682,7 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
         if (w->dtype == DT_BF16) {
             const uint16_t *xh = (const uint16_t *)s->x + (size_t)r0 * K, *xl = (const uint16_t *)s->x + (size_t)(R + r0) * K;
             if (sk) {
-                cu_sk_bf16(yr, ldy, (const uint16_t *)dv->data, N, K, xh, xl, rows);
+                cu_sk_bf16(yr, ldy, dv, w, xh, xl, rows);
                 continue;
             }
             if (rows <= 8)
@@ -731,17 +732,65 @@ void cu_mma_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, i
     mma_run(be, y, ldy, R, w);
 }
 
+/* The stream-K kernel computes w (with the activations prepared for its kind). */
+static int sk_runs(be_backend *be, const be_weight *w) {
+    return w->dtype == DT_BF16 ? cu_sk_enabled() : cu_sk_q_handles(w, cu_weight(cu_of(be), w));
+}
+
+/* m outputs of one kind and K, all run by the stream-K kernel, from activations already prepared for
+ * that kind: grouped launches (cu_sk_*_n), 16 rows at a time; each output bit-identical to mma_run's. */
+static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
+    mma_scratch *s = &tls_mma;
+    const be_weight *w0 = outs[0].w;
+    int K = w0->cols;
+    cu_sk_out o[MMA_GROUP_MAX];
+    for (int r0 = 0; r0 < R; r0 += MMA_ROWS) {
+        int rows = R - r0 < MMA_ROWS ? R - r0 : MMA_ROWS;
+        for (int j = 0; j < m; j++)
+            o[j] = (cu_sk_out){outs[j].y + (size_t)r0 * outs[j].ldy, outs[j].ldy, outs[j].w, cu_weight(cu_of(be), outs[j].w)};
+        if (w0->dtype == DT_BF16) {
+            const uint16_t *xh = (const uint16_t *)s->x + (size_t)r0 * K, *xl = (const uint16_t *)s->x + (size_t)(R + r0) * K;
+            cu_sk_bf16_n(o, m, xh, xl, rows);
+        } else {
+            int G = K / w0->group_size;
+            size_t ab = ((size_t)R * K + 255) & ~(size_t)255;
+            const int8_t *xa = (const int8_t *)s->x + (size_t)r0 * K;
+            const float2 *db = (const float2 *)((const char *)s->x + ab) + (size_t)r0 * G;
+            cu_sk_q_n(o, m, xa, (const float *)db, rows);
+        }
+    }
+    for (int j = 0; j < m; j++) prep_clobber(outs[j].y, outs[j].ldy, R, outs[j].w->rows);
+}
+
+/* Consecutive weights of one kind and K that the stream-K kernel runs go out as one grouped launch
+ * ($MTPLX_CUDA_SK_GROUP=0: one launch per weight, a comparison knob; same bits either way). */
 void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
+    static int group = -1;
+    if (group < 0) {
+        const char *v = getenv("MTPLX_CUDA_SK_GROUP");
+        group = !(v && !strcmp(v, "0"));
+    }
     int prepared = -1, pk = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n;) {
         const be_weight *w = outs[i].w;
-        if (w->rows <= 0) continue;
+        if (w->rows <= 0) {
+            i++;
+            continue;
+        }
         if (!cu_mma_handles(w)) {
             cu_matmul(be, outs[i].y, outs[i].ldy, x, ldx, R, w);
+            i++;
             continue;
         }
         int kind = prep_kind(w);
         if (prepared != kind || pk != w->cols) prep_x(kind, x, ldx, R, w->cols), prepared = kind, pk = w->cols;
-        mma_run(be, outs[i].y, outs[i].ldy, R, w);
+        int m = 1;
+        if (group && sk_runs(be, w))
+            while (i + m < n && m < MMA_GROUP_MAX && outs[i + m].w->rows > 0 && cu_mma_handles(outs[i + m].w) &&
+                   prep_kind(outs[i + m].w) == kind && outs[i + m].w->cols == w->cols && sk_runs(be, outs[i + m].w))
+                m++;
+        if (m > 1) mma_run_sk_n(be, outs + i, m, R);
+        else mma_run(be, outs[i].y, outs[i].ldy, R, w);
+        i += m;
     }
 }

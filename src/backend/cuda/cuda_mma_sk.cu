@@ -5,15 +5,16 @@
  * split and the memory access pattern differ (bench/cuda.md has the measurements).
  *
  * Work split: the weight is cut into 16-row tiles and each tile's K into spans (q: 128 inputs, bf16:
- * 32 inputs); the T·P (tile, span) units, tile-major, are cut into gridDim.x · SK_WARPS equal
+ * 32 inputs); the T·P (tile, span) units, tile-major, are cut into blocks · SK_WARPS equal
  * contiguous ranges, one per warp (the last warps idle when there are fewer units than warps: no
  * range is empty between two others, so a tile's warps are exactly first..last). A warp walks its
  * range U spans at a time (their loads issued together), keeping a 16 × (8·NT) mma accumulator per
  * tile it touches. A tile covered by one warp is written directly; otherwise each of its warps stores
  * its partial (slot tile + warp: unique, since both grow along the ranges) and the last to finish (a
  * counter per tile) adds the partials in warp order. So every warp reads the same number of bytes
- * (± one span), with no tail of half-empty waves, and the grid is the number of blocks the GPU holds
- * at once.
+ * (± one span), with no tail of half-empty waves, and a weight's blocks are the number the GPU holds
+ * at once. Several weights over the same activations (matmul_n) go out as one launch whose grid is
+ * their solo grids one after another (sk_job below).
  *
  * Batch invariance (DESIGN.md §3): the ranges depend on the weight's shape and the grid, and the grid
  * on the GPU (multiprocessors × resident blocks of the kernel, the same for every R), never on R; a
@@ -50,6 +51,37 @@ typedef struct {
 } sk_scratch;
 
 static thread_local sk_scratch tls_sk;
+
+/* One weight of a launch: y = x · Wᵀ with the stream-K split of `blocks` blocks that a launch of this
+ * weight alone makes (sk_grid: a function of its shape and the GPU). A launch runs up to SK_JOBS_MAX
+ * weights that read the same prepared activations (one matmul_n over weights of one kind): its grid is
+ * the jobs' blocks one after another, and block b works as block b − (blocks of the jobs before) of its
+ * job's own split, so every output's bits are those of the weight's solo launch. The later jobs' blocks
+ * start as the earlier ones' retire: no drain and relaunch between the weights. */
+typedef struct {
+    float *y;
+    int ldy, N, f16, blocks; /* f16: q scales and biases are f16 (else bf16) */
+    const void *W;           /* bf16 values [N][K], or packed q words */
+    const uint2 *sbt;        /* q: cu_wdev.sbt */
+    float *ws;               /* this job's partials, [T + blocks·SK_WARPS][16][16] */
+    unsigned *cnt;           /* this job's tile counters, [T] */
+} sk_job;
+
+#define SK_JOBS_MAX 4
+
+typedef struct {
+    sk_job j[SK_JOBS_MAX];
+    int n;
+} sk_jobs;
+
+/* The job that block `bid` of a launch belongs to; bid becomes the block's index inside that job. */
+__device__ __forceinline__ sk_job sk_job_of(const sk_jobs &js, int &bid) {
+    sk_job jb = js.j[0];
+#pragma unroll
+    for (int i = 1; i < SK_JOBS_MAX; i++)
+        if (i < js.n && bid >= jb.blocks) bid -= jb.blocks, jb = js.j[i];
+    return jb;
+}
 
 /* Makes *p hold at least `bytes` zeroed device bytes (contents lost when it grows). */
 static void sk_grow(void **p, size_t *cap, size_t bytes) {
@@ -138,16 +170,22 @@ __device__ __forceinline__ float sk_half(uint32_t h, int f16) {
  * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). */
 template <int BITS, int GS, int NT, int U>
 __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
-    k_sk_q(float *y, int ldy, const uint32_t *W, const uint2 *sbt, int f16, int N, int K, const uint4 *xa,
-           const float2 *xdb, int R, float *ws, unsigned *cnt) {
+    k_sk_q(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
     CU_PDL_ENTRY();
     constexpr int S = 128 / GS;  /* groups per span */
     constexpr int CV = BITS / 4; /* uint4 per thread, row and span: q4 1 (16 bytes), q8 2 */
+    int bid = blockIdx.x;
+    const sk_job jb = sk_job_of(jobs, bid);
+    float *y = jb.y, *ws = jb.ws;
+    unsigned *cnt = jb.cnt;
+    const uint32_t *W = (const uint32_t *)jb.W;
+    const uint2 *sbt = jb.sbt;
+    const int ldy = jb.ldy, N = jb.N, f16 = jb.f16;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int P = K / 128, G = K / GS, T = (N + 15) / 16;
     const long long TU = (long long)T * P;
     /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
-    const int Wn = (int)min((long long)gridDim.x * SK_WARPS, TU), w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    const int Wn = (int)min((long long)jb.blocks * SK_WARPS, TU), w = bid * SK_WARPS + (threadIdx.x >> 5);
     if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
@@ -270,15 +308,20 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
 /* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R (<= 8·NT), K % 32 == 0; the span is one 32-wide
  * K block, laid out as cuda_mma.cu's k_mm_bf16 (thread (g, t): 8 inputs of rows n0+g and n0+g+8). */
 template <int NT, int U>
-__global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
-                                                          const uint16_t *xh, const uint16_t *xl, int R, float *ws,
-                                                          unsigned *cnt) {
+__global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, const uint16_t *xh,
+                                                          const uint16_t *xl, int R) {
     CU_PDL_ENTRY();
+    int bid = blockIdx.x;
+    const sk_job jb = sk_job_of(jobs, bid);
+    float *y = jb.y, *ws = jb.ws;
+    unsigned *cnt = jb.cnt;
+    const uint16_t *W = (const uint16_t *)jb.W;
+    const int ldy = jb.ldy, N = jb.N;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int P = K / 32, T = (N + 15) / 16;
     const long long TU = (long long)T * P;
     /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
-    const int Wn = (int)min((long long)gridDim.x * SK_WARPS, TU), w = blockIdx.x * SK_WARPS + (threadIdx.x >> 5);
+    const int Wn = (int)min((long long)jb.blocks * SK_WARPS, TU), w = bid * SK_WARPS + (threadIdx.x >> 5);
     if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
@@ -371,12 +414,40 @@ static int sk_occ(K1 k1) {
     return a < 1 ? 1 : a;
 }
 
-/* Partials and counters for T tiles and `blocks` blocks. */
-static sk_scratch *sk_scratch_for(int T, int blocks) {
+/* Gives each job of js (.blocks set) its partials and tile counters, carved out of the thread's scratch. */
+static void sk_scratch_for(sk_jobs *js) {
+    size_t ws = 0, cnt = 0;
+    for (int i = 0; i < js->n; i++) {
+        size_t T = (size_t)(js->j[i].N + 15) / 16;
+        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * 256, cnt += T;
+    }
     sk_scratch *s = &tls_sk;
-    sk_grow((void **)&s->ws, &s->ws_cap, ((size_t)T + (size_t)blocks * SK_WARPS) * 256 * sizeof(float));
-    sk_grow((void **)&s->cnt, &s->cnt_cap, (size_t)T * sizeof(unsigned));
-    return s;
+    sk_grow((void **)&s->ws, &s->ws_cap, ws * sizeof(float));
+    sk_grow((void **)&s->cnt, &s->cnt_cap, cnt * sizeof(unsigned));
+    ws = cnt = 0;
+    for (int i = 0; i < js->n; i++) {
+        size_t T = (size_t)(js->j[i].N + 15) / 16;
+        js->j[i].ws = s->ws + ws, js->j[i].cnt = s->cnt + cnt;
+        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * 256, cnt += T;
+    }
+}
+
+/* Orders js's jobs by their blocks, fewest first: a small weight's warps walk their ranges in a few
+ * dependent batches, so they start first and overlap the large weights instead of trailing them (the
+ * order of jobs changes no output's bits). */
+static void sk_jobs_sort(sk_jobs *js) {
+    for (int i = 1; i < js->n; i++)
+        for (int j = i; j > 0 && js->j[j].blocks < js->j[j - 1].blocks; j--) {
+            sk_job t = js->j[j];
+            js->j[j] = js->j[j - 1], js->j[j - 1] = t;
+        }
+}
+
+/* Blocks of the launch of js: its jobs' blocks. */
+static int sk_blocks_of(const sk_jobs *js) {
+    int b = 0;
+    for (int i = 0; i < js->n; i++) b += js->j[i].blocks;
+    return b;
 }
 
 int cu_sk_enabled(void) {
@@ -393,65 +464,91 @@ int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
 }
 
 template <int BITS, int GS, int U>
-static void sk_q_launch(float *y, int ldy, const cu_wdev *dv, int f16, int N, int K, const void *xa, const float *xdb,
-                        int R) {
+static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int R) {
     static int occ = 0;
     if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U>);
-    int T = (N + 15) / 16;
-    int blocks = sk_grid(occ, (long long)T * (K / 128), U);
-    sk_scratch *s = sk_scratch_for(T, blocks);
-    const uint2 *sbt = (const uint2 *)dv->sbt;
-    const uint32_t *W = (const uint32_t *)dv->data;
+    for (int i = 0; i < js.n; i++) js.j[i].blocks = sk_grid(occ, (long long)((js.j[i].N + 15) / 16) * (K / 128), U);
+    sk_jobs_sort(&js);
+    sk_scratch_for(&js);
+    int blocks = sk_blocks_of(&js);
     if (R <= 8)
-        cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, y, ldy, W, sbt, f16, N, K, (const uint4 *)xa,
-                                                         (const float2 *)xdb, R, s->ws, s->cnt);
+        cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa, (const float2 *)xdb, R);
     else
-        cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0,
-            y, ldy, W, sbt, f16, N, K, (const uint4 *)xa, (const float2 *)xdb, R, s->ws, s->cnt);
+        cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa,
+                  (const float2 *)xdb, R);
     CU_LAUNCHED("matmul sk q");
 }
 
 /* U (spans per batch): q4 4 (group 32: 2, which needs no spills) and q8 2 unless $MTPLX_CUDA_SK_U says
  * 2 / 4 / 8 (q8: 1 / 2 / 4; bench/cuda.md has the sweep). */
 template <int BITS, int GS>
-static void sk_q_u(float *y, int ldy, const cu_wdev *dv, int f16, int N, int K, const void *xa, const float *xdb,
-                   int R) {
+static void sk_q_u(const sk_jobs &js, int K, const void *xa, const float *xdb, int R) {
     int u = env_int("MTPLX_CUDA_SK_U", BITS == 4 && GS == 32 ? 2 : 4);
-    if (u <= 2) sk_q_launch<BITS, GS, BITS == 4 ? 2 : 1>(y, ldy, dv, f16, N, K, xa, xdb, R);
-    else if (u <= 4) sk_q_launch<BITS, GS, BITS == 4 ? 4 : 2>(y, ldy, dv, f16, N, K, xa, xdb, R);
-    else sk_q_launch<BITS, GS, BITS == 4 ? 8 : 4>(y, ldy, dv, f16, N, K, xa, xdb, R);
+    if (u <= 2) sk_q_launch<BITS, GS, BITS == 4 ? 2 : 1>(js, K, xa, xdb, R);
+    else if (u <= 4) sk_q_launch<BITS, GS, BITS == 4 ? 4 : 2>(js, K, xa, xdb, R);
+    else sk_q_launch<BITS, GS, BITS == 4 ? 8 : 4>(js, K, xa, xdb, R);
 }
 
-void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R) {
-    int N = w->rows, K = w->cols, gs = w->group_size, f16 = w->scale_dtype == DT_F16;
-    if (w->bits == 4) {
-        if (gs == 32) sk_q_u<4, 32>(y, ldy, dv, f16, N, K, xa, xdb, R);
-        else if (gs == 64) sk_q_u<4, 64>(y, ldy, dv, f16, N, K, xa, xdb, R);
-        else sk_q_u<4, 128>(y, ldy, dv, f16, N, K, xa, xdb, R);
-    } else {
-        if (gs == 32) sk_q_u<8, 32>(y, ldy, dv, f16, N, K, xa, xdb, R);
-        else if (gs == 64) sk_q_u<8, 64>(y, ldy, dv, f16, N, K, xa, xdb, R);
-        else sk_q_u<8, 128>(y, ldy, dv, f16, N, K, xa, xdb, R);
+void cu_sk_q_n(const cu_sk_out *outs, int n, const void *xa, const float *xdb, int R) {
+    for (int i0 = 0; i0 < n; i0 += SK_JOBS_MAX) {
+        sk_jobs js = {};
+        js.n = n - i0 < SK_JOBS_MAX ? n - i0 : SK_JOBS_MAX;
+        for (int i = 0; i < js.n; i++) {
+            const cu_sk_out *o = &outs[i0 + i];
+            js.j[i].y = o->y, js.j[i].ldy = o->ldy, js.j[i].N = o->w->rows;
+            js.j[i].f16 = o->w->scale_dtype == DT_F16, js.j[i].W = o->dv->data, js.j[i].sbt = (const uint2 *)o->dv->sbt;
+        }
+        const be_weight *w = outs[i0].w;
+        int K = w->cols, gs = w->group_size;
+        if (w->bits == 4) {
+            if (gs == 32) sk_q_u<4, 32>(js, K, xa, xdb, R);
+            else if (gs == 64) sk_q_u<4, 64>(js, K, xa, xdb, R);
+            else sk_q_u<4, 128>(js, K, xa, xdb, R);
+        } else {
+            if (gs == 32) sk_q_u<8, 32>(js, K, xa, xdb, R);
+            else if (gs == 64) sk_q_u<8, 64>(js, K, xa, xdb, R);
+            else sk_q_u<8, 128>(js, K, xa, xdb, R);
+        }
     }
 }
 
+void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R) {
+    cu_sk_out o = {y, ldy, w, dv};
+    cu_sk_q_n(&o, 1, xa, xdb, R);
+}
+
 template <int U>
-static void sk_bf16_launch(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
-                           int R) {
+static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t *xl, int R) {
     static int occ = 0;
     if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
-    int T = (N + 15) / 16;
-    int blocks = sk_grid(occ, (long long)T * (K / 32), U);
-    sk_scratch *s = sk_scratch_for(T, blocks);
-    if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
-    else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, y, ldy, W, N, K, xh, xl, R, s->ws, s->cnt);
+    for (int i = 0; i < js.n; i++) js.j[i].blocks = sk_grid(occ, (long long)((js.j[i].N + 15) / 16) * (K / 32), U);
+    sk_jobs_sort(&js);
+    sk_scratch_for(&js);
+    int blocks = sk_blocks_of(&js);
+    if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
 }
 
 /* U: 8 K blocks per batch unless $MTPLX_CUDA_SK_BU says 2 / 4 (bench/cuda.md has the sweep). */
-void cu_sk_bf16(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl, int R) {
+void cu_sk_bf16_n(const cu_sk_out *outs, int n, const uint16_t *xh, const uint16_t *xl, int R) {
     int u = env_int("MTPLX_CUDA_SK_BU", 8);
-    if (u <= 2) sk_bf16_launch<2>(y, ldy, W, N, K, xh, xl, R);
-    else if (u <= 4) sk_bf16_launch<4>(y, ldy, W, N, K, xh, xl, R);
-    else sk_bf16_launch<8>(y, ldy, W, N, K, xh, xl, R);
+    for (int i0 = 0; i0 < n; i0 += SK_JOBS_MAX) {
+        sk_jobs js = {};
+        js.n = n - i0 < SK_JOBS_MAX ? n - i0 : SK_JOBS_MAX;
+        for (int i = 0; i < js.n; i++) {
+            const cu_sk_out *o = &outs[i0 + i];
+            js.j[i].y = o->y, js.j[i].ldy = o->ldy, js.j[i].N = o->w->rows, js.j[i].W = o->dv->data;
+        }
+        int K = outs[i0].w->cols;
+        if (u <= 2) sk_bf16_launch<2>(js, K, xh, xl, R);
+        else if (u <= 4) sk_bf16_launch<4>(js, K, xh, xl, R);
+        else sk_bf16_launch<8>(js, K, xh, xl, R);
+    }
+}
+
+void cu_sk_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
+                int R) {
+    cu_sk_out o = {y, ldy, w, dv};
+    cu_sk_bf16_n(&o, 1, xh, xl, R);
 }

@@ -120,6 +120,41 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
     float m = -INFINITY, l = 0.f, o[ATT_MAXO];
 #pragma unroll
     for (int i = 0; i < ATT_MAXO; i++) o[i] = 0.f;
+    if (Dk <= 32 * ATT_MAXO) {
+        /* the same arithmetic as the loop below, with key j + ATT_WARPS's K and V rows loaded while key j
+         * is processed (a warp's keys form a dependent chain: without this each waits for its loads) */
+        float kc[ATT_MAXO], vc[ATT_MAXO], kn[ATT_MAXO], vn[ATT_MAXO];
+        auto load = [&](int j, float *kk, float *vv) {
+            const float *kr = kv.k + kv_slot(kv, kvh, j, Dk), *vr = kv.v + kv_slot(kv, kvh, j, Dv);
+#pragma unroll
+            for (int i = 0; i < ATT_MAXO; i++) {
+                int dd = lane + 32 * i;
+                kk[i] = dd < Dk ? kr[dd] : 0.f;
+                vv[i] = dd < Dv ? vr[dd] : 0.f;
+            }
+        };
+        if (w < n) load(w, kc, vc);
+        for (int j = w; j < n; j += ATT_WARPS) {
+            if (j + ATT_WARPS < n) load(j + ATT_WARPS, kn, vn);
+            float d = 0.f;
+#pragma unroll
+            for (int i = 0; i < ATT_MAXO; i++)
+                if (lane + 32 * i < Dk) d = fmaf(q[lane + 32 * i], kc[i], d);
+#pragma unroll
+            for (int s = 16; s > 0; s >>= 1) d += __shfl_xor_sync(0xffffffffu, d, s);
+            float sc = d * a.scale, mn = fmaxf(m, sc);
+            float corr = expf(m - mn), p = expf(sc - mn);
+            l = l * corr + p;
+#pragma unroll
+            for (int i = 0; i < ATT_MAXO; i++) {
+                int dd = lane + 32 * i;
+                if (dd < Dv) o[i] = o[i] * corr + p * vc[i];
+            }
+            m = mn;
+#pragma unroll
+            for (int i = 0; i < ATT_MAXO; i++) kc[i] = kn[i], vc[i] = vn[i];
+        }
+    } else
     for (int j = w; j < n; j += ATT_WARPS) {
         const float *kr = kv.k + kv_slot(kv, kvh, j, Dk);
         float d = 0.f;
