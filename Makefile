@@ -163,10 +163,14 @@ FUZZ_CFLAGS := -O1 -g -std=c17 -D_GNU_SOURCE -pthread -fsanitize=address,undefin
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=build/fuzz/obj/%.o)
 fuzz: $(FUZZ_BINS)
 # The library is compiled once with coverage instrumentation (fuzzer-no-link), then each harness
-# links against it.
+# links against it. The SIMD kernels at -O0 (same sanitizers and coverage): at -O1 clang 14 unrolls
+# their `GCC unroll 16` tile loops and then spends minutes on the sanitizer checks of the unrolled
+# code (attention.c alone: over 3 minutes of CPU, the tail of every `make test` build; 3 s at -O0).
+# Only fuzz_model_config reaches them, on tiny shapes.
+build/fuzz/obj/src/kernels/%.o: FUZZ_OPT := -O0
 build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	clang $(FUZZ_CFLAGS) $(FUZZ_OPT) -fsanitize=fuzzer-no-link -c $< -o $@
 build/fuzz/libmtplx.a: $(FUZZ_LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

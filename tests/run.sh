@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Run the whole suite: every unit test binary (optimised build, then ASan/UBSan build), a replay of
-# each fuzz harness's committed corpus, the ARM64 check (tests/arm64.sh under qemu), then every
-# tests/integration/*.sh script. Prints one result line per binary/script (its wall time and the CPU
+# each fuzz harness's committed corpus, every tests/integration/*.sh script and the ARM64 check
+# (tests/arm64.sh under qemu). Prints one result line per binary/script (its wall time and the CPU
 # time it used) and a closing "N passed, N failed, N skipped" line; exits non-zero on any failure.
-# The units and fuzz replays run side by side (MTPLX_TEST_JOBS at a time, default the CPU count; the
-# lines come in a fixed order all the same), then the integration scripts one by one with the ARM64
-# check beside them, reported last.
+# All of them share one queue, MTPLX_TEST_JOBS at a time (default the CPU count): the integration
+# scripts one by one, in order, the other checks beside them, the longest first (see "The queue");
+# the lines come in a fixed order all the same, the ARM64 check's last.
 #
 # Skips (tests/unit/test.h): a unit that exits 77 skipped entirely (SKIP, not PASS); a unit that
 # passes prints "SKIP <test>: <why>" for each test it could not run here (e.g. AMX kernels on a CPU
@@ -75,41 +75,23 @@ run_one() { # name, command...: one check now, in the foreground (in a subshell:
     report "$1"
 }
 
-# The unit tests, fuzz replays and the ARM64 check do not time anything, so they run side by side:
-# up to MTPLX_TEST_JOBS checks at once (default: the CPUs; the heavy units run one compute thread
-# each). Results are printed in start order, each once it and every check before it are done.
+# ---- The queue. Every check after the first two goes into one queue that runs JOBS checks at once
+# (MTPLX_TEST_JOBS, default the CPU count) on two rules:
+#   - the integration scripts run one at a time, in order (each starts servers and clients that use
+#     more than one core at moments, and some wait on wall-clock limits: idle timeouts, soak and load
+#     durations); beside the one running, the other slots take the unit tests, their sanitizer and
+#     AVX2 runs, the fuzz replays and the ARM64 check (none of which times anything);
+#   - of those, the longest (LONG below, measured CPU seconds of the last clean-clone run) start
+#     first, so that no long check is left to run alone at the end while a core idles.
+# Results are printed in queue order (units, AVX2, ASan, fuzz, integration, ARM64 last), each once it
+# and every check before it are done, so the output has the same order on every run.
 JOBS=${MTPLX_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 [ "$JOBS" -ge 1 ] 2>/dev/null || JOBS=1
-pool=(); pool_reported=0
-pool_flush() { # report the finished checks at the head of the queue, in order
-    while [ $pool_reported -lt ${#pool[@]} ] && [ -f "build/logs/${pool[$pool_reported]}.res" ]; do
-        report "${pool[$pool_reported]}"
-        pool_reported=$((pool_reported + 1))
-    done
-}
-pool_running() { # checks started and not yet finished
-    local i n=0
-    for ((i = pool_reported; i < ${#pool[@]}; i++)); do [ -f "build/logs/${pool[$i]}.res" ] || n=$((n + 1)); done
-    echo $n
-}
-pool_wait() { # wait until fewer than $1 pooled checks run (a check that died without a result fails)
-    while [ "$(pool_running)" -ge "$1" ]; do
-        local st=0
-        wait -n 2>/dev/null || st=$?
-        if [ $st -eq 127 ]; then # no child left to wait for
-            local i
-            for ((i = pool_reported; i < ${#pool[@]}; i++)); do
-                [ -f "build/logs/${pool[$i]}.res" ] || echo "1 0 0" >"build/logs/${pool[$i]}.res"
-            done
-        fi
-        pool_flush
-    done
-}
-pool_start() { # name, command...: run it in the background once a slot is free
-    pool_wait "$JOBS"
-    rm -f "build/logs/$1.res"
-    pool+=("$1")
-    run_check "$@" &
+q_name=(); q_cmd=(); q_serial=()
+queue() { # serial (0|1), name, command...: add a check to the queue
+    local serial=$1 name=$2; shift 2
+    q_serial+=("$serial"); q_name+=("$name"); q_cmd+=("$(printf '%q ' "$@")")
+    rm -f "build/logs/$name.res" # a result of an earlier run must not count
 }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -117,16 +99,16 @@ run_one repo_size bash scripts/check-size.sh
 run_one mutation_patches_apply bash tests/mutations/apply_check.sh
 for t in build/tests/test_*; do
     [ -x "$t" ] || continue
-    pool_start "$(basename "$t")" "$t"
+    queue 0 "$(basename "$t")" "$t"
 done
 # the AVX2-only path end to end also on CPUs with AVX-512 (MTPLX_KERNEL=avx2, clamped to what the CPU
 # runs): quantized goldens through the packed AVX2 kernel, greedy MTP == AR through the engine
 for t in test_quant_goldens test_family_mtp; do
-    [ -x "build/tests/$t" ] && pool_start "avx2-$t" env MTPLX_KERNEL=avx2 "build/tests/$t"
+    [ -x "build/tests/$t" ] && queue 0 "avx2-$t" env MTPLX_KERNEL=avx2 "build/tests/$t"
 done
 for t in build/asan/tests/test_*; do
     [ -x "$t" ] || continue
-    pool_start "asan-$(basename "$t")" env MTPLX_SANITIZED=1 "$t"
+    queue 0 "asan-$(basename "$t")" env MTPLX_SANITIZED=1 "$t"
 done
 # Replay a harness's committed corpus: each file runs once as an input (libFuzzer's individual-file
 # mode: no mutation, no randomness, the same verdict on every run). The random campaigns that grow
@@ -142,26 +124,75 @@ fuzz_replay() { # harness, corpus dir
 for f in build/fuzz/fuzz_*; do
     [ -x "$f" ] && [ -f "tests/fuzz/$(basename "$f").c" ] || continue
     n=$(basename "$f")
-    pool_start "$n" fuzz_replay "$f" "tests/fuzz/corpus/${n#fuzz_}"
+    queue 0 "$n" fuzz_replay "$f" "tests/fuzz/corpus/${n#fuzz_}"
 done
-pool_wait 1
-pool_flush
-# The ARM64 check (the unit tests cross-built for AArch64 under qemu-user, on three emulated CPUs;
-# tests/arm64.sh says which units and why) is one qemu process at a time, ~3-5 minutes of CPU. It
-# runs beside the integration scripts, which leave a core free (they use ~1.1 cores one at a time),
-# not beside the pool, which keeps both cores busy: the clean-clone CI of 2026-12-02 ran the pool and
-# the ARM64 check together at full load for 7 minutes, then the integration scripts for 6 minutes
-# with one core mostly idle. It is reported last. `make test` has built build/arm64 already.
-rm -f build/logs/arm64.res
-run_check arm64 make --no-print-directory -s test-arm64 &
 for s in tests/integration/*.sh; do
     [ -f "$s" ] && [ "$s" != tests/integration/lib.sh ] || continue # lib.sh: the scripts' shared functions
-    run_one "$(basename "$s" .sh)" bash "$s"
+    queue 1 "$(basename "$s" .sh)" bash "$s"
 done
-# the ARM64 check: wait for it if it still runs (its own .res says it is done) and report it
-pool=(arm64); pool_reported=0
-pool_wait 1
-pool_flush
+# The ARM64 check (the unit tests cross-built for AArch64 under qemu-user, on three emulated CPUs;
+# tests/arm64.sh says which units and why): one qemu process at a time, the longest check of the
+# suite (~400 s of CPU), so it starts first. `make test` has built build/arm64 already.
+queue 0 arm64 make --no-print-directory -s test-arm64
+
+# start order of the checks that are not integration scripts: LONG first (the checks over ~20 s of
+# CPU in the clean-clone run of 2026-12-02, longest first), then the rest in queue order
+LONG="arm64 test_generate_dist asan-test_prefix_cache asan-test_sched asan-test_generate_dist test_grammar_dist
+      asan-test_generate test_generate"
+order=(); serial=()
+for n in $LONG; do
+    for i in "${!q_name[@]}"; do [ "${q_name[$i]}" = "$n" ] && [ "${q_serial[$i]}" = 0 ] && order+=("$i"); done
+done
+for i in "${!q_name[@]}"; do
+    if [ "${q_serial[$i]}" = 1 ]; then serial+=("$i")
+    else case " $(echo $LONG) " in *" ${q_name[$i]} "*) ;; *) order+=("$i") ;; esac
+    fi
+done
+
+started=() # queue indices, in start order
+q_start() { # index: run that check in the background
+    started+=("$1")
+    eval "run_check $(printf '%q' "${q_name[$1]}") ${q_cmd[$1]}" &
+}
+q_running=0; q_serial_busy=0
+q_count() { # sets q_running (started, no result yet) and q_serial_busy (an integration script among them)
+    local i
+    q_running=0; q_serial_busy=0
+    for i in ${started[@]+"${started[@]}"}; do
+        [ -f "build/logs/${q_name[$i]}.res" ] && continue
+        q_running=$((q_running + 1))
+        [ "${q_serial[$i]}" = 1 ] && q_serial_busy=1
+    done
+}
+q_reported=0
+q_flush() { # report the finished checks at the head of the queue, in queue order
+    while [ $q_reported -lt ${#q_name[@]} ] && [ -f "build/logs/${q_name[$q_reported]}.res" ]; do
+        report "${q_name[$q_reported]}"
+        q_reported=$((q_reported + 1))
+    done
+}
+next_order=0; next_serial=0
+while :; do
+    q_count
+    if [ $q_running -lt "$JOBS" ]; then
+        if [ $q_serial_busy = 0 ] && [ $next_serial -lt ${#serial[@]} ]; then
+            q_start "${serial[$next_serial]}"; next_serial=$((next_serial + 1)); continue
+        fi
+        if [ $next_order -lt ${#order[@]} ]; then
+            q_start "${order[$next_order]}"; next_order=$((next_order + 1)); continue
+        fi
+    fi
+    [ $q_running -eq 0 ] && [ ${#started[@]} -eq ${#q_name[@]} ] && break
+    st=0
+    wait -n 2>/dev/null || st=$?
+    if [ $st -eq 127 ]; then # no child left: a started check that wrote no result died; it fails
+        for i in ${started[@]+"${started[@]}"}; do
+            [ -f "build/logs/${q_name[$i]}.res" ] || echo "1 0 0" >"build/logs/${q_name[$i]}.res"
+        done
+    fi
+    q_flush
+done
+q_flush
 echo
 for l in ${skipped_names[@]+"${skipped_names[@]}"}; do echo "skipped: $l"; done
 [ $failed -eq 0 ] || echo "failed: ${failed_names[*]}"
