@@ -213,12 +213,14 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
         attn_rows(&rj, 0, R);
     }
     /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
-     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
+     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly, then evened out (384 queries go
+     * as 3 × 128, 300 as 3 × 100, not 128 + 128 + 44) */
     int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
     int bs = (per_kv + split - 1) / split;
     int bmax = score_rows(capacity);
     bs = bs > bmax ? bmax : bs < 1 ? 1 : bs;
     int blocks = (per_kv + bs - 1) / bs;
+    bs = (per_kv + blocks - 1) / blocks;
     attn_job j = {a->big, kv,     bw,       R,       nH,       group,  Dh,     a->q_stride, a->att_off,
                   a->gated, pos0, capacity, bs,      blocks,   a->scale, scratch};
     double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
