@@ -50,9 +50,10 @@ void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk,
 /* nq queries that share one KV head (the heads of a GQA group, over the rows of a verify call):
  * query i reads q[i][dk], attends to keys [0, n[i]) and writes out[i][dv]. Each output is
  * bit-identical to kern_attention_head_kv on that query alone; the AVX-512 path takes the queries
- * in blocks of KERN_ATT_GROUP_ROWS and reads each key and value chunk once per block (key tiles).
- * scores is scratch of min(nq, KERN_ATT_GROUP_ROWS) rows of lds >= max n[i] floats. */
-#define KERN_ATT_GROUP_ROWS 32
+ * in blocks of KERN_ATT_GROUP_ROWS and reads each key and value chunk once per block (key tiles):
+ * 128, one prefill chunk's rows × a GQA group of 2 (docs/kernels.md "Attention"). scores is scratch
+ * of min(nq, KERN_ATT_GROUP_ROWS) rows of lds >= max n[i] floats. */
+#define KERN_ATT_GROUP_ROWS 128
 void kern_attention_group(float *const *out, const float *const *q, const int *n, int nq, const float *k, int ldk,
                           int dk, const float *v, int ldv, int dv, float scale, float *scores, long lds);
 

@@ -121,7 +121,11 @@ TEST(test_attention_depends_only_on_its_keys) {
 
 TEST(test_attention_group_equals_single_queries) {
     static const int shapes[][2] = {{128, 128}, {80, 144}, {192, 128}, {3, 2}, {64, 64}};
-    enum { NMAX = 300, QMAX = 37 }; /* several key tiles (64) and query blocks (KERN_ATT_GROUP_ROWS = 32) */
+    /* several key tiles (64); groups of 1..37 queries, and (first two shapes, two start positions, to
+     * keep the sanitizer run short) one full query block (KERN_ATT_GROUP_ROWS = 128) and one block
+     * plus 5 */
+    enum { NMAX = 300, QMAX = KERN_ATT_GROUP_ROWS + 5 };
+    static const int big_nq[] = {KERN_ATT_GROUP_ROWS, QMAX};
     kern_isa saved = cpu_isa();
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int dk = shapes[si][0], dv = shapes[si][1], ldk = dk + 3, ldv = dv + 1;
@@ -133,8 +137,10 @@ TEST(test_attention_group_equals_single_queries) {
         for (int i = 0; i < QMAX * dk; i++) qs[i] = 2.f * frand();
         for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
             if (cpu_isa_set(k_isas[ii]) != 0) continue;
-            for (int nq = 1; nq <= QMAX; nq++)
-                for (int base = 1; base + nq <= NMAX; base += nq < 6 ? 13 : 61) {
+            for (int ni = 0; ni < 37 + (si < 2 ? 2 : 0); ni++) {
+                int nq = ni < 37 ? ni + 1 : big_nq[ni - 37];
+                int step = ni >= 37 ? NMAX - 1 - nq : nq < 6 ? 13 : 61; /* big groups: base 1 and NMAX - nq */
+                for (int base = 1; base + nq <= NMAX; base += step) {
                     float *out[QMAX];
                     const float *q[QMAX];
                     int n[QMAX];
@@ -146,6 +152,7 @@ TEST(test_attention_group_equals_single_queries) {
                     CHECK_MSG(!memcmp(oa, ob, sizeof(float) * nq * dv), "%s dk=%d dv=%d nq=%d base=%d: group != single",
                               cpu_isa_name(k_isas[ii]), dk, dv, nq, base);
                 }
+            }
         }
         free(k), free(v), free(qs), free(oa), free(ob), free(sc);
     }

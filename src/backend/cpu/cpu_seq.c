@@ -6,6 +6,7 @@
  * the replay repeats the forward's update per row. Work is split over the kernels' thread pool by
  * heads, never inside one reduction, so results do not depend on the thread count either. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../../kernels/act.h"
@@ -101,16 +102,18 @@ static void rope_scale(float *cos_sin, int n, float f) {
 
 /* The query heads of all rows of one attention call, as thread-pool tasks. The queries of KV head
  * j are (row t, head h) for h in j's group, t-major; they go in blocks of `bs` (one item each)
- * through kern_attention_group, which reads each key/value chunk once per 4 queries — from memory
- * for the first 4 of a block, from L2 after. Task `task` takes a contiguous range of items and its
- * own scores slot. The K/V of every row are already in the cache, so items are independent, and each
- * query's bits do not depend on its block. */
+ * through kern_attention_group, which streams the KV head once per block. Each task has its own
+ * scores slot and claims items one at a time until none are left (with 6 items of 128 queries on 2
+ * threads, fixed ranges over 4 tasks gave one thread 4 items and the other 2). The K/V of every row
+ * are already in the cache, so items are independent, and each query's bits do not depend on its
+ * block or its task. */
 typedef struct {
     float *big;           /* [R][bw] projections: q (roped, normed) per head, then the outputs */
     const be_seq_kv *kv;
     int bw, R, nH, group, Dh, q_stride, att_off, gated, pos0, capacity, bs, blocks; /* bs: queries per item */
     float scale;
     float *scores;        /* [n_tasks][score_rows(capacity)][capacity] */
+    _Atomic int next;     /* the next unclaimed item */
 } attn_job;
 
 /* Page log2 of a be_seq_kv (page_size is a power of two). */
@@ -133,11 +136,11 @@ static float *kv_at(const be_seq_kv *kv, float *pool, int heads, int h, int w, i
 }
 
 static void attn_task(void *ctx, int task, int n_tasks) {
-    const attn_job *j = ctx;
+    (void)n_tasks;
+    attn_job *j = ctx;
     int items = (j->nH / j->group) * j->blocks, Dh = j->Dh, per_kv = j->R * j->group;
-    int i0 = (int)((long)items * task / n_tasks), i1 = (int)((long)items * (task + 1) / n_tasks);
     float *scores = j->scores + (size_t)task * score_rows(j->capacity) * j->capacity;
-    for (int i = i0; i < i1; i++) {
+    for (int i; (i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < items;) {
         int kvh = i / j->blocks, b0 = (i % j->blocks) * j->bs;
         int nq = per_kv - b0 < j->bs ? per_kv - b0 : j->bs;
         float *out[ATT_BLOCK_MAX];
@@ -213,14 +216,17 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
         attn_rows(&rj, 0, R);
     }
     /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
-     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly */
+     * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly, then evened out (384 queries go
+     * as 3 × 128, 300 as 3 × 100, not 128 + 128 + 44) */
     int per_kv = R * group, split = (tpool_threads(tpool_global()) + nKV - 1) / nKV;
     int bs = (per_kv + split - 1) / split;
     int bmax = score_rows(capacity);
     bs = bs > bmax ? bmax : bs < 1 ? 1 : bs;
     int blocks = (per_kv + bs - 1) / bs;
+    bs = (per_kv + blocks - 1) / blocks;
     attn_job j = {a->big, kv,     bw,       R,       nH,       group,  Dh,     a->q_stride, a->att_off,
                   a->gated, pos0, capacity, bs,      blocks,   a->scale, scratch};
+    atomic_init(&j.next, 0);
     double work = (double)R * nH * 2.0 * Dh * (pos0 + (R + 1) / 2.0);
     int n_tasks = cpu_tasks(work, nKV * blocks, score_slots());
     if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, attn_task, &j);
