@@ -137,6 +137,15 @@ void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *
     }
 }
 
+void be_gdn_commit_loop(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                        int Dv) {
+    for (int i = 0; i < n; i++) {
+        const be_gdn_commit *q = &items[i];
+        be_copy(be, q->conv, q->conv_src, sizeof(float) * conv_floats);
+        be->ops->gdn_replay(be, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, Hk, Hv, Dk, Dv);
+    }
+}
+
 int be_moe_router_check(const moe_router *r, mtplx_err *err) { return kern_moe_router_check(r, err); }
 
 #ifdef MTPLX_CUDA

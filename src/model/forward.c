@@ -248,6 +248,7 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
     if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
     int capture = req && req->capture;
     int logits_from = req ? req->logits_from : 0;
+    state_settle(&s, 1);
     s->cap_rows = 0;
     int base = s->len;
     for (int c0 = 0; c0 < T; c0 += s->scr.rows) {
@@ -400,6 +401,9 @@ int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, 
         if (rc) return rc;
     }
     trunk_seg sg[BATCH_SEQS_MAX];
+    model_state *st[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) st[i] = q[i].s;
+    state_settle(st, n); /* the commits of the last cycle, one call per GDN layer for all sequences */
     attn_seg *as = b->segs;
     for (int i = 0, r0 = 0; i < n; r0 += q[i].T, i++) {
         sg[i] = (trunk_seg){q[i].s, r0, q[i].T, q[i].req.capture};

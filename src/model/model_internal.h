@@ -216,6 +216,9 @@ struct model_state {
     int cur;          /* which rec[] buffer is live */
     int cap_rows;     /* rows of the last forward if it captured, else 0 */
     int cap_base;     /* len before that forward */
+    int pend_keep;    /* rows kept by a model_state_commit whose GDN part (conv copy + replay of each
+                         layer) is not done yet, else 0: the next forward does it for all its
+                         sequences at once, any other reader of the GDN states first (state_settle) */
     kv_table kv;      /* attention KV pages, one table for all n_attn layers */
     gdn_layer_state *gdn; /* [n_gdn] */
     fwd_scratch scr;  /* a standalone state's own scratch (model_forward); scr.be == NULL in a pool */
@@ -236,6 +239,12 @@ struct seq_pool {
     kv_pool trunk;    /* n_attn layers */
     kv_pool mtp;      /* the MTP layer (n_pages 0 without an MTP head) */
 };
+
+/* state.c: do the deferred GDN part of the commits of n states (pend_keep, model_state_commit): one
+ * gdn_commit call per GDN layer for all of them (a device backend: one launch per layer, not two per
+ * layer and sequence). States without one are skipped; n <= BATCH_SEQS_MAX. The states' values do
+ * not change (only where they are held), so a const state may be settled. */
+void state_settle(model_state *const *st, int n);
 
 /* Scratch for forwards over rows of several sequences (model.h, model_forward_batch). */
 struct model_batch {

@@ -511,11 +511,100 @@ TEST(test_seq_ops_cuda_equal_per_sequence_calls) {
     be_free(be);
 }
 
+/* ---- the batched commit (gdn_commit) against per-sequence copies and gdn_replay calls ---- */
+
+/* n random commits (sequence i keeps 1..SQ_MAXR rows of a capture, random states, tapes and conv
+ * windows, one arena) through gdn_commit (mode 1), through a copy + gdn_replay per sequence (mode 0,
+ * what model_state_commit called per layer before), or through nothing (mode -1). Returns the arena
+ * afterwards (the caller frees it) and its floats in *n_cmp; the draws depend on `seed` only. */
+static float *cm_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_cmp) {
+    g_rng = seed;
+    const size_t conv = (size_t)(SQ_KC - 1) * SQ_C, win = (size_t)(SQ_KC - 1 + SQ_MAXR) * SQ_C;
+    const size_t o_win = conv, o_dst = o_win + win, o_start = o_dst + SQ_SN, o_tk = o_start + SQ_SN;
+    const size_t o_tg = o_tk + (size_t)SQ_MAXR * SQ_KD, o_td = o_tg + (size_t)SQ_MAXR * SQ_HV;
+    const size_t stride = o_td + (size_t)SQ_MAXR * SQ_VD, total = stride * (size_t)n;
+    int keep[SQ_MAXN];
+    for (int i = 0; i < n; i++) keep[i] = 1 + (int)((frand() + 1.0f) * 0.5f * SQ_MAXR) % SQ_MAXR;
+    float *h = malloc(sizeof(float) * total);
+    if (!h) return NULL;
+    for (size_t i = 0; i < total; i++) h[i] = frand();
+    for (int i = 0; i < n; i++) { /* decays in (0, 1), small states and innovations, as a model's */
+        float *q = h + (size_t)i * stride;
+        for (size_t j = 0; j < 2 * SQ_SN; j++) q[o_dst + j] *= 0.1f;
+        for (size_t j = 0; j < (size_t)SQ_MAXR * SQ_HV; j++) q[o_tg + j] = 0.5f + 0.45f * q[o_tg + j];
+        for (size_t j = 0; j < (size_t)SQ_MAXR * SQ_VD; j++) q[o_td + j] *= 0.1f;
+    }
+    *n_cmp = total;
+    be_buf *b;
+    mtplx_err err = {0};
+    if (be->ops->buf_alloc(be, sizeof(float) * total, 0, "test arena", &b, &err)) return free(h), NULL;
+    float *d = be_buf_addr(be, b);
+    be->ops->upload(be, d, h, sizeof(float) * total);
+    be_gdn_commit it[SQ_MAXN];
+    for (int i = 0; i < n; i++) {
+        float *q = d + (size_t)i * stride;
+        it[i] = (be_gdn_commit){q, q + o_win + (size_t)keep[i] * SQ_C, q + o_dst, q + o_start, q + o_tk, q + o_tg,
+                                q + o_td, keep[i]};
+    }
+    if (mode == 1) {
+        be->ops->gdn_commit(be, it, n, conv, SQ_HK, SQ_HV, SQ_DK, SQ_DV);
+    } else if (mode == 0) {
+        for (int i = 0; i < n; i++) {
+            be->ops->copy(be, it[i].conv, it[i].conv_src, sizeof(float) * conv);
+            be->ops->gdn_replay(be, it[i].dst, it[i].start, it[i].tape_k, it[i].tape_g, it[i].tape_d, keep[i], SQ_HK,
+                                SQ_HV, SQ_DK, SQ_DV);
+        }
+    }
+    be->ops->download(be, h, d, sizeof(float) * total);
+    be->ops->buf_free(be, b);
+    return h;
+}
+
+/* n = 1..8 commits through gdn_commit and through per-sequence calls: the whole arena (conv states,
+ * replayed states, and everything the op must not touch) bit-identical; and the op changes something. */
+static void cm_check(be_backend *be) {
+    for (int n = 1; n <= SQ_MAXN; n++) {
+        uint64_t seed = 0xd1b54a32d192ed03ull * (uint64_t)n + 7;
+        size_t nc;
+        float *x = cm_run(be, n, seed, 1, &nc), *y = cm_run(be, n, seed, 0, &nc), *z = cm_run(be, n, seed, -1, &nc);
+        REQUIRE(x && y && z);
+        size_t differ = 0, first = 0, moved = 0;
+        for (size_t i = 0; i < nc; i++) {
+            if (memcmp(&x[i], &y[i], sizeof(float)) && differ++ == 0) first = i;
+            moved += memcmp(&x[i], &z[i], sizeof(float)) != 0;
+        }
+        CHECK_MSG(differ == 0, "%s, %d commits: %zu floats differ from per-sequence calls (first at %zu of %zu)",
+                  be->ops->name, n, differ, first, nc);
+        CHECK_MSG(moved > nc / 10, "%s, %d commits: the op changed only %zu of %zu floats", be->ops->name, n, moved, nc);
+        free(x), free(y), free(z);
+    }
+}
+
+/* The CPU backend's gdn_commit (a loop over copy and gdn_replay) equals those calls, n = 1..8. */
+TEST(test_gdn_commit_cpu_equals_per_sequence_calls) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    cm_check(cpu);
+    be_free(cpu);
+}
+
+/* The CUDA backend's gdn_commit (one launch over all items) equals its copies and gdn_replay calls bit
+ * for bit, n = 1..8 (so, through test_gdn_replay_bit_identical_and_matches_cpu, a plain keep-row call). */
+TEST(test_gdn_commit_cuda_equals_per_sequence_calls) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    cm_check(be);
+    be_free(be);
+}
+
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_attention_prefill_equals_decode_and_cpu);
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
     RUN(test_seq_ops_cpu_equal_per_sequence_calls);
     RUN(test_seq_ops_cuda_equal_per_sequence_calls);
+    RUN(test_gdn_commit_cpu_equals_per_sequence_calls);
+    RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
     return TEST_SUMMARY();
 }

@@ -931,6 +931,7 @@ static be_ops make_ops(void) {
     o.mla = cu_mla;
     o.gdn = cu_gdn;
     o.gdn_replay = cu_gdn_replay;
+    o.gdn_commit = cu_gdn_commit;
     o.attention_seqs = cu_attention_seqs;
     o.mla_seqs = cu_mla_seqs;
     o.gdn_seqs = cu_gdn_seqs;

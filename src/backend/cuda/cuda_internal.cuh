@@ -184,6 +184,8 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
 void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
 void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
+void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                   int Dv);
 
 /* cuda_moe.cu */
 int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_experts, int top_k,

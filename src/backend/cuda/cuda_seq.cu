@@ -769,3 +769,67 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
     k_gdn_seqs<<<dim3(Hv, n), (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(k, d);
     CU_LAUNCHED("gdn");
 }
+
+/* ------------------------------------------------------------------ batched commit */
+
+/* One item of a gdn_commit call as the kernel reads it (staged; the fields of be_gdn_commit). */
+typedef struct {
+    float *conv;
+    const float *conv_src;
+    float *dst;
+    const float *start, *tape_k, *tape_g, *tape_d;
+    int keep, pad;
+} cu_commit_item;
+
+/* Block (b, i): a grid-stride share of item i's elements: x < E = Hv·Dv·Dk is state element
+ * (hv, r, j) replayed alone (gdn_upd per kept row in row order, the arithmetic of k_gdn_replay and of
+ * the step, which touch each element the same way), E <= x < E + conv_floats the conv-state copy. */
+__global__ void k_gdn_commit(const cu_commit_item *items, size_t conv_floats, int Hk, int Hv, int Dk, int Dv) {
+    cu_commit_item q = items[blockIdx.y];
+    size_t E = (size_t)Hv * Dv * Dk, all = E + conv_floats;
+    int kd = Hk * Dk, ratio = Hv / Hk;
+    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < all; x += (size_t)gridDim.x * blockDim.x) {
+        if (x >= E) {
+            q.conv[x - E] = q.conv_src[x - E];
+            continue;
+        }
+        int j = (int)(x % Dk), r = (int)((x / Dk) % Dv), hv = (int)(x / ((size_t)Dk * Dv)), hk = hv / ratio;
+        float v = q.start[x];
+        for (int t = 0; t < q.keep; t++)
+            v = gdn_upd(v, q.tape_g[(size_t)t * Hv + hv], q.tape_d[((size_t)t * Hv + hv) * Dv + r],
+                        q.tape_k[(size_t)t * kd + (size_t)hk * Dk + j]);
+        q.dst[x] = v;
+    }
+}
+
+/* 0 when $MTPLX_CUDA_COMMIT=0: gdn_commit as copies and gdn_replay calls per item (a comparison knob). */
+static int commit_batch_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MTPLX_CUDA_COMMIT");
+        on = !(v && !strcmp(v, "0"));
+    }
+    return on;
+}
+
+void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                   int Dv) {
+    CU_PROF("gdn_commit"); /* first: every op of the table opens one (cuda_internal.cuh) */
+    if (n <= 0) return;
+    if (!commit_batch_on()) {
+        be_gdn_commit_loop(be, items, n, conv_floats, Hk, Hv, Dk, Dv);
+        return;
+    }
+    cu_ctx *c = cu_of(be);
+    const size_t dw = sizeof(cu_commit_item) / sizeof(int32_t);
+    cu_commit_item *h = (cu_commit_item *)seq_host(n * dw);
+    for (int i = 0; i < n; i++) {
+        const be_gdn_commit *q = &items[i];
+        h[i] = (cu_commit_item){q->conv, q->conv_src, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, 0};
+    }
+    const cu_commit_item *d = (const cu_commit_item *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
+    k_gdn_commit<<<dim3((unsigned)(blocks < 128 ? blocks : 128), n), 256, 0, CU_STREAM>>>(d, conv_floats, Hk ? Hk : 1,
+                                                                                            Hv, Dk, Dv);
+    CU_LAUNCHED("gdn commit");
+}
