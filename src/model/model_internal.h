@@ -121,6 +121,8 @@ typedef struct {
     int fam_w;       /* floats per row of fam */
     float *host_out; /* [R][max(V, H)] staging for host outputs when the backend's memory is not host
                         memory (NULL on the CPU backend) */
+    int32_t *top;    /* [R][2·BE_TOP_MAX + 2] logits_top output (backend memory), with host_out */
+    int32_t *top_host; /* the same on the host (malloc) */
     be_moe_scratch *moe; /* MoE working buffers, or NULL */
     be_buf *bufs[FWD_SCRATCH_BUFS]; /* what to free */
     int n_bufs;

@@ -7,6 +7,7 @@
 
 #include "../../src/backend/backend.h"
 #include "../../src/backend/device.h"
+#include "../../src/engine/sampler.h"
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/matmul_q.h"
 #include "../../src/kernels/quant.h"
@@ -598,6 +599,103 @@ TEST(test_gdn_commit_cuda_equals_per_sequence_calls) {
     be_free(be);
 }
 
+/* ---- logits_top: what a top-k / greedy sampler reads of a logits row ---- */
+
+enum { TP_V = 3001, TP_R = 6 };
+
+/* Row t of TP_R random rows built to stress the rank: few distinct values (many ties), -0 next to +0,
+ * -inf entries; row 5 also holds a NaN (at 2000) and a +inf (at 1000). */
+static void tp_rows(float *x) {
+    g_rng = 0x51ed2701u;
+    for (int t = 0; t < TP_R; t++)
+        for (int j = 0; j < TP_V; j++) {
+            float r = frand(), *v = &x[(size_t)t * TP_V + j];
+            *v = t % 2 ? r : (float)(int)(r * 8.0f) * 0.25f; /* even rows: ties */
+            if (t == 2 && *v == 0.0f && (j & 1)) *v = -0.0f;
+            if (t == 4 && j % 3) *v = -INFINITY;
+        }
+    x[5 * TP_V + 2000] = NAN;
+    x[5 * TP_V + 1000] = INFINITY;
+}
+
+/* Row t of out (k a row) as a dense row: -inf but the ranked values and the first NaN / +inf (the
+ * model layer's expansion, forward.c top_expand). */
+static void tp_expand(float *row, const int32_t *o, int k) {
+    for (int j = 0; j < TP_V; j++) row[j] = -INFINITY;
+    for (int i = 0; i < k && o[i] >= 0; i++) memcpy(&row[o[i]], &o[k + i], sizeof(float));
+    if (o[2 * k] >= 0) memcpy(&row[o[2 * k]], &o[2 * k + 1], sizeof(float));
+}
+
+/* The CPU's logits_top: for k = 1 / 7 / 20 / 64, sampler_build (greedy for k = 1, else T 0.7 with
+ * top_k k, top_p 0.9) gives the same distribution bit for bit from the expanded rows as from the
+ * whole rows, or the same error (NaN / +inf). */
+TEST(test_logits_top_cpu_gives_the_sampler_the_same_distribution) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    float *x = malloc(sizeof(float) * TP_R * TP_V), *row = malloc(sizeof(float) * TP_V);
+    int32_t *o = malloc(sizeof(int32_t) * TP_R * (2 * BE_TOP_MAX + 2));
+    sampler *smp = NULL;
+    sampler_dist a, b;
+    REQUIRE(x && row && o && sampler_new(TP_V, &smp, &err) == 0);
+    REQUIRE(sampler_dist_init(&a, TP_V, &err) == 0 && sampler_dist_init(&b, TP_V, &err) == 0);
+    tp_rows(x);
+    static const int ks[] = {1, 7, 20, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki];
+        sampler_params sp = {k == 1 ? 0.0f : 0.7f, 0.9f, k, 0, 0, 0, 1};
+        CHECK_INT(sampler_top_needed(&sp, 0, TP_V), k);
+        cpu->ops->logits_top(cpu, o, x, TP_V, TP_R, TP_V, k);
+        for (int t = 0; t < TP_R; t++) {
+            tp_expand(row, o + (size_t)t * (2 * k + 2), k);
+            mtplx_err e1 = {0}, e2 = {0};
+            int r1 = sampler_build(smp, x + (size_t)t * TP_V, &sp, 0, &a, &e1), r2 = sampler_build(smp, row, &sp, 0, &b, &e2);
+            CHECK_MSG(r1 == r2 && !strcmp(e1.msg, e2.msg), "k %d row %d: rc %d '%s' vs %d '%s'", k, t, r1, e1.msg, r2,
+                      e2.msg);
+            if (r1 || r2) continue;
+            CHECK_MSG(a.n == b.n && !memcmp(a.ids, b.ids, sizeof(int32_t) * a.n) &&
+                          !memcmp(a.probs, b.probs, sizeof(double) * a.n),
+                      "k %d row %d: the distributions differ (%d vs %d ids)", k, t, a.n, b.n);
+        }
+    }
+    CHECK(o[5 * (2 * 64 + 2) + 2 * 64] == 1000); /* the first of the NaN and the +inf */
+    sampler_dist_free(&a), sampler_dist_free(&b), sampler_free(smp);
+    free(x), free(row), free(o);
+    be_free(cpu);
+}
+
+/* The CUDA backend's logits_top equals the CPU's word for word (ids, value bits, first NaN / +inf). */
+TEST(test_logits_top_cuda_equals_cpu) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    size_t W = (size_t)TP_R * (2 * BE_TOP_MAX + 2);
+    float *x = malloc(sizeof(float) * TP_R * TP_V);
+    int32_t *o1 = malloc(sizeof(int32_t) * W), *o2 = malloc(sizeof(int32_t) * W);
+    REQUIRE(x && o1 && o2);
+    tp_rows(x);
+    be_buf *bx, *bo;
+    float *dx = dev_floats(be, x, (size_t)TP_R * TP_V, &bx), *dout = dev_floats(be, NULL, W, &bo);
+    REQUIRE(dx && dout);
+    static const int ks[] = {1, 7, 20, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki];
+        size_t words = (size_t)TP_R * (2 * k + 2);
+        cpu->ops->logits_top(cpu, o1, x, TP_V, TP_R, TP_V, k);
+        be->ops->logits_top(be, (int32_t *)dout, dx, TP_V, TP_R, TP_V, k);
+        be->ops->download(be, o2, dout, sizeof(int32_t) * words);
+        size_t first = 0, differ = 0;
+        for (size_t i = 0; i < words; i++)
+            if (o1[i] != o2[i] && differ++ == 0) first = i;
+        CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
+    }
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+    free(x), free(o1), free(o2);
+    be_free(cpu);
+    be_free(be);
+}
+
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_attention_prefill_equals_decode_and_cpu);
@@ -606,5 +704,7 @@ int main(void) {
     RUN(test_seq_ops_cuda_equal_per_sequence_calls);
     RUN(test_gdn_commit_cpu_equals_per_sequence_calls);
     RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
+    RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);
+    RUN(test_logits_top_cuda_equals_cpu);
     return TEST_SUMMARY();
 }
