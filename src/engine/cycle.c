@@ -156,7 +156,8 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     double tv = clock_now();
     rc = m->verify(m->ctx, seq, K + 1, c->logits, err);
     if (rc) return err_prefix(err, K > 0 ? "verify" : "decode");
-    st->verify_s += clock_now() - tv;
+    double ts = clock_now();
+    st->verify_s += ts - tv;
     st->cycles++;
     /* accept loop: p_i from row i-1 (penalty counts include x0 and the accepted y_1..y_{i-1}) */
     int a = 0, rejected = 0;
@@ -182,13 +183,17 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
             break;
         }
     }
+    double tc = clock_now();
+    st->sample_s += tc - ts;
     rc = m->commit(m->ctx, seq, K + 1, rejected ? a + 1 : K + 1, err);
     if (rc) return rc;
     if (!rejected) { /* bonus (AR: the next token) from the last row */
+        tc = clock_now();
         rc = constrain(c, c->logits + (size_t)K * V, err);
         if (!rc) rc = sampler_build(c->smp, c->logits + (size_t)K * V, &c->sp_p, c->pen, c->pd, err);
         if (rc) return rc;
         next = draw(r, c->pd);
+        st->sample_s += clock_now() - tc;
     }
     c->x0 = next;
     rc = emit(c, next, err);

@@ -478,16 +478,23 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
             for (int t = 0; t < T; t++) head_spread_subset(logits + (size_t)t * V, V, m->draft_ids, m->draft_n);
         return 0;
     }
-    /* a device backend: the rows go up, the logits come down, through buffers of this call */
-    be_buf *x = NULL, *y = NULL;
-    int rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &x, err);
-    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &y, err);
-    if (!rc) {
-        be->ops->upload(be, be_buf_addr(be, x), hidden, sizeof(float) * (size_t)T * H);
-        be_matmul(be, be_buf_addr(be, y), V, be_buf_addr(be, x), H, T, w);
-        be->ops->download(be, logits, be_buf_addr(be, y), sizeof(float) * (size_t)T * V);
+    /* a device backend: the rows go up, the logits come down, through the model's head staging */
+    mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
+    pthread_mutex_lock(&mm->head_lock);
+    int rc = 0;
+    if (T > mm->head_rows) { /* grown to the most rows asked so far; the old buffers go first */
+        be->ops->buf_free(be, mm->head_x), be->ops->buf_free(be, mm->head_y);
+        mm->head_x = mm->head_y = NULL, mm->head_rows = 0;
+        rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &mm->head_x, err);
+        if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &mm->head_y, err);
+        if (!rc) mm->head_rows = T;
     }
-    be->ops->buf_free(be, x);
-    be->ops->buf_free(be, y);
+    if (!rc) {
+        float *x = be_buf_addr(be, mm->head_x), *y = be_buf_addr(be, mm->head_y);
+        be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
+        be_matmul(be, y, V, x, H, T, w);
+        be->ops->download(be, logits, y, sizeof(float) * (size_t)T * V);
+    }
+    pthread_mutex_unlock(&mm->head_lock);
     return rc;
 }

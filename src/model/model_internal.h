@@ -4,6 +4,7 @@
 #ifndef MTPLX_MODEL_INTERNAL_H
 #define MTPLX_MODEL_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "../backend/backend.h"
@@ -69,6 +70,12 @@ typedef struct {
 
 struct mtplx_model {
     char dir[4096];
+    /* model_lm_head's staging on a device backend, kept across calls (a draft step used to allocate
+     * and free both, and a device free waits for the whole device): grown on demand under head_lock
+     * (the only state a const model changes), freed by model_free */
+    pthread_mutex_t head_lock;
+    be_buf *head_x, *head_y;  /* [head_rows][H] input rows, [head_rows][V] logits */
+    int head_rows;
     model_config cfg;
     const model_family *family; /* its entry of the family table (families/family_ops.h) */
     st_set *st;               /* the mapped checkpoint; every be_weight points into it */
