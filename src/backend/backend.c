@@ -3,6 +3,7 @@
 #include "backend.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +93,9 @@ int be_create(const char *name, be_backend **out, mtplx_err *err) {
         return be_cpu_new(&s, out, err);
     }
 #ifdef MTPLX_CUDA
-    return be_cuda_new(gpu, out, err);
+    cu_settings cs;
+    cu_settings_from_env(&cs);
+    return be_cuda_new(gpu, &cs, out, err);
 #else
     return err_set(err, MTPLX_EINTERNAL, "backend %s: no CUDA in this build", name);
 #endif
@@ -134,6 +137,38 @@ void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *
         ai.big = row0;
         ai.src = q->src, ai.dst = q->dst, ai.qn = q->qn, ai.kn = q->kn, ai.tape_g = q->tape_g, ai.tape_d = q->tape_d;
         be->ops->gdn(be, &ai, q->R);
+    }
+}
+
+void be_logits_top_host(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k) {
+    (void)be;
+    for (int t = 0; t < R; t++) {
+        const float *v = x + (size_t)t * ldx;
+        int32_t *o = out + (size_t)t * (2 * k + 2), n = 0, bad = -1;
+        for (int j = 0; j < V; j++) { /* insertion into o[0..n), best first */
+            if (!(v[j] < INFINITY) && bad < 0) bad = j;
+            if (isnan(v[j]) || (n == k && !(v[j] > v[o[n - 1]]))) continue; /* a later id never wins a tie */
+            int i = n < k ? n++ : k - 1;
+            for (; i > 0 && v[j] > v[o[i - 1]]; i--) o[i] = o[i - 1];
+            o[i] = j;
+        }
+        for (int i = 0; i < k; i++) {
+            float f = i < n ? v[o[i]] : 0.0f;
+            if (i >= n) o[i] = -1;
+            memcpy(&o[k + i], &f, sizeof f);
+        }
+        o[2 * k] = bad;
+        float f = bad >= 0 ? v[bad] : 0.0f;
+        memcpy(&o[2 * k + 1], &f, sizeof f);
+    }
+}
+
+void be_gdn_commit_loop(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                        int Dv) {
+    for (int i = 0; i < n; i++) {
+        const be_gdn_commit *q = &items[i];
+        be_copy(be, q->conv, q->conv_src, sizeof(float) * conv_floats);
+        be->ops->gdn_replay(be, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, Hk, Hv, Dk, Dv);
     }
 }
 

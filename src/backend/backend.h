@@ -30,6 +30,9 @@ typedef struct be_moe_scratch be_moe_scratch; /* opaque: a backend's MoE working
 typedef struct {
     int host_memory;   /* 1: backend addresses are host addresses, and ops may read/write
                           caller-owned host arrays directly (the CPU backend) */
+    int logits_top;    /* 1: a forward whose caller needs only each row's best logits
+                          (fwd_request.logits_top) selects them with the logits_top op and downloads
+                          those (a device backend); 0: it returns whole rows */
 } be_caps;
 
 /* One product of be_matmul_n: y[t·ldy + r] = Σ_c x[t·ldx + c] · w[r][c]. */
@@ -40,6 +43,9 @@ typedef struct {
 } be_mm_out;
 
 #define BE_MM_N_MAX 8
+
+/* The most logits per row be_ops.logits_top selects (fwd_request.logits_top). */
+#define BE_TOP_MAX 64
 
 /* Positions of one sequence in one attention layer's KV cache, in pages of page_size positions.
  * k and v are the layer's page pools in backend memory: page p, head h starts at
@@ -134,6 +140,18 @@ typedef struct {
     float *tape_g, *tape_d;  /* [R][Hv], [R][Hv·Dv] or NULL */
 } be_gdn_seq;
 
+/* One sequence's GDN layer in a batched commit (be_ops.gdn_commit): after a capturing gdn / gdn_seqs
+ * call of more rows than the sequence keeps, its conv state and recurrent state of the first `keep`
+ * rows. */
+typedef struct {
+    float *conv;             /* [kc-1][C] conv state, overwritten with conv_src */
+    const float *conv_src;   /* [kc-1][C]: the capture's window from row keep on */
+    float *dst;              /* [Hv][Dv][Dk] state after all rows, overwritten (gdn_replay's dst) */
+    const float *start;      /* [Hv][Dv][Dk] state before the call */
+    const float *tape_k, *tape_g, *tape_d; /* the call's tapes: [R][Hk·Dk], [R][Hv], [R][Hv·Dv] */
+    int keep;                /* rows kept, >= 1 */
+} be_gdn_commit;
+
 /* The ops table. Each backend fills one (src/backend/<name>/); unused ops may not be NULL. Sizes
  * are in floats unless named bytes. Op arguments that are float * point into this backend's memory
  * (be_buf_addr), except where a comment says host. */
@@ -206,6 +224,17 @@ typedef struct {
      * decays / innovations / keys — bit-identical to a gdn call of `keep` rows. */
     void (*gdn_replay)(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                        const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
+    /* n sequences' commits of one GDN layer: per item, copy conv_floats floats conv_src -> conv, then
+     * gdn_replay(dst, start, tapes, keep). Bit-identical to those calls (be_gdn_commit_loop); a device
+     * backend runs it as one launch whatever n is (docs/architecture.md, "The sequence pool"). */
+    void (*gdn_commit)(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                       int Dv);
+    /* The k (1..BE_TOP_MAX, k < V) best-ranked logits of each of R rows (row t at x + t·ldx, V floats;
+     * larger first, lower id on ties; NaN never ranked) into out + t·(2k+2) int32 (backend memory):
+     * k ids (-1 past the ranked ones), k values (float bits), then the row's first index holding NaN
+     * or +inf (-1: none) and that value's bits. What a sampler with top_k k (greedy: 1) and no
+     * penalties needs of a row, so a device backend downloads 2k+2 words, not V floats. */
+    void (*logits_top)(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k);
     /* Routed MoE block (router, top-k, experts, shared expert): out[R][H] from x[R][H]. */
     void (*moe)(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
                 be_moe_scratch *s);
@@ -228,6 +257,11 @@ void be_free(be_backend *be);
 void be_attention_seqs_loop(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
 void be_mla_seqs_loop(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, int n, float *scratch);
 void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
+/* logits_top on host memory (the CPU backend's, and the reference of a device backend's). */
+void be_logits_top_host(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k);
+/* gdn_commit as a loop over copy and gdn_replay: the CPU backend's implementation. */
+void be_gdn_commit_loop(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                        int Dv);
 
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
  * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */

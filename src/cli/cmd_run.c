@@ -123,6 +123,14 @@ static void stats_line(const gen_stats *st) {
         fprintf(stderr, "], %.2f tok/verify", st->tokens_per_verify);
     }
     fprintf(stderr, " | %s | seed %llu (%s)]\n", st->finish_reason, (unsigned long long)st->seed, st->rng);
+    const char *tv = getenv("MTPLX_TIMING"); /* where a token's host time goes (bench/cuda.md, session 5) */
+    if (tv && *tv && strcmp(tv, "0")) {
+        double dec = st->decode_s * 1e3, v = st->verify_s * 1e3, d = st->draft_s * 1e3, s = st->sample_s * 1e3;
+        double h = st->mtp_history_s * 1e3, n = st->completion_tokens > 0 ? st->completion_tokens : 1;
+        fprintf(stderr, "[decode %.1f ms = verify %.1f + draft %.1f + sample %.1f + mtp history %.1f + rest %.1f | "
+                        "%.2f ms a token, %d cycles]\n",
+                dec, v, d, s, h, dec - v - d - s - h, dec / n, st->cycles);
+    }
 }
 
 /* The grammar of --json-schema F (or any JSON object when schema_file is NULL), the tokenizer's

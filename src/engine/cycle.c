@@ -49,6 +49,8 @@ void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sample
     c->depth_cap = -1;
     c->st = st;
     c->con = p->constraint;
+    /* a mask moves entries below the top into it: whole rows then */
+    c->top = c->con ? 0 : sampler_top_needed(&c->sp_p, c->pen, V);
 }
 
 /* ---- structured output (docs/structured-output.md): the only place the constraint is used ---- */
@@ -154,7 +156,8 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     double tv = clock_now();
     rc = m->verify(m->ctx, seq, K + 1, c->logits, err);
     if (rc) return err_prefix(err, K > 0 ? "verify" : "decode");
-    st->verify_s += clock_now() - tv;
+    double ts = clock_now();
+    st->verify_s += ts - tv;
     st->cycles++;
     /* accept loop: p_i from row i-1 (penalty counts include x0 and the accepted y_1..y_{i-1}) */
     int a = 0, rejected = 0;
@@ -180,13 +183,17 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
             break;
         }
     }
+    double tc = clock_now();
+    st->sample_s += tc - ts;
     rc = m->commit(m->ctx, seq, K + 1, rejected ? a + 1 : K + 1, err);
     if (rc) return rc;
     if (!rejected) { /* bonus (AR: the next token) from the last row */
+        tc = clock_now();
         rc = constrain(c, c->logits + (size_t)K * V, err);
         if (!rc) rc = sampler_build(c->smp, c->logits + (size_t)K * V, &c->sp_p, c->pen, c->pd, err);
         if (rc) return rc;
         next = draw(r, c->pd);
+        st->sample_s += clock_now() - tc;
     }
     c->x0 = next;
     rc = emit(c, next, err);

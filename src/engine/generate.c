@@ -520,6 +520,7 @@ typedef struct {
     gen_stats *st;     /* mtp_history_s is added here */
     int32_t vseq[GEN_MAX_DEPTH + 1]; /* the last verify's rows [vn] and whether they still wait for */
     int vn, uncommitted;             /* their commit (a stop among accepted drafts skips it) */
+    int top;           /* the verify rows' fwd_request.logits_top (cycle_state.top) */
 } model_driver;
 
 static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
@@ -546,7 +547,7 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
 
 static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err) {
     model_driver *v = ctx;
-    fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1};
+    fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1, v->top};
     memcpy(v->vseq, seq, sizeof *seq * (size_t)n);
     v->vn = n;
     v->uncommitted = 1;
@@ -759,7 +760,8 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     cycle_init(&c, p, V, s->smp, &s->p, s->q, &s->resid, s->logits, s->dlogits, s->toks, on_tokens, user, &st);
     cycle_rand_rng rr;
     cycle_rand_rng_init(&rr, st.seed);
-    model_driver drv = {.s = s, .depth = depth, .dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, .st = &st};
+    model_driver drv = {.s = s, .depth = depth, .dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, .st = &st,
+                        .top = c.top};
     const cycle_model cm = {&drv, drv_draft, drv_verify, drv_commit};
     rc = cycle_first(&c, s->logits, &rr.base, err);
     while (!rc && !c.done) {

@@ -86,6 +86,8 @@ typedef struct {
     int cached_tokens;        /* prompt tokens restored from a cache instead of prefilled */
     double mtp_history_s;     /* decode seconds appending committed pairs to the MTP history
                                  (prefill's part counts in prefill_s) */
+    double sample_s;          /* decode seconds in the target sampler: the verify rows' masks,
+                                 distributions, acceptance tests and draws (cycle_step) */
 } gen_stats;
 
 /* Called with newly committed completion tokens, in order, as soon as they are final. Returning

@@ -275,6 +275,12 @@ int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int
     return 0;
 }
 
+int sampler_top_needed(const sampler_params *sp, int with_penalties, int V) {
+    if (with_penalties) return 0; /* penalties move entries below the top into it */
+    if (sp->temperature == 0) return 1;
+    return sp->top_k > 0 && sp->top_k < V ? sp->top_k : 0;
+}
+
 int sampler_dist_sample_index(const sampler_dist *d, double u) {
     double c = 0;
     for (int i = 0; i < d->n; i++) {

@@ -75,6 +75,12 @@ void sampler_dist_free(sampler_dist *d);
 int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int with_penalties,
                   sampler_dist *out, mtplx_err *err);
 
+/* k > 0 when sampler_build under sp (with_penalties as there) reads of a row of V logits only its k
+ * best-ranked entries (larger first, lower id on ties) and the first NaN / +inf: greedy (1) or
+ * top_k in (0, V) without penalties; else 0 (the whole row). A forward may then return only those
+ * (fwd_request.logits_top). */
+int sampler_top_needed(const sampler_params *sp, int with_penalties, int V);
+
 /* The id that u in [0, 1) selects by the cumulative mass of d (the last id absorbs rounding). */
 int32_t sampler_dist_sample(const sampler_dist *d, double u);
 /* The same draw as an index into d->ids / d->probs. */

@@ -383,7 +383,7 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
         }
         R = imin(r.capture ? T : prefill_rows(s), T - c0);
         sub x = {.kind = SUB_TRUNK, .rows = R};
-        fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture};
+        fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture, r.logits_top};
         if (r.logits && r.logits_from < c0 + R) {
             int t0 = imax(r.logits_from - c0, 0);
             p.logits = r.logits + (size_t)(c0 + t0 - r.logits_from) * V;

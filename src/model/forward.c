@@ -71,6 +71,11 @@ int fwd_scratch_init(fwd_scratch *s, const mtplx_model *m, int rows, int capacit
     if (!m->be->caps.host_memory &&
         !(s->host_out = fwd_scratch_alloc(s, (size_t)rows * imax(c->vocab_size, H), 0, "output staging", err)))
         goto fail;
+    if (!m->be->caps.host_memory) {
+        size_t tw = (size_t)rows * (2 * BE_TOP_MAX + 2);
+        if (!(s->top = (int32_t *)fwd_scratch_alloc(s, tw, 0, "top logits", err))) goto fail;
+        if (!(s->top_host = mem_alloc(tw, sizeof(int32_t), "top logits (host)", err))) goto fail;
+    }
     if (family_scratch_init(s, m, rows, err)) goto fail;
     if (m->be->ops->reserve_rows(m->be, rows, m->max_cols, err)) goto fail;
     return 0;
@@ -81,6 +86,7 @@ fail:
 
 void fwd_scratch_free(fwd_scratch *s) {
     if (!s->be) return;
+    free(s->top_host);
     family_scratch_free(s);
     for (int i = 0; i < s->n_bufs; i++) s->be->ops->buf_free(s->be, s->bufs[i]);
     memset(s, 0, sizeof *s);
@@ -192,17 +198,38 @@ static void trunk_rows(const mtplx_model *m, fwd_scratch *scr, const trunk_seg *
     rows_rmsnorm(m, scr->a, scr->x, m->final_norm, R);
 }
 
+/* n host rows of V logits from logits_top's output o (k a row): -inf, then the k ranked values and the
+ * first NaN / +inf at their ids (fwd_request.logits_top). */
+static void top_expand(float *logits, int V, const int32_t *o, int n, int k) {
+    for (int t = 0; t < n; t++, o += 2 * k + 2) {
+        float *row = logits + (size_t)t * V;
+        for (int j = 0; j < V; j++) row[j] = -INFINITY;
+        for (int i = 0; i < k && o[i] >= 0; i++) memcpy(&row[o[i]], &o[k + i], sizeof(float));
+        if (o[2 * k] >= 0) memcpy(&row[o[2 * k]], &o[2 * k + 1], sizeof(float));
+    }
+}
+
 /* logits[R][V] (host memory) = hn[R][H] (backend memory) · Wᵀ: straight into the caller's array when
- * the backend computes in host memory, else through the staging rows and a download. */
+ * the backend computes in host memory, else through the staging rows and a download — of whole rows,
+ * or with top = k (fwd_request.logits_top) of each row's k best only. */
 static void fwd_head_rows(const mtplx_model *m, float *logits, const float *hn, int R, const be_weight *w,
-                          fwd_scratch *scr) {
+                          fwd_scratch *scr, int top) {
     be_backend *be = m->be;
     int H = m->cfg.hidden_size, V = w->rows;
+    top = be->caps.logits_top && top > 0 && top <= BE_TOP_MAX && top < V && scr->top ? top : 0;
     for (int c0 = 0; c0 < R; c0 += scr->rows) { /* one pass on host-memory backends (R <= rows) */
         int n = R - c0 < scr->rows ? R - c0 : scr->rows;
         float *y = be->caps.host_memory ? logits + (size_t)c0 * V : scr->host_out;
         be_matmul(be, y, V, hn + (size_t)c0 * H, H, n, w);
-        if (!be->caps.host_memory) be->ops->download(be, logits + (size_t)c0 * V, y, sizeof(float) * (size_t)n * V);
+        if (be->caps.host_memory) continue;
+        if (top) {
+            size_t words = (size_t)n * (2 * top + 2);
+            be->ops->logits_top(be, scr->top, y, V, n, V, top);
+            be->ops->download(be, scr->top_host, scr->top, sizeof(int32_t) * words);
+            top_expand(logits + (size_t)c0 * V, V, scr->top_host, n, top);
+        } else {
+            be->ops->download(be, logits + (size_t)c0 * V, y, sizeof(float) * (size_t)n * V);
+        }
     }
 }
 
@@ -248,6 +275,7 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
     if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
     int capture = req && req->capture;
     int logits_from = req ? req->logits_from : 0;
+    state_settle(&s, 1);
     s->cap_rows = 0;
     int base = s->len;
     for (int c0 = 0; c0 < T; c0 += s->scr.rows) {
@@ -261,7 +289,7 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
             int t0 = logits_from > c0 ? logits_from - c0 : 0;
             if (t0 < R)
                 fwd_head_rows(m, req->logits + (size_t)(c0 + t0 - logits_from) * V, hn + (size_t)t0 * H, R - t0,
-                              &m->lm_head, &s->scr);
+                              &m->lm_head, &s->scr, req->logits_top);
         }
         s->len += R;
     }
@@ -374,12 +402,12 @@ static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q,
             i++;
             continue;
         }
-        int j = i + 1, first = r0 + q[i].req.logits_from, end = r0 + q[i].T;
-        while (j < n && q[j].req.logits && q[j].req.logits_from == 0) end += q[j++].T;
+        int j = i + 1, first = r0 + q[i].req.logits_from, end = r0 + q[i].T, top = q[i].req.logits_top;
+        while (j < n && q[j].req.logits && q[j].req.logits_from == 0 && q[j].req.logits_top == top) end += q[j++].T;
         if (j == i + 1) {
-            fwd_head_rows(m, q[i].req.logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr);
+            fwd_head_rows(m, q[i].req.logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr, top);
         } else {
-            fwd_head_rows(m, b->logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr);
+            fwd_head_rows(m, b->logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr, top);
             const float *src = b->logits;
             for (int k = i; k < j; k++) {
                 size_t nf = (size_t)(q[k].T - q[k].req.logits_from) * V;
@@ -400,6 +428,9 @@ int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, 
         if (rc) return rc;
     }
     trunk_seg sg[BATCH_SEQS_MAX];
+    model_state *st[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) st[i] = q[i].s;
+    state_settle(st, n); /* the commits of the last cycle, one call per GDN layer for all sequences */
     attn_seg *as = b->segs;
     for (int i = 0, r0 = 0; i < n; r0 += q[i].T, i++) {
         sg[i] = (trunk_seg){q[i].s, r0, q[i].T, q[i].req.capture};
@@ -447,16 +478,23 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
             for (int t = 0; t < T; t++) head_spread_subset(logits + (size_t)t * V, V, m->draft_ids, m->draft_n);
         return 0;
     }
-    /* a device backend: the rows go up, the logits come down, through buffers of this call */
-    be_buf *x = NULL, *y = NULL;
-    int rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &x, err);
-    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &y, err);
-    if (!rc) {
-        be->ops->upload(be, be_buf_addr(be, x), hidden, sizeof(float) * (size_t)T * H);
-        be_matmul(be, be_buf_addr(be, y), V, be_buf_addr(be, x), H, T, w);
-        be->ops->download(be, logits, be_buf_addr(be, y), sizeof(float) * (size_t)T * V);
+    /* a device backend: the rows go up, the logits come down, through the model's head staging */
+    mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
+    pthread_mutex_lock(&mm->head_lock);
+    int rc = 0;
+    if (T > mm->head_rows) { /* grown to the most rows asked so far; the old buffers go first */
+        be->ops->buf_free(be, mm->head_x), be->ops->buf_free(be, mm->head_y);
+        mm->head_x = mm->head_y = NULL, mm->head_rows = 0;
+        rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &mm->head_x, err);
+        if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &mm->head_y, err);
+        if (!rc) mm->head_rows = T;
     }
-    be->ops->buf_free(be, x);
-    be->ops->buf_free(be, y);
+    if (!rc) {
+        float *x = be_buf_addr(be, mm->head_x), *y = be_buf_addr(be, mm->head_y);
+        be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
+        be_matmul(be, y, V, x, H, T, w);
+        be->ops->download(be, logits, y, sizeof(float) * (size_t)T * V);
+    }
+    pthread_mutex_unlock(&mm->head_lock);
     return rc;
 }

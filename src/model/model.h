@@ -67,6 +67,11 @@ typedef struct {
     float *hidden;        /* [T][H] post-final-norm hidden of every row */
     int capture;          /* 1: record per-row GDN conv/recurrent states so that
                              model_state_commit can keep any prefix of this call's rows */
+    int logits_top;       /* 0: whole logits rows. k in 1..BE_TOP_MAX: only each row's k best-ranked
+                             logits (larger first, lower id on ties) and its first NaN / +inf are
+                             exact, every other entry reads -inf: all that sampler_build reads with
+                             top_k k (greedy: 1) and no penalties or mask, and a device backend then
+                             downloads 2k+2 words a row instead of V floats */
 } fwd_request;
 
 /* Run T new tokens at positions len..len+T-1 against the state, append them (KV and recurrent

@@ -4,6 +4,7 @@
 #ifndef MTPLX_MODEL_INTERNAL_H
 #define MTPLX_MODEL_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "../backend/backend.h"
@@ -69,6 +70,12 @@ typedef struct {
 
 struct mtplx_model {
     char dir[4096];
+    /* model_lm_head's staging on a device backend, kept across calls (a draft step used to allocate
+     * and free both, and a device free waits for the whole device): grown on demand under head_lock
+     * (the only state a const model changes), freed by model_free */
+    pthread_mutex_t head_lock;
+    be_buf *head_x, *head_y;  /* [head_rows][H] input rows, [head_rows][V] logits */
+    int head_rows;
     model_config cfg;
     const model_family *family; /* its entry of the family table (families/family_ops.h) */
     st_set *st;               /* the mapped checkpoint; every be_weight points into it */
@@ -121,6 +128,8 @@ typedef struct {
     int fam_w;       /* floats per row of fam */
     float *host_out; /* [R][max(V, H)] staging for host outputs when the backend's memory is not host
                         memory (NULL on the CPU backend) */
+    int32_t *top;    /* [R][2·BE_TOP_MAX + 2] logits_top output (backend memory), with host_out */
+    int32_t *top_host; /* the same on the host (malloc) */
     be_moe_scratch *moe; /* MoE working buffers, or NULL */
     be_buf *bufs[FWD_SCRATCH_BUFS]; /* what to free */
     int n_bufs;
@@ -216,6 +225,9 @@ struct model_state {
     int cur;          /* which rec[] buffer is live */
     int cap_rows;     /* rows of the last forward if it captured, else 0 */
     int cap_base;     /* len before that forward */
+    int pend_keep;    /* rows kept by a model_state_commit whose GDN part (conv copy + replay of each
+                         layer) is not done yet, else 0: the next forward does it for all its
+                         sequences at once, any other reader of the GDN states first (state_settle) */
     kv_table kv;      /* attention KV pages, one table for all n_attn layers */
     gdn_layer_state *gdn; /* [n_gdn] */
     fwd_scratch scr;  /* a standalone state's own scratch (model_forward); scr.be == NULL in a pool */
@@ -236,6 +248,12 @@ struct seq_pool {
     kv_pool trunk;    /* n_attn layers */
     kv_pool mtp;      /* the MTP layer (n_pages 0 without an MTP head) */
 };
+
+/* state.c: do the deferred GDN part of the commits of n states (pend_keep, model_state_commit): one
+ * gdn_commit call per GDN layer for all of them (a device backend: one launch per layer, not two per
+ * layer and sequence). States without one are skipped; n <= BATCH_SEQS_MAX. The states' values do
+ * not change (only where they are held), so a const state may be settled. */
+void state_settle(model_state *const *st, int n);
 
 /* Scratch for forwards over rows of several sequences (model.h, model_forward_batch). */
 struct model_batch {

@@ -46,6 +46,8 @@ int model_snap_take(const model_state *s, const mtp_state *ms, model_snap **out,
         return rc;
     }
     if (bytes) {
+        model_state *sp = (model_state *)s; /* settling keeps s's values (state_settle) */
+        state_settle(&sp, 1);
         p->gdn = be_buf_addr(m->be, p->buf);
         size_t C = conv_floats(m), Rf = rec_floats(m);
         for (int i = 0; i < m->n_gdn; i++) {
@@ -92,6 +94,7 @@ int model_snap_restore(const model_snap *p, model_state *s, mtp_state *ms, mtplx
     }
     s->len = p->len;
     s->cap_rows = 0;
+    s->pend_keep = 0; /* its GDN states were overwritten */
     if (ms) ms->len = p->mtp_len;
     return 0;
 }
@@ -197,6 +200,7 @@ int model_snap_read_blob(model_state *s, mtp_state *ms, int L, int mtp_len, cons
     if (ms && mtp_len > 0) pages_move(ms->kv.pool, ms->kv.ids, (int)pages_of(mtp_len), (unsigned char *)h, 0);
     s->len = L;
     s->cap_rows = 0;
+    s->pend_keep = 0;
     if (ms) ms->len = mtp_len;
     return 0;
 }

@@ -5,7 +5,14 @@
  * its start state from rec[cur] and writes the rows' states into rec[cur ^ 1], then flips cur. To
  * keep only the first `keep` rows, commit replays the tape (decay g, innovation delta, normalised k
  * per row) from the untouched start state with the same update kern_gdn_step used, which gives the
- * state bit-identical to having forwarded only those rows (the backend's gdn_replay op). Attention KV is trimmed by moving len. */
+ * state bit-identical to having forwarded only those rows (the backend's gdn_replay op). Attention KV is trimmed by moving len.
+ *
+ * The GDN part of a commit is deferred (pend_keep) until the state's next forward, which settles the
+ * commits of all its sequences with one gdn_commit call per layer: through the scheduler every
+ * sequence commits on its own thread after a merged verify, and doing each commit there cost two
+ * launches per layer and sequence (bench/cuda.md, "Session 5, commit and download"). Whatever reads
+ * or overwrites the GDN states outside a forward (copy, fork, snapshots, reset) settles or drops the
+ * pending commit first. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +135,7 @@ void model_state_reset(model_state *s) {
     s->len = 0;
     s->cur = 0;
     s->cap_rows = 0;
+    s->pend_keep = 0;
     kv_table_trim(&s->kv, 0);
 }
 
@@ -136,25 +144,40 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
         return err_set(err, MTPLX_EINVAL, "model_state_commit: the last forward did not capture");
     if (keep < 1 || keep > s->cap_rows)
         return err_set(err, MTPLX_EINVAL, "model_state_commit: keep %d outside [1, %d]", keep, s->cap_rows);
-    const mtplx_model *m = s->m;
-    const model_config *c = &m->cfg;
-    size_t C = (size_t)m->conv_dim, kc1 = (size_t)c->conv_kernel - 1;
-    if (keep < s->cap_rows) {
-        for (int i = 0; i < m->n_gdn; i++) {
-            gdn_layer_state *g = &s->gdn[i];
-            be_copy(m->be, g->conv, g->tape_win + (size_t)keep * C, sizeof(float) * kc1 * C);
-            m->be->ops->gdn_replay(m->be, g->rec[s->cur], g->rec[s->cur ^ 1], g->tape_k, g->tape_g, g->tape_d, keep,
-                                   c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim);
-        }
-    }
+    if (keep < s->cap_rows && s->m->n_gdn > 0) s->pend_keep = keep; /* the tapes stay until the next forward */
     s->len = s->cap_base + keep;
     s->cap_rows = 0;
     kv_table_trim(&s->kv, s->len);
     return 0;
 }
 
-/* dst's live GDN conv and recurrent states = src's. */
+void state_settle(model_state *const *st, int n) {
+    model_state *q[BATCH_SEQS_MAX];
+    int k = 0;
+    for (int i = 0; i < n && k < BATCH_SEQS_MAX; i++)
+        if (st[i]->pend_keep > 0) q[k++] = st[i];
+    if (!k) return;
+    const mtplx_model *m = q[0]->m;
+    const model_config *c = &m->cfg;
+    size_t C = (size_t)m->conv_dim, kc1 = (size_t)c->conv_kernel - 1;
+    be_gdn_commit it[BATCH_SEQS_MAX];
+    for (int l = 0; l < m->n_gdn; l++) {
+        for (int i = 0; i < k; i++) {
+            const model_state *s = q[i];
+            const gdn_layer_state *g = &s->gdn[l];
+            it[i] = (be_gdn_commit){g->conv, g->tape_win + (size_t)s->pend_keep * C, g->rec[s->cur], g->rec[s->cur ^ 1],
+                                    g->tape_k, g->tape_g, g->tape_d, s->pend_keep};
+        }
+        m->be->ops->gdn_commit(m->be, it, k, kc1 * C, c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim);
+    }
+    for (int i = 0; i < k; i++) q[i]->pend_keep = 0;
+}
+
+/* dst's live GDN conv and recurrent states = src's (src's pending commit settled first, dst's dropped). */
 static void gdn_copy(model_state *dst, const model_state *src) {
+    model_state *sp = (model_state *)src; /* settling keeps src's values (state_settle) */
+    state_settle(&sp, 1);
+    dst->pend_keep = 0;
     const mtplx_model *m = src->m;
     const model_config *c = &m->cfg;
     size_t rec = (size_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim;

@@ -384,6 +384,7 @@ int model_load_progress(const char *dir, const progress_sink *prog, mtplx_model 
     *out = NULL;
     mtplx_model *m = mem_zalloc(1, sizeof *m, "model", err);
     if (!m) return err->code;
+    pthread_mutex_init(&m->head_lock, NULL);
     int rc = load_into(m, dir, prog, err);
     if (rc) {
         model_free(m);
@@ -403,6 +404,8 @@ void model_free(mtplx_model *m) {
     family_model_free(m);
     for (int i = 0; i < m->n_draft_bufs; i++) free(m->draft_bufs[i]);
     free(m->draft_bufs);
+    if (m->be) m->be->ops->buf_free(m->be, m->head_x), m->be->ops->buf_free(m->be, m->head_y);
+    pthread_mutex_destroy(&m->head_lock);
     be_free(m->be); /* after everything that pointed at its prepared copies */
     free(m);
 }

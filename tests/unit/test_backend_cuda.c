@@ -7,6 +7,7 @@
 
 #include "../../src/backend/backend.h"
 #include "../../src/backend/device.h"
+#include "../../src/engine/sampler.h"
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/matmul_q.h"
 #include "../../src/kernels/quant.h"
@@ -564,6 +565,190 @@ TEST(test_seq_ops_cuda_equal_per_sequence_calls) {
     be_free(be);
 }
 
+/* ---- the batched commit (gdn_commit) against per-sequence copies and gdn_replay calls ---- */
+
+/* n random commits (sequence i keeps 1..SQ_MAXR rows of a capture, random states, tapes and conv
+ * windows, one arena) through gdn_commit (mode 1), through a copy + gdn_replay per sequence (mode 0,
+ * what model_state_commit called per layer before), or through nothing (mode -1). Returns the arena
+ * afterwards (the caller frees it) and its floats in *n_cmp; the draws depend on `seed` only. */
+static float *cm_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_cmp) {
+    g_rng = seed;
+    const size_t conv = (size_t)(SQ_KC - 1) * SQ_C, win = (size_t)(SQ_KC - 1 + SQ_MAXR) * SQ_C;
+    const size_t o_win = conv, o_dst = o_win + win, o_start = o_dst + SQ_SN, o_tk = o_start + SQ_SN;
+    const size_t o_tg = o_tk + (size_t)SQ_MAXR * SQ_KD, o_td = o_tg + (size_t)SQ_MAXR * SQ_HV;
+    const size_t stride = o_td + (size_t)SQ_MAXR * SQ_VD, total = stride * (size_t)n;
+    int keep[SQ_MAXN];
+    for (int i = 0; i < n; i++) keep[i] = 1 + (int)((frand() + 1.0f) * 0.5f * SQ_MAXR) % SQ_MAXR;
+    float *h = malloc(sizeof(float) * total);
+    if (!h) return NULL;
+    for (size_t i = 0; i < total; i++) h[i] = frand();
+    for (int i = 0; i < n; i++) { /* decays in (0, 1), small states and innovations, as a model's */
+        float *q = h + (size_t)i * stride;
+        for (size_t j = 0; j < 2 * SQ_SN; j++) q[o_dst + j] *= 0.1f;
+        for (size_t j = 0; j < (size_t)SQ_MAXR * SQ_HV; j++) q[o_tg + j] = 0.5f + 0.45f * q[o_tg + j];
+        for (size_t j = 0; j < (size_t)SQ_MAXR * SQ_VD; j++) q[o_td + j] *= 0.1f;
+    }
+    *n_cmp = total;
+    be_buf *b;
+    mtplx_err err = {0};
+    if (be->ops->buf_alloc(be, sizeof(float) * total, 0, "test arena", &b, &err)) return free(h), NULL;
+    float *d = be_buf_addr(be, b);
+    be->ops->upload(be, d, h, sizeof(float) * total);
+    be_gdn_commit it[SQ_MAXN];
+    for (int i = 0; i < n; i++) {
+        float *q = d + (size_t)i * stride;
+        it[i] = (be_gdn_commit){q, q + o_win + (size_t)keep[i] * SQ_C, q + o_dst, q + o_start, q + o_tk, q + o_tg,
+                                q + o_td, keep[i]};
+    }
+    if (mode == 1) {
+        be->ops->gdn_commit(be, it, n, conv, SQ_HK, SQ_HV, SQ_DK, SQ_DV);
+    } else if (mode == 0) {
+        for (int i = 0; i < n; i++) {
+            be->ops->copy(be, it[i].conv, it[i].conv_src, sizeof(float) * conv);
+            be->ops->gdn_replay(be, it[i].dst, it[i].start, it[i].tape_k, it[i].tape_g, it[i].tape_d, keep[i], SQ_HK,
+                                SQ_HV, SQ_DK, SQ_DV);
+        }
+    }
+    be->ops->download(be, h, d, sizeof(float) * total);
+    be->ops->buf_free(be, b);
+    return h;
+}
+
+/* n = 1..8 commits through gdn_commit and through per-sequence calls: the whole arena (conv states,
+ * replayed states, and everything the op must not touch) bit-identical; and the op changes something. */
+static void cm_check(be_backend *be) {
+    for (int n = 1; n <= SQ_MAXN; n++) {
+        uint64_t seed = 0xd1b54a32d192ed03ull * (uint64_t)n + 7;
+        size_t nc;
+        float *x = cm_run(be, n, seed, 1, &nc), *y = cm_run(be, n, seed, 0, &nc), *z = cm_run(be, n, seed, -1, &nc);
+        REQUIRE(x && y && z);
+        size_t differ = 0, first = 0, moved = 0;
+        for (size_t i = 0; i < nc; i++) {
+            if (memcmp(&x[i], &y[i], sizeof(float)) && differ++ == 0) first = i;
+            moved += memcmp(&x[i], &z[i], sizeof(float)) != 0;
+        }
+        CHECK_MSG(differ == 0, "%s, %d commits: %zu floats differ from per-sequence calls (first at %zu of %zu)",
+                  be->ops->name, n, differ, first, nc);
+        CHECK_MSG(moved > nc / 10, "%s, %d commits: the op changed only %zu of %zu floats", be->ops->name, n, moved, nc);
+        free(x), free(y), free(z);
+    }
+}
+
+/* The CPU backend's gdn_commit (a loop over copy and gdn_replay) equals those calls, n = 1..8. */
+TEST(test_gdn_commit_cpu_equals_per_sequence_calls) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    cm_check(cpu);
+    be_free(cpu);
+}
+
+/* The CUDA backend's gdn_commit (one launch over all items) equals its copies and gdn_replay calls bit
+ * for bit, n = 1..8 (so, through test_gdn_replay_bit_identical_and_matches_cpu, a plain keep-row call). */
+TEST(test_gdn_commit_cuda_equals_per_sequence_calls) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    cm_check(be);
+    be_free(be);
+}
+
+/* ---- logits_top: what a top-k / greedy sampler reads of a logits row ---- */
+
+enum { TP_V = 3001, TP_R = 6 };
+
+/* Row t of TP_R random rows built to stress the rank: few distinct values (many ties), -0 next to +0,
+ * -inf entries; row 5 also holds a NaN (at 2000) and a +inf (at 1000). */
+static void tp_rows(float *x) {
+    g_rng = 0x51ed2701u;
+    for (int t = 0; t < TP_R; t++)
+        for (int j = 0; j < TP_V; j++) {
+            float r = frand(), *v = &x[(size_t)t * TP_V + j];
+            *v = t % 2 ? r : (float)(int)(r * 8.0f) * 0.25f; /* even rows: ties */
+            if (t == 2 && *v == 0.0f && (j & 1)) *v = -0.0f;
+            if (t == 4 && j % 3) *v = -INFINITY;
+        }
+    x[5 * TP_V + 2000] = NAN;
+    x[5 * TP_V + 1000] = INFINITY;
+}
+
+/* Row t of out (k a row) as a dense row: -inf but the ranked values and the first NaN / +inf (the
+ * model layer's expansion, forward.c top_expand). */
+static void tp_expand(float *row, const int32_t *o, int k) {
+    for (int j = 0; j < TP_V; j++) row[j] = -INFINITY;
+    for (int i = 0; i < k && o[i] >= 0; i++) memcpy(&row[o[i]], &o[k + i], sizeof(float));
+    if (o[2 * k] >= 0) memcpy(&row[o[2 * k]], &o[2 * k + 1], sizeof(float));
+}
+
+/* The CPU's logits_top: for k = 1 / 7 / 20 / 64, sampler_build (greedy for k = 1, else T 0.7 with
+ * top_k k, top_p 0.9) gives the same distribution bit for bit from the expanded rows as from the
+ * whole rows, or the same error (NaN / +inf). */
+TEST(test_logits_top_cpu_gives_the_sampler_the_same_distribution) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    float *x = malloc(sizeof(float) * TP_R * TP_V), *row = malloc(sizeof(float) * TP_V);
+    int32_t *o = malloc(sizeof(int32_t) * TP_R * (2 * BE_TOP_MAX + 2));
+    sampler *smp = NULL;
+    sampler_dist a, b;
+    REQUIRE(x && row && o && sampler_new(TP_V, &smp, &err) == 0);
+    REQUIRE(sampler_dist_init(&a, TP_V, &err) == 0 && sampler_dist_init(&b, TP_V, &err) == 0);
+    tp_rows(x);
+    static const int ks[] = {1, 7, 20, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki];
+        sampler_params sp = {k == 1 ? 0.0f : 0.7f, 0.9f, k, 0, 0, 0, 1};
+        CHECK_INT(sampler_top_needed(&sp, 0, TP_V), k);
+        cpu->ops->logits_top(cpu, o, x, TP_V, TP_R, TP_V, k);
+        for (int t = 0; t < TP_R; t++) {
+            tp_expand(row, o + (size_t)t * (2 * k + 2), k);
+            mtplx_err e1 = {0}, e2 = {0};
+            int r1 = sampler_build(smp, x + (size_t)t * TP_V, &sp, 0, &a, &e1), r2 = sampler_build(smp, row, &sp, 0, &b, &e2);
+            CHECK_MSG(r1 == r2 && !strcmp(e1.msg, e2.msg), "k %d row %d: rc %d '%s' vs %d '%s'", k, t, r1, e1.msg, r2,
+                      e2.msg);
+            if (r1 || r2) continue;
+            CHECK_MSG(a.n == b.n && !memcmp(a.ids, b.ids, sizeof(int32_t) * a.n) &&
+                          !memcmp(a.probs, b.probs, sizeof(double) * a.n),
+                      "k %d row %d: the distributions differ (%d vs %d ids)", k, t, a.n, b.n);
+        }
+    }
+    CHECK(o[5 * (2 * 64 + 2) + 2 * 64] == 1000); /* the first of the NaN and the +inf */
+    sampler_dist_free(&a), sampler_dist_free(&b), sampler_free(smp);
+    free(x), free(row), free(o);
+    be_free(cpu);
+}
+
+/* The CUDA backend's logits_top equals the CPU's word for word (ids, value bits, first NaN / +inf). */
+TEST(test_logits_top_cuda_equals_cpu) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    size_t W = (size_t)TP_R * (2 * BE_TOP_MAX + 2);
+    float *x = malloc(sizeof(float) * TP_R * TP_V);
+    int32_t *o1 = malloc(sizeof(int32_t) * W), *o2 = malloc(sizeof(int32_t) * W);
+    REQUIRE(x && o1 && o2);
+    tp_rows(x);
+    be_buf *bx, *bo;
+    float *dx = dev_floats(be, x, (size_t)TP_R * TP_V, &bx), *dout = dev_floats(be, NULL, W, &bo);
+    REQUIRE(dx && dout);
+    static const int ks[] = {1, 7, 20, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki];
+        size_t words = (size_t)TP_R * (2 * k + 2);
+        cpu->ops->logits_top(cpu, o1, x, TP_V, TP_R, TP_V, k);
+        be->ops->logits_top(be, (int32_t *)dout, dx, TP_V, TP_R, TP_V, k);
+        be->ops->download(be, o2, dout, sizeof(int32_t) * words);
+        size_t first = 0, differ = 0;
+        for (size_t i = 0; i < words; i++)
+            if (o1[i] != o2[i] && differ++ == 0) first = i;
+        CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
+    }
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+    free(x), free(o1), free(o2);
+    be_free(cpu);
+    be_free(be);
+}
+
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_matmul_n_equals_matmul_per_weight);
@@ -571,5 +756,9 @@ int main(void) {
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
     RUN(test_seq_ops_cpu_equal_per_sequence_calls);
     RUN(test_seq_ops_cuda_equal_per_sequence_calls);
+    RUN(test_gdn_commit_cpu_equals_per_sequence_calls);
+    RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
+    RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);
+    RUN(test_logits_top_cuda_equals_cpu);
     return TEST_SUMMARY();
 }

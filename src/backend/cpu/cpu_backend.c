@@ -267,6 +267,8 @@ static const be_ops cpu_ops = {
     .mla_seqs = be_mla_seqs_loop,
     .gdn_seqs = be_gdn_seqs_loop,
     .gdn_replay = cpu_gdn_replay,
+    .gdn_commit = be_gdn_commit_loop,
+    .logits_top = be_logits_top_host,
     .moe = cpu_moe,
 };
 

@@ -59,8 +59,7 @@ static void step_print(void);
 
 static int steps_on(void) {
     if (g_step.on < 0) {
-        const char *v = getenv("MTPLX_CUDA_STEPS");
-        g_step.on = v && *v && strcmp(v, "0");
+        g_step.on = cu_set.steps;
         if (g_step.on) {
             cudaEventCreate(&g_step.ev0);
             cudaEventCreate(&g_step.ev1);
@@ -178,23 +177,9 @@ static void step_print(void) {
             g_graph_updates);
 }
 
-int cu_fuse_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_FUSE");
-        on = v && !strcmp(v, "1");
-    }
-    return on;
-}
+int cu_fuse_enabled(void) { return cu_set.fuse; }
 
-int cu_pdl_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_PDL");
-        on = v && !strcmp(v, "1");
-    }
-    return on;
-}
+int cu_pdl_enabled(void) { return cu_set.pdl; }
 
 /* ------------------------------------------------------------------ step graphs
  *
@@ -240,14 +225,7 @@ static thread_local int t_seen;
 static int g_threads;                   /* threads that have used the backend (atomic) */
 static int g_captures;                  /* captures in flight (atomic) */
 
-static int graph_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_GRAPH");
-        on = v && !strcmp(v, "1");
-    }
-    return on && cu_stream_g && !prof_on();
-}
+static int graph_enabled(void) { return cu_set.graph && cu_stream_g && !prof_on(); }
 
 /* Counts the calling thread among the backend's users (first call per thread). */
 static void thread_note(void) {
@@ -367,8 +345,7 @@ static void prof_print(void) {
 
 static int prof_on(void) {
     if (g_prof_on < 0) {
-        const char *v = getenv("MTPLX_CUDA_PROFILE");
-        g_prof_on = v && *v && strcmp(v, "0");
+        g_prof_on = cu_set.profile;
         if (g_prof_on) atexit(prof_print);
     }
     return g_prof_on;
@@ -931,6 +908,8 @@ static be_ops make_ops(void) {
     o.mla = cu_mla;
     o.gdn = cu_gdn;
     o.gdn_replay = cu_gdn_replay;
+    o.gdn_commit = cu_gdn_commit;
+    o.logits_top = cu_logits_top;
     o.attention_seqs = cu_attention_seqs;
     o.mla_seqs = cu_mla_seqs;
     o.gdn_seqs = cu_gdn_seqs;
@@ -969,7 +948,43 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
     return 0;
 }
 
-extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
+/* ------------------------------------------------------------------ settings */
+
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0}; /* the defaults until a backend installs its own */
+
+/* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
+static int env_set(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0");
+}
+
+/* 0 only when $name is exactly "0" (what is on unless turned off). */
+static int env_not0(const char *name) {
+    const char *v = getenv(name);
+    return !(v && !strcmp(v, "0"));
+}
+
+/* 1 only when $name is exactly "1" (what is off unless asked for). */
+static int env_one(const char *name) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, "1");
+}
+
+extern "C" void cu_settings_from_env(cu_settings *s) {
+    s->stream = env_not0("MTPLX_CUDA_STREAM");
+    s->fuse = env_one("MTPLX_CUDA_FUSE");
+    s->pdl = env_one("MTPLX_CUDA_PDL");
+    s->graph = env_one("MTPLX_CUDA_GRAPH");
+    s->seq_batch = env_not0("MTPLX_CUDA_SEQ_BATCH");
+    s->commit = env_not0("MTPLX_CUDA_COMMIT");
+    s->top = env_not0("MTPLX_CUDA_TOP");
+    s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
+    s->profile = env_set("MTPLX_CUDA_PROFILE");
+    s->steps = env_set("MTPLX_CUDA_STEPS");
+    s->verbose = env_set("MTPLX_CUDA_VERBOSE");
+}
+
+extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {
     *out = NULL;
     size_t fr, tot;
     int rc = be_cuda_mem_info(device, &fr, &tot, NULL, 0, err);
@@ -991,17 +1006,17 @@ extern "C" int be_cuda_new(int device, be_backend **out, mtplx_err *err) {
     static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&stream_lock);
     static int stream_made = 0;
-    if (!stream_made) { /* one stream per process, on the first backend's device */
-        const char *sv = getenv("MTPLX_CUDA_STREAM");
-        if (!(sv && !strcmp(sv, "0"))) CU_CHECK(cudaStreamCreateWithFlags(&cu_stream_g, cudaStreamNonBlocking), "stream");
+    if (!stream_made) { /* one stream per process, on the first backend's device; its settings rule */
+        cu_set = *s;
+        if (cu_set.stream) CU_CHECK(cudaStreamCreateWithFlags(&cu_stream_g, cudaStreamNonBlocking), "stream");
         stream_made = 1;
     }
     pthread_mutex_unlock(&stream_lock);
     be->ops = &cu_ops;
     be->caps.host_memory = 0;
+    be->caps.logits_top = cu_set.top;
     be->impl = c;
-    const char *v = getenv("MTPLX_CUDA_VERBOSE");
-    if (v && *v && strcmp(v, "0"))
+    if (s->verbose)
         fprintf(stderr, "mtplx: CUDA backend on GPU %d (%s, sm_%d%d, %.1f GiB free)\n", device, p.name, p.major,
                 p.minor, fr / 1073741824.0);
     *out = be;

@@ -12,9 +12,34 @@
 extern "C" {
 #endif
 
-/* A CUDA backend on GPU `device` (0-based). Its memory is device memory (caps.host_memory = 0).
- * Returns 0 and *out, or an error naming the device and the CUDA error. */
-int be_cuda_new(int device, be_backend **out, mtplx_err *err);
+/* The CUDA backend's knobs (docs/architecture.md, "Knobs"): read once from the environment by
+ * cu_settings_from_env, at backend creation. They steer process-wide machinery (the one stream, the
+ * launch attributes, the profile), so the first backend of a process installs its settings and later
+ * ones adopt those in force. Every knob is bit-identical (a comparison or diagnostic switch). */
+typedef struct {
+    int stream;     /* 1: a non-blocking stream; MTPLX_CUDA_STREAM=0: the legacy default stream */
+    int fuse;       /* MTPLX_CUDA_FUSE=1: deferred residual add + activation preparation shared across ops */
+    int pdl;        /* MTPLX_CUDA_PDL=1: programmatic dependent launch */
+    int graph;      /* MTPLX_CUDA_GRAPH=1: step graphs (re-captured every step) */
+    int seq_batch;  /* 1: attention_seqs / mla_seqs / gdn_seqs as one grid over the sequences;
+                       MTPLX_CUDA_SEQ_BATCH=0: per-sequence calls */
+    int commit;     /* 1: gdn_commit as one launch; MTPLX_CUDA_COMMIT=0: a copy + gdn_replay per item */
+    int top;        /* 1: be_caps.logits_top (verify rows of a top-k / greedy sampler download only
+                       their best logits); MTPLX_CUDA_TOP=0: whole rows */
+    int gdn_reg;    /* 1: the register GDN kernel where the head shape allows; MTPLX_CUDA_GDN=0: the
+                       shared-memory one */
+    int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit */
+    int steps;      /* MTPLX_CUDA_STEPS=1: host / GPU time per forward, a table at exit */
+    int verbose;    /* MTPLX_CUDA_VERBOSE=1: say which GPU the backend runs on */
+} cu_settings;
+
+/* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */
+void cu_settings_from_env(cu_settings *s);
+
+/* A CUDA backend on GPU `device` (0-based) with settings s (the first backend's are installed for the
+ * process). Its memory is device memory (caps.host_memory = 0). Returns 0 and *out, or an error
+ * naming the device and the CUDA error. */
+int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err);
 
 /* GPUs the CUDA runtime sees (0 when there is no driver or no GPU; never an error). */
 int be_cuda_device_count(void);

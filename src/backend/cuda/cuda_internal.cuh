@@ -59,6 +59,11 @@ typedef struct {
     int ring_failed;       /* the ring could not be allocated: blocking copies into d_idx instead */
 } cu_ctx;
 
+/* The knobs in force (cuda_backend.h, cu_settings): installed by the first be_cuda_new, read by the
+ * files' switches below; no file reads the environment itself (but cuda_mma.cu / cuda_mma_sk.cu's
+ * matmul knobs, MTPLX_CUDA_MMA and MTPLX_CUDA_SK*, for now). */
+extern cu_settings cu_set;
+
 /* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new),
  * except while this thread captures a step into a graph (cu_stream_t: its capture stream). */
 extern cudaStream_t cu_stream_g;
@@ -196,6 +201,9 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
 void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, const be_gdn_seq *seqs, int n);
 void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                    const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
+void cu_logits_top(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k);
+void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                   int Dv);
 
 /* cuda_moe.cu */
 int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_experts, int top_k,

@@ -447,14 +447,7 @@ static void gdn_smem_allow(const void *fn, size_t smem) {
 }
 
 /* 0 when $MTPLX_CUDA_GDN=0: the shared-memory kernel k_gdn for every head shape (a comparison knob). */
-static int gdn_reg_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_GDN");
-        on = !(v && !strcmp(v, "0"));
-    }
-    return on;
-}
+static int gdn_reg_on(void) { return cu_set.gdn_reg; }
 
 void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     CU_PROF("gdn");
@@ -530,14 +523,7 @@ void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *
  * $MTPLX_CUDA_SEQ_BATCH=0: the per-sequence calls instead (be_*_seqs_loop; a comparison knob). */
 
 /* 0 when $MTPLX_CUDA_SEQ_BATCH=0 (read once). */
-static int seq_batch_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_SEQ_BATCH");
-        on = !(v && !strcmp(v, "0"));
-    }
-    return on;
-}
+static int seq_batch_on(void) { return cu_set.seq_batch; }
 
 /* A sequence of an attention_seqs call as the kernels read it (staged; pages_off < 0: no page table). */
 typedef struct {
@@ -803,4 +789,139 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
     gdn_smem_allow((const void *)k_gdn_seqs, smem);
     k_gdn_seqs<<<dim3(Hv, n), (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(k, d);
     CU_LAUNCHED("gdn");
+}
+
+/* ------------------------------------------------------------------ batched commit */
+
+/* One item of a gdn_commit call as the kernel reads it (staged; the fields of be_gdn_commit). */
+typedef struct {
+    float *conv;
+    const float *conv_src;
+    float *dst;
+    const float *start, *tape_k, *tape_g, *tape_d;
+    int keep, pad;
+} cu_commit_item;
+
+/* Block (b, i): a grid-stride share of item i's elements: x < E = Hv·Dv·Dk is state element
+ * (hv, r, j) replayed alone (gdn_upd per kept row in row order, the arithmetic of k_gdn_replay and of
+ * the step, which touch each element the same way), E <= x < E + conv_floats the conv-state copy. */
+__global__ void k_gdn_commit(const cu_commit_item *items, size_t conv_floats, int Hk, int Hv, int Dk, int Dv) {
+    cu_commit_item q = items[blockIdx.y];
+    size_t E = (size_t)Hv * Dv * Dk, all = E + conv_floats;
+    int kd = Hk * Dk, ratio = Hv / Hk;
+    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < all; x += (size_t)gridDim.x * blockDim.x) {
+        if (x >= E) {
+            q.conv[x - E] = q.conv_src[x - E];
+            continue;
+        }
+        int j = (int)(x % Dk), r = (int)((x / Dk) % Dv), hv = (int)(x / ((size_t)Dk * Dv)), hk = hv / ratio;
+        float v = q.start[x];
+        for (int t = 0; t < q.keep; t++)
+            v = gdn_upd(v, q.tape_g[(size_t)t * Hv + hv], q.tape_d[((size_t)t * Hv + hv) * Dv + r],
+                        q.tape_k[(size_t)t * kd + (size_t)hk * Dk + j]);
+        q.dst[x] = v;
+    }
+}
+
+/* 0 when $MTPLX_CUDA_COMMIT=0: gdn_commit as copies and gdn_replay calls per item (a comparison knob). */
+static int commit_batch_on(void) { return cu_set.commit; }
+
+void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
+                   int Dv) {
+    CU_PROF("gdn_commit"); /* first: every op of the table opens one (cuda_internal.cuh) */
+    if (n <= 0) return;
+    if (!commit_batch_on()) {
+        be_gdn_commit_loop(be, items, n, conv_floats, Hk, Hv, Dk, Dv);
+        return;
+    }
+    cu_ctx *c = cu_of(be);
+    const size_t dw = sizeof(cu_commit_item) / sizeof(int32_t);
+    cu_commit_item *h = (cu_commit_item *)seq_host(n * dw);
+    for (int i = 0; i < n; i++) {
+        const be_gdn_commit *q = &items[i];
+        h[i] = (cu_commit_item){q->conv, q->conv_src, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, 0};
+    }
+    const cu_commit_item *d = (const cu_commit_item *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
+    k_gdn_commit<<<dim3((unsigned)(blocks < 128 ? blocks : 128), n), 256, 0, CU_STREAM>>>(d, conv_floats, Hk ? Hk : 1,
+                                                                                            Hv, Dk, Dv);
+    CU_LAUNCHED("gdn commit");
+}
+
+/* ------------------------------------------------------------------ the sampler's top logits */
+
+/* A logit and its id as one key that orders like the sampler's rank (larger value first, lower id on
+ * ties; -0 ties with +0 as in a float compare): the value's bits mapped to an unsigned order above,
+ * the complemented id below. Never 0. */
+__device__ __forceinline__ unsigned long long top_key(float v, int id) {
+    unsigned u = v == 0.0f ? 0u : __float_as_uint(v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)u << 32) | (unsigned)~(unsigned)id;
+}
+
+#define TOP_THREADS 256
+
+/* Block t: row t's k best keys. Each thread keeps the k best of its strided share, sorted (a later id
+ * enters only when strictly larger, so ties keep the lower id); then k rounds of a block-wide max over
+ * the threads' heads. Also the row's first index holding NaN or +inf. */
+__global__ void __launch_bounds__(TOP_THREADS) k_logits_top(int32_t *out, const float *x, int ldx, int V, int k) {
+    __shared__ unsigned long long wmax[TOP_THREADS / 32];
+    __shared__ int wbad[TOP_THREADS / 32];
+    __shared__ unsigned long long best;
+    const float *v = x + (size_t)blockIdx.x * ldx;
+    int32_t *o = out + (size_t)blockIdx.x * (2 * k + 2);
+    unsigned long long L[BE_TOP_MAX];
+    int n = 0, bad = 0x7fffffff;
+    for (int j = threadIdx.x; j < V; j += TOP_THREADS) {
+        float f = v[j];
+        if (!(f < INFINITY) && j < bad) bad = j;
+        if (isnan(f)) continue;
+        unsigned long long key = top_key(f, j);
+        if (n == k && key <= L[k - 1]) continue;
+        int i = n < k ? n++ : k - 1;
+        for (; i > 0 && key > L[i - 1]; i--) L[i] = L[i - 1];
+        L[i] = key;
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int off = 16; off > 0; off >>= 1) bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, off));
+    if (lane == 0) wbad[w] = bad;
+    int head = 0;
+    for (int r = 0; r < k; r++) {
+        unsigned long long mine = head < n ? L[head] : 0ull, m = mine;
+        for (int off = 16; off > 0; off >>= 1) {
+            unsigned long long y = __shfl_xor_sync(0xffffffffu, m, off);
+            m = y > m ? y : m;
+        }
+        __syncthreads(); /* the previous round's `best` has been read */
+        if (lane == 0) wmax[w] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned long long b = 0;
+            for (int i = 0; i < TOP_THREADS / 32; i++) b = wmax[i] > b ? wmax[i] : b;
+            best = b;
+        }
+        __syncthreads();
+        unsigned long long b = best;
+        if (mine == b && b) head++; /* keys are distinct: one thread owns it */
+        if (threadIdx.x == 0) {
+            int id = b ? (int)~(unsigned)(b & 0xffffffffull) : -1;
+            o[r] = id;
+            o[k + r] = id >= 0 ? __float_as_int(v[id]) : 0;
+        }
+    }
+    if (threadIdx.x == 0) {
+        int b = 0x7fffffff;
+        for (int i = 0; i < TOP_THREADS / 32; i++) b = min(b, wbad[i]);
+        o[2 * k] = b == 0x7fffffff ? -1 : b;
+        o[2 * k + 1] = b == 0x7fffffff ? 0 : __float_as_int(v[b]);
+    }
+}
+
+void cu_logits_top(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k) {
+    (void)be;
+    CU_PROF("logits_top"); /* first: every op of the table opens one (cuda_internal.cuh) */
+    if (R <= 0) return;
+    if (k < 1 || k > BE_TOP_MAX || k >= V) cu_check(cudaErrorInvalidValue, "logits_top: k outside [1, 64] or >= V");
+    k_logits_top<<<R, TOP_THREADS, 0, CU_STREAM>>>(out, x, ldx, V, k);
+    CU_LAUNCHED("logits top");
 }
