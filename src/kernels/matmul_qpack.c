@@ -288,6 +288,23 @@ INL __m512i ld_vec(const uint8_t *p) {
     return v;
 }
 
+/* acc += vpdpbusd(w, activation quad q at a, broadcast) for calls of several rows: quads 0-3 of every
+ * 8 come from one 16-byte broadcast load (vbroadcasti32x4, shared by the 4 quads) and an in-lane
+ * vpshufd, the others are broadcast operands. vpshufd issues 4 per cycle on Zen 5 while vector loads
+ * (broadcast operands included) issue 2, and from 2 rows on those broadcasts were most of the loads.
+ * The same dword reaches every lane either way: the same integer sums. */
+INL __m512i dp_quad_mix(__m512i acc, __m512i w, const int8_t *a, const int q) {
+    if ((q & 7) >= 4) return dp_quad(acc, w, a + 4 * q);
+    __m512i b = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(a + 4 * (q & ~3))));
+    switch (q & 3) {
+    case 0: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0x00); break;
+    case 1: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0x55); break;
+    case 2: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0xaa); break;
+    default: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0xff); break;
+    }
+    return _mm512_dpbusd_epi32(acc, w, b);
+}
+
 /* 16 scales (or biases) of a (block, group) as f32; bf16/f16 widen exactly. */
 INL __m512 ld_sb16(const uint8_t *p, mtplx_dtype sdt) {
     if (sdt == DT_F32) return _mm512_load_ps(p);
@@ -380,6 +397,11 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
             __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
             QP_UNROLL(8) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
+                if (TT >= 2) { /* 1 row: memory-bound, the broadcast operands suffice */
+                    is[t][c] = dp_quad_mix(is[t][c], w0, at, j);
+                    is[t][c + 1] = dp_quad_mix(is[t][c + 1], w1, at, j + HALF);
+                    continue;
+                }
                 is[t][c] = dp_quad(is[t][c], w0, at + 4 * j);
                 is[t][c + 1] = dp_quad(is[t][c + 1], w1, at + 4 * (j + HALF));
             }
@@ -414,8 +436,13 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
             QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
         QP_UNROLL(32) for (int j = 0; j < QV; j++) {
             __m512i w0 = _mm512_load_si512(qg + (size_t)j * 64);
-            QP_UNROLL(8) for (int t = 0; t < TT; t++)
+            QP_UNROLL(8) for (int t = 0; t < TT; t++) {
+                if (TT >= 2) {
+                    is[t][j % NC] = dp_quad_mix(is[t][j % NC], w0, ag + (size_t)t * K, j);
+                    continue;
+                }
                 is[t][j % NC] = dp_quad(is[t][j % NC], w0, ag + (size_t)t * K + 4 * j);
+            }
         }
         __m512i sum[8];
         QP_UNROLL(8) for (int t = 0; t < TT; t++) {
