@@ -45,6 +45,9 @@ static int amx_request_permission(void) {
 /* CPUID directly (GCC's and clang's __builtin_cpu_supports know different feature names). */
 static void cpu_detect_arch(void) {
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) /* vendor string "AuthenticAMD" (Hygon: "HygonGenuine") */
+        g_feat.amd = (b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u) ||
+                     (b == 0x6f677948u && d == 0x6e65476eu && c == 0x656e6975u);
     if (!__get_cpuid(1, &a, &b, &c, &d)) goto choose;
     int osxsave = (c >> 27) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;

@@ -32,6 +32,7 @@ typedef struct {
     int avx512bf16;                      /* vdpbf16ps */
     int avxvnni;                         /* vpdpbusd on ymm (VEX encoding) */
     int amx_tile, amx_int8, amx_bf16;    /* CPUID + XCR0; Linux also wants an arch_prctl permission request before use */
+    int amd;                             /* x86 vendor AMD (or Hygon): tuning defaults only, never correctness */
     int asimd;                           /* AArch64 Advanced SIMD (HWCAP_ASIMD) */
     int asimddp;                         /* SDOT/UDOT (HWCAP_ASIMDDP) */
     int i8mm;                            /* SMMLA/UMMLA/USMMLA (HWCAP2_I8MM) */

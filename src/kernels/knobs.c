@@ -5,9 +5,10 @@
 
 #define KNOB_BYTES_MAX (1 << 20) /* prefetch distances: 0 .. 1 MiB */
 
-static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, 4096, 16384, 1, 1};
+static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1};
 
-kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, 4096, 16384, 1, 1}; }
+/* qpack_pf / qpack_pf2 -1: chosen per CPU and call by kern_qpack_prefetch (matmul_qpack.c) */
+kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1}; }
 
 /* Knobs a program set through their own setters (kern_matmul_set_qact_f32, cpu_isa_set): installing
  * settings later (a backend created after the override) keeps the program's value, as when the
@@ -21,7 +22,7 @@ void kern_knobs_pin_qact_f32(int on) {
 
 void kern_knobs_pin_isa(void) { g_isa_pinned = 1; }
 
-static int clamp_bytes(int v, int def) { return v < 0 || v > KNOB_BYTES_MAX ? def : v; }
+static int clamp_bytes(int v, int def) { return v < 0 || v > KNOB_BYTES_MAX ? def : v; } /* -1 (auto) stays the default */
 
 void kern_knobs_set(const kern_knobs *k) {
     kern_knobs d = kern_knobs_default(), n = *k;

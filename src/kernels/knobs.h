@@ -16,8 +16,9 @@ typedef struct {
     int qact_f32;   /* 1: quantized weights take fp32 activations (slower, closer to the reference) */
     int qamx_min;   /* smallest row count for which repacked quantized weights take AMX (>= 1) */
     int amx_pf;     /* AMX weight-stream prefetch distance, bytes (0 = off) */
-    int qpack_pf;   /* VNNI packed-weight prefetch distance into L1, bytes (0 = off) */
-    int qpack_pf2;  /* ... into L2, bytes (0 = off) */
+    int qpack_pf;   /* packed q4/q8 weight prefetch distance into L1, bytes (0 = off, -1 = auto:
+                       kern_qpack_prefetch, 4096 except 1-row calls on AMD) */
+    int qpack_pf2;  /* ... into L2, bytes (0 = off, -1 = auto: 16384 except 1-row calls on AMD) */
     int bf16dp;     /* 1: bf16 weights take the AVX512-BF16 dot-product kernel where the CPU has
                        avx512_bf16 and the AMX path is not in use; 0: the AVX-512 FMA kernel */
     int bf16_pf;    /* 1: that kernel prefetches the next 4-row weight block into L2; 0: off */

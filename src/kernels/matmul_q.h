@@ -44,6 +44,13 @@ struct kern_qpack {
     void (*release)(void *q, size_t bytes); /* frees q (free, or the owner's unmap) */
 };
 
+/* Software prefetch distances (bytes ahead, 0 = off) of the packed q4/q8 kernels for a call of T
+ * activation rows: the MTPLX_QPACK_PF / MTPLX_QPACK_PF2 knobs when set, else 4096 into L1 and 16384
+ * into L2 — except 1-row calls (decode) on AMD CPUs, which prefetch nothing: on a Zen 5 the
+ * hardware prefetchers alone stream one block's records at the plain read rate, and the software
+ * prefetches took it down to ~70% (docs/kernels.md, "Prefetch per CPU"). */
+void kern_qpack_prefetch(int T, int *pf, int *pf2);
+
 typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 
 /* Quantize x[T][ldx] into qa (buffers already sized; the AVX2 and NEON fills also write qa->asum). */

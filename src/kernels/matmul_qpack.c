@@ -226,6 +226,13 @@ void kern_pack_set_free(kern_pack_set *set) {
 
 size_t kern_pack_set_bytes(const kern_pack_set *set) { return set ? set->bytes : 0; }
 
+void kern_qpack_prefetch(int T, int *pf, int *pf2) {
+    const kern_knobs *k = kern_knobs_get();
+    int quiet = T == 1 && cpu_get_features()->amd; /* measured: bench/zen.md "Session 5" */
+    *pf = k->qpack_pf >= 0 ? k->qpack_pf : quiet ? 0 : 4096;
+    *pf2 = k->qpack_pf2 >= 0 ? k->qpack_pf2 : quiet ? 0 : 16384;
+}
+
 /* ---- the x86-64 kernels (AArch64 and other targets never pack: kern_pack_set_add) ---- */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -270,6 +277,34 @@ INL __m512i dp_quad(__m512i acc, __m512i w, const int8_t *a) {
 #endif
 }
 
+/* A weight vector loaded once into a register: without the empty asm GCC folds the load into each of
+ * the two ANDs (low / high nibbles) that use it, two vector-load slots instead of one, and on Zen 5
+ * the loop is bound by those slots (two per cycle; broadcast operands take them too). */
+INL __m512i ld_vec(const uint8_t *p) {
+    __m512i v = _mm512_load_si512(p);
+#ifndef QP_SANITIZED
+    __asm__("" : "+v"(v));
+#endif
+    return v;
+}
+
+/* acc += vpdpbusd(w, activation quad q at a, broadcast) for calls of several rows: quads 0-3 of every
+ * 8 come from one 16-byte broadcast load (vbroadcasti32x4, shared by the 4 quads) and an in-lane
+ * vpshufd, the others are broadcast operands. vpshufd issues 4 per cycle on Zen 5 while vector loads
+ * (broadcast operands included) issue 2, and from 2 rows on those broadcasts were most of the loads.
+ * The same dword reaches every lane either way: the same integer sums. */
+INL __m512i dp_quad_mix(__m512i acc, __m512i w, const int8_t *a, const int q) {
+    if ((q & 7) >= 4) return dp_quad(acc, w, a + 4 * q);
+    __m512i b = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(a + 4 * (q & ~3))));
+    switch (q & 3) {
+    case 0: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0x00); break;
+    case 1: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0x55); break;
+    case 2: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0xaa); break;
+    default: b = _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0xff); break;
+    }
+    return _mm512_dpbusd_epi32(acc, w, b);
+}
+
 /* 16 scales (or biases) of a (block, group) as f32; bf16/f16 widen exactly. */
 INL __m512 ld_sb16(const uint8_t *p, mtplx_dtype sdt) {
     if (sdt == DT_F32) return _mm512_load_ps(p);
@@ -305,25 +340,33 @@ INL void qp_store_rows(float *y, int ldy, int bi, int t0, const int TT, int nr, 
  * into L2 $MTPLX_QPACK_PF2 bytes ahead (default 16384); 0 turns either off. The far L2 prefetch
  * keeps more lines in flight than the L1 fill buffers allow and crosses the 4 KiB pages the
  * hardware streamer stops at. Interleaved in one process on 20 q4 12352x2048 matrices (idle VM,
- * bench/kernels.md): 1 thread 1-row 9.72 -> 8.67 ms and 2-row/1-row 1.10 -> 1.00; 2 threads 1-row
- * 10.4/9.1/10.9 -> 8.5/8.1/9.3 ms. */
-static int qp_prefetch_bytes(void) { return kern_knobs_get()->qpack_pf; }      /* $MTPLX_QPACK_PF */
-
-static int qp_prefetch_l2_bytes(void) { return kern_knobs_get()->qpack_pf2; } /* $MTPLX_QPACK_PF2 */
+ * Intel Xeon, bench/kernels.md): 1 thread 1-row 9.72 -> 8.67 ms and 2-row/1-row 1.10 -> 1.00; 2
+ * threads 1-row 10.4/9.1/10.9 -> 8.5/8.1/9.3 ms. On an AMD Zen 5 the same prefetches slow a 1-row
+ * call from DRAM (one core: ~70% of the plain read rate with them, ~90-100% without), while 4-row
+ * calls still gain: kern_qpack_prefetch's defaults (bench/zen.md "Session 5"). */
 
 /* Prefetch one group record: its `lines` lines of weights, then the line of scales and biases (two
  * lines when they are f32). */
 INL void qp_prefetch_group(const kern_qpack *p, const uint8_t *qg, int pf, int pf2, const int lines) {
     const int f32 = p->sdt == DT_F32;
+    /* one base pointer per distance, the lines at constant offsets from it (base + displacement;
+     * without the empty asm GCC kept every pf + 64·o in a register of its own, parked in xmm
+     * registers and moved back per prefetch: two instructions per line) */
     if (pf) {
-        QP_UNROLL(17) for (int o = 0; o <= lines; o++)
-            _mm_prefetch((const char *)qg + pf + 64 * o, _MM_HINT_T0);
-        if (f32) _mm_prefetch((const char *)qg + pf + 64 * (lines + 1), _MM_HINT_T0);
+        const char *a = (const char *)qg + pf;
+#ifndef QP_SANITIZED
+        __asm__("" : "+r"(a));
+#endif
+        QP_UNROLL(17) for (int o = 0; o <= lines; o++) _mm_prefetch(a + 64 * o, _MM_HINT_T0);
+        if (f32) _mm_prefetch(a + 64 * (lines + 1), _MM_HINT_T0);
     }
     if (pf2) {
-        QP_UNROLL(17) for (int o = 0; o <= lines; o++)
-            _mm_prefetch((const char *)qg + pf2 + 64 * o, _MM_HINT_T1);
-        if (f32) _mm_prefetch((const char *)qg + pf2 + 64 * (lines + 1), _MM_HINT_T1);
+        const char *a = (const char *)qg + pf2;
+#ifndef QP_SANITIZED
+        __asm__("" : "+r"(a));
+#endif
+        QP_UNROLL(17) for (int o = 0; o <= lines; o++) _mm_prefetch(a + 64 * o, _MM_HINT_T1);
+        if (f32) _mm_prefetch(a + 64 * (lines + 1), _MM_HINT_T1);
     }
 }
 
@@ -334,7 +377,9 @@ INL void qp_prefetch_group(const kern_qpack *p, const uint8_t *qg, int pf, int p
  * or just {0, 1} (NC = 2, from 3 rows, to stay in registers). */
 INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int HALF, float *y,
                      int ldy, int nr) {
-    const int G = p->G, K = qa->K, pf = qp_prefetch_bytes(), pf2 = qp_prefetch_l2_bytes(), NC = TT <= 2 ? 4 : 2;
+    const int G = p->G, K = qa->K, NC = TT <= 2 ? 4 : 2;
+    int pf, pf2;
+    kern_qpack_prefetch(qa->T, &pf, &pf2);
     const size_t gstride = p->gstride;
     __m512 acc[8];
     QP_UNROLL(8) for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
@@ -348,10 +393,15 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
             QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
         QP_UNROLL(16) for (int j = 0; j < HALF; j++) {
             const int c = NC == 4 ? 2 * (j & 1) : 0;
-            __m512i v = _mm512_load_si512(qg + (size_t)j * 64);
+            __m512i v = ld_vec(qg + (size_t)j * 64);
             __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
             QP_UNROLL(8) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
+                if (TT >= 2) { /* 1 row: memory-bound, the broadcast operands suffice */
+                    is[t][c] = dp_quad_mix(is[t][c], w0, at, j);
+                    is[t][c + 1] = dp_quad_mix(is[t][c + 1], w1, at, j + HALF);
+                    continue;
+                }
                 is[t][c] = dp_quad(is[t][c], w0, at + 4 * j);
                 is[t][c + 1] = dp_quad(is[t][c + 1], w1, at + 4 * (j + HALF));
             }
@@ -371,7 +421,9 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
  * as for q4); vector j feeds chain j % NC of each row. */
 INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int QV, float *y,
                      int ldy, int nr) {
-    const int G = p->G, K = qa->K, pf = qp_prefetch_bytes(), pf2 = qp_prefetch_l2_bytes(), NC = TT <= 2 ? 4 : 2;
+    const int G = p->G, K = qa->K, NC = TT <= 2 ? 4 : 2;
+    int pf, pf2;
+    kern_qpack_prefetch(qa->T, &pf, &pf2);
     const size_t gstride = p->gstride;
     __m512 acc[8];
     QP_UNROLL(8) for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
@@ -384,8 +436,13 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
             QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
         QP_UNROLL(32) for (int j = 0; j < QV; j++) {
             __m512i w0 = _mm512_load_si512(qg + (size_t)j * 64);
-            QP_UNROLL(8) for (int t = 0; t < TT; t++)
+            QP_UNROLL(8) for (int t = 0; t < TT; t++) {
+                if (TT >= 2) {
+                    is[t][j % NC] = dp_quad_mix(is[t][j % NC], w0, ag + (size_t)t * K, j);
+                    continue;
+                }
                 is[t][j % NC] = dp_quad(is[t][j % NC], w0, ag + (size_t)t * K + 4 * j);
+            }
         }
         __m512i sum[8];
         QP_UNROLL(8) for (int t = 0; t < TT; t++) {

@@ -154,7 +154,8 @@ INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int 
 INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int BITS, const int NV,
                float *y, int ldy, int nr) {
     const int G = p->G, K = qa->K, f32 = p->sdt == DT_F32;
-    const int pf = kern_knobs_get()->qpack_pf, pf2 = kern_knobs_get()->qpack_pf2;
+    int pf, pf2;
+    kern_qpack_prefetch(qa->T, &pf, &pf2);
     const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
     const int8_t *ab = qa->a + (size_t)t0 * K;
     if (TT >= 3) {

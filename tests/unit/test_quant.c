@@ -13,7 +13,9 @@
 #include <stdint.h>
 
 #include "../../src/kernels/cpu.h"
+#include "../../src/kernels/knobs.h"
 #include "../../src/kernels/matmul.h"
+#include "../../src/kernels/matmul_q.h"
 #include "../../src/kernels/quant.h"
 #include "cmp.h"
 #include "test.h"
@@ -354,6 +356,31 @@ TEST(test_f32_activation_path_matches_reference) {
     kern_matmul_set_qact_f32(0);
 }
 
+/* The packed kernels' prefetch distances: explicit knobs apply to every call; auto (-1, the
+ * default) gives 4096 / 16384 except 1-row calls on AMD, which prefetch nothing (bench/zen.md,
+ * "Session 5"). */
+TEST(test_qpack_prefetch_policy) {
+    kern_knobs saved = *kern_knobs_get(), k = kern_knobs_default();
+    CHECK_INT(k.qpack_pf, -1);
+    CHECK_INT(k.qpack_pf2, -1);
+    kern_knobs_set(&k);
+    int pf, pf2, amd = cpu_get_features()->amd;
+    for (int T = 1; T <= 9; T++) {
+        kern_qpack_prefetch(T, &pf, &pf2);
+        int quiet = T == 1 && amd;
+        CHECK_INT(pf, quiet ? 0 : 4096);
+        CHECK_INT(pf2, quiet ? 0 : 16384);
+    }
+    k.qpack_pf = 2048, k.qpack_pf2 = 0;
+    kern_knobs_set(&k);
+    for (int T = 1; T <= 4; T++) {
+        kern_qpack_prefetch(T, &pf, &pf2);
+        CHECK_INT(pf, 2048);
+        CHECK_INT(pf2, 0);
+    }
+    kern_knobs_set(&saved);
+}
+
 int main(void) {
     RUN(test_quantizer_error_and_edges);
     RUN(test_quantizer_rejects_bad_formats);
@@ -369,6 +396,7 @@ int main(void) {
     RUN(test_neon_i8mm_int8_path);
     RUN(test_neon_levels_bit_identical);
     RUN(test_f32_activation_path_matches_reference);
+    RUN(test_qpack_prefetch_policy);
     kern_matmul_release_scratch();
     return TEST_SUMMARY();
 }
