@@ -88,7 +88,7 @@ machinery_equal() {
     for mode in "" "--step" "--mtp" "--step --mtp"; do
         MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 \
             build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
-        MTPLX_CUDA_GRAPH=1 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+        MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
         cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
         echo "logits [$mode]: off == on"
     done

@@ -972,8 +972,9 @@ static int env_one(const char *name) {
 
 extern "C" void cu_settings_from_env(cu_settings *s) {
     s->stream = env_not0("MTPLX_CUDA_STREAM");
-    s->fuse = env_one("MTPLX_CUDA_FUSE");
-    s->pdl = env_one("MTPLX_CUDA_PDL");
+    /* on by default: embedded model AR +38-53%, D3 +24-32% (bench/cuda.md, "Session 5, final run") */
+    s->fuse = env_not0("MTPLX_CUDA_FUSE");
+    s->pdl = env_not0("MTPLX_CUDA_PDL");
     s->graph = env_one("MTPLX_CUDA_GRAPH");
     s->seq_batch = env_not0("MTPLX_CUDA_SEQ_BATCH");
     s->commit = env_not0("MTPLX_CUDA_COMMIT");
