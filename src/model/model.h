@@ -142,6 +142,11 @@ int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq 
  * re-forward. Returns 0, or EINVAL when there is no capture or keep is out of range. */
 int model_state_commit(model_state *s, int keep, mtplx_err *err);
 
+/* The GDN part of a commit is deferred to the state's next forward (done there for all sequences at
+ * once). This settles it now and waits for the backend: benchmarks call it so that a forward's time
+ * does not include the previous commit. */
+void model_state_settle(model_state *s);
+
 /* ---- LM heads ---- */
 
 typedef enum {
