@@ -20,10 +20,16 @@ async function post(base, path, body) {
   return j;
 }
 
+// Each configuration's conversation is its own (the run tag in its first user turn): with 16-token
+// replies the model often answers with reasoning only, so without the tag every configuration's turn
+// 3 prompt was the same text, and the cold server's per-slot exact-prompt cache (identical prompts
+// restore the slot's last prefill, backend_model.c) legitimately reused it whenever the same slot
+// served both — a reuse this test reads as a cold server using a prefix cache.
 async function chat(base, depth, temperature, seed) {
   const messages = [{ role: 'system', content: SYSTEM }];
   const out = [];
-  for (const u of USERS) {
+  for (const [i, u0] of USERS.entries()) {
+    const u = i === 0 ? `${u0} (run ${depth}/${temperature}/${seed})` : u0;
     messages.push({ role: 'user', content: u });
     const r = await post(base, '/v1/chat/completions', { model: 'm', messages, max_tokens: 16, temperature, seed,
                                                           mtplx: { depth } });
