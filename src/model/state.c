@@ -151,12 +151,8 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
     return 0;
 }
 
-void state_settle(model_state *const *st, int n) {
-    model_state *q[BATCH_SEQS_MAX];
-    int k = 0;
-    for (int i = 0; i < n && k < BATCH_SEQS_MAX; i++)
-        if (st[i]->pend_keep > 0) q[k++] = st[i];
-    if (!k) return;
+/* The pending commits of q[0..k) (k <= BATCH_SEQS_MAX, all with pend_keep > 0): one gdn_commit per layer. */
+static void settle_some(model_state *const *q, int k) {
     const mtplx_model *m = q[0]->m;
     const model_config *c = &m->cfg;
     size_t C = (size_t)m->conv_dim, kc1 = (size_t)c->conv_kernel - 1;
@@ -171,6 +167,17 @@ void state_settle(model_state *const *st, int n) {
         m->be->ops->gdn_commit(m->be, it, k, kc1 * C, c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim);
     }
     for (int i = 0; i < k; i++) q[i]->pend_keep = 0;
+}
+
+void state_settle(model_state *const *st, int n) {
+    int i = 0;
+    while (i < n) { /* in groups of at most BATCH_SEQS_MAX pending states: none is ever skipped */
+        model_state *q[BATCH_SEQS_MAX];
+        int k = 0;
+        for (; i < n && k < BATCH_SEQS_MAX; i++)
+            if (st[i]->pend_keep > 0) q[k++] = st[i];
+        if (k) settle_some(q, k);
+    }
 }
 
 /* Settle s's pending commit now and wait until the backend has applied it (a 4-byte download of a
