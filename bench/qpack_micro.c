@@ -30,6 +30,7 @@
 #include QPM_KERNEL_SRC /* -Isrc/kernels -DQPM_KERNEL_SRC='"matmul_qpack.c"' */
 #endif
 #include "../src/kernels/membw.h"
+#include "dp_peak.h"
 
 static double cpu_now(void) {
     struct timespec t;
@@ -41,20 +42,7 @@ static double cpu_now(void) {
 __attribute__((target("avx512f,avx512vnni"))) static double vnni_peak_seconds(void) {
     const long n = 300000;
     double t0 = cpu_now();
-    __asm__ volatile("mov %0, %%rcx\n1:\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm0\n vpdpbusd %%zmm30, %%zmm31, %%zmm1\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm2\n vpdpbusd %%zmm30, %%zmm31, %%zmm3\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm4\n vpdpbusd %%zmm30, %%zmm31, %%zmm5\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm6\n vpdpbusd %%zmm30, %%zmm31, %%zmm7\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm8\n vpdpbusd %%zmm30, %%zmm31, %%zmm9\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm10\n vpdpbusd %%zmm30, %%zmm31, %%zmm11\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm12\n vpdpbusd %%zmm30, %%zmm31, %%zmm13\n"
-                     "vpdpbusd %%zmm30, %%zmm31, %%zmm14\n vpdpbusd %%zmm30, %%zmm31, %%zmm15\n"
-                     "dec %%rcx\n jnz 1b\n"
-                     :
-                     : "r"(n)
-                     : "rcx", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-                       "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+    DP_PEAK_LOOP("vpdpbusd", n);
     return (cpu_now() - t0) / (n * 16.0);
 }
 
