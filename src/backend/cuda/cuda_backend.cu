@@ -950,7 +950,8 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 
 /* ------------------------------------------------------------------ settings */
 
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0}; /* the defaults until a backend installs its own */
+/* the defaults until a backend installs its own */
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0};
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -962,6 +963,13 @@ static int env_set(const char *name) {
 static int env_not0(const char *name) {
     const char *v = getenv(name);
     return !(v && !strcmp(v, "0"));
+}
+
+/* $name as a positive int, or 0 (unset, empty or not positive: the default of a sweep knob). */
+static int env_pos(const char *name) {
+    const char *v = getenv(name);
+    int n = v ? atoi(v) : 0;
+    return n > 0 ? n : 0;
 }
 
 /* 1 only when $name is exactly "1" (what is off unless asked for). */
@@ -980,9 +988,15 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->commit = env_not0("MTPLX_CUDA_COMMIT");
     s->top = env_not0("MTPLX_CUDA_TOP");
     s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
-    s->profile = env_set("MTPLX_CUDA_PROFILE");
+    s->profile = env_set("MTPLX_CUDA_PROFILE") ? (env_pos("MTPLX_CUDA_PROFILE") == 2 ? 2 : 1) : 0;
     s->steps = env_set("MTPLX_CUDA_STEPS");
     s->verbose = env_set("MTPLX_CUDA_VERBOSE");
+    s->mma = env_not0("MTPLX_CUDA_MMA");
+    s->sk = env_not0("MTPLX_CUDA_SK");
+    s->sk_group = env_not0("MTPLX_CUDA_SK_GROUP");
+    s->sk_u = env_pos("MTPLX_CUDA_SK_U");
+    s->sk_bu = env_pos("MTPLX_CUDA_SK_BU");
+    s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
 }
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {

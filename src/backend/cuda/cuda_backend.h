@@ -28,9 +28,17 @@ typedef struct {
                        their best logits); MTPLX_CUDA_TOP=0: whole rows */
     int gdn_reg;    /* 1: the register GDN kernel where the head shape allows; MTPLX_CUDA_GDN=0: the
                        shared-memory one */
-    int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit */
+    int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit; =2: also one
+                       row per matmul shape */
     int steps;      /* MTPLX_CUDA_STEPS=1: host / GPU time per forward, a table at exit */
     int verbose;    /* MTPLX_CUDA_VERBOSE=1: say which GPU the backend runs on */
+    /* matmul kernel choice and sweeps (cuda_mma.cu, cuda_mma_sk.cu; never a function of R) */
+    int mma;        /* 1: tensor-core matmul for bf16 / q4 / q8; MTPLX_CUDA_MMA=0: the CUDA-core kernel */
+    int sk;         /* 1: the stream-K split (cuda_mma_sk.cu); MTPLX_CUDA_SK=0: the fixed-ksplit kernels */
+    int sk_group;   /* 1: a matmul_n of one weight kind is one launch; MTPLX_CUDA_SK_GROUP=0: one per weight */
+    int sk_u;       /* MTPLX_CUDA_SK_U=2|4|8: q spans per batch of the register kernel; 0: per format */
+    int sk_bu;      /* MTPLX_CUDA_SK_BU=2|4|8: bf16 K blocks per batch; 0: 8 */
+    int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */

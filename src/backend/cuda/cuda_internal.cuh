@@ -60,8 +60,7 @@ typedef struct {
 } cu_ctx;
 
 /* The knobs in force (cuda_backend.h, cu_settings): installed by the first be_cuda_new, read by the
- * files' switches below; no file reads the environment itself (but cuda_mma.cu / cuda_mma_sk.cu's
- * matmul knobs, MTPLX_CUDA_MMA and MTPLX_CUDA_SK*, for now). */
+ * files' switches below; no file reads the environment itself. */
 extern cu_settings cu_set;
 
 /* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new),

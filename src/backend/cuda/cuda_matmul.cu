@@ -210,12 +210,7 @@ static const int epl_of[5] = {4, 8, 8, 8, 8};
  * with $MTPLX_CUDA_PROFILE=2 one row per shape, "mm <n>x<N>x<K> <format>" (interned: the profile keys
  * on the pointer; bench/cuda.md reads the bytes per call off it). */
 static const char *mm_prof_name(const char *dflt, const be_weight *w, int n) {
-    static int per_shape = -1;
-    if (per_shape < 0) {
-        const char *v = getenv("MTPLX_CUDA_PROFILE");
-        per_shape = v && !strcmp(v, "2");
-    }
-    if (!per_shape || !w || cu_op_depth) return dflt;
+    if (cu_set.profile != 2 || !w || cu_op_depth) return dflt;
     static char names[32][40];
     static int used = 0;
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

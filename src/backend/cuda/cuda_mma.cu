@@ -406,14 +406,7 @@ static int ksplit_of(int N, int units) {
     return want < 1 ? 1 : want;
 }
 
-int cu_mma_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_MMA");
-        on = !(v && !strcmp(v, "0"));
-    }
-    return on;
-}
+int cu_mma_enabled(void) { return cu_set.mma; }
 
 /* bf16 with whole 32-wide blocks, and quantized weights unless the process asked for fp32 activations
  * (the CPU's qact_f32 knob, $MTPLX_QACT=f32 / kern_matmul_set_qact_f32: the quantized goldens compare
@@ -765,11 +758,7 @@ static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
 /* Consecutive weights of one kind and K that the stream-K kernel runs go out as one grouped launch
  * ($MTPLX_CUDA_SK_GROUP=0: one launch per weight, a comparison knob; same bits either way). */
 void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
-    static int group = -1;
-    if (group < 0) {
-        const char *v = getenv("MTPLX_CUDA_SK_GROUP");
-        group = !(v && !strcmp(v, "0"));
-    }
+    const int group = cu_set.sk_group;
     int prepared = -1, pk = 0;
     for (int i = 0; i < n;) {
         const be_weight *w = outs[i].w;

@@ -377,12 +377,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
 
 /* ------------------------------------------------------------------ dispatch */
 
-/* $name as a positive int, or dflt (benchmark knobs; never a function of R). */
-static int env_int(const char *name, int dflt) {
-    const char *v = getenv(name);
-    int n = v ? atoi(v) : 0;
-    return n > 0 ? n : dflt;
-}
+/* A sweep knob of cu_set (0: unset), or dflt (benchmark knobs; never a function of R). */
+static int knob_or(int v, int dflt) { return v > 0 ? v : dflt; }
 
 static int sk_sms(void) {
     static int sms = 0;
@@ -400,7 +396,7 @@ static int sk_sms(void) {
  * then runs in more than one wave), fewer when the weight has under 2·U units per warp. A function of
  * the shape and the GPU only. */
 static int sk_grid(int occ, long long units, int U) {
-    long long blocks = (long long)sk_sms() * env_int("MTPLX_CUDA_SK_BPS", occ);
+    long long blocks = (long long)sk_sms() * knob_or(cu_set.sk_bps, occ);
     long long most = units / (2LL * U * SK_WARPS);
     if (blocks > most) blocks = most;
     return blocks < 1 ? 1 : (int)blocks;
@@ -450,14 +446,7 @@ static int sk_blocks_of(const sk_jobs *js) {
     return b;
 }
 
-int cu_sk_enabled(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *v = getenv("MTPLX_CUDA_SK");
-        on = !(v && !strcmp(v, "0"));
-    }
-    return on;
-}
+int cu_sk_enabled(void) { return cu_set.sk; }
 
 int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
     return cu_sk_enabled() && dv->sbt && w->cols % 128 == 0;
@@ -483,7 +472,7 @@ static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int
  * 2 / 4 / 8 (q8: 1 / 2 / 4; bench/cuda.md has the sweep). */
 template <int BITS, int GS>
 static void sk_q_u(const sk_jobs &js, int K, const void *xa, const float *xdb, int R) {
-    int u = env_int("MTPLX_CUDA_SK_U", BITS == 4 && GS == 32 ? 2 : 4);
+    int u = knob_or(cu_set.sk_u, BITS == 4 && GS == 32 ? 2 : 4);
     if (u <= 2) sk_q_launch<BITS, GS, BITS == 4 ? 2 : 1>(js, K, xa, xdb, R);
     else if (u <= 4) sk_q_launch<BITS, GS, BITS == 4 ? 4 : 2>(js, K, xa, xdb, R);
     else sk_q_launch<BITS, GS, BITS == 4 ? 8 : 4>(js, K, xa, xdb, R);
@@ -532,7 +521,7 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
 
 /* U: 8 K blocks per batch unless $MTPLX_CUDA_SK_BU says 2 / 4 (bench/cuda.md has the sweep). */
 void cu_sk_bf16_n(const cu_sk_out *outs, int n, const uint16_t *xh, const uint16_t *xl, int R) {
-    int u = env_int("MTPLX_CUDA_SK_BU", 8);
+    int u = knob_or(cu_set.sk_bu, 8);
     for (int i0 = 0; i0 < n; i0 += SK_JOBS_MAX) {
         sk_jobs js = {};
         js.n = n - i0 < SK_JOBS_MAX ? n - i0 : SK_JOBS_MAX;
