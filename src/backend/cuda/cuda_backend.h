@@ -39,6 +39,13 @@ typedef struct {
     int sk_u;       /* MTPLX_CUDA_SK_U=2|4|8: q spans per batch of the register kernel; 0: per format */
     int sk_bu;      /* MTPLX_CUDA_SK_BU=2|4|8: bf16 K blocks per batch; 0: 8 */
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
+    int q4_v2;      /* 1: the q4 stream-K kernel streams its weights through a cp.async ring (same bits);
+                       MTPLX_CUDA_Q4_V2=0: the register-batched kernel */
+    int bf16_v2;    /* 1: the bf16 stream-K kernel streams its weights through such a ring (same bits);
+                       MTPLX_CUDA_BF16_V2=0: the register-batched kernel */
+    int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:
+                       one at a time (same bits); 0: 4 */
+    int sk_stages;  /* MTPLX_CUDA_SK_STAGES=4|6|8: depth of both rings in q spans / bf16 K blocks; 0: 6 */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */

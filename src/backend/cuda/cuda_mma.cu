@@ -542,45 +542,87 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
 
 /* One block per row: k_rmsnorm's arithmetic (cuda_backend.cu; with o, the deferred x += o first),
  * and the row prepared as KIND (1: bf16 split; else q of group GS, BITS) into xp, for R = gridDim.x
- * rows of K = n inputs. The q branch reads entries other threads added: cu_block_sum's barriers order
- * those writes before it. */
-template <int KIND, int GS, int BITS>
+ * rows of K = n inputs. Every value is computed as k_rmsnorm computes it and the sum of squares runs
+ * over the same entries in the same order (thread i: i, i + 256, ...), so the bits are the same. A
+ * thread loads B entries (a warp B groups) before it uses any of them: one block per row means that at
+ * decode the kernel's time is its dependent round trips to L2, B times fewer this way (B = 1: one per
+ * entry / group, $MTPLX_CUDA_RMS_BATCH=1; bench/cuda.md, "Session 6"). The q branch reads entries
+ * other threads added: cu_block_sum's barriers order those writes before it. */
+template <int KIND, int GS, int BITS, int B>
 __global__ void k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
                                float eps, void *xp) {
     CU_PDL_ENTRY();
     __shared__ float sh[33];
-    int r = blockIdx.x, R = gridDim.x;
+    int r = blockIdx.x, R = gridDim.x, bd = blockDim.x;
     float *xt = x + (size_t)r * ldx;
     float *yt = y + (size_t)r * ldy;
+    const float *ot = o ? o + (size_t)r * n : NULL;
     float s = 0.f;
-    if (o) {
-        const float *ot = o + (size_t)r * n;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) xt[i] += ot[i];
+    for (int i0 = threadIdx.x; i0 < n; i0 += B * bd) {
+        float v[B], e[B];
+#pragma unroll
+        for (int u = 0; u < B; u++) {
+            int i = i0 + u * bd;
+            v[u] = i < n ? xt[i] : 0.f;
+            e[u] = ot && i < n ? ot[i] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < B; u++) {
+            int i = i0 + u * bd;
+            if (i >= n) break;
+            if (ot) v[u] = v[u] + e[u], xt[i] = v[u];
+            s = fmaf(v[u], v[u], s);
+        }
     }
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s = fmaf(xt[i], xt[i], s);
     float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
     if (KIND == 1) {
         __nv_bfloat16 *xh = (__nv_bfloat16 *)xp, *xl = xh + (size_t)R * n;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) {
-            float v = (xt[i] * inv) * w[i];
-            yt[i] = v;
-            split_one(xh, xl, v, r, i, n);
+        for (int i0 = threadIdx.x; i0 < n; i0 += B * bd) {
+            float xv[B], wv[B];
+#pragma unroll
+            for (int u = 0; u < B; u++) {
+                int i = i0 + u * bd;
+                xv[u] = i < n ? xt[i] : 0.f;
+                wv[u] = i < n ? w[i] : 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < B; u++) {
+                int i = i0 + u * bd;
+                if (i >= n) break;
+                float v = (xv[u] * inv) * wv[u];
+                yt[i] = v;
+                split_one(xh, xl, v, r, i, n);
+            }
         }
     } else {
         constexpr int PER = GS / 32;
         size_t ab = ((size_t)R * n + 255) & ~(size_t)255;
         int8_t *a = (int8_t *)xp;
         float2 *db = (float2 *)((char *)xp + ab);
-        int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-        for (int g = threadIdx.x >> 5; g < n / GS; g += nw) {
-            float v[PER];
+        int lane = threadIdx.x & 31, nw = bd >> 5, G = n / GS;
+        for (int g0 = threadIdx.x >> 5; g0 < G; g0 += B * nw) { /* warp-uniform bounds: qact_group shuffles */
+            float xv[B][PER], wv[B][PER];
 #pragma unroll
-            for (int j = 0; j < PER; j++) {
-                int k = g * GS + lane + 32 * j;
-                v[j] = (xt[k] * inv) * w[k];
-                yt[k] = v[j];
+            for (int u = 0; u < B; u++)
+#pragma unroll
+                for (int j = 0; j < PER; j++) {
+                    int g = g0 + u * nw, k = g * GS + lane + 32 * j;
+                    xv[u][j] = g < G ? xt[k] : 0.f;
+                    wv[u][j] = g < G ? w[k] : 0.f;
+                }
+#pragma unroll
+            for (int u = 0; u < B; u++) {
+                int g = g0 + u * nw;
+                if (g >= G) break;
+                float v[PER];
+#pragma unroll
+                for (int j = 0; j < PER; j++) {
+                    int k = g * GS + lane + 32 * j;
+                    v[j] = (xv[u][j] * inv) * wv[u][j];
+                    yt[k] = v[j];
+                }
+                qact_group<GS, BITS>(a, db, v, g, r, lane, n);
             }
-            qact_group<GS, BITS>(a, db, v, g, r, lane, n);
         }
     }
 }
@@ -633,7 +675,11 @@ int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const f
     int kind = hint_kind(y, n);
     if (!kind || (kind != 1 && n % (kind / 4))) return 0;
     void *xp = prep_space(kind, R, n);
-#define RMS_L(KD, GS_, B_) cu_launch(k_rmsnorm_prep<KD, GS_, B_>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp)
+#define RMS_L(KD, GS_, B_)                                                                                             \
+    do {                                                                                                               \
+        if (cu_set.rms_batch == 1) cu_launch(k_rmsnorm_prep<KD, GS_, B_, 1>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp); \
+        else cu_launch(k_rmsnorm_prep<KD, GS_, B_, 4>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp);                  \
+    } while (0)
     PREP_DISPATCH(kind, RMS_L);
 #undef RMS_L
     CU_LAUNCHED("rmsnorm prep");
