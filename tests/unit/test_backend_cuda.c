@@ -106,8 +106,8 @@ static int mma_on(void) {
  * rounding of the fp32 one), and every row of an R-row call bit-identical to the row computed alone
  * (R = 1..20, rows in another order). N x K: a few tiles, each split among several warps (K = 384),
  * or one tile's K among many (K = 5120, N = 40: the stream-K partials of cuda_mma_sk.cu), or fewer
- * units than warps (N = 12, K = 256), or a partial last tile with each warp's range longer than the
- * cp.async rings of the q4 / bf16 ring kernels and crossing tiles (N = 520, K = 2048). */
+ * units than warps (N = 12, K = 256), or a partial last tile with each warp's range crossing tiles
+ * (N = 520, K = 2048). */
 static void matmul_check(be_backend *be, int N, int K) {
     enum { RMAX = 20 };
     const fmt fmts[] = {{DT_F32, 0, 0, 0},       {DT_BF16, 0, 0, 0},      {DT_F16, 0, 0, 0},

@@ -36,16 +36,13 @@ typedef struct {
     int mma;        /* 1: tensor-core matmul for bf16 / q4 / q8; MTPLX_CUDA_MMA=0: the CUDA-core kernel */
     int sk;         /* 1: the stream-K split (cuda_mma_sk.cu); MTPLX_CUDA_SK=0: the fixed-ksplit kernels */
     int sk_group;   /* 1: a matmul_n of one weight kind is one launch; MTPLX_CUDA_SK_GROUP=0: one per weight */
-    int sk_u;       /* MTPLX_CUDA_SK_U=2|4|8: q spans per batch of the register kernel; 0: per format */
+    int sk_u;       /* MTPLX_CUDA_SK_U=2|4|8: q spans per batch; 0: per format */
     int sk_bu;      /* MTPLX_CUDA_SK_BU=2|4|8: bf16 K blocks per batch; 0: 8 */
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
-    int q4_v2;      /* 1: the q4 stream-K kernel streams its weights through a cp.async ring (same bits);
-                       MTPLX_CUDA_Q4_V2=0: the register-batched kernel */
-    int bf16_v2;    /* 1: the bf16 stream-K kernel streams its weights through such a ring (same bits);
-                       MTPLX_CUDA_BF16_V2=0: the register-batched kernel */
+    int sk_minu;    /* MTPLX_CUDA_SK_MINU=N: fewer stream-K warps for a weight of under N units (K spans /
+                       blocks of a 16-row tile) per warp; 0: 2 batches' worth (2·U) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:
                        one at a time (same bits); 0: 4 */
-    int sk_stages;  /* MTPLX_CUDA_SK_STAGES=4|6|8: depth of both rings in q spans / bf16 K blocks; 0: 6 */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */

@@ -303,181 +303,6 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     }
 }
 
-/* ------------------------------------------------------------------ q4 through a cp.async ring */
-
-/* Copies 16 bytes global → shared without a register (cp.async.cg: L2 only, the weights are read once). */
-__device__ __forceinline__ void sk_cp16(void *dst, const void *src) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void sk_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N_>
-__device__ __forceinline__ void sk_cp_wait(void) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N_) : "memory");
-}
-
-/* uint4 of one warp's ring slot: the weights, [2][32] (row g then row g + 8 of each lane, so that a
- * lane's two 16-byte reads are consecutive across the warp: no bank conflict), then the span's scales
- * and biases, S·4 uint4 (sbt's S groups of the tile: [S][8] uint2, entry (s, g) for rows g and g + 8). */
-template <int GS>
-struct q4_ring {
-    static constexpr int S = 128 / GS;
-    static constexpr int SLOT = 64 + S * 4;
-};
-
-/* Bytes of dynamic shared memory of a k_sk_q4r block. */
-template <int GS>
-static constexpr size_t q4r_smem(int stages) {
-    return (size_t)SK_WARPS * stages * q4_ring<GS>::SLOT * sizeof(uint4);
-}
-
-/* k_sk_q's q4 product (same split, same arithmetic in the same order: the same bits), with the weight
- * bytes streamed through a per-warp ring of ST spans in shared memory (cp.async) instead of batches of
- * U spans in registers. A warp walks its range one (tile, span) unit at a time and keeps the units
- * ST − 1 ahead in flight all the time, where k_sk_q's warps wait for each batch before issuing the
- * next; the copies need no registers, so the depth costs no occupancy. Each lane reads back only the
- * 32 weight bytes it copied itself; the span's scales and biases (S·64 bytes, copied by S·4 lanes) are
- * shared through a __syncwarp. The ring's first ST − 1 spans are issued before griddepcontrol.wait
- * (weights are never written by a kernel), so they load while the previous kernel drains. */
-template <int GS, int NT, int ST>
-__global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
-    k_sk_q4r(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
-    constexpr int S = q4_ring<GS>::S, SLOT = q4_ring<GS>::SLOT;
-    extern __shared__ uint4 q4r_sh[];
-    int bid = blockIdx.x;
-    const sk_job jb = sk_job_of(jobs, bid);
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int P = K / 128, G = K / GS, T = (jb.N + 15) / 16, N = jb.N;
-    const long long TU = (long long)T * P;
-    const int Wn = (int)min((long long)jb.blocks * SK_WARPS, TU), w = bid * SK_WARPS + (threadIdx.x >> 5);
-    if (w >= Wn) {
-        CU_PDL_ENTRY();
-        return;
-    }
-    const long long u0 = (long long)w * TU / Wn;
-    const int n = (int)((long long)(w + 1) * TU / Wn - u0); /* units of this warp */
-    uint4 *ring = q4r_sh + (size_t)(threadIdx.x >> 5) * ST * SLOT;
-    const uint4 *W = (const uint4 *)jb.W;
-    const size_t row_v = (size_t)K / 32; /* uint4 per weight row */
-    const uint4 *sbt = (const uint4 *)jb.sbt;
-    /* the issue cursor: the unit whose copies go out next */
-    int it = (int)(u0 / P), is = (int)(u0 - (long long)it * P);
-    auto issue = [&](int slot) {
-        const int ra = min(it * 16 + g, N - 1), rb = min(it * 16 + g + 8, N - 1);
-        uint4 *d = ring + slot * SLOT;
-        sk_cp16(d + lane, W + (size_t)ra * row_v + is * 4 + t);
-        sk_cp16(d + 32 + lane, W + (size_t)rb * row_v + is * 4 + t);
-        if (lane < S * 4) sk_cp16(d + 64 + lane, sbt + ((size_t)it * G + (size_t)is * S) * 4 + lane);
-        if (++is == P) is = 0, it++;
-    };
-#pragma unroll
-    for (int k = 0; k < ST - 1; k++) {
-        if (k < n) issue(k);
-        sk_cp_commit();
-    }
-    CU_PDL_ENTRY();
-    float *y = jb.y, *ws = jb.ws;
-    unsigned *cnt = jb.cnt;
-    const int ldy = jb.ldy, f16 = jb.f16;
-    const int quarter_group = t * 32 / GS;
-    const uint4 *ap[NT];
-    bool av[NT], cv[NT][2];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        int row = nt * 8 + g;
-        av[nt] = row < R;
-        ap[nt] = xa + (size_t)(av[nt] ? row : 0) * (K / 16) + 2 * t;
-        cv[nt][0] = nt * 8 + 2 * t < R, cv[nt][1] = nt * 8 + 2 * t + 1 < R;
-    }
-    const uint4 z4 = make_uint4(0, 0, 0, 0);
-    /* the compute cursor, and the tile whose sums acc / bacc hold */
-    int ct = (int)(u0 / P), cs = (int)(u0 - (long long)ct * P);
-    float acc[NT][4], bacc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) acc[nt][e] = bacc[nt][e] = 0.f;
-    uint4 X[NT][2];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int c = 0; c < 2; c++) X[nt][c] = av[nt] ? __ldg(ap[nt] + (size_t)cs * 8 + c) : z4;
-    for (int i = 0; i < n; i++) {
-        sk_cp_wait<ST - 2>(); /* this lane's copies of unit i are in */
-        __syncwarp();         /* ... and every lane's; every lane is done with the slot refilled below */
-        if (i + ST - 1 < n) issue((i + ST - 1) % ST);
-        sk_cp_commit();
-        const uint4 *d = ring + (i % ST) * SLOT;
-        const uint4 A = d[lane], B = d[32 + lane];
-        const uint2 *sbs = (const uint2 *)(d + 64) + g;
-        /* the next unit's activations, loaded while this one computes */
-        const int ns = cs + 1 == P ? 0 : cs + 1;
-        uint4 XN[NT][2];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) XN[nt][c] = av[nt] && i + 1 < n ? __ldg(ap[nt] + (size_t)ns * 8 + c) : z4;
-        const uint32_t wa_[4] = {A.x, A.y, A.z, A.w}, wb_[4] = {B.x, B.y, B.z, B.w};
-        uint32_t xw[NT][8];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                xw[nt][4 * c] = X[nt][c].x, xw[nt][4 * c + 1] = X[nt][c].y;
-                xw[nt][4 * c + 2] = X[nt][c].z, xw[nt][4 * c + 3] = X[nt][c].w;
-            }
-#pragma unroll
-        for (int s = 0; s < S; s++) {
-            const uint32_t m = (S == 1 || quarter_group == s) ? 0xffffffffu : 0u;
-            int ic[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) ic[nt][0] = ic[nt][1] = ic[nt][2] = ic[nt][3] = 0;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const uint32_t a0 = wa_[j] & 0x0F0F0F0Fu, a1 = wb_[j] & 0x0F0F0F0Fu;
-                const uint32_t a2 = (wa_[j] >> 4) & 0x0F0F0F0Fu, a3 = (wb_[j] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++) sk_mma_u8s8(ic[nt], a0, a1, a2, a3, xw[nt][2 * j] & m, xw[nt][2 * j + 1] & m);
-            }
-            const uint2 q = sbs[s * 8]; /* rows g, g+8: scale | bias << 16 */
-            const float sa = sk_half(q.x & 0xffffu, f16), ba = sk_half(q.x >> 16, f16);
-            const float sbb = sk_half(q.y & 0xffffu, f16), bb = sk_half(q.y >> 16, f16);
-            const int gi = cs * S + s;
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int c0 = nt * 8 + 2 * t;
-                const float2 z2 = make_float2(0.f, 0.f);
-                const float2 D0 = cv[nt][0] ? __ldg(xdb + (size_t)c0 * G + gi) : z2;
-                const float2 D1 = cv[nt][1] ? __ldg(xdb + (size_t)(c0 + 1) * G + gi) : z2;
-                acc[nt][0] = fmaf((float)ic[nt][0], __fmul_rn(sa, D0.x), acc[nt][0]);
-                acc[nt][1] = fmaf((float)ic[nt][1], __fmul_rn(sa, D1.x), acc[nt][1]);
-                acc[nt][2] = fmaf((float)ic[nt][2], __fmul_rn(sbb, D0.x), acc[nt][2]);
-                acc[nt][3] = fmaf((float)ic[nt][3], __fmul_rn(sbb, D1.x), acc[nt][3]);
-                bacc[nt][0] = fmaf(ba, D0.y, bacc[nt][0]);
-                bacc[nt][1] = fmaf(ba, D1.y, bacc[nt][1]);
-                bacc[nt][2] = fmaf(bb, D0.y, bacc[nt][2]);
-                bacc[nt][3] = fmaf(bb, D1.y, bacc[nt][3]);
-            }
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) X[nt][0] = XN[nt][0], X[nt][1] = XN[nt][1];
-        /* the tile ends here (its last span, or this warp's last unit): hand its sums on */
-        if (cs + 1 == P || i + 1 == n) {
-            float c[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    c[nt][e] = __fadd_rn(acc[nt][e], bacc[nt][e]);
-                    acc[nt][e] = bacc[nt][e] = 0.f;
-                }
-            sk_flush<NT>(c, y, ldy, N, R, ct, w, Wn, TU, P, ws, cnt);
-        }
-        if (++cs == P) cs = 0, ct++;
-    }
-    sk_cp_wait<0>(); /* no copy outlives the block's shared memory */
-}
-
 /* ------------------------------------------------------------------ bf16 */
 
 /* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R (<= 8·NT), K % 32 == 0; the span is one 32-wide
@@ -550,98 +375,6 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
     }
 }
 
-
-/* k_sk_bf16's product (same split, same mma sequence: the same bits) with the weights streamed through a
- * per-warp ring of ST 32-wide K blocks in shared memory (cp.async), as k_sk_q4r does for q4: the
- * blocks ST − 1 ahead are always in flight, the first ones issued before griddepcontrol.wait; each lane
- * reads back only the 32 bytes it copied ([2][32] uint4 per slot: no bank conflict, no barrier). */
-template <int NT, int ST>
-__global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16r(sk_jobs jobs, int K, const uint16_t *xh,
-                                                           const uint16_t *xl, int R) {
-    extern __shared__ uint4 bfr_sh[];
-    int bid = blockIdx.x;
-    const sk_job jb = sk_job_of(jobs, bid);
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int P = K / 32, T = (jb.N + 15) / 16, N = jb.N;
-    const long long TU = (long long)T * P;
-    const int Wn = (int)min((long long)jb.blocks * SK_WARPS, TU), w = bid * SK_WARPS + (threadIdx.x >> 5);
-    if (w >= Wn) {
-        CU_PDL_ENTRY();
-        return;
-    }
-    const long long u0 = (long long)w * TU / Wn;
-    const int n = (int)((long long)(w + 1) * TU / Wn - u0);
-    uint4 *ring = bfr_sh + (size_t)(threadIdx.x >> 5) * ST * 64;
-    const uint16_t *W = (const uint16_t *)jb.W;
-    int it = (int)(u0 / P), is = (int)(u0 - (long long)it * P);
-    auto issue = [&](int slot) {
-        const int ra = min(it * 16 + g, N - 1), rb = min(it * 16 + g + 8, N - 1);
-        uint4 *d = ring + slot * 64;
-        sk_cp16(d + lane, (const uint4 *)(W + (size_t)ra * K) + is * 4 + t);
-        sk_cp16(d + 32 + lane, (const uint4 *)(W + (size_t)rb * K) + is * 4 + t);
-        if (++is == P) is = 0, it++;
-    };
-#pragma unroll
-    for (int k = 0; k < ST - 1; k++) {
-        if (k < n) issue(k);
-        sk_cp_commit();
-    }
-    CU_PDL_ENTRY();
-    float *y = jb.y, *ws = jb.ws;
-    unsigned *cnt = jb.cnt;
-    const int ldy = jb.ldy;
-    const uint4 *bh[NT], *bl[NT];
-    bool bv[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        int row = nt * 8 + g;
-        bv[nt] = row < R;
-        bh[nt] = (const uint4 *)(xh + (size_t)(bv[nt] ? row : 0) * K) + t;
-        bl[nt] = (const uint4 *)(xl + (size_t)(bv[nt] ? row : 0) * K) + t;
-    }
-    const uint4 z = make_uint4(0, 0, 0, 0);
-    int ct = (int)(u0 / P), cs = (int)(u0 - (long long)ct * P);
-    float c[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.f;
-    uint4 BH[NT], BL[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++) {
-        BH[nt] = bv[nt] ? __ldg(bh[nt] + (size_t)cs * 4) : z;
-        BL[nt] = bv[nt] ? __ldg(bl[nt] + (size_t)cs * 4) : z;
-    }
-    for (int i = 0; i < n; i++) {
-        sk_cp_wait<ST - 2>();
-        __syncwarp();
-        if (i + ST - 1 < n) issue((i + ST - 1) % ST);
-        sk_cp_commit();
-        const uint4 *d = ring + (i % ST) * 64;
-        const uint4 A0 = d[lane], A1 = d[32 + lane];
-        const int ns = cs + 1 == P ? 0 : cs + 1;
-        uint4 NH[NT], NL[NT];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            NH[nt] = bv[nt] && i + 1 < n ? __ldg(bh[nt] + (size_t)ns * 4) : z;
-            NL[nt] = bv[nt] && i + 1 < n ? __ldg(bl[nt] + (size_t)ns * 4) : z;
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            sk_mma_bf16(c[nt], A0.x, A1.x, A0.y, A1.y, BH[nt].x, BH[nt].y);
-            sk_mma_bf16(c[nt], A0.z, A1.z, A0.w, A1.w, BH[nt].z, BH[nt].w);
-            sk_mma_bf16(c[nt], A0.x, A1.x, A0.y, A1.y, BL[nt].x, BL[nt].y);
-            sk_mma_bf16(c[nt], A0.z, A1.z, A0.w, A1.w, BL[nt].z, BL[nt].w);
-            BH[nt] = NH[nt], BL[nt] = NL[nt];
-        }
-        if (cs + 1 == P || i + 1 == n) {
-            sk_flush<NT>(c, y, ldy, N, R, ct, w, Wn, TU, P, ws, cnt);
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0.f;
-        }
-        if (++cs == P) cs = 0, ct++;
-    }
-    sk_cp_wait<0>();
-}
-
 /* ------------------------------------------------------------------ dispatch */
 
 /* A sweep knob of cu_set (0: unset), or dflt (benchmark knobs; never a function of R). */
@@ -660,11 +393,11 @@ static int sk_sms(void) {
 
 /* Blocks of the launch: the blocks the GPU holds at once (occ: resident blocks per multiprocessor of
  * the kernel's 1..8-row instance; the 9..16-row one, with U / 2 spans per batch, may hold fewer and
- * then runs in more than one wave), fewer when the weight has under 2·U units per warp. A function of
- * the shape and the GPU only. */
+ * then runs in more than one wave), fewer when the weight has under 2·U units per warp
+ * ($MTPLX_CUDA_SK_MINU: under that many; a sweep knob). A function of the shape and the GPU only. */
 static int sk_grid(int occ, long long units, int U) {
     long long blocks = (long long)sk_sms() * knob_or(cu_set.sk_bps, occ);
-    long long most = units / (2LL * U * SK_WARPS);
+    long long most = units / ((long long)knob_or(cu_set.sk_minu, 2 * U) * SK_WARPS);
     if (blocks > most) blocks = most;
     return blocks < 1 ? 1 : (int)blocks;
 }
@@ -719,27 +452,6 @@ int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
     return cu_sk_enabled() && dv->sbt && w->cols % 128 == 0;
 }
 
-/* The q4 launch of js (blocks, partials and counters already set: k_sk_q's split, so the same bits)
- * through k_sk_q4r with a ring of cu_set.sk_stages spans (4 / 6 / 8; 6 when unset). */
-template <int GS>
-static void sk_q4r_launch(const sk_jobs &js, int blocks, int K, const void *xa, const float *xdb, int R) {
-    const int st = cu_set.sk_stages <= 0 ? 6 : cu_set.sk_stages <= 4 ? 4 : cu_set.sk_stages <= 6 ? 6 : 8;
-    const uint4 *a = (const uint4 *)xa;
-    const float2 *d = (const float2 *)xdb;
-#define Q4R(NT_, ST_) cu_launch(k_sk_q4r<GS, NT_, ST_>, blocks, SK_WARPS * 32, q4r_smem<GS>(ST_), js, K, a, d, R)
-    if (R <= 8) {
-        if (st == 4) Q4R(1, 4);
-        else if (st == 6) Q4R(1, 6);
-        else Q4R(1, 8);
-    } else {
-        if (st == 4) Q4R(2, 4);
-        else if (st == 6) Q4R(2, 6);
-        else Q4R(2, 8);
-    }
-#undef Q4R
-    CU_LAUNCHED("matmul sk q4r");
-}
-
 template <int BITS, int GS, int U>
 static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int R) {
     static int occ = 0;
@@ -748,10 +460,6 @@ static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    if (BITS == 4 && cu_set.q4_v2) {
-        sk_q4r_launch<GS>(js, blocks, K, xa, xdb, R);
-        return;
-    }
     if (R <= 8)
         cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa, (const float2 *)xdb, R);
     else
@@ -806,22 +514,6 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    if (cu_set.bf16_v2) {
-        const int st = cu_set.sk_stages <= 0 ? 6 : cu_set.sk_stages <= 4 ? 4 : cu_set.sk_stages <= 6 ? 6 : 8;
-#define BFR(NT_, ST_) cu_launch(k_sk_bf16r<NT_, ST_>, blocks, SK_WARPS * 32, (size_t)SK_WARPS * ST_ * 64 * 16, js, K, xh, xl, R)
-        if (R <= 8) {
-            if (st == 4) BFR(1, 4);
-            else if (st == 6) BFR(1, 6);
-            else BFR(1, 8);
-        } else {
-            if (st == 4) BFR(2, 4);
-            else if (st == 6) BFR(2, 6);
-            else BFR(2, 8);
-        }
-#undef BFR
-        CU_LAUNCHED("matmul sk bf16r");
-        return;
-    }
     if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
