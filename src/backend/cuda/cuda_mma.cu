@@ -676,10 +676,8 @@ int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const f
     if (!kind || (kind != 1 && n % (kind / 4))) return 0;
     void *xp = prep_space(kind, R, n);
 #define RMS_L(KD, GS_, B_)                                                                                             \
-    do {                                                                                                               \
-        if (cu_set.rms_batch == 1) cu_launch(k_rmsnorm_prep<KD, GS_, B_, 1>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp); \
-        else cu_launch(k_rmsnorm_prep<KD, GS_, B_, 4>, R, 256, 0, y, ldy, x, ldx, o, w, n, eps, xp);                  \
-    } while (0)
+    cu_launch(cu_set.rms_batch == 1 ? k_rmsnorm_prep<KD, GS_, B_, 1> : k_rmsnorm_prep<KD, GS_, B_, 4>, R, 256, 0, y,  \
+              ldy, x, ldx, o, w, n, eps, xp)
     PREP_DISPATCH(kind, RMS_L);
 #undef RMS_L
     CU_LAUNCHED("rmsnorm prep");
