@@ -950,7 +950,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 
 /* ------------------------------------------------------------------ settings */
 
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0}; /* the defaults until a backend installs its own */
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1}; /* the defaults until a backend installs its own */
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -983,6 +983,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->profile = env_set("MTPLX_CUDA_PROFILE");
     s->steps = env_set("MTPLX_CUDA_STEPS");
     s->verbose = env_set("MTPLX_CUDA_VERBOSE");
+    s->moe = env_not0("MTPLX_CUDA_MOE");
 }
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {

@@ -31,6 +31,8 @@ typedef struct {
     int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit */
     int steps;      /* MTPLX_CUDA_STEPS=1: host / GPU time per forward, a table at exit */
     int verbose;    /* MTPLX_CUDA_VERBOSE=1: say which GPU the backend runs on */
+    int moe;        /* 1: the MoE block on the device (routing, grouped experts: cuda_moe.cu);
+                       MTPLX_CUDA_MOE=0: top-k on the host and one launch per expert (comparison) */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */
