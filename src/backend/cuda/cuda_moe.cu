@@ -7,17 +7,19 @@
  *      order, the same sequential weight sum and normalisation);
  *   3. k_moe_plan: one block lists each expert's (row, slot) pairs in ascending row order and cuts
  *      them into tiles of up to MOE_RT rows (the shared expert first, as expert E with every row);
- *   4. k_moe_gu: per (tile, output) one warp computes gate and up of the tile's rows and writes
- *      silu(gate)·up into the slot's row of h; k_moe_down: the down projection of h into the slot's
- *      row of yk. Both read only the chosen experts' weights, in the checkpoint format, through a
- *      per-layer device table of the experts' device copies;
+ *   4. k_moe_gu: per tile, a warp computes gate and up of MOE_GU_NO outputs for the tile's rows and
+ *      writes silu(gate)·up into the slots' rows of h; k_moe_down: MOE_DN_NO outputs of the down
+ *      projection of h into the slots' rows of yk. Both read only the chosen experts' weights, in the
+ *      checkpoint format, through a per-layer device table of the experts' device copies, every lane
+ *      with all of its outputs' 16-byte chunks in flight at once;
  *   5. k_moe_combine: out = Σ_k w_k · yk[slot k] in slot (= ascending expert) order, then + the gated
  *      shared expert — the CPU's accumulation order.
  *
  * No host synchronisation inside the op (grids are sized for the worst case from R; surplus blocks
- * exit), so the forward stays capturable into a CUDA graph. Batch invariance (DESIGN.md §3): a warp's
- * lanes take the 16-byte weight chunks lane, lane + 32, ... and add each row's products in chunk order,
- * then a fixed butterfly; which rows share a tile, and how many, never changes a row's arithmetic.
+ * exit), so the forward stays capturable into a CUDA graph. Batch invariance (DESIGN.md §3): a lane
+ * takes fixed 16-byte chunks of a weight row (moe_lpo: set by the weight's shape) and adds each row's
+ * products in chunk order, then a fixed butterfly; which rows share a tile, and how many, never
+ * changes a row's arithmetic.
  *
  * $MTPLX_CUDA_MOE=0 (cu_settings.moe) keeps the previous path for comparison: router logits
  * downloaded, kern_moe_route on the host, one gather / expert matmuls / scatter per chosen expert. A
@@ -35,8 +37,10 @@ extern "C" {
 #include "../../kernels/moe.h"
 }
 
-#define MOE_RT 8       /* rows of one tile */
-#define MOE_WARPS 8    /* outputs of one block: a warp each */
+#define MOE_RT 4       /* rows of one tile */
+#define MOE_WARPS 8    /* warps of a block */
+#define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
+#define MOE_DN_NO 4    /* outputs of a warp in k_moe_down */
 
 enum { MF_F32 = 0, MF_F16, MF_BF16, MF_Q8, MF_Q4 };
 
@@ -466,116 +470,169 @@ __device__ __forceinline__ int moe_tile(const int4 *tiles, const int *ntiles, in
     return tl->x >= e_lo && tl->x <= e_hi;
 }
 
-/* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for the rows of one tile, n = one per warp.
- * Gate and up of expert e share format F (group gs, scale dtype sdt); x rows are Hin floats. */
+/* The lanes of a warp over the 16-byte chunks of weight rows with `chunks` chunks: LPO lanes per row
+ * (32, or the largest power of two <= chunks when chunks < 32), so 32 / LPO rows side by side (lane l:
+ * chunks l % LPO, + LPO, ... of row l / LPO of each group). Fixed by the weight's shape, never by
+ * the rows of a call. */
+__device__ __forceinline__ int moe_lpo(int chunks) {
+    int l = 32;
+    while (l > chunks) l >>= 1;
+    return l;
+}
+
+/* Sum of v over the LPO lanes of this lane's group (butterfly; the same order for every row). */
+__device__ __forceinline__ float moe_group_sum(float v, int lpo) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        if (o < lpo) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for the rows of one tile; a warp computes
+ * MOE_GU_NO consecutive outputs n, its lanes as moe_lpo says. Gate and up of an expert share format
+ * F (group gs, scale dtype sdt); x rows are Hin floats. */
 template <int F>
-__global__ void __launch_bounds__(32 * MOE_WARPS)
+__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
     k_moe_gu(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
              const int32_t *slots, int RK, int K, const float *x, int ldx, int xal, int Hin, int gs, int sdt,
              float *h, int ldh) {
     CU_PDL_ENTRY();
-    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL;
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_GU_NO;
     int4 tl;
     if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
     const moe_dex *ex = &tab[tl.x];
-    int lane = threadIdx.x & 31, n = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
-    if (n >= ex->inter) return;
+    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO, N = ex->inter;
+    if (n0 >= N) return;
     int nr = tl.z;
     const int32_t *sl = slots + tl.y;
     const float *xr[MOE_RT];
 #pragma unroll
     for (int r = 0; r < MOE_RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
-    int chunks = Hin / EPL, G = F >= MF_Q8 ? Hin / gs : 1;
-    const uint4 *gd = (const uint4 *)ex->w[0].d + (size_t)n * chunks, *ud = (const uint4 *)ex->w[1].d + (size_t)n * chunks;
-    float ag[MOE_RT], au[MOE_RT];
+    int chunks = Hin / EPL, G = F >= MF_Q8 ? Hin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
+    int grp = lane / lpo;
+    float ag[MOE_RT][NO], au[MOE_RT][NO];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) ag[r] = au[r] = 0.f;
-#pragma unroll 2
-    for (int c = lane; c < chunks; c += 32) {
-        uint4 qg = __ldg(gd + c), qu = __ldg(ud + c);
-        float sg = 0.f, bg = 0.f, su = 0.f, bu = 0.f;
-        if (F >= MF_Q8) {
-            size_t gi = (size_t)n * G + (size_t)c * EPL / gs;
-            sg = moe_sb(ex->w[0].s, sdt, gi), bg = moe_sb(ex->w[0].b, sdt, gi);
-            su = moe_sb(ex->w[1].s, sdt, gi), bu = moe_sb(ex->w[1].b, sdt, gi);
-        }
+    for (int r = 0; r < MOE_RT; r++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float vg[VPW], vu[VPW];
-            moe_deq<F>(word_of(qg, j), sg, bg, vg);
-            moe_deq<F>(word_of(qu, j), su, bu, vu);
+        for (int s = 0; s < NO; s++) ag[r][s] = au[r][s] = 0.f;
+    for (int c = lane % lpo; c < chunks; c += lpo) {
+        uint4 qg[NO], qu[NO];
+        float sg[NO], bg[NO], su[NO], bu[NO];
 #pragma unroll
-            for (int r = 0; r < MOE_RT; r++) {
-                if (r >= nr) break;
-                float xv[VPW];
-                moe_ldx<VPW>(xr[r] + (size_t)c * EPL + j * VPW, xal, xv);
-#pragma unroll
-                for (int i = 0; i < VPW; i++) ag[r] = fmaf(xv[i], vg[i], ag[r]), au[r] = fmaf(xv[i], vu[i], au[r]);
+        for (int s = 0; s < NO; s++) { /* slot s: output n0 + s·sub + grp */
+            int o = s * sub + grp, n = n0 + o;
+            qg[s] = qu[s] = make_uint4(0, 0, 0, 0);
+            sg[s] = bg[s] = su[s] = bu[s] = 0.f;
+            if (o < NO && n < N) {
+                qg[s] = __ldg((const uint4 *)ex->w[0].d + (size_t)n * chunks + c);
+                qu[s] = __ldg((const uint4 *)ex->w[1].d + (size_t)n * chunks + c);
+                if (F >= MF_Q8) {
+                    size_t gi = (size_t)n * G + (size_t)c * EPL / gs;
+                    sg[s] = moe_sb(ex->w[0].s, sdt, gi), bg[s] = moe_sb(ex->w[0].b, sdt, gi);
+                    su[s] = moe_sb(ex->w[1].s, sdt, gi), bu[s] = moe_sb(ex->w[1].b, sdt, gi);
+                }
             }
         }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int s = 0; s < NO; s++) {
+                if (s * sub >= NO) break;
+                float vg[VPW], vu[VPW];
+                moe_deq<F>(word_of(qg[s], j), sg[s], bg[s], vg);
+                moe_deq<F>(word_of(qu[s], j), su[s], bu[s], vu);
+#pragma unroll
+                for (int r = 0; r < MOE_RT; r++) {
+                    if (r >= nr) break;
+                    float xv[VPW];
+                    moe_ldx<VPW>(xr[r] + (size_t)c * EPL + j * VPW, xal, xv);
+#pragma unroll
+                    for (int i = 0; i < VPW; i++)
+                        ag[r][s] = fmaf(xv[i], vg[i], ag[r][s]), au[r][s] = fmaf(xv[i], vu[i], au[r][s]);
+                }
+            }
     }
 #pragma unroll
     for (int r = 0; r < MOE_RT; r++) {
         if (r >= nr) break;
-        float g = ag[r], u = au[r];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) g += __shfl_xor_sync(0xffffffffu, g, o), u += __shfl_xor_sync(0xffffffffu, u, o);
-        if (lane == 0) h[(size_t)sl[r] * ldh + n] = cu_silu(g) * u;
+        for (int s = 0; s < NO; s++) {
+            if (s * sub >= NO) break;
+            float g = moe_group_sum(ag[r][s], lpo), u = moe_group_sum(au[r][s], lpo);
+            int o = s * sub + grp, n = n0 + o;
+            if (lane % lpo == 0 && o < NO && n < N) h[(size_t)sl[r] * ldh + n] = cu_silu(g) * u;
+        }
     }
 }
 
-/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout one per warp, inputs the expert's
- * width I). */
+/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, MOE_DN_NO consecutive outputs a
+ * warp, inputs the expert's width I; lanes as moe_lpo says). */
 template <int F>
-__global__ void __launch_bounds__(32 * MOE_WARPS)
+__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
     k_moe_down(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
                const int32_t *slots, const float *h, int ldh, int Hout, int gs, int sdt, float *yk) {
     CU_PDL_ENTRY();
-    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL;
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_DN_NO;
     int4 tl;
     if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
     const moe_dex *ex = &tab[tl.x];
-    int lane = threadIdx.x & 31, n = blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
-    if (n >= Hout) return;
+    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO;
+    if (n0 >= Hout) return;
     int nr = tl.z, Kin = ex->inter;
     const int32_t *sl = slots + tl.y;
     const float *hr[MOE_RT];
 #pragma unroll
     for (int r = 0; r < MOE_RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
-    int chunks = Kin / EPL, G = F >= MF_Q8 ? Kin / gs : 1;
-    const uint4 *dd = (const uint4 *)ex->w[2].d + (size_t)n * chunks;
-    float acc[MOE_RT];
+    int chunks = Kin / EPL, G = F >= MF_Q8 ? Kin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
+    int grp = lane / lpo;
+    float acc[MOE_RT][NO];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) acc[r] = 0.f;
-#pragma unroll 2
-    for (int c = lane; c < chunks; c += 32) {
-        uint4 q = __ldg(dd + c);
-        float s = 0.f, b = 0.f;
-        if (F >= MF_Q8) {
-            size_t gi = (size_t)n * G + (size_t)c * EPL / gs;
-            s = moe_sb(ex->w[2].s, sdt, gi), b = moe_sb(ex->w[2].b, sdt, gi);
-        }
+    for (int r = 0; r < MOE_RT; r++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float v[VPW];
-            moe_deq<F>(word_of(q, j), s, b, v);
+        for (int s = 0; s < NO; s++) acc[r][s] = 0.f;
+    for (int c = lane % lpo; c < chunks; c += lpo) {
+        uint4 q[NO];
+        float sc[NO], bi[NO];
 #pragma unroll
-            for (int r = 0; r < MOE_RT; r++) {
-                if (r >= nr) break;
-                float xv[VPW];
-                moe_ldx<VPW>(hr[r] + (size_t)c * EPL + j * VPW, 1, xv);
-#pragma unroll
-                for (int i = 0; i < VPW; i++) acc[r] = fmaf(xv[i], v[i], acc[r]);
+        for (int s = 0; s < NO; s++) {
+            int o = s * sub + grp, n = n0 + o;
+            q[s] = make_uint4(0, 0, 0, 0);
+            sc[s] = bi[s] = 0.f;
+            if (o < NO && n < Hout) {
+                q[s] = __ldg((const uint4 *)ex->w[2].d + (size_t)n * chunks + c);
+                if (F >= MF_Q8) {
+                    size_t gi = (size_t)n * G + (size_t)c * EPL / gs;
+                    sc[s] = moe_sb(ex->w[2].s, sdt, gi), bi[s] = moe_sb(ex->w[2].b, sdt, gi);
+                }
             }
         }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int s = 0; s < NO; s++) {
+                if (s * sub >= NO) break;
+                float v[VPW];
+                moe_deq<F>(word_of(q[s], j), sc[s], bi[s], v);
+#pragma unroll
+                for (int r = 0; r < MOE_RT; r++) {
+                    if (r >= nr) break;
+                    float xv[VPW];
+                    moe_ldx<VPW>(hr[r] + (size_t)c * EPL + j * VPW, 1, xv);
+#pragma unroll
+                    for (int i = 0; i < VPW; i++) acc[r][s] = fmaf(xv[i], v[i], acc[r][s]);
+                }
+            }
     }
 #pragma unroll
     for (int r = 0; r < MOE_RT; r++) {
         if (r >= nr) break;
-        float v = acc[r];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) yk[(size_t)sl[r] * Hout + n] = v;
+        for (int s = 0; s < NO; s++) {
+            if (s * sub >= NO) break;
+            float v = moe_group_sum(acc[r][s], lpo);
+            int o = s * sub + grp, n = n0 + o;
+            if (lane % lpo == 0 && o < NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v;
+        }
     }
 }
 
@@ -702,7 +759,7 @@ static void launch_gu(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int til
 }
 
 static void launch_down(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi) {
-    dim3 grid((f->H + MOE_WARPS - 1) / MOE_WARPS, ny);
+    dim3 grid((f->H + MOE_WARPS * MOE_DN_NO - 1) / (MOE_WARPS * MOE_DN_NO), ny);
 #define DN(F_) cu_launch(k_moe_down<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
                          (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots,                  \
                          (const float *)f->d_h, f->ldh, f->H, fm.gs, fm.sdt, f->d_yk)
@@ -735,7 +792,7 @@ static void moe_device(be_backend *be, float *out, int ldo, const float *x, int 
     int ts = S > 0 ? tiles_shared(R) : 0, tr = tiles_routed(R, E, K);
     int xal = ((uintptr_t)x % 16 == 0) && ldx % 4 == 0;
     int Imax = S > w->inter ? S : w->inter;
-    int nxg = (Imax + MOE_WARPS - 1) / MOE_WARPS;
+    int nxg = (Imax + MOE_WARPS * MOE_GU_NO - 1) / (MOE_WARPS * MOE_GU_NO);
     if (ts && !L->merged) {
         launch_gu(L->sgu, f, L, 0, ts, E, E, RK, x, ldx, xal, nxg);
         launch_gu(L->gu, f, L, ts, tr, 0, E - 1, RK, x, ldx, xal, nxg);
