@@ -700,7 +700,10 @@ static moe_dex dex_of(cu_ctx *c, const moe_expert *x, int I) {
     return d;
 }
 
-/* The layer entry of w in f (built now on first sight: formats checked, device table uploaded). */
+/* The layer entry of w in f (built now on first sight: formats checked, device table uploaded). The
+ * table holds the experts' device copies as they are then: a weight_prepare of an expert after the
+ * layer's first forward through this scratch (a re-upload at a reused host address) would leave it
+ * stale. Loading prepares every weight before the first forward, and scratch lives with a state. */
 static const moe_layer *layer_of(be_backend *be, be_moe_scratch *f, const moe_weights *w) {
     for (int i = 0; i < f->n_layers; i++)
         if (f->layers[i].key == w->experts) return &f->layers[i];
