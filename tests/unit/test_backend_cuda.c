@@ -10,6 +10,7 @@
 #include "../../src/engine/sampler.h"
 #include "../../src/kernels/matmul.h"
 #include "../../src/kernels/matmul_q.h"
+#include "../../src/kernels/moe.h"
 #include "../../src/kernels/quant.h"
 #include "test.h"
 
@@ -751,6 +752,173 @@ TEST(test_logits_top_cuda_equals_cpu) {
     be_free(be);
 }
 
+/* ---- the MoE block against the CPU backend ---- */
+
+enum { MO_H = 256, MO_I = 64, MO_S = 128, MO_E = 16, MO_K = 4, MO_RMAX = 20 };
+
+/* One MoE layer's weights in format f (router and shared gate bf16, as checkpoints store them); the
+ * routed experts' gate and up of a dense format share one [2I][H] block per expert (HF's fused
+ * layout), quantized ones are separate (MLX's stacked layout). Storage in store[] (nstore entries). */
+typedef struct {
+    moe_weights w;
+    moe_expert ex[MO_E];
+    void *store[3 * MO_E + 8];
+    int nstore;
+} mo_layer;
+
+/* A weight of rows x cols, uniform in ±scale, into *w (storage kept in L). */
+static void mo_weight(mo_layer *L, int rows, int cols, float scale, fmt f, be_weight *w) {
+    float *wf = malloc(sizeof(float) * rows * cols);
+    REQUIRE(wf);
+    for (int i = 0; i < rows * cols; i++) wf[i] = scale * frand();
+    REQUIRE(make_weight(wf, rows, cols, f, w, &L->store[L->nstore++]) == 0);
+    free(wf);
+}
+
+/* The router: logit e is 2·x[e] plus small cross terms, so rows steer their experts through x[0..E). */
+static void mo_build(mo_layer *L, fmt f, int deepseek) {
+    memset(L, 0, sizeof *L);
+    const fmt bf = {DT_BF16, 0, 0, 0};
+    float *rw = malloc(sizeof(float) * MO_E * MO_H);
+    REQUIRE(rw);
+    for (int e = 0; e < MO_E; e++)
+        for (int h = 0; h < MO_H; h++) rw[e * MO_H + h] = h == e ? 2.0f : 0.02f * frand();
+    REQUIRE(make_weight(rw, MO_E, MO_H, bf, &L->w.router_w, &L->store[L->nstore++]) == 0);
+    free(rw);
+    static float bias[MO_E]; /* the same values every call: the GPU keeps a copy keyed by address */
+    for (int e = 0; e < MO_E; e++) bias[e] = 0.01f * (float)(e % 5) - 0.02f;
+    L->w.router = deepseek ? (moe_router){MO_E, MO_K, MOE_SCORE_SIGMOID, 1, 4, 2, bias, 2.5f}
+                           : (moe_router){MO_E, MO_K, MOE_SCORE_SOFTMAX, 1, 1, 1, NULL, 1.0f};
+    float sh = 1.0f / sqrtf(MO_H), sd = 1.0f / sqrtf(MO_I);
+    for (int e = 0; e < MO_E; e++) {
+        moe_expert *x = &L->ex[e];
+        if (!f.bits) { /* fused gate_up: up starts I rows after gate */
+            mo_weight(L, 2 * MO_I, MO_H, sh, f, &x->gate);
+            x->up = x->gate;
+            x->gate.rows = x->up.rows = MO_I;
+            x->up.data = (const char *)x->gate.data + (size_t)MO_I * MO_H * (f.dtype == DT_F32 ? 4 : 2);
+        } else {
+            mo_weight(L, MO_I, MO_H, sh, f, &x->gate);
+            mo_weight(L, MO_I, MO_H, sh, f, &x->up);
+        }
+        mo_weight(L, MO_H, MO_I, sd, f, &x->down);
+    }
+    L->w.experts = L->ex;
+    L->w.inter = MO_I;
+    L->w.shared_inter = MO_S;
+    mo_weight(L, MO_S, MO_H, sh, f, &L->w.shared.gate);
+    mo_weight(L, MO_S, MO_H, sh, f, &L->w.shared.up);
+    mo_weight(L, MO_H, MO_S, 1.0f / sqrtf(MO_S), f, &L->w.shared.down);
+    L->w.shared_gated = 1;
+    mo_weight(L, 1, MO_H, sh, bf, &L->w.shared_gate);
+}
+
+static void mo_free(mo_layer *L) {
+    for (int i = 0; i < L->nstore; i++) free(L->store[i]);
+}
+
+/* Every weight of L prepared on be (what loading does). */
+static void mo_prepare(be_backend *be, mo_layer *L) {
+    mtplx_err err = {0};
+    REQUIRE(be->ops->weight_prepare(be, &L->w.router_w, &err) == 0);
+    REQUIRE(be->ops->weight_prepare(be, &L->w.shared_gate, &err) == 0);
+    for (int e = 0; e <= MO_E; e++) {
+        moe_expert *x = e < MO_E ? &L->ex[e] : &L->w.shared;
+        REQUIRE(be->ops->weight_prepare(be, &x->gate, &err) == 0);
+        REQUIRE(be->ops->weight_prepare(be, &x->up, &err) == 0);
+        REQUIRE(be->ops->weight_prepare(be, &x->down, &err) == 0);
+    }
+}
+
+/* Rows that choose experts in blocks of 4 (t % 4 == 0: experts 4j..4j+3, disjoint between rows 0, 4,
+ * 8, 12, the same again from row 16), overlapping sets (t % 4 == 1: t, t+3, t+6, t+9 mod E), expert 5
+ * and the rest by their own random values (t % 4 == 2), and copies of the row before (t % 4 == 3):
+ * expert 5 gets 12 of the 20 rows (two tiles of cuda_moe.cu). */
+static void mo_rows(float *x) {
+    for (int t = 0; t < MO_RMAX; t++) {
+        float *r = x + (size_t)t * MO_H;
+        if (t % 4 == 3) {
+            memcpy(r, r - MO_H, sizeof(float) * MO_H);
+            continue;
+        }
+        for (int h = 0; h < MO_H; h++) r[h] = 0.3f * frand();
+        if (t % 4 == 2) {
+            r[5] = 3.0f;
+            continue;
+        }
+        for (int e = 0; e < MO_E; e++) r[e] = -1.0f;
+        for (int j = 0; j < MO_K; j++) r[t % 4 == 0 ? 4 * ((t / 4) % 4) + j : (t + 3 * j) % MO_E] = 3.0f;
+    }
+}
+
+/* moe on the GPU against the CPU backend (quantized weights with fp32 activations on both: the
+ * qact_f32 knob), then every row of R-row calls (R = 1..20, rows in reverse) bit-identical to the row
+ * computed alone. */
+static void moe_check(be_backend *be, be_backend *cpu, fmt f, int deepseek) {
+    mo_layer L;
+    mo_build(&L, f, deepseek);
+    mo_prepare(be, &L);
+    mtplx_err err = {0};
+    REQUIRE(kern_moe_router_check(&L.w.router, &err) == 0);
+    be_moe_scratch *gs = NULL, *cs = NULL;
+    REQUIRE(be->ops->moe_scratch_new(be, MO_RMAX, MO_H, MO_S, MO_E, MO_K, &gs, &err) == 0);
+    REQUIRE(cpu->ops->moe_scratch_new(cpu, MO_RMAX, MO_H, MO_S, MO_E, MO_K, &cs, &err) == 0);
+    size_t n = (size_t)MO_RMAX * MO_H;
+    float *x = malloc(4 * n), *ref = malloc(4 * n), *got = malloc(4 * n), *xr = malloc(4 * n), *one = malloc(4 * MO_H);
+    REQUIRE(x && ref && got && xr && one);
+    mo_rows(x);
+    cpu->ops->moe(cpu, ref, MO_H, x, MO_H, MO_RMAX, &L.w, cs);
+    be_buf *bx, *bo;
+    float *dx = dev_floats(be, x, n, &bx), *dout = dev_floats(be, NULL, n, &bo);
+    REQUIRE(dx && dout);
+    be->ops->moe(be, dout, MO_H, dx, MO_H, MO_RMAX, &L.w, gs);
+    be->ops->download(be, got, dout, 4 * n);
+    double worst = 0, mag = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (d > worst) worst = d;
+        if (fabs(ref[i]) > mag) mag = fabs(ref[i]);
+    }
+    CHECK_MSG(mag > 0.05, "format bits %d: the MoE output is too small to compare (%.3g)", f.bits, mag);
+    CHECK_MSG(worst < 1e-4, "format bits %d dtype %d%s: worst relative difference to the CPU %.3g", f.bits,
+              (int)f.dtype, deepseek ? " (grouped sigmoid router)" : "", worst);
+    CHECK_MSG(memcmp(got + 2 * MO_H, got + 3 * MO_H, 4 * MO_H) == 0, "rows 2 and 3 (equal inputs) differ");
+    for (int R = 1; R <= MO_RMAX; R++) {
+        for (int t = 0; t < R; t++) memcpy(xr + (size_t)t * MO_H, x + (size_t)(R - 1 - t) * MO_H, 4 * MO_H);
+        be->ops->upload(be, dx, xr, 4 * (size_t)R * MO_H);
+        be->ops->moe(be, dout, MO_H, dx, MO_H, R, &L.w, gs);
+        be->ops->download(be, got, dout, 4 * (size_t)R * MO_H);
+        for (int t = 0; t < R; t++) {
+            be->ops->upload(be, dx, x + (size_t)(R - 1 - t) * MO_H, 4 * MO_H);
+            be->ops->moe(be, dout, MO_H, dx, MO_H, 1, &L.w, gs);
+            be->ops->download(be, one, dout, 4 * MO_H);
+            CHECK_MSG(memcmp(one, got + (size_t)t * MO_H, 4 * MO_H) == 0,
+                      "format bits %d: MoE row %d of %d differs from the row alone", f.bits, t, R);
+        }
+    }
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+    be->ops->moe_scratch_free(be, gs), cpu->ops->moe_scratch_free(cpu, cs);
+    free(x), free(ref), free(got), free(xr), free(one);
+    mo_free(&L);
+}
+
+TEST(test_moe_cuda_matches_cpu_and_is_row_invariant) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    int was = kern_knobs_get()->qact_f32;
+    kern_matmul_set_qact_f32(1);
+    moe_check(be, cpu, (fmt){DT_BF16, 0, 0, 0}, 0);
+    moe_check(be, cpu, (fmt){DT_U32, 4, 64, 0}, 0);
+    moe_check(be, cpu, (fmt){DT_U32, 4, 32, DT_F16}, 1);
+    moe_check(be, cpu, (fmt){DT_U32, 8, 64, 0}, 0);
+    moe_check(be, cpu, (fmt){DT_F32, 0, 0, 0}, 1);
+    kern_matmul_set_qact_f32(was);
+    be_free(cpu);
+    be_free(be);
+}
+
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_matmul_n_equals_matmul_per_weight);
@@ -762,5 +930,6 @@ int main(void) {
     RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
     RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);
     RUN(test_logits_top_cuda_equals_cpu);
+    RUN(test_moe_cuda_matches_cpu_and_is_row_invariant);
     return TEST_SUMMARY();
 }

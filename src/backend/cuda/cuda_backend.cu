@@ -951,7 +951,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* ------------------------------------------------------------------ settings */
 
 /* the defaults until a backend installs its own */
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0};
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1};
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -999,6 +999,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
     s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");
     s->rms_batch = env_pos("MTPLX_CUDA_RMS_BATCH");
+    s->moe = env_not0("MTPLX_CUDA_MOE");
 }
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {

@@ -43,6 +43,8 @@ typedef struct {
                        blocks of a 16-row tile) per warp; 0: 2 batches' worth (2·U) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:
                        one at a time (same bits); 0: 4 */
+    int moe;        /* 1: the MoE block on the device (routing, grouped experts: cuda_moe.cu);
+                       MTPLX_CUDA_MOE=0: top-k on the host and one launch per expert (comparison) */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */

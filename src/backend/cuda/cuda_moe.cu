@@ -1,44 +1,124 @@
-/* cuda_moe.cu — the CUDA backend's routed-MoE block: router matmul on the GPU, top-k routing of
- * each row on the host (the CPU's kern_moe_route, so the choice of experts is the CPU's bit for bit
- * given the same logits), the routed experts grouped by expert (gather, SwiGLU expert over its rows,
- * scatter into the row's slot k), then one combine kernel that adds each row's K slots in slot order
- * and the gated shared expert. Every step is per row or row-invariant (matmul), so a row's output
- * does not depend on which rows share the call (DESIGN.md §3). */
+/* cuda_moe.cu — the CUDA backend's routed-MoE block, all on the device (docs/architecture.md, "The
+ * CUDA backend"):
+ *
+ *   1. router logits: cu_matmul (and the shared expert's gate logit);
+ *   2. k_moe_route: one warp per row applies the CPU's kern_moe_route rule (softmax or sigmoid,
+ *      correction bias, group selection, top-k by value with ties to the lower index, ascending
+ *      order, the same sequential weight sum and normalisation);
+ *   3. k_moe_plan: one block lists each expert's (row, slot) pairs in ascending row order and cuts
+ *      them into tiles of up to MOE_RT rows (the shared expert first, as expert E with every row);
+ *   4. k_moe_gu: per tile, a warp computes gate and up of MOE_GU_NO outputs for the tile's rows and
+ *      writes silu(gate)·up into the slots' rows of h; k_moe_down: MOE_DN_NO outputs of the down
+ *      projection of h into the slots' rows of yk. Both read only the chosen experts' weights, in the
+ *      checkpoint format, through a per-layer device table of the experts' device copies, every lane
+ *      with all of its outputs' 16-byte chunks in flight at once;
+ *   5. k_moe_combine: out = Σ_k w_k · yk[slot k] in slot (= ascending expert) order, then + the gated
+ *      shared expert — the CPU's accumulation order.
+ *
+ * No host synchronisation inside the op (grids are sized for the worst case from R; surplus blocks
+ * exit), so the forward stays capturable into a CUDA graph. Batch invariance (DESIGN.md §3): a lane
+ * takes fixed 16-byte chunks of a weight row (moe_lpo: set by the weight's shape) and adds each row's
+ * products in chunk order, then a fixed butterfly; which rows share a tile, and how many, never
+ * changes a row's arithmetic.
+ *
+ * $MTPLX_CUDA_MOE=0 (cu_settings.moe) keeps the previous path for comparison: router logits
+ * downloaded, kern_moe_route on the host, one gather / expert matmuls / scatter per chosen expert. A
+ * layer whose experts the device kernels cannot read (mixed formats, widths not a multiple of a
+ * 16-byte chunk) takes that path too. Both end with the same combine kernel (the shared expert's
+ * output in slots R·K + t of yk). */
 #include "cuda_internal.cuh"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 extern "C" {
+#include "../../base/dtype.h"
 #include "../../kernels/moe.h"
 }
 
+#define MOE_RT 4       /* rows of one tile */
+#define MOE_WARPS 8    /* warps of a block */
+#define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
+#define MOE_DN_NO 4    /* outputs of a warp in k_moe_down */
+
+enum { MF_F32 = 0, MF_F16, MF_BF16, MF_Q8, MF_Q4 };
+
+/* A weight format as the kernels are instantiated: kind, and for MLX affine its group and scale dtype. */
+typedef struct {
+    int F, gs, sdt;
+} moe_fmt;
+
+/* One weight's device copy: values, and scales / biases when quantized. */
+typedef struct {
+    const void *d, *s, *b;
+} moe_dw;
+
+/* One expert in the device table: gate, up, down and its width I. */
+typedef struct {
+    moe_dw w[3];
+    int inter;
+    int pad;
+} moe_dex;
+
+/* What the device path knows about one layer (built on its first call through a scratch). */
+typedef struct {
+    const moe_expert *key;   /* the layer's moe_weights.experts */
+    int ok;                  /* 1: the device kernels run it; 0: the host-routed path */
+    moe_dex *tab;            /* device [E + 1]: routed experts, then the shared one */
+    moe_fmt gu, dn;          /* routed experts' gate/up and down formats */
+    moe_fmt sgu, sdn;        /* the shared expert's */
+    int merged;              /* 1: the shared expert runs in the routed experts' launches */
+    const float *bias;       /* device copy of the correction bias, or NULL */
+} moe_layer;
+
 struct be_moe_scratch {
     int rows, H, I, E, K;
+    /* device path */
     float *d_router;      /* [rows][E] router logits */
-    float *h_router;      /* host copy */
-    int *h_idx;           /* [rows][K] chosen experts (host) */
-    float *h_wts;         /* [rows][K] their weights (host) */
+    int32_t *d_idx;       /* [rows][K] chosen experts */
+    float *d_wts;         /* [rows][K] their weights */
+    int32_t *d_slots;     /* [rows·(K+1)] slots grouped by expert: t·K + k routed, rows·K + t shared */
+    int4 *d_tiles;        /* [tmax] (expert, first slot entry, rows, 0) */
+    int *d_ntiles;        /* tiles in use */
+    int tmax;             /* tile capacity */
+    int ldh;              /* I rounded up to 4 */
+    float *d_h;           /* [rows·(K+1)][ldh] silu(gate)·up per slot */
+    float *d_yk;          /* [rows·(K+1)][H] expert outputs per slot */
+    float *d_shg;         /* [rows] shared gate logits */
+    moe_layer *layers;    /* layers seen, n_layers of cap_layers */
+    int n_layers, cap_layers;
+    /* host-routed path (allocated on first use) */
+    int host_ready;
+    float *h_router;      /* host copy of the router logits */
+    int *h_idx;           /* [rows][K] */
+    float *h_wts;         /* [rows][K] */
     float *route_tmp;     /* [2E] kern_moe_route scratch */
-    int32_t *h_list;      /* [2][rows·K] host: rows grouped by expert, then their slots t·K + k */
+    int32_t *h_list;      /* [2][rows·K] rows grouped by expert, then their slots t·K + k */
     int32_t *d_list;      /* device copy */
-    int *count;           /* [E] rows per expert (host) */
-    float *d_wts;         /* [rows][K] */
+    int *count;           /* [E] rows per expert */
     float *d_xg;          /* [rows][H] gathered rows of one expert */
     float *d_g, *d_u;     /* [rows][I] */
     float *d_xo;          /* [rows][H] one expert's outputs */
-    float *d_yk;          /* [rows][K][H] every row's K expert outputs */
-    float *d_sh;          /* [rows][H] shared expert */
-    float *d_shg;         /* [rows] shared gate logits */
 };
+
+/* Tiles a call of R rows may need: the shared expert's ceil(R / RT), and for the routed experts at
+ * most one partial tile per expert used beside R·K / RT full ones. */
+static int tiles_shared(int R) { return (R + MOE_RT - 1) / MOE_RT; }
+static int tiles_routed(int R, int E, int K) {
+    int used = R * K < E ? R * K : E;
+    return used + (R * K + MOE_RT - 1) / MOE_RT;
+}
 
 void cu_moe_scratch_free(be_backend *be, be_moe_scratch *f) {
     (void)be;
     if (!f) return;
     cu_graph_break();
-    float *dev[] = {f->d_router, f->d_wts, f->d_xg, f->d_g, f->d_u, f->d_xo, f->d_yk, f->d_sh, f->d_shg};
+    void *dev[] = {f->d_router, f->d_idx,  f->d_wts, f->d_slots, f->d_tiles, f->d_ntiles, f->d_h, f->d_yk,
+                   f->d_shg,    f->d_list, f->d_xg,  f->d_g,     f->d_u,     f->d_xo};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) cudaFree(dev[i]);
-    cudaFree(f->d_list);
+    for (int i = 0; i < f->n_layers; i++) cudaFree(f->layers[i].tab);
+    free(f->layers);
     free(f->h_router);
     free(f->h_idx);
     free(f->h_wts);
@@ -48,37 +128,60 @@ void cu_moe_scratch_free(be_backend *be, be_moe_scratch *f) {
     free(f);
 }
 
+/* cudaMalloc of n (>= 1) bytes into *p; 0 or -1. */
+static int dev_alloc(void **p, size_t n) {
+    if (cudaMalloc(p, n ? n : 1) == cudaSuccess) return 0;
+    cudaGetLastError();
+    *p = NULL;
+    return -1;
+}
+
 int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_experts, int top_k,
                        be_moe_scratch **out, mtplx_err *err) {
     *out = NULL;
-    size_t R = (size_t)rows, E = (size_t)n_experts, K = (size_t)top_k, H = (size_t)hidden, I = (size_t)inter;
+    size_t R = (size_t)rows, E = (size_t)n_experts, K = (size_t)top_k, H = (size_t)hidden;
     be_moe_scratch *f = (be_moe_scratch *)calloc(1, sizeof *f);
     if (!f) return err_set(err, MTPLX_ENOMEM, "MoE scratch: out of host memory");
     f->rows = rows, f->H = hidden, f->I = inter, f->E = n_experts, f->K = top_k;
-    f->h_router = (float *)malloc(sizeof(float) * R * E);
-    f->h_idx = (int *)malloc(sizeof(int) * R * K);
-    f->h_wts = (float *)malloc(sizeof(float) * R * K);
-    f->route_tmp = (float *)malloc(sizeof(float) * 2 * E);
-    f->h_list = (int32_t *)malloc(sizeof(int32_t) * 2 * R * K);
-    f->count = (int *)malloc(sizeof(int) * E);
-    int ok = f->h_router && f->h_idx && f->h_wts && f->route_tmp && f->h_list && f->count;
+    f->ldh = (inter + 3) & ~3;
+    f->tmax = tiles_shared(rows) + tiles_routed(rows, n_experts, top_k);
+    size_t S = R * (K + 1);
     cu_graph_break();
-    struct {
-        float **p;
-        size_t n;
-    } d[] = {{&f->d_router, R * E}, {&f->d_wts, R * K}, {&f->d_xg, R * H}, {&f->d_g, R * I}, {&f->d_u, R * I},
-             {&f->d_xo, R * H},     {&f->d_yk, R * K * H}, {&f->d_sh, R * H}, {&f->d_shg, R}};
-    for (size_t i = 0; ok && i < sizeof d / sizeof *d; i++)
-        ok = cudaMalloc((void **)d[i].p, sizeof(float) * (d[i].n ? d[i].n : 1)) == cudaSuccess;
-    if (ok) ok = cudaMalloc((void **)&f->d_list, sizeof(int32_t) * 2 * R * K) == cudaSuccess;
-    if (!ok) {
-        cudaGetLastError();
+    int bad = dev_alloc((void **)&f->d_router, sizeof(float) * R * E) || dev_alloc((void **)&f->d_idx, 4 * R * K) ||
+              dev_alloc((void **)&f->d_wts, 4 * R * K) || dev_alloc((void **)&f->d_slots, 4 * S) ||
+              dev_alloc((void **)&f->d_tiles, sizeof(int4) * (size_t)f->tmax) ||
+              dev_alloc((void **)&f->d_ntiles, sizeof(int)) ||
+              dev_alloc((void **)&f->d_h, sizeof(float) * S * (size_t)f->ldh) ||
+              dev_alloc((void **)&f->d_yk, sizeof(float) * S * H) || dev_alloc((void **)&f->d_shg, sizeof(float) * R);
+    if (bad) {
         cu_moe_scratch_free(be, f);
         return err_set(err, MTPLX_ENOMEM, "MoE scratch: %d rows x %d experts do not fit on the GPU", rows, n_experts);
     }
     *out = f;
     return 0;
 }
+
+/* The host-routed path's buffers, allocated on its first use (aborts when they do not fit). */
+static void host_path_ready(be_moe_scratch *f) {
+    if (f->host_ready) return;
+    size_t R = (size_t)f->rows, E = (size_t)f->E, K = (size_t)f->K, H = (size_t)f->H, I = (size_t)f->I;
+    f->h_router = (float *)malloc(sizeof(float) * R * E);
+    f->h_idx = (int *)malloc(sizeof(int) * R * K);
+    f->h_wts = (float *)malloc(sizeof(float) * R * K);
+    f->route_tmp = (float *)malloc(sizeof(float) * 2 * E);
+    f->h_list = (int32_t *)malloc(sizeof(int32_t) * 2 * R * K);
+    f->count = (int *)malloc(sizeof(int) * E);
+    if (!f->h_router || !f->h_idx || !f->h_wts || !f->route_tmp || !f->h_list || !f->count)
+        cu_check(cudaErrorMemoryAllocation, "MoE host buffers");
+    cu_graph_break();
+    int bad = dev_alloc((void **)&f->d_list, 4 * 2 * R * K) || dev_alloc((void **)&f->d_xg, 4 * R * H) ||
+              dev_alloc((void **)&f->d_g, 4 * R * I) || dev_alloc((void **)&f->d_u, 4 * R * I) ||
+              dev_alloc((void **)&f->d_xo, 4 * R * H);
+    if (bad) cu_check(cudaErrorMemoryAllocation, "MoE host-routed buffers");
+    f->host_ready = 1;
+}
+
+/* ------------------------------------------------------------------ host-routed path */
 
 /* xg[i] = x[rows[i]] for i < n (H floats each). */
 __global__ void k_gather(float *xg, const float *x, int ldx, const int32_t *rows, int H) {
@@ -92,17 +195,7 @@ __global__ void k_scatter(float *yk, const float *xo, const int32_t *slots, int 
     if (h < H) yk[(size_t)slots[i] * H + h] = xo[(size_t)i * H + h];
 }
 
-/* out[t] = Σ_k w[t][k] · yk[t][k] in slot order, + sigmoid(shg[t]) · sh[t] (or 1 · sh[t] when not
- * gated; nothing without a shared expert). */
-__global__ void k_combine(float *out, int ldo, const float *yk, const float *w, int K, int H, const float *sh,
-                          const float *shg) {
-    int h = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-    if (h >= H) return;
-    float acc = 0.f;
-    for (int k = 0; k < K; k++) acc += w[(size_t)t * K + k] * yk[((size_t)t * K + k) * H + h];
-    if (sh) acc += (shg ? cu_sigmoid(shg[t]) : 1.0f) * sh[(size_t)t * H + h];
-    out[(size_t)t * ldo + h] = acc;
-}
+static void moe_combine(be_moe_scratch *f, float *out, int ldo, int R, int shared, const float *shg);
 
 /* The SwiGLU expert x over n rows of a (stride lda) into y (stride H). */
 static void expert_rows(be_backend *be, const moe_expert *x, const float *a, int lda, int n, float *y,
@@ -114,10 +207,9 @@ static void expert_rows(be_backend *be, const moe_expert *x, const float *a, int
     cu_matmul(be, y, f->H, f->d_g, f->I, n, &x->down);
 }
 
-void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
-            be_moe_scratch *f) {
-    CU_PROF("moe");
-    if (R <= 0) return;
+static void moe_host_routed(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+                            be_moe_scratch *f) {
+    host_path_ready(f);
     int H = w->router_w.cols, E = w->router.n_experts, K = w->router.top_k;
     cu_matmul(be, f->d_router, E, x, ldx, R, &w->router_w);
     cu_memcpy_sync(f->h_router, f->d_router, sizeof(float) * (size_t)R * E, cudaMemcpyDeviceToHost, "moe router");
@@ -148,15 +240,580 @@ void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R,
         CU_LAUNCHED("moe scatter");
         at += c;
     }
-    const float *sh = NULL, *shg = NULL;
-    if (w->shared_inter > 0) {
-        expert_rows(be, &w->shared, x, ldx, R, f->d_sh, f);
-        sh = f->d_sh;
+    const float *shg = NULL;
+    if (w->shared_inter > 0) { /* into the shared slots R·K + t of yk */
+        expert_rows(be, &w->shared, x, ldx, R, f->d_yk + (size_t)n * H, f);
         if (w->shared_gated) {
             cu_matmul(be, f->d_shg, 1, x, ldx, R, &w->shared_gate);
             shg = f->d_shg;
         }
     }
-    k_combine<<<dim3((H + 255) / 256, R), 256, 0, CU_STREAM>>>(out, ldo, f->d_yk, f->d_wts, K, H, sh, shg);
+    moe_combine(f, out, ldo, R, w->shared_inter > 0, shg);
+}
+
+/* ------------------------------------------------------------------ device routing */
+
+/* Row blockIdx.x of logits [R][E] routed by the rule of kern_moe_route (src/kernels/moe.c), one warp:
+ * expert ids ascending into idx[t][K], weights into wts[t][K]. Shared memory: score [E], choice [E],
+ * gscore [G] floats, then taken [max(E, G)] bytes. The softmax sum is a warp tree (the CPU adds in
+ * expert order; the two differ by rounding only); selection, ties, order and the weight sum are the
+ * CPU's. NaN logits are not ranked as the CPU ranks them. */
+__global__ void __launch_bounds__(32) k_moe_route(const float *logits, int E, int K, int score_fn, int norm, int G,
+                                                  int TG, const float *bias, float scaling, int32_t *idx, float *wts) {
+    CU_PDL_ENTRY();
+    extern __shared__ float sm[];
+    float *score = sm, *choice = sm + E, *gscore = sm + 2 * E;
+    unsigned char *taken = (unsigned char *)(sm + 2 * E + G);
+    int t = blockIdx.x, lane = threadIdx.x;
+    const float *L = logits + (size_t)t * E;
+    if (score_fn == MOE_SCORE_SOFTMAX) {
+        float mx = L[0];
+        for (int e = lane; e < E; e += 32) mx = fmaxf(mx, L[e]);
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        float sum = 0.f;
+        for (int e = lane; e < E; e += 32) {
+            float p = expf(L[e] - mx);
+            score[e] = p;
+            sum += p;
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        for (int e = lane; e < E; e += 32) score[e] /= sum;
+    } else {
+        for (int e = lane; e < E; e += 32) score[e] = 1.0f / (1.0f + expf(-L[e]));
+    }
+    for (int e = lane; e < E; e += 32) choice[e] = score[e] + (bias ? bias[e] : 0.f);
+    __syncwarp();
+    if (G > 1) { /* group score = sum of its two best; keep TG groups, rank the others' experts as 0 */
+        int per = E / G;
+        for (int g = lane; g < G; g += 32) {
+            const float *c = choice + g * per;
+            int b0 = 0;
+            for (int i = 1; i < per; i++)
+                if (c[i] > c[b0]) b0 = i;
+            int b1 = b0 == 0 ? 1 : 0;
+            for (int i = 0; i < per; i++)
+                if (i != b0 && c[i] > c[b1]) b1 = i;
+            gscore[g] = c[b0] + c[b1];
+        }
+        __syncwarp();
+        if (lane == 0) { /* the CPU's top_k_indices: taken[g] = 1 for the kept groups */
+            for (int g = 0; g < G; g++) taken[g] = 0;
+            for (int j = 0; j < TG; j++) {
+                int best = -1;
+                for (int g = 0; g < G; g++)
+                    if (!taken[g] && (best < 0 || gscore[g] > gscore[best])) best = g;
+                taken[best] = 1;
+            }
+        }
+        __syncwarp();
+        for (int e = lane; e < E; e += 32)
+            if (!taken[e / per]) choice[e] = 0.f;
+        __syncwarp();
+    }
+    for (int e = lane; e < E; e += 32) taken[e] = 0;
+    __syncwarp();
+    int sel[MOE_MAX_TOPK];
+    for (int j = 0; j < K; j++) { /* the largest untaken choice, lower index on ties */
+        int bi = -1;
+        float bv = 0.f;
+        for (int e = lane; e < E; e += 32)
+            if (!taken[e] && (bi < 0 || choice[e] > bv)) bi = e, bv = choice[e];
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bi = oi, bv = ov;
+        }
+        if (lane == 0) taken[bi] = 1, sel[j] = bi;
+        __syncwarp();
+    }
+    if (lane) return;
+    for (int i = 1; i < K; i++) /* ascending expert order */
+        for (int j = i; j > 0 && sel[j - 1] > sel[j]; j--) {
+            int s = sel[j];
+            sel[j] = sel[j - 1];
+            sel[j - 1] = s;
+        }
+    float w[MOE_MAX_TOPK], sum = 0.f;
+    for (int j = 0; j < K; j++) {
+        w[j] = score[sel[j]];
+        sum += w[j];
+    }
+    if (norm) {
+        if (score_fn == MOE_SCORE_SIGMOID) sum += 1e-20f;
+        if (sum > 0)
+            for (int j = 0; j < K; j++) w[j] /= sum;
+    }
+    if (scaling != 1.0f)
+        for (int j = 0; j < K; j++) w[j] *= scaling;
+    for (int j = 0; j < K; j++) idx[(size_t)t * K + j] = sel[j], wts[(size_t)t * K + j] = w[j];
+}
+
+/* Block-wide exclusive prefix sum of v (one value per thread, blockDim.x <= 1024); *total gets the sum. */
+__device__ int block_excl_scan(int v, int *sh32, int *total) {
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    int inc = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        int u = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += u;
+    }
+    __syncthreads();
+    if (lane == 31) sh32[wid] = inc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int s = 0;
+        for (int i = 0; i < nw; i++) {
+            int c = sh32[i];
+            sh32[i] = s;
+            s += c;
+        }
+        sh32[32] = s;
+    }
+    __syncthreads();
+    *total = sh32[32];
+    return sh32[wid] + inc - v;
+}
+
+/* The tiles of a call (one block, blockDim.x >= E, a multiple of 32): the shared expert's rows first
+ * (when `shared`: slots R·K + t, expert E), then per expert in ascending order the slots t·K + k of
+ * the rows choosing it in ascending t, cut into tiles (expert, first entry, rows) of up to MOE_RT. */
+__global__ void k_moe_plan(const int32_t *idx, int R, int K, int E, int shared, int32_t *slots, int4 *tiles,
+                           int *ntiles) {
+    CU_PDL_ENTRY();
+    __shared__ int sh32[33];
+    int e = threadIdx.x, c = 0;
+    if (e < E)
+        for (int t = 0; t < R; t++)
+            for (int k = 0; k < K; k++) {
+                int v = idx[t * K + k];
+                if (v >= e) {
+                    c += v == e;
+                    break;
+                }
+            }
+    int nt = (c + MOE_RT - 1) / MOE_RT, cs, ts;
+    int so = block_excl_scan(c, sh32, &cs), to = block_excl_scan(nt, sh32, &ts);
+    int s_slots = shared ? R : 0, s_tiles = shared ? (R + MOE_RT - 1) / MOE_RT : 0;
+    for (int t = threadIdx.x; t < s_slots; t += blockDim.x) slots[t] = R * K + t;
+    for (int i = threadIdx.x; i < s_tiles; i += blockDim.x)
+        tiles[i] = make_int4(E, i * MOE_RT, R - i * MOE_RT < MOE_RT ? R - i * MOE_RT : MOE_RT, 0);
+    if (c) {
+        int base = s_slots + so, j = 0;
+        for (int t = 0; t < R && j < c; t++)
+            for (int k = 0; k < K; k++)
+                if (idx[t * K + k] == e) {
+                    slots[base + j++] = t * K + k;
+                    break;
+                }
+        for (int i = 0; i < nt; i++)
+            tiles[s_tiles + to + i] = make_int4(e, base + i * MOE_RT, c - i * MOE_RT < MOE_RT ? c - i * MOE_RT : MOE_RT, 0);
+    }
+    if (threadIdx.x == 0) *ntiles = s_tiles + ts;
+}
+
+/* ------------------------------------------------------------------ grouped expert matmuls */
+
+/* Values of one 32-bit word of a 16-byte chunk, per format. */
+template <int F> struct mf {
+    static constexpr int VPW = F == MF_F32 ? 1 : F == MF_Q8 ? 4 : F == MF_Q4 ? 8 : 2;
+    static constexpr int EPL = 4 * VPW; /* values of a 16-byte chunk */
+};
+
+__device__ __forceinline__ float moe_sb(const void *p, int sdt, size_t i) {
+    if (sdt == DT_BF16) return cu_bf16(((const uint16_t *)p)[i]);
+    if (sdt == DT_F16) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+/* The VPW values of word u (scale s, bias b when quantized: s·q + b). */
+template <int F> __device__ __forceinline__ void moe_deq(uint32_t u, float s, float b, float *v) {
+    if (F == MF_F32) {
+        v[0] = __uint_as_float(u);
+    } else if (F == MF_BF16) {
+        v[0] = cu_bf16((uint16_t)(u & 0xffff)), v[1] = cu_bf16((uint16_t)(u >> 16));
+    } else if (F == MF_F16) {
+        v[0] = __half2float(__ushort_as_half((unsigned short)(u & 0xffff)));
+        v[1] = __half2float(__ushort_as_half((unsigned short)(u >> 16)));
+    } else {
+        constexpr int BITS = F == MF_Q8 ? 8 : 4, VPW = mf<F>::VPW;
+#pragma unroll
+        for (int i = 0; i < VPW; i++) v[i] = s * (float)((u >> (BITS * i)) & ((1u << BITS) - 1)) + b;
+    }
+}
+
+/* V floats of p (16-byte aligned rows when al). */
+template <int V> __device__ __forceinline__ void moe_ldx(const float *p, int al, float *v) {
+    if (al && V % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < V / 4; i++) {
+            float4 a = __ldg((const float4 *)p + i);
+            v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+        }
+    } else if (al && V == 2) {
+        float2 a = __ldg((const float2 *)p);
+        v[0] = a.x, v[1] = a.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; i++) v[i] = __ldg(p + i);
+    }
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4 &q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+/* Row of slot s: t for a routed slot t·K + k (s < RK), t for the shared slot RK + t. */
+__device__ __forceinline__ int row_of_slot(int s, int RK, int K) { return s < RK ? s / K : s - RK; }
+
+/* The tile of this block and whether it belongs to this launch (experts e_lo..e_hi). */
+__device__ __forceinline__ int moe_tile(const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi, int4 *tl) {
+    int tile = tile0 + blockIdx.y;
+    if (tile >= *ntiles) return 0;
+    *tl = tiles[tile];
+    return tl->x >= e_lo && tl->x <= e_hi;
+}
+
+/* The lanes of a warp over the 16-byte chunks of weight rows with `chunks` chunks: LPO lanes per row
+ * (32, or the largest power of two <= chunks when chunks < 32), so 32 / LPO rows side by side (lane l:
+ * chunks l % LPO, + LPO, ... of row l / LPO of each group). Fixed by the weight's shape, never by
+ * the rows of a call. */
+__device__ __forceinline__ int moe_lpo(int chunks) {
+    int l = 32;
+    while (l > chunks) l >>= 1;
+    return l;
+}
+
+/* Sum of v over the LPO lanes of this lane's group (butterfly; the same order for every row). */
+__device__ __forceinline__ float moe_group_sum(float v, int lpo) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        if (o < lpo) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for the rows of one tile; a warp computes
+ * MOE_GU_NO consecutive outputs n, its lanes as moe_lpo says. Gate and up of an expert share format
+ * F (group gs, scale dtype sdt); x rows are Hin floats. */
+template <int F>
+__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
+    k_moe_gu(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
+             const int32_t *slots, int RK, int K, const float *x, int ldx, int xal, int Hin, int gs, int sdt,
+             float *h, int ldh) {
+    CU_PDL_ENTRY();
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_GU_NO;
+    int4 tl;
+    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
+    const moe_dex *ex = &tab[tl.x];
+    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO, N = ex->inter;
+    if (n0 >= N) return;
+    int nr = tl.z;
+    const int32_t *sl = slots + tl.y;
+    const float *xr[MOE_RT];
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
+    int chunks = Hin / EPL, G = F >= MF_Q8 ? Hin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
+    int grp = lane / lpo;
+    float ag[MOE_RT][NO], au[MOE_RT][NO];
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++)
+#pragma unroll
+        for (int s = 0; s < NO; s++) ag[r][s] = au[r][s] = 0.f;
+    for (int c = lane % lpo; c < chunks; c += lpo) {
+        uint4 qg[NO], qu[NO];
+        float sg[NO], bg[NO], su[NO], bu[NO];
+#pragma unroll
+        for (int s = 0; s < NO; s++) { /* slot s: output n0 + s·sub + grp */
+            int o = s * sub + grp, n = n0 + o;
+            qg[s] = qu[s] = make_uint4(0, 0, 0, 0);
+            sg[s] = bg[s] = su[s] = bu[s] = 0.f;
+            if (o < NO && n < N) {
+                qg[s] = __ldg((const uint4 *)ex->w[0].d + (size_t)n * chunks + c);
+                qu[s] = __ldg((const uint4 *)ex->w[1].d + (size_t)n * chunks + c);
+                if (F >= MF_Q8) {
+                    size_t gi = (size_t)n * G + (size_t)c * EPL / gs;
+                    sg[s] = moe_sb(ex->w[0].s, sdt, gi), bg[s] = moe_sb(ex->w[0].b, sdt, gi);
+                    su[s] = moe_sb(ex->w[1].s, sdt, gi), bu[s] = moe_sb(ex->w[1].b, sdt, gi);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int s = 0; s < NO; s++) {
+                if (s * sub >= NO) break;
+                float vg[VPW], vu[VPW];
+                moe_deq<F>(word_of(qg[s], j), sg[s], bg[s], vg);
+                moe_deq<F>(word_of(qu[s], j), su[s], bu[s], vu);
+#pragma unroll
+                for (int r = 0; r < MOE_RT; r++) {
+                    if (r >= nr) break;
+                    float xv[VPW];
+                    moe_ldx<VPW>(xr[r] + (size_t)c * EPL + j * VPW, xal, xv);
+#pragma unroll
+                    for (int i = 0; i < VPW; i++)
+                        ag[r][s] = fmaf(xv[i], vg[i], ag[r][s]), au[r][s] = fmaf(xv[i], vu[i], au[r][s]);
+                }
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++) {
+        if (r >= nr) break;
+#pragma unroll
+        for (int s = 0; s < NO; s++) {
+            if (s * sub >= NO) break;
+            float g = moe_group_sum(ag[r][s], lpo), u = moe_group_sum(au[r][s], lpo);
+            int o = s * sub + grp, n = n0 + o;
+            if (lane % lpo == 0 && o < NO && n < N) h[(size_t)sl[r] * ldh + n] = cu_silu(g) * u;
+        }
+    }
+}
+
+/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, MOE_DN_NO consecutive outputs a
+ * warp, inputs the expert's width I; lanes as moe_lpo says). */
+template <int F>
+__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
+    k_moe_down(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
+               const int32_t *slots, const float *h, int ldh, int Hout, int gs, int sdt, float *yk) {
+    CU_PDL_ENTRY();
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_DN_NO;
+    int4 tl;
+    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
+    const moe_dex *ex = &tab[tl.x];
+    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO;
+    if (n0 >= Hout) return;
+    int nr = tl.z, Kin = ex->inter;
+    const int32_t *sl = slots + tl.y;
+    const float *hr[MOE_RT];
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
+    int chunks = Kin / EPL, G = F >= MF_Q8 ? Kin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
+    int grp = lane / lpo;
+    float acc[MOE_RT][NO];
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++)
+#pragma unroll
+        for (int s = 0; s < NO; s++) acc[r][s] = 0.f;
+    for (int c = lane % lpo; c < chunks; c += lpo) {
+        uint4 q[NO];
+        float sc[NO], bi[NO];
+#pragma unroll
+        for (int s = 0; s < NO; s++) {
+            int o = s * sub + grp, n = n0 + o;
+            q[s] = make_uint4(0, 0, 0, 0);
+            sc[s] = bi[s] = 0.f;
+            if (o < NO && n < Hout) {
+                q[s] = __ldg((const uint4 *)ex->w[2].d + (size_t)n * chunks + c);
+                if (F >= MF_Q8) {
+                    size_t gi = (size_t)n * G + (size_t)c * EPL / gs;
+                    sc[s] = moe_sb(ex->w[2].s, sdt, gi), bi[s] = moe_sb(ex->w[2].b, sdt, gi);
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int s = 0; s < NO; s++) {
+                if (s * sub >= NO) break;
+                float v[VPW];
+                moe_deq<F>(word_of(q[s], j), sc[s], bi[s], v);
+#pragma unroll
+                for (int r = 0; r < MOE_RT; r++) {
+                    if (r >= nr) break;
+                    float xv[VPW];
+                    moe_ldx<VPW>(hr[r] + (size_t)c * EPL + j * VPW, 1, xv);
+#pragma unroll
+                    for (int i = 0; i < VPW; i++) acc[r][s] = fmaf(xv[i], v[i], acc[r][s]);
+                }
+            }
+    }
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++) {
+        if (r >= nr) break;
+#pragma unroll
+        for (int s = 0; s < NO; s++) {
+            if (s * sub >= NO) break;
+            float v = moe_group_sum(acc[r][s], lpo);
+            int o = s * sub + grp, n = n0 + o;
+            if (lane % lpo == 0 && o < NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v;
+        }
+    }
+}
+
+/* out[t] = Σ_k w[t][k] · yk[t·K + k] in slot order, then + sigmoid(shg[t]) (1 when shg is NULL) ·
+ * yk[R·K + t] when `shared`. */
+__global__ void k_moe_combine(float *out, int ldo, const float *yk, const float *w, int R, int K, int H, int shared,
+                              const float *shg) {
+    CU_PDL_ENTRY();
+    int h = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (h >= H) return;
+    float acc = 0.f;
+    for (int k = 0; k < K; k++) acc += w[(size_t)t * K + k] * yk[((size_t)t * K + k) * H + h];
+    if (shared) acc += (shg ? cu_sigmoid(shg[t]) : 1.0f) * yk[((size_t)R * K + t) * H + h];
+    out[(size_t)t * ldo + h] = acc;
+}
+
+static void moe_combine(be_moe_scratch *f, float *out, int ldo, int R, int shared, const float *shg) {
+    cu_launch(k_moe_combine, dim3((f->H + 255) / 256, R), 256, 0, out, ldo, (const float *)f->d_yk,
+              (const float *)f->d_wts, R, f->K, f->H, shared, shg);
     CU_LAUNCHED("moe combine");
+}
+
+/* ------------------------------------------------------------------ the layer table */
+
+static int fmt_kind(const be_weight *w) {
+    switch (w->dtype) {
+    case DT_F32: return MF_F32;
+    case DT_F16: return MF_F16;
+    case DT_BF16: return MF_BF16;
+    default: return w->bits == 8 ? MF_Q8 : MF_Q4;
+    }
+}
+
+static moe_fmt fmt_of(const be_weight *w) {
+    moe_fmt f = {fmt_kind(w), 0, 0};
+    if (f.F >= MF_Q8) f.gs = w->group_size, f.sdt = (int)w->scale_dtype;
+    return f;
+}
+
+static int fmt_eq(moe_fmt a, moe_fmt b) { return a.F == b.F && a.gs == b.gs && a.sdt == b.sdt; }
+static int fmt_epl(moe_fmt f) { return f.F == MF_F32 ? 4 : f.F == MF_Q8 ? 16 : f.F == MF_Q4 ? 32 : 8; }
+
+/* 1 when x (gate, up: I x H; down: H x I) can be read by the device kernels in formats gu / dn. */
+static int expert_fits(const moe_expert *x, int I, int H, moe_fmt gu, moe_fmt dn) {
+    const be_weight *g = &x->gate, *u = &x->up, *d = &x->down;
+    if (g->dtype != DT_F32 && g->dtype != DT_F16 && g->dtype != DT_BF16 && g->dtype != DT_U32) return 0;
+    if (d->dtype != DT_F32 && d->dtype != DT_F16 && d->dtype != DT_BF16 && d->dtype != DT_U32) return 0;
+    if (!fmt_eq(fmt_of(g), gu) || !fmt_eq(fmt_of(u), gu) || !fmt_eq(fmt_of(d), dn)) return 0;
+    if (g->rows != I || u->rows != I || g->cols != H || u->cols != H || d->rows != H || d->cols != I) return 0;
+    if (H % fmt_epl(gu) || I % fmt_epl(dn)) return 0;
+    if (gu.F >= MF_Q8 && (gu.gs < fmt_epl(gu) || H % gu.gs)) return 0;
+    if (dn.F >= MF_Q8 && (dn.gs < fmt_epl(dn) || I % dn.gs)) return 0;
+    return 1;
+}
+
+static moe_dex dex_of(cu_ctx *c, const moe_expert *x, int I) {
+    moe_dex d;
+    memset(&d, 0, sizeof d);
+    const be_weight *w[3] = {&x->gate, &x->up, &x->down};
+    for (int i = 0; i < 3; i++) {
+        const cu_wdev *v = cu_weight(c, w[i]);
+        d.w[i] = (moe_dw){v->data, v->scales, v->biases};
+    }
+    d.inter = I;
+    return d;
+}
+
+/* The layer entry of w in f (built now on first sight: formats checked, device table uploaded). The
+ * table holds the experts' device copies as they are then: a weight_prepare of an expert after the
+ * layer's first forward through this scratch (a re-upload at a reused host address) would leave it
+ * stale. Loading prepares every weight before the first forward, and scratch lives with a state. */
+static const moe_layer *layer_of(be_backend *be, be_moe_scratch *f, const moe_weights *w) {
+    for (int i = 0; i < f->n_layers; i++)
+        if (f->layers[i].key == w->experts) return &f->layers[i];
+    if (f->n_layers == f->cap_layers) {
+        int nc = f->cap_layers ? 2 * f->cap_layers : 64;
+        moe_layer *nl = (moe_layer *)realloc(f->layers, sizeof *nl * (size_t)nc);
+        if (!nl) cu_check(cudaErrorMemoryAllocation, "MoE layer table");
+        f->layers = nl, f->cap_layers = nc;
+    }
+    moe_layer *L = &f->layers[f->n_layers++];
+    memset(L, 0, sizeof *L);
+    L->key = w->experts;
+    int E = w->router.n_experts, H = w->router_w.cols, I = w->inter, S = w->shared_inter;
+    L->gu = fmt_of(&w->experts[0].gate), L->dn = fmt_of(&w->experts[0].down);
+    int ok = I > 0 && I <= f->I && H == f->H && E == f->E && w->router.top_k == f->K;
+    for (int e = 0; ok && e < E; e++) ok = expert_fits(&w->experts[e], I, H, L->gu, L->dn);
+    if (ok && S > 0) {
+        L->sgu = fmt_of(&w->shared.gate), L->sdn = fmt_of(&w->shared.down);
+        ok = S <= f->I && expert_fits(&w->shared, S, H, L->sgu, L->sdn);
+        L->merged = fmt_eq(L->sgu, L->gu) && fmt_eq(L->sdn, L->dn);
+    }
+    L->ok = ok;
+    if (!ok) return L;
+    cu_ctx *c = cu_of(be);
+    moe_dex *h = (moe_dex *)calloc((size_t)E + 1, sizeof *h);
+    if (!h) cu_check(cudaErrorMemoryAllocation, "MoE expert table");
+    for (int e = 0; e < E; e++) h[e] = dex_of(c, &w->experts[e], I);
+    if (S > 0) h[E] = dex_of(c, &w->shared, S);
+    cu_graph_break();
+    if (dev_alloc((void **)&L->tab, sizeof *h * ((size_t)E + 1))) cu_check(cudaErrorMemoryAllocation, "MoE expert table");
+    cu_memcpy_sync(L->tab, h, sizeof *h * ((size_t)E + 1), cudaMemcpyHostToDevice, "MoE expert table");
+    free(h);
+    L->bias = w->router.correction_bias ? cu_vec(c, w->router.correction_bias, sizeof(float) * (size_t)E) : NULL;
+    return L;
+}
+
+/* ------------------------------------------------------------------ launches */
+
+/* k_moe_gu / k_moe_down in format fm over tiles tile0 .. tile0 + ny - 1, for experts e_lo .. e_hi. */
+static void launch_gu(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi,
+                      int RK, const float *x, int ldx, int xal, int nx) {
+    dim3 grid(nx, ny);
+    int H = f->H;
+#define GU(F_) cu_launch(k_moe_gu<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
+                         (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots, RK, f->K, x, ldx,  \
+                         xal, H, fm.gs, fm.sdt, f->d_h, f->ldh)
+    switch (fm.F) {
+    case MF_F32: GU(MF_F32); break;
+    case MF_F16: GU(MF_F16); break;
+    case MF_BF16: GU(MF_BF16); break;
+    case MF_Q8: GU(MF_Q8); break;
+    default: GU(MF_Q4); break;
+    }
+#undef GU
+    CU_LAUNCHED("moe gate/up");
+}
+
+static void launch_down(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi) {
+    dim3 grid((f->H + MOE_WARPS * MOE_DN_NO - 1) / (MOE_WARPS * MOE_DN_NO), ny);
+#define DN(F_) cu_launch(k_moe_down<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
+                         (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots,                  \
+                         (const float *)f->d_h, f->ldh, f->H, fm.gs, fm.sdt, f->d_yk)
+    switch (fm.F) {
+    case MF_F32: DN(MF_F32); break;
+    case MF_F16: DN(MF_F16); break;
+    case MF_BF16: DN(MF_BF16); break;
+    case MF_Q8: DN(MF_Q8); break;
+    default: DN(MF_Q4); break;
+    }
+#undef DN
+    CU_LAUNCHED("moe down");
+}
+
+static void moe_device(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+                       be_moe_scratch *f, const moe_layer *L) {
+    int E = f->E, K = f->K, S = w->shared_inter, RK = R * K;
+    const moe_router *rt = &w->router;
+    cu_matmul(be, f->d_router, E, x, ldx, R, &w->router_w);
+    if (S > 0 && w->shared_gated) cu_matmul(be, f->d_shg, 1, x, ldx, R, &w->shared_gate);
+    int G = rt->n_group > 1 ? rt->n_group : 1;
+    size_t smem = sizeof(float) * (2 * (size_t)E + (size_t)G) + (size_t)(E > G ? E : G);
+    cu_launch(k_moe_route, dim3(R), 32, smem, (const float *)f->d_router, E, K, (int)rt->score, rt->norm_topk, G,
+              rt->topk_group, L->bias, rt->scaling, f->d_idx, f->d_wts);
+    CU_LAUNCHED("moe route");
+    int nt = (E + 31) & ~31;
+    cu_launch(k_moe_plan, dim3(1), nt, 0, (const int32_t *)f->d_idx, R, K, E, S > 0 ? 1 : 0, f->d_slots, f->d_tiles,
+              f->d_ntiles);
+    CU_LAUNCHED("moe plan");
+    int ts = S > 0 ? tiles_shared(R) : 0, tr = tiles_routed(R, E, K);
+    int xal = ((uintptr_t)x % 16 == 0) && ldx % 4 == 0;
+    int Imax = S > w->inter ? S : w->inter;
+    int nxg = (Imax + MOE_WARPS * MOE_GU_NO - 1) / (MOE_WARPS * MOE_GU_NO);
+    if (ts && !L->merged) {
+        launch_gu(L->sgu, f, L, 0, ts, E, E, RK, x, ldx, xal, nxg);
+        launch_gu(L->gu, f, L, ts, tr, 0, E - 1, RK, x, ldx, xal, nxg);
+        launch_down(L->sdn, f, L, 0, ts, E, E);
+        launch_down(L->dn, f, L, ts, tr, 0, E - 1);
+    } else {
+        launch_gu(L->gu, f, L, 0, ts + tr, 0, E, RK, x, ldx, xal, nxg);
+        launch_down(L->dn, f, L, 0, ts + tr, 0, E);
+    }
+    moe_combine(f, out, ldo, R, S > 0, S > 0 && w->shared_gated ? f->d_shg : NULL);
+}
+
+void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+            be_moe_scratch *f) {
+    CU_PROF("moe");
+    if (R <= 0) return;
+    const moe_layer *L = cu_set.moe && R <= f->rows ? layer_of(be, f, w) : NULL;
+    if (L && L->ok) moe_device(be, out, ldo, x, ldx, R, w, f, L);
+    else moe_host_routed(be, out, ldo, x, ldx, R, w, f);
+    cu_prep_clobber(out, ldo, R, f->H);
 }
