@@ -218,6 +218,33 @@ TEST(test_norms_and_activations_every_path) {
     cpu_isa_set(saved);
 }
 
+/* kern_add on every path: each element is y + x rounded once (the plain sum, bit for bit), from any
+ * start, with vector tails of every length, and nothing past n is written. */
+TEST(test_add_every_path) {
+    enum { NMAX = 300 };
+    float x[NMAX], y0[NMAX], y[NMAX + 1];
+    kern_isa saved = cpu_isa();
+    for (int i = 0; i < NMAX; i++) x[i] = 3.f * frand(), y0[i] = frand() * 1e-3f;
+    for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+        kern_isa isa = k_isas[ii];
+        if (cpu_isa_set(isa) != 0) continue;
+        for (int start = 0; start < 3; start++)
+            for (int n = 0; n + start <= NMAX; n += n < 80 ? 1 : 37) {
+                memcpy(y, y0, sizeof y0);
+                y[NMAX] = 555.f;
+                kern_add(y + start, x + start, (size_t)n);
+                int bad = -1;
+                for (int i = 0; i < NMAX && bad < 0; i++) {
+                    float want = i >= start && i < start + n ? y0[i] + x[i] : y0[i];
+                    if (memcmp(&y[i], &want, sizeof want)) bad = i;
+                }
+                CHECK_MSG(bad < 0 && y[NMAX] == 555.f, "%s start=%d n=%d: element %d wrong", cpu_isa_name(isa), start,
+                          n, bad);
+            }
+    }
+    cpu_isa_set(saved);
+}
+
 TEST(test_conv1d_silu_every_path) {
     enum { KC = 4, RMAX = 5 };
     static const int chans[] = {1, 13, 16, 100, 1024};
@@ -450,6 +477,7 @@ int main(void) {
     RUN(test_attention_depends_only_on_its_keys);
     RUN(test_attention_group_equals_single_queries);
     RUN(test_norms_and_activations_every_path);
+    RUN(test_add_every_path);
     RUN(test_conv1d_silu_every_path);
     RUN(test_gdn_replay_matches_step_every_path);
     RUN(test_gdn_step_matches_reference_every_path);
