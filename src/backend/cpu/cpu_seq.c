@@ -277,6 +277,7 @@ typedef struct {
 } gdn_heads_job;
 
 #define GDN_STEP_ROWS 32 /* rows per kern_gdn_steps call (its g/beta arrays live on the stack) */
+#define GDN_HEAD_TASK_ROWS 32 /* from this many rows a call gives each value head its own task */
 
 static void gdn_heads_task(void *ctx, int task, int n_tasks) {
     const gdn_heads_job *j = ctx;
@@ -331,8 +332,11 @@ void cpu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     cpu_rows_run(R, 2.0 * R * kd, gdn_qk_rows, (void *)a);
     size_t head_sz = (size_t)a->Dv * Dk;
     gdn_heads_job j = {a, R, kd, a->Hv / Hk, head_sz};
-    /* value heads are independent: split them over the pool, all rows in one dispatch */
+    /* value heads are independent: split them over the pool, all rows in one dispatch; a prefill
+     * chunk's heads go one per task (12 heads as 4 tasks of 3 left one thread idle ~10% of the call
+     * at the end on 2 threads, bench/zen.md "Session 6") */
     int n_tasks = cpu_tasks(3.0 * R * a->Hv * head_sz, a->Hv, a->Hv);
+    if (n_tasks > 1 && R >= GDN_HEAD_TASK_ROWS) n_tasks = a->Hv;
     if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, gdn_heads_task, &j);
     else gdn_heads_task(&j, 0, 1);
 }
