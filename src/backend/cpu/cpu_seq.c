@@ -70,6 +70,7 @@ int cpu_tasks(double work, int items, int max_tasks) {
 /* Elements a row op must touch before its rows are split over the pool: ~10 µs of streaming work
  * against a hand-off of ~0.5-1 µs; decode's single rows stay on the caller. */
 #define CPU_ROWS_SPLIT 32768.0
+#define CPU_ROWS_PER_THREAD 4
 
 typedef struct {
     cpu_rows_fn fn;
@@ -89,8 +90,15 @@ void cpu_rows_run(int R, double elems, cpu_rows_fn fn, void *ctx) {
         fn(ctx, 0, R);
         return;
     }
+    /* up to CPU_ROWS_PER_THREAD tasks per thread of >= CPU_ROWS_SPLIT / 2 elements each, claimed in
+     * turn: with one half per thread the op ended when the slower half did, and the halves' times
+     * differed by up to 1.9× in a prefill (bench/zen.md "Session 6") */
+    int n = nth * CPU_ROWS_PER_THREAD, by_size = (int)(elems / (CPU_ROWS_SPLIT / 2));
+    if (n > by_size) n = by_size;
+    if (n < nth) n = nth;
+    if (n > R) n = R;
     rows_job j = {fn, ctx, R};
-    tpool_run(tpool_global(), R < nth ? R : nth, rows_task, &j);
+    tpool_run(tpool_global(), n, rows_task, &j);
 }
 
 static void rope_scale(float *cos_sin, int n, float f) {
