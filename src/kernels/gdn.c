@@ -314,25 +314,31 @@ SM_INL512 void gdn_fused_rows(__m512 *a, const float *src, float *dst, const flo
     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) a[r] = an[r];
 }
 
-/* The AVX-512 multi-step (see kern_gdn_steps): value rows in blocks of 8 (then 4, then singles), each
- * block carried through all R steps while its state rows (4 KiB at dk = 128) stay in L1, the next
- * block's prefetched. The first step's S k is the plain dot product of gdn_step_avx512; every later one
+/* The AVX-512 multi-step (see kern_gdn_steps): value rows in blocks of 8 (then 4, then singles; blocks
+ * of 4 below GDN_WIDE_STEPS steps), each block carried through all R steps while its state rows (4 KiB
+ * at dk = 128) stay in L1, the rows ahead prefetched. The first step's S k is the plain dot product of gdn_step_avx512; every later one
  * comes out of the previous step's update pass. Per row the operations and their order are those of
  * gdn_step_avx512. Cold state (DRAM), 18 layers × 32 heads of 128 × 128, one thread (`/tmp` driver):
  * R = 1 / 2 = 8.1–8.6 / 12.6–14.0 ms without the prefetch and with R = 1 on gdn_step_avx512; 7.3–8.0
  * / 8.6 ms with it (blocks of 4). Blocks of 8 instead of 4, 12 heads of 64 × 64 × 512 rows (a small
  * model's layer), one thread: bench/zen.md "Session 6". */
+#define GDN_PF_ROWS 8    /* state rows ahead of a block that the multi-step kernel prefetches */
+#define GDN_WIDE_STEPS 8 /* from this many steps a call takes blocks of 8 rows (decode and verify keep 4:
+                          * their state comes from DRAM and their blocks are short, so the prefetch
+                          * pattern measured above stays theirs) */
+
 SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const float *q0, const float *k0, int ldqk,
                                       const float *v0, int ldv, const float *gs, const float *betas, float *y0,
                                       int ldy, float *d0, int ldd, int R, int dk, int dv) {
+    const int wide = R >= GDN_WIDE_STEPS;
     for (int i = 0; i < dv;) {
-        const int nr = dv - i >= 8 ? 8 : dv - i >= 4 ? 4 : 1;
-        /* the next block's state rows (past the head's end: the next head's, contiguous; a prefetch
-         * beyond the buffer is harmless): the passes below are compute, and without this the next
-         * block's DRAM reads only started when it did */
-        for (long o = 0; o < (long)nr * dk; o += 16) {
-            _mm_prefetch((const char *)(S_src + (long)(i + nr) * dk + o), _MM_HINT_T0);
-            _mm_prefetch((const char *)(S_dst + (long)(i + nr) * dk + o), _MM_HINT_T0);
+        const int nr = wide && dv - i >= 8 ? 8 : dv - i >= 4 ? 4 : 1;
+        /* the state rows GDN_PF_ROWS ahead, as many as the block has (at least 4; past the head's
+         * end: the next head's, contiguous; a prefetch beyond the buffer is harmless): the passes
+         * below are compute, and without this the next block's DRAM reads only started when it did */
+        for (long o = 0; o < (long)(nr > 4 ? nr : 4) * dk; o += 16) {
+            _mm_prefetch((const char *)(S_src + (long)(i + GDN_PF_ROWS) * dk + o), _MM_HINT_T0);
+            _mm_prefetch((const char *)(S_dst + (long)(i + GDN_PF_ROWS) * dk + o), _MM_HINT_T0);
         }
         __m512 a[8];
         for (int r = 0; r < nr; r++) {

@@ -350,11 +350,13 @@ TEST(test_gdn_step_matches_reference_every_path) {
 }
 
 /* kern_gdn_steps over R rows gives the bits of R kern_gdn_step calls (state, y, delta), on every
- * path, for R = 1..5, value dims with and without a tail of single rows, dk = 24 (no SIMD path), and
- * with S_dst == S_src. Rows' q/k/v/y/delta sit at strides wider than their lengths. */
+ * path, for R = 1..9 (the AVX-512 path takes blocks of 8 value rows from 8 steps on, of 4 below),
+ * value dims with and without tails of 4-row and single-row blocks (22 = 8 + 8 + 4 + 1 + 1), dk = 24
+ * (no SIMD path), and with S_dst == S_src. Rows' q/k/v/y/delta sit at strides wider than their
+ * lengths. */
 TEST(test_gdn_steps_equal_single_steps) {
     static const int shapes[][2] = {{128, 128}, {64, 22}, {16, 5}, {24, 20}};
-    enum { LD = 160, RM = 5 };
+    enum { LD = 160, RM = 9 };
     kern_isa saved = cpu_isa();
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int dk = shapes[si][0], dv = shapes[si][1];
@@ -364,7 +366,7 @@ TEST(test_gdn_steps_equal_single_steps) {
         float ya[RM * LD], yb[RM * LD], da[RM * LD], db[RM * LD];
         for (size_t i = 0; i < n; i++) S[i] = 0.5f * frand();
         for (int i = 0; i < RM * LD; i++) q[i] = frand(), k[i] = 0.3f * frand(), v[i] = frand();
-        for (int t = 0; t < RM; t++) g[t] = 0.8f + 0.03f * t, beta[t] = 0.2f + 0.1f * t;
+        for (int t = 0; t < RM; t++) g[t] = 0.8f + 0.02f * t, beta[t] = 0.2f + 0.08f * t;
         for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
             kern_isa isa = k_isas[ii];
             if (cpu_isa_set(isa) != 0) continue;
