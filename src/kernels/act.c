@@ -86,3 +86,38 @@ void kern_mul_sigmoid(float *y, const float *gate, int n) {
     (void)isa;
     for (int i = 0; i < n; i++) y[i] *= act_sigmoid(gate[i]);
 }
+
+#if defined(__x86_64__)
+/* Four vectors a step, then masked tails: the pass streams both arrays. */
+SM_TGT512 static void add_avx512(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        _Pragma("GCC unroll 4") for (int u = 0; u < 64; u += 16)
+            _mm512_storeu_ps(y + i + u, _mm512_add_ps(_mm512_loadu_ps(y + i + u), _mm512_loadu_ps(x + i + u)));
+    for (; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
+SM_TGT256 static void add_avx2(float *y, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+#endif
+
+void kern_add(float *y, const float *x, size_t n) {
+#if defined(__x86_64__)
+    kern_isa isa = cpu_isa();
+    if (isa >= KERN_ISA_AVX512) {
+        add_avx512(y, x, n);
+        return;
+    }
+    if (isa == KERN_ISA_AVX2) {
+        add_avx2(y, x, n);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}

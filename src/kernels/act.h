@@ -6,6 +6,7 @@
 #define MTPLX_KERNELS_ACT_H
 
 #include <math.h>
+#include <stddef.h>
 
 /* 1 / (1 + e^-x). */
 static inline float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -22,5 +23,9 @@ void kern_swiglu(float *y, const float *gate, const float *up, int n);
 
 /* y[i] *= sigmoid(gate[i]) for i < n (attention output gate). */
 void kern_mul_sigmoid(float *y, const float *gate, int n);
+
+/* y[i] += x[i] for i < n (the residual add): one rounding per element whatever the path, so the
+ * bits do not depend on the vector width or on where a range starts. */
+void kern_add(float *y, const float *x, size_t n);
 
 #endif

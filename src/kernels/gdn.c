@@ -244,60 +244,103 @@ void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float
     }
 }
 
-/* One step over value rows [i, i + NR) (NR = 4 or 1) of a multi-step call, with the running dot
- * products a[r] = S_src row · k of this step already summed: writes the rows' new state, y and delta,
- * and, with NEXT (kn non-NULL), leaves in a[r] the next step's S row · kn summed from the stored
- * values. */
 #if defined(__x86_64__)
-#define GDN_FUSED_ROWS(NR, NEXT)                                                                                      \
-    do {                                                                                                              \
-        float dr[4];                                                                                                  \
-        __m512 vd[4], o[4], an[4];                                                                                    \
-        for (int r = 0; r < NR; r++) {                                                                                \
-            dr[r] = beta * (v[i + r] - g * _mm512_reduce_add_ps(a[r]));                                              \
-            vd[r] = _mm512_set1_ps(dr[r]);                                                                            \
-            o[r] = _mm512_setzero_ps(), an[r] = _mm512_setzero_ps();                                                  \
-        }                                                                                                             \
-        for (int j = 0; j < dk; j += 16) {                                                                            \
-            const __m512 kj = _mm512_loadu_ps(k + j), qj = _mm512_loadu_ps(q + j);                                    \
-            const __m512 knj = NEXT ? _mm512_loadu_ps(kn + j) : kj;                                                   \
-            for (int r = 0; r < NR; r++) {                                                                            \
-                __m512 nv = _mm512_add_ps(_mm512_mul_ps(vg, _mm512_loadu_ps(src + (long)(i + r) * dk + j)),           \
-                                          _mm512_mul_ps(vd[r], kj));                                                  \
-                _mm512_storeu_ps(dst + (long)(i + r) * dk + j, nv);                                                   \
-                o[r] = _mm512_fmadd_ps(nv, qj, o[r]);                                                                 \
-                if (NEXT) an[r] = _mm512_fmadd_ps(nv, knj, an[r]);                                                    \
-            }                                                                                                         \
-        }                                                                                                             \
-        for (int r = 0; r < NR; r++) {                                                                                \
-            yo[i + r] = _mm512_reduce_add_ps(o[r]);                                                                   \
-            if (dout) dout[i + r] = dr[r];                                                                            \
-            a[r] = an[r];                                                                                             \
-        }                                                                                                             \
-    } while (0)
+/* The horizontal sums of a, b, c, d as lanes 0..3, each by the tree of _mm512_reduce_add_ps (halves
+ * of 8, then 4, then (q0 + q2) + (q1 + q3)), the four sharing each shuffle and add: the bits of four
+ * separate reductions (float addition is commutative) at a third of the instructions. The same tree
+ * as the bf16 matmul's (matmul_bf16dp.c). */
+SM_INL512 __m128 gdn_hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));
+    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), q));
+}
 
-/* The AVX-512 multi-step (see kern_gdn_steps): value rows in blocks of 4 (then singles), each block
- * carried through all R steps while its 4 state rows (2 KiB at dk = 128) stay in L1, the rows two
- * blocks ahead prefetched. The first step's S k is the plain dot product of gdn_step_avx512; every
- * later one comes out of the previous step's update pass. Per row the operations and their order are
- * those of gdn_step_avx512. Cold state (DRAM), 18 layers × 32 heads of 128 × 128, one thread
- * (`/tmp` driver): R = 1 / 2 = 8.1–8.6 / 12.6–14.0 ms without the prefetch and with R = 1 on
- * gdn_step_avx512; 7.3–8.0 / 8.6 ms now. */
-#define GDN_PF_ROWS 8 /* state rows ahead that the multi-step kernel prefetches */
+/* The horizontal sums of the NR (8, 4 or 1) vectors a into s[0..NR), by _mm512_reduce_add_ps's tree. */
+SM_INL512 void gdn_hsums(float *s, const __m512 *a, const int NR) {
+    if (NR == 1) {
+        s[0] = _mm512_reduce_add_ps(a[0]);
+        return;
+    }
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 4) _mm_storeu_ps(s + r, gdn_hsum4(a[r], a[r + 1], a[r + 2], a[r + 3]));
+}
+
+/* One step over value rows [i, i + NR) (NR = 8, 4 or 1) of a multi-step call, with the running dot
+ * products a[r] = S_src row · k of this step already summed lane-wise: writes the rows' new state, y
+ * and delta, and, with NEXT (kn non-NULL), leaves in a[r] the next step's S row · kn summed lane-wise
+ * from the stored values. Per row the operations and their order are gdn_step_avx512's: the lane
+ * sums reduced by _mm512_reduce_add_ps's tree (four rows at a time, gdn_hsum4), delta = beta · (v −
+ * g · S k) in single precision (the four-lane mul, sub, mul round as the scalar ones do), the update
+ * mul, mul, add, the output's FMA chain over the columns in order. Eight rows give eight independent
+ * chains: a step of four was bound by one row's latency (reduction → delta → update → next sum). */
+SM_INL512 void gdn_fused_rows(__m512 *a, const float *src, float *dst, const float *q, const float *k,
+                              const float *kn, const float *v, float g, float beta, float *yo, float *dout, int dk,
+                              const int NR, const int NEXT) {
+    float sum[8], dr[8];
+    __m512 vd[8], o[8], an[8];
+    gdn_hsums(sum, a, NR);
+    if (NR == 1) {
+        dr[0] = beta * (v[0] - g * sum[0]);
+    } else {
+        const __m128 vg4 = _mm_set1_ps(g), vb4 = _mm_set1_ps(beta);
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 4)
+            _mm_storeu_ps(dr + r, _mm_mul_ps(vb4, _mm_sub_ps(_mm_loadu_ps(v + r), _mm_mul_ps(vg4, _mm_loadu_ps(sum + r)))));
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+        vd[r] = _mm512_set1_ps(dr[r]);
+        o[r] = _mm512_setzero_ps(), an[r] = _mm512_setzero_ps();
+    }
+    const __m512 vg = _mm512_set1_ps(g);
+    for (int j = 0; j < dk; j += 16) {
+        const __m512 kj = _mm512_loadu_ps(k + j), qj = _mm512_loadu_ps(q + j);
+        const __m512 knj = NEXT ? _mm512_loadu_ps(kn + j) : kj;
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+            __m512 nv = _mm512_add_ps(_mm512_mul_ps(vg, _mm512_loadu_ps(src + (long)r * dk + j)), _mm512_mul_ps(vd[r], kj));
+            _mm512_storeu_ps(dst + (long)r * dk + j, nv);
+            o[r] = _mm512_fmadd_ps(nv, qj, o[r]);
+            if (NEXT) an[r] = _mm512_fmadd_ps(nv, knj, an[r]);
+        }
+    }
+    gdn_hsums(yo, o, NR);
+    if (dout) {
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) dout[r] = dr[r];
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) a[r] = an[r];
+}
+
+/* The AVX-512 multi-step (see kern_gdn_steps): value rows in blocks of 8 (then 4, then singles; blocks
+ * of 4 below GDN_WIDE_STEPS steps), each block carried through all R steps while its state rows (4 KiB
+ * at dk = 128) stay in L1, the rows ahead prefetched. The first step's S k is the plain dot product of gdn_step_avx512; every later one
+ * comes out of the previous step's update pass. Per row the operations and their order are those of
+ * gdn_step_avx512. Cold state (DRAM), 18 layers × 32 heads of 128 × 128, one thread (`/tmp` driver):
+ * R = 1 / 2 = 8.1–8.6 / 12.6–14.0 ms without the prefetch and with R = 1 on gdn_step_avx512; 7.3–8.0
+ * / 8.6 ms with it (blocks of 4). Blocks of 8 instead of 4, 12 heads of 64 × 64 × 512 rows (a small
+ * model's layer), one thread: bench/zen.md "Session 6". */
+#define GDN_PF_ROWS 8    /* state rows ahead of a block that the multi-step kernel prefetches */
+#define GDN_WIDE_STEPS 8 /* from this many steps a call takes blocks of 8 rows (decode and verify keep 4:
+                          * their state comes from DRAM and their blocks are short, so the prefetch
+                          * pattern measured above stays theirs) */
 
 SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const float *q0, const float *k0, int ldqk,
                                       const float *v0, int ldv, const float *gs, const float *betas, float *y0,
                                       int ldy, float *d0, int ldd, int R, int dk, int dv) {
+    const int wide = R >= GDN_WIDE_STEPS;
     for (int i = 0; i < dv;) {
-        const int nr = dv - i >= 4 ? 4 : 1;
-        /* the state rows two blocks ahead (past the head's end: the next head's, contiguous; a
-         * prefetch beyond the buffer is harmless): the passes below are compute, and without this the
-         * next block's DRAM reads only started when it did */
-        for (long o = 0; o < 4L * dk; o += 16) {
+        const int nr = wide && dv - i >= 8 ? 8 : dv - i >= 4 ? 4 : 1;
+        /* the state rows GDN_PF_ROWS ahead, as many as the block has (at least 4; past the head's
+         * end: the next head's, contiguous; a prefetch beyond the buffer is harmless): the passes
+         * below are compute, and without this the next block's DRAM reads only started when it did */
+        for (long o = 0; o < (long)(nr > 4 ? nr : 4) * dk; o += 16) {
             _mm_prefetch((const char *)(S_src + (long)(i + GDN_PF_ROWS) * dk + o), _MM_HINT_T0);
             _mm_prefetch((const char *)(S_dst + (long)(i + GDN_PF_ROWS) * dk + o), _MM_HINT_T0);
         }
-        __m512 a[4];
+        __m512 a[8];
         for (int r = 0; r < nr; r++) {
             const float *src = S_src + (long)(i + r) * dk;
             a[r] = _mm512_setzero_ps();
@@ -305,20 +348,20 @@ SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const f
                 a[r] = _mm512_fmadd_ps(_mm512_loadu_ps(src + j), _mm512_loadu_ps(k0 + j), a[r]);
         }
         for (int t = 0; t < R; t++) {
-            const float *src = t == 0 ? S_src : S_dst, *q = q0 + (long)t * ldqk, *k = k0 + (long)t * ldqk;
-            const float *kn = t + 1 < R ? k + ldqk : NULL, *v = v0 + (long)t * ldv;
-            float *dst = S_dst, *yo = y0 + (long)t * ldy, *dout = d0 ? d0 + (long)t * ldd : NULL;
+            const float *src = (t == 0 ? S_src : S_dst) + (long)i * dk, *q = q0 + (long)t * ldqk, *k = k0 + (long)t * ldqk;
+            const float *kn = t + 1 < R ? k + ldqk : NULL, *v = v0 + (long)t * ldv + i;
+            float *dst = S_dst + (long)i * dk, *yo = y0 + (long)t * ldy + i, *dout = d0 ? d0 + (long)t * ldd + i : NULL;
             const float g = gs[t], beta = betas[t];
-            const __m512 vg = _mm512_set1_ps(g);
-            if (nr == 4 && kn) GDN_FUSED_ROWS(4, 1);
-            else if (nr == 4) GDN_FUSED_ROWS(4, 0);
-            else if (kn) GDN_FUSED_ROWS(1, 1);
-            else GDN_FUSED_ROWS(1, 0);
+            if (nr == 8 && kn) gdn_fused_rows(a, src, dst, q, k, kn, v, g, beta, yo, dout, dk, 8, 1);
+            else if (nr == 8) gdn_fused_rows(a, src, dst, q, k, kn, v, g, beta, yo, dout, dk, 8, 0);
+            else if (nr == 4 && kn) gdn_fused_rows(a, src, dst, q, k, kn, v, g, beta, yo, dout, dk, 4, 1);
+            else if (nr == 4) gdn_fused_rows(a, src, dst, q, k, kn, v, g, beta, yo, dout, dk, 4, 0);
+            else if (kn) gdn_fused_rows(a, src, dst, q, k, kn, v, g, beta, yo, dout, dk, 1, 1);
+            else gdn_fused_rows(a, src, dst, q, k, kn, v, g, beta, yo, dout, dk, 1, 0);
         }
         i += nr;
     }
 }
-#undef GDN_FUSED_ROWS
 #endif
 
 void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const float *k, int ldqk, const float *v,

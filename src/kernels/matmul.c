@@ -281,6 +281,12 @@ static void matmul_quant(float *y, int ldy, const float *x, int ldx, int T, cons
 /* Bytes of weight rows a task keeps in L2 while every T-block passes over them. */
 #define MM_MANY_SLICE_BYTES (256 * 1024)
 #define MM_MANY_PIECES 256
+/* Row pieces per thread of an mm_many dispatch, all weights together. The threads claim pieces in
+ * order, so a call ends when the last claimed piece does: with 4 per thread (~140 µs each for a
+ * 128-row chunk of a 640-wide model) one thread idled ~5% of the 2-thread matmul time at the ends of
+ * the calls (bench/zen.md "Session 6"); 8 halve that tail, and a piece of >= 40 weight rows still
+ * passes each of its rows over all the call's T-blocks. */
+#define MM_MANY_PER_THREAD 8
 
 /* One contiguous block of output rows of one weight of an mm_many call. */
 typedef struct {
@@ -346,7 +352,7 @@ static void mm_many(const kern_mm_out *outs, int n, const xpath *xp, const float
     int n_pieces = 0;
     for (int k = 0; k < n; k++) {
         int rows = outs[k].w->rows;
-        int want = par ? (int)(cost[k] / total * threads * 4 + 0.5) : 1; /* ~4 pieces per thread in all */
+        int want = par ? (int)(cost[k] / total * threads * MM_MANY_PER_THREAD + 0.5) : 1;
         if (want < 1 || rows < 32) want = 1;
         if (want > MM_MANY_PIECES / KERN_MM_N_MAX) want = MM_MANY_PIECES / KERN_MM_N_MAX; /* the array's bound */
         int rpt = (rows + want - 1) / want;

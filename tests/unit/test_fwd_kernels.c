@@ -218,6 +218,33 @@ TEST(test_norms_and_activations_every_path) {
     cpu_isa_set(saved);
 }
 
+/* kern_add on every path: each element is y + x rounded once (the plain sum, bit for bit), from any
+ * start, with vector tails of every length, and nothing past n is written. */
+TEST(test_add_every_path) {
+    enum { NMAX = 300 };
+    float x[NMAX], y0[NMAX], y[NMAX + 1];
+    kern_isa saved = cpu_isa();
+    for (int i = 0; i < NMAX; i++) x[i] = 3.f * frand(), y0[i] = frand() * 1e-3f;
+    for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+        kern_isa isa = k_isas[ii];
+        if (cpu_isa_set(isa) != 0) continue;
+        for (int start = 0; start < 3; start++)
+            for (int n = 0; n + start <= NMAX; n += n < 80 ? 1 : 37) {
+                memcpy(y, y0, sizeof y0);
+                y[NMAX] = 555.f;
+                kern_add(y + start, x + start, (size_t)n);
+                int bad = -1;
+                for (int i = 0; i < NMAX && bad < 0; i++) {
+                    float want = i >= start && i < start + n ? y0[i] + x[i] : y0[i];
+                    if (memcmp(&y[i], &want, sizeof want)) bad = i;
+                }
+                CHECK_MSG(bad < 0 && y[NMAX] == 555.f, "%s start=%d n=%d: element %d wrong", cpu_isa_name(isa), start,
+                          n, bad);
+            }
+    }
+    cpu_isa_set(saved);
+}
+
 TEST(test_conv1d_silu_every_path) {
     enum { KC = 4, RMAX = 5 };
     static const int chans[] = {1, 13, 16, 100, 1024};
@@ -323,11 +350,13 @@ TEST(test_gdn_step_matches_reference_every_path) {
 }
 
 /* kern_gdn_steps over R rows gives the bits of R kern_gdn_step calls (state, y, delta), on every
- * path, for R = 1..5, value dims with and without a tail of single rows, dk = 24 (no SIMD path), and
- * with S_dst == S_src. Rows' q/k/v/y/delta sit at strides wider than their lengths. */
+ * path, for R = 1..9 (the AVX-512 path takes blocks of 8 value rows from 8 steps on, of 4 below),
+ * value dims with and without tails of 4-row and single-row blocks (22 = 8 + 8 + 4 + 1 + 1), dk = 24
+ * (no SIMD path), and with S_dst == S_src. Rows' q/k/v/y/delta sit at strides wider than their
+ * lengths. */
 TEST(test_gdn_steps_equal_single_steps) {
     static const int shapes[][2] = {{128, 128}, {64, 22}, {16, 5}, {24, 20}};
-    enum { LD = 160, RM = 5 };
+    enum { LD = 160, RM = 9 };
     kern_isa saved = cpu_isa();
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         int dk = shapes[si][0], dv = shapes[si][1];
@@ -337,7 +366,7 @@ TEST(test_gdn_steps_equal_single_steps) {
         float ya[RM * LD], yb[RM * LD], da[RM * LD], db[RM * LD];
         for (size_t i = 0; i < n; i++) S[i] = 0.5f * frand();
         for (int i = 0; i < RM * LD; i++) q[i] = frand(), k[i] = 0.3f * frand(), v[i] = frand();
-        for (int t = 0; t < RM; t++) g[t] = 0.8f + 0.03f * t, beta[t] = 0.2f + 0.1f * t;
+        for (int t = 0; t < RM; t++) g[t] = 0.8f + 0.02f * t, beta[t] = 0.2f + 0.08f * t;
         for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
             kern_isa isa = k_isas[ii];
             if (cpu_isa_set(isa) != 0) continue;
@@ -450,6 +479,7 @@ int main(void) {
     RUN(test_attention_depends_only_on_its_keys);
     RUN(test_attention_group_equals_single_queries);
     RUN(test_norms_and_activations_every_path);
+    RUN(test_add_every_path);
     RUN(test_conv1d_silu_every_path);
     RUN(test_gdn_replay_matches_step_every_path);
     RUN(test_gdn_step_matches_reference_every_path);

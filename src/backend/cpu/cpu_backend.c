@@ -196,14 +196,14 @@ static void cpu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, 
 /* x += o over elements [64·t0, 64·t1) ∩ [0, n): "rows" of 64 elements. */
 static void add_part(void *ctx, int t0, int t1) {
     const row_op *o = ctx;
-    size_t i1 = (size_t)t1 * 64 < (size_t)o->n ? (size_t)t1 * 64 : (size_t)o->n;
-    for (size_t i = (size_t)t0 * 64; i < i1; i++) o->y[i] += o->x[i];
+    size_t i0 = (size_t)t0 * 64, i1 = (size_t)t1 * 64 < (size_t)o->n ? (size_t)t1 * 64 : (size_t)o->n;
+    if (i0 < i1) kern_add(o->y + i0, o->x + i0, i1 - i0);
 }
 
 static void cpu_add(be_backend *be, float *x, const float *o, size_t n) {
     (void)be;
-    if (n > (size_t)1 << 30) { /* beyond the split's int range: plainly */
-        for (size_t i = 0; i < n; i++) x[i] += o[i];
+    if (n > (size_t)1 << 30) { /* beyond the split's int range: on the caller */
+        kern_add(x, o, n);
         return;
     }
     row_op op = {.y = x, .x = o, .n = (int)n};

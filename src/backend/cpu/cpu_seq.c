@@ -70,6 +70,7 @@ int cpu_tasks(double work, int items, int max_tasks) {
 /* Elements a row op must touch before its rows are split over the pool: ~10 µs of streaming work
  * against a hand-off of ~0.5-1 µs; decode's single rows stay on the caller. */
 #define CPU_ROWS_SPLIT 32768.0
+#define CPU_ROWS_PER_THREAD 4
 
 typedef struct {
     cpu_rows_fn fn;
@@ -89,8 +90,15 @@ void cpu_rows_run(int R, double elems, cpu_rows_fn fn, void *ctx) {
         fn(ctx, 0, R);
         return;
     }
+    /* up to CPU_ROWS_PER_THREAD tasks per thread of >= CPU_ROWS_SPLIT / 2 elements each, claimed in
+     * turn: with one half per thread the op ended when the slower half did, and the halves' times
+     * differed by up to 1.9× in a prefill (bench/zen.md "Session 6") */
+    int n = nth * CPU_ROWS_PER_THREAD, by_size = (int)(elems / (CPU_ROWS_SPLIT / 2));
+    if (n > by_size) n = by_size;
+    if (n < nth) n = nth;
+    if (n > R) n = R;
     rows_job j = {fn, ctx, R};
-    tpool_run(tpool_global(), R < nth ? R : nth, rows_task, &j);
+    tpool_run(tpool_global(), n, rows_task, &j);
 }
 
 static void rope_scale(float *cos_sin, int n, float f) {
@@ -277,6 +285,7 @@ typedef struct {
 } gdn_heads_job;
 
 #define GDN_STEP_ROWS 32 /* rows per kern_gdn_steps call (its g/beta arrays live on the stack) */
+#define GDN_HEAD_TASK_ROWS 32 /* from this many rows a call gives each value head its own task */
 
 static void gdn_heads_task(void *ctx, int task, int n_tasks) {
     const gdn_heads_job *j = ctx;
@@ -331,8 +340,11 @@ void cpu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     cpu_rows_run(R, 2.0 * R * kd, gdn_qk_rows, (void *)a);
     size_t head_sz = (size_t)a->Dv * Dk;
     gdn_heads_job j = {a, R, kd, a->Hv / Hk, head_sz};
-    /* value heads are independent: split them over the pool, all rows in one dispatch */
+    /* value heads are independent: split them over the pool, all rows in one dispatch; a prefill
+     * chunk's heads go one per task (12 heads as 4 tasks of 3 left one thread idle ~10% of the call
+     * at the end on 2 threads, bench/zen.md "Session 6") */
     int n_tasks = cpu_tasks(3.0 * R * a->Hv * head_sz, a->Hv, a->Hv);
+    if (n_tasks > 1 && R >= GDN_HEAD_TASK_ROWS) n_tasks = a->Hv;
     if (n_tasks > 1) tpool_run(tpool_global(), n_tasks, gdn_heads_task, &j);
     else gdn_heads_task(&j, 0, 1);
 }
