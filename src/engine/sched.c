@@ -55,9 +55,11 @@ struct sched {
     int n_prefill;           /* joined sequences inside a prompt (trunk or MTP history) forward */
     int pages_reserved;
     int executing;           /* 1 while some thread runs a step */
+    double t_step;           /* clock_now() when the last step ended (0: none yet) */
     int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
     void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
+    uint64_t steps, trunk_forwards;
 };
 
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -70,6 +72,10 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->max_batch_rows = imax(128, imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
     c->capacity = capacity;
     c->wait_ms = 2.0;
+    /* MTPLX_SCHED_ALIGN=0: the scheduler before session 6 (every queued request in every step), for
+     * side-by-side measurements (bench/batching.md, "Session 6") */
+    const char *al = getenv("MTPLX_SCHED_ALIGN");
+    c->align_phases = !(al && !strcmp(al, "0"));
     /* bench/batching.md: on a 2-core Zen 5, 8 streams run fastest as AR steps; on the H200, 8 and 16
      * streams ran 12-47% faster when every stream kept its MTP depth (knee 64 against 8) */
     c->knee_rows = strcmp(be_device_resolved(), "cpu") ? 64 : 8;
@@ -220,22 +226,39 @@ void sched_leave(sched *s, int positions) {
 
 /* ------------------------------------------------------------------ one step */
 
-/* Take queued requests, oldest first, while each kind's rows fit max_batch_rows and its parts fit
- * BATCH_SEQS_MAX (the first always goes). Called with mu held; returns the taken list. */
-static sub *take_ready(sched *s) {
+/* The kind the next step runs: MTP when any MTP request is queued, else trunk. A step runs one kind
+ * only, and the draft steps go first, so that the sequences of a cycle line up: a sequence that
+ * reaches its verify waits there while the others finish drafting, and the verifies of all of them
+ * then share one trunk forward. Serving every queued request in every step instead lets sequences
+ * that are out of phase stay so: each step then runs a trunk forward (a few sequences' verifies)
+ * and an MTP forward (the others' drafts), and a small model on a GPU, whose forward costs about
+ * the same for 1 or 40 rows, pays a whole trunk forward per draft step (bench/batching.md, "Session
+ * 6"). A trunk request waits at most for the depth of the deepest draft chain queued before it:
+ * every sequence drafts at most GEN_MAX_DEPTH times (plus its prompt's MTP history) between trunk
+ * forwards. Called with mu held. */
+static sub_kind next_kind(const sched *s) {
+    for (const sub *x = s->head; x; x = x->next)
+        if (x->kind == SUB_MTP) return SUB_MTP;
+    return SUB_TRUNK;
+}
+
+/* Take queued requests of kind k (k < 0: of both kinds), oldest first, while each kind's rows fit
+ * max_batch_rows and its parts fit BATCH_SEQS_MAX (the first always goes); the others keep their
+ * place. Called with mu held; returns the taken list. */
+static sub *take_ready(sched *s, int k) {
     int rows[2] = {0, 0}, parts[2] = {0, 0};
     sub *taken = NULL, **tail = &taken, **pp = &s->head;
     s->tail = NULL;
     while (*pp) {
         sub *x = *pp;
-        int k = x->kind;
-        if ((taken && rows[k] + x->rows > s->cfg.max_batch_rows) || parts[k] == BATCH_SEQS_MAX) {
+        int j = x->kind;
+        if ((k >= 0 && j != k) || (taken && rows[j] + x->rows > s->cfg.max_batch_rows) || parts[j] == BATCH_SEQS_MAX) {
             s->tail = x;
             pp = &x->next;
             continue;
         }
-        rows[k] += x->rows;
-        parts[k]++;
+        rows[j] += x->rows;
+        parts[j]++;
         *pp = x->next;
         x->next = NULL;
         *tail = x;
@@ -290,20 +313,22 @@ static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
         if (rc) q[i]->err = err;
     }
     s->forwards++;
+    s->trunk_forwards += kind == SUB_TRUNK;
     s->rows += (uint64_t)R;
     s->seq_parts += (uint64_t)n;
 }
 
-/* Run one step with the requests taken from the queue. Called with mu held; releases it while the
- * model runs. */
+/* Run one step: the requests of one kind (next_kind), or with align_phases off every queued request
+ * (trunk forward, then MTP forward). Called with mu held; releases it while the model runs. */
 static void run_step(sched *s) {
     s->executing = 1;
-    sub *taken = take_ready(s);
+    sub *taken = take_ready(s, s->cfg.align_phases ? (int)next_kind(s) : -1);
     pthread_mutex_unlock(&s->mu);
     sub *q[2][BATCH_SEQS_MAX];
     int n[2] = {0, 0};
     for (sub *x = taken; x; x = x->next) q[x->kind][n[x->kind]++] = x;
     pthread_mutex_lock(&s->exec);
+    s->steps++;
     run_kind(s, q[SUB_TRUNK], n[SUB_TRUNK], SUB_TRUNK);
     run_kind(s, q[SUB_MTP], n[SUB_MTP], SUB_MTP);
     pthread_mutex_unlock(&s->exec);
@@ -314,7 +339,18 @@ static void run_step(sched *s) {
         pthread_cond_signal(&x->cv);
     }
     s->executing = 0;
+    s->t_step = clock_now();
     wake_head(s); /* requests queued during the step, or left out of it */
+}
+
+/* When the queue may run without the sequences that are not waiting: wait_ms after the later of its
+ * oldest request's arrival and the end of the last step. Counting from the step's end matters for
+ * requests left queued by earlier steps (next_kind): they are old, but the sequences that step
+ * served are only now sampling their next rows, and a step run without them would split the cycle
+ * again. Called with mu held. */
+static double ready_at(const sched *s) {
+    double t = s->head->t > s->t_step ? s->head->t : s->t_step;
+    return t + s->cfg.wait_ms / 1000.0;
 }
 
 /* Queue x and wait until some step ran it (possibly this thread's). Returns x's result. */
@@ -328,17 +364,15 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
     s->tail = x;
     s->n_pending++;
     while (!x->done) {
-        double wait = s->cfg.wait_ms / 1000.0;
-        if (!s->executing && s->head &&
-            (s->n_pending >= s->n_active || clock_now() - s->head->t >= wait)) {
+        if (!s->executing && s->head && (s->n_pending >= s->n_active || clock_now() >= ready_at(s))) {
             run_step(s);
             continue;
         }
         if (s->executing || s->head != x) { /* the executor or the head's owner will wake us */
             pthread_cond_wait(&x->cv, &s->mu);
-        } else { /* we head the queue: run it at our deadline unless the others arrive first */
+        } else { /* we head the queue: run it at its deadline unless the others arrive first */
             struct timespec ts;
-            deadline_in(&ts, x->t + wait - clock_now() + 1e-4);
+            deadline_in(&ts, ready_at(s) - clock_now() + 1e-4);
             pthread_cond_timedwait(&x->cv, &s->mu, &ts);
         }
     }
@@ -442,6 +476,8 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->forwards = s->forwards;
     o->rows = s->rows;
     o->seq_parts = s->seq_parts;
+    o->steps = s->steps;
+    o->trunk_forwards = s->trunk_forwards;
     pthread_mutex_unlock(&s->exec);
     o->pages_used = used;
 }

@@ -34,6 +34,11 @@ typedef struct {
     double wait_ms;      /* how long a ready forward waits for sequences still sampling */
     int knee_rows;       /* rows a trunk forward carries at about the cost of one (memory-bound);
                             the depth policy keeps the running sequences' verify rows near it */
+    int align_phases;    /* 1: a step runs one kind of rows, drafts first, so that the sequences'
+                            cycles line up and their verifies share one trunk forward (sched.c,
+                            next_kind); 0: every queued request in every step (a trunk and an MTP
+                            forward whenever sequences are out of phase). Default 1;
+                            MTPLX_SCHED_ALIGN=0 in sched_config_default gives 0 */
 } sched_config;
 
 /* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */
@@ -81,6 +86,8 @@ typedef struct {
     uint64_t forwards;       /* merged forwards run (trunk and MTP) */
     uint64_t rows;           /* rows they carried */
     uint64_t seq_parts;      /* sequence parts they carried (a sequence's rows in one forward) */
+    uint64_t steps;          /* steps run (one executor turn: a trunk forward, an MTP forward, or both) */
+    uint64_t trunk_forwards; /* merged trunk forwards among `forwards` */
     int running;             /* joined sequences */
     int waiting;             /* sequences waiting in sched_join */
     int pages_used;          /* KV pages held by sequences now (trunk pool) */

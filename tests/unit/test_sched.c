@@ -321,6 +321,92 @@ TEST(test_cancel_between_prompt_chunks) {
     sched_free(x);
 }
 
+/* The rendezvous (sched.c, next_kind): NPH sequences whose cycles (CYC_DRAFTS one-row draft steps
+ * with draft-head logits, then a verify of CYC_DRAFTS + 1 rows) start out of phase — sequence i first
+ * makes i % (CYC_DRAFTS + 1) draft steps — all joined before any runs, with a deadline that never
+ * fires, so every step waits for every sequence. Aligned, the draft steps go first until all
+ * sequences reach their verify, and from then on each cycle is CYC_DRAFTS MTP forwards and ONE trunk
+ * forward for everyone: exactly CYCLES trunk forwards. Not aligned, every step serves every queued
+ * request, the phases stay apart and almost every step runs a trunk forward too. */
+#define NPH 8
+#define CYC_DRAFTS 3
+#define CYCLES 6
+
+typedef struct {
+    sched *x;
+    int i;
+    pthread_barrier_t *go;
+    int rc;
+} phase_job;
+
+static void *phase_main(void *arg) {
+    phase_job *j = arg;
+    mtplx_err e;
+    const model_config *cfg = model_config_of(M);
+    int H = cfg->hidden_size, V = cfg->vocab_size, cap = 64;
+    float *h = calloc((size_t)H, sizeof(float)), *ho = calloc((size_t)H, sizeof(float));
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    model_state *st = NULL;
+    mtp_state *mt = NULL;
+    j->rc = !h || !ho || !lg || sched_join(j->x, cap, NULL, NULL, &e) ? 1 : 0;
+    if (!j->rc) j->rc = model_state_new_in(sched_pool(j->x), cap, CYC_DRAFTS + 1, &st, &e) ||
+                        mtp_state_new_in(sched_pool(j->x), cap, &mt, &e);
+    pthread_barrier_wait(j->go); /* everyone has joined: every step now waits for all of them */
+    int32_t toks[CYC_DRAFTS + 1] = {101, 202, 303, 404}, nx = 7;
+    for (int d = 0; !j->rc && d < j->i % (CYC_DRAFTS + 1); d++)
+        j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, &e);
+    for (int c = 0; !j->rc && c < CYCLES; c++) {
+        j->rc = sched_forward(j->x, st, toks, CYC_DRAFTS + 1, NULL, &e);
+        for (int d = 0; !j->rc && d < CYC_DRAFTS; d++) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, &e);
+    }
+    model_state_free(st);
+    if (mt) mtp_state_free(mt);
+    sched_leave(j->x, cap);
+    free(h), free(ho), free(lg);
+    return NULL;
+}
+
+/* Runs the phased sequences with align_phases = align; *trunk and *steps get the counts. */
+static void run_phased(int align, uint64_t *trunk, uint64_t *steps) {
+    sched_config c;
+    sched_config_default(&c, NPH, 64);
+    c.align_phases = align;
+    c.wait_ms = 600000; /* never: a step runs when every sequence waits */
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, NPH);
+    phase_job j[NPH];
+    pthread_t th[NPH];
+    for (int i = 0; i < NPH; i++) {
+        j[i] = (phase_job){x, i, &go, 0};
+        REQUIRE(pthread_create(&th[i], NULL, phase_main, &j[i]) == 0);
+    }
+    for (int i = 0; i < NPH; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < NPH; i++) CHECK_MSG(j[i].rc == 0, "align %d: sequence %d failed", align, i);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    *trunk = st.trunk_forwards;
+    *steps = st.steps;
+    CHECK_MSG(st.running == 0 && st.pages_used == 0, "align %d: %d running, %d pages used at the end", align,
+              st.running, st.pages_used);
+    pthread_barrier_destroy(&go);
+    sched_free(x);
+}
+
+TEST(test_rendezvous_aligns_cycles) {
+    uint64_t trunk, steps;
+    run_phased(1, &trunk, &steps);
+    CHECK_MSG(trunk == CYCLES, "aligned: %llu trunk forwards for %d cycles (one per cycle expected)",
+              (unsigned long long)trunk, CYCLES);
+    CHECK_MSG(steps == CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS, "aligned: %llu steps, want %d", (unsigned long long)steps,
+              CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS);
+    run_phased(0, &trunk, &steps);
+    CHECK_MSG(trunk > 3 * CYCLES, "not aligned: only %llu trunk forwards for %d cycles (the phases should stay apart)",
+              (unsigned long long)trunk, CYCLES);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -331,6 +417,7 @@ int main(void) {
     RUN(test_admission);
     RUN(test_cancel_between_prompt_chunks);
     RUN(test_depth_policy_keeps_greedy_and_history);
+    RUN(test_rendezvous_aligns_cycles);
     model_free(M);
     return TEST_SUMMARY();
 }
