@@ -30,6 +30,7 @@ typedef struct sub {
     head_kind head;     /* SUB_MTP with logits: the head, and which row's logits */
     int logits_row;
     float *logits;      /* [V] host, or NULL */
+    int top;            /* with logits: model_lm_head_top's k (0: the whole row) */
     int rows;
     double t;           /* clock_now() when queued */
     int done, rc;
@@ -269,16 +270,21 @@ static sub *take_ready(sched *s, int k) {
 }
 
 /* The draft heads of the MTP requests that want logits: their rows gathered, one head call per
- * head kind. */
+ * head kind. Its top (model_lm_head_top) is the largest any of them asks for, or 0 (whole rows) when
+ * one wants the whole row: a row's best k' >= k logits hold its best k, so each still reads exactly
+ * what a call of its own would give (tests/unit/test_sched.c, test_draft_top_rows). */
 static int run_heads(sched *s, sub **q, int n, mtplx_err *err) {
     for (int kind = HEAD_TARGET; kind <= HEAD_MTP; kind++) {
-        int k = 0;
+        int k = 0, top = 0, whole = 0;
         for (int i = 0; i < n; i++)
-            if (q[i]->logits && (int)q[i]->head == kind)
+            if (q[i]->logits && (int)q[i]->head == kind) {
                 memcpy(s->head_in + (size_t)k++ * s->H, q[i]->q.hidden_out + (size_t)q[i]->logits_row * s->H,
                        sizeof(float) * s->H);
+                top = imax(top, q[i]->top);
+                whole |= q[i]->top <= 0;
+            }
         if (!k) continue;
-        int rc = model_lm_head(s->m, (head_kind)kind, s->head_in, k, s->head_out, err);
+        int rc = model_lm_head_top(s->m, (head_kind)kind, s->head_in, k, s->head_out, whole ? 0 : top, err);
         if (rc) return rc;
         k = 0;
         for (int i = 0; i < n; i++)
@@ -431,7 +437,7 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
 }
 
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
-              head_kind head, int logits_row, float *logits, mtplx_err *err) {
+              head_kind head, int logits_row, float *logits, int top, mtplx_err *err) {
     if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_mtp: T = %d rows (need >= 1)", T);
     if (logits && (logits_row < 0 || logits_row >= T))
         return err_set(err, MTPLX_EINVAL, "sched_mtp: logits row %d outside [0, %d)", logits_row, T);
@@ -443,7 +449,7 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
             break;
         }
         R = imin(prefill_rows(s), T - c0);
-        sub x = {.kind = SUB_MTP, .rows = R, .head = head};
+        sub x = {.kind = SUB_MTP, .rows = R, .head = head, .top = top};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
         if (logits && logits_row >= c0 && logits_row < c0 + R) {
             x.logits = logits;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../../src/engine/generate.h"
+#include "../../src/engine/sampler.h"
 #include "../../src/engine/sched.h"
 #include "test.h"
 
@@ -354,10 +355,10 @@ static void *phase_main(void *arg) {
     pthread_barrier_wait(j->go); /* everyone has joined: every step now waits for all of them */
     int32_t toks[CYC_DRAFTS + 1] = {101, 202, 303, 404}, nx = 7;
     for (int d = 0; !j->rc && d < j->i % (CYC_DRAFTS + 1); d++)
-        j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, &e);
+        j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, &e);
     for (int c = 0; !j->rc && c < CYCLES; c++) {
         j->rc = sched_forward(j->x, st, toks, CYC_DRAFTS + 1, NULL, &e);
-        for (int d = 0; !j->rc && d < CYC_DRAFTS; d++) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, &e);
+        for (int d = 0; !j->rc && d < CYC_DRAFTS; d++) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, &e);
     }
     model_state_free(st);
     if (mt) mtp_state_free(mt);
@@ -407,6 +408,93 @@ TEST(test_rendezvous_aligns_cycles) {
               (unsigned long long)trunk, CYCLES);
 }
 
+/* The draft heads' top-k rows (model_lm_head_top, sched.c run_heads): a draft sampler (no penalties,
+ * top_k k or greedy) must read the same distribution from a top-k row as from the whole row, bit for
+ * bit — on a device backend only the k best logits come down and the rest read -inf. NTOP sequences
+ * whose draft steps share one merged MTP step (every one joined, a deadline that never fires) ask
+ * for different k, once with one asking for whole rows (top 0: the step downloads whole rows) and
+ * once without (the step downloads the largest k). Each one's distribution, from the merged step's
+ * logits, against sampler_build over the whole row of its own model_lm_head call. One row of zeros
+ * makes every logit 0: a full tie, ranked by id. */
+#define NTOP 4
+
+typedef struct {
+    sched *x;
+    int top;           /* model_lm_head_top k asked (0: whole rows) */
+    int top_k;         /* the draft sampler's top_k (0: greedy) */
+    int zero;          /* 1: a hidden row of zeros */
+    pthread_barrier_t *go;
+    int rc, same;      /* 1: the distributions are bit-identical */
+} top_job;
+
+static void *top_main(void *arg) {
+    top_job *j = arg;
+    mtplx_err e;
+    const model_config *cfg = model_config_of(M);
+    int H = cfg->hidden_size, V = cfg->vocab_size, cap = 16;
+    float *h = calloc((size_t)H, sizeof(float)), *ho = calloc((size_t)H, sizeof(float));
+    float *lg = malloc(sizeof(float) * (size_t)V), *whole = malloc(sizeof(float) * (size_t)V);
+    uint32_t seed = 77u + (uint32_t)j->top;
+    for (int i = 0; h && !j->zero && i < H; i++) h[i] = (float)((int)(rnd(&seed) % 2001) - 1000) / 400.0f;
+    mtp_state *mt = NULL;
+    j->rc = !h || !ho || !lg || !whole || sched_join(j->x, cap, NULL, NULL, &e) ? 1 : 0;
+    if (!j->rc) j->rc = mtp_state_new_in(sched_pool(j->x), cap, &mt, &e);
+    pthread_barrier_wait(j->go);
+    int32_t nx = 5 + j->top;
+    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, j->top, &e);
+    if (j->zero) memset(ho, 0, sizeof(float) * (size_t)H); /* the head's input, for the reference too */
+    if (!j->rc && j->zero) j->rc = model_lm_head_top(M, HEAD_DRAFT, ho, 1, lg, j->top, &e);
+    if (!j->rc) j->rc = model_lm_head(M, HEAD_DRAFT, ho, 1, whole, &e);
+    sampler *smp = NULL;
+    sampler_dist a, b;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+    if (!j->rc) j->rc = sampler_new(V, &smp, &e) || sampler_dist_init(&a, V, &e) || sampler_dist_init(&b, V, &e);
+    sampler_params sp = {j->top_k ? 0.6f : 0.0f, 0.95f, j->top_k, 0, 0, 0, 1};
+    if (!j->rc) j->rc = sampler_build(smp, lg, &sp, 0, &a, &e) || sampler_build(smp, whole, &sp, 0, &b, &e);
+    j->same = !j->rc && a.n == b.n && a.n > 0 && !memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n) &&
+              !memcmp(a.probs, b.probs, sizeof(double) * (size_t)a.n);
+    if (j->zero && j->same) j->same = a.ids[0] == 0; /* a full tie goes to the lowest id */
+    sampler_dist_free(&a), sampler_dist_free(&b);
+    sampler_free(smp);
+    if (mt) mtp_state_free(mt);
+    sched_leave(j->x, cap);
+    free(h), free(ho), free(lg), free(whole);
+    return NULL;
+}
+
+TEST(test_draft_top_rows) {
+    /* per configuration: the k each sequence asks for (= its sampler's top_k; 1 = greedy) */
+    const int tops[2][NTOP] = {{1, 5, 20, 64}, {20, 0, 5, 1}};
+    for (int cfgi = 0; cfgi < 2; cfgi++) {
+        sched_config c;
+        sched_config_default(&c, NTOP, 16);
+        c.wait_ms = 600000; /* every draft row in one merged step */
+        sched *x;
+        mtplx_err e;
+        REQUIRE(sched_new(M, &c, &x, &e) == 0);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, NTOP);
+        top_job j[NTOP];
+        pthread_t th[NTOP];
+        for (int i = 0; i < NTOP; i++) {
+            int k = tops[cfgi][i];
+            j[i] = (top_job){x, k, k == 1 ? 0 : k ? k : 20, i == NTOP - 1, &go, 0, 0};
+            REQUIRE(pthread_create(&th[i], NULL, top_main, &j[i]) == 0);
+        }
+        for (int i = 0; i < NTOP; i++) pthread_join(th[i], NULL);
+        sched_stats st;
+        sched_get_stats(x, &st);
+        CHECK_MSG(st.steps == 1, "configuration %d: %llu steps, want the one merged draft step", cfgi,
+                  (unsigned long long)st.steps);
+        for (int i = 0; i < NTOP; i++)
+            CHECK_MSG(j[i].rc == 0 && j[i].same, "configuration %d, sequence %d (top %d, zero row %d): rc %d, the "
+                      "draft distribution from the top-k row differs from the whole row's", cfgi, i, j[i].top,
+                      j[i].zero, j[i].rc);
+        pthread_barrier_destroy(&go);
+        sched_free(x);
+    }
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -418,6 +506,7 @@ int main(void) {
     RUN(test_cancel_between_prompt_chunks);
     RUN(test_depth_policy_keeps_greedy_and_history);
     RUN(test_rendezvous_aligns_cycles);
+    RUN(test_draft_top_rows);
     model_free(M);
     return TEST_SUMMARY();
 }
