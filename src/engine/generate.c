@@ -767,8 +767,10 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     const cycle_model cm = {&drv, drv_draft, drv_verify, drv_commit};
     rc = cycle_first(&c, s->logits, &rr.base, err);
     while (!rc && !c.done) {
-        if (s->exec && p->depth_auto && depth > 0) c.depth_cap = sched_depth_cap(s->exec, depth);
+        int policy = s->exec && p->depth_auto && depth > 0, d0 = st.drafted, a0 = st.accepted;
+        if (policy) c.depth_cap = sched_depth_cap(s->exec, depth);
         rc = cycle_step(&c, &cm, &rr.base, err);
+        if (policy) sched_note_cycle(s->exec, st.drafted - d0, st.accepted - a0); /* the policy's acceptance */
     }
     if (rc) return rc;
     if (s->pcache && drv.uncommitted) { /* keep the verify rows up to the last emitted token */

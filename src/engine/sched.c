@@ -61,6 +61,10 @@ struct sched {
     void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
     uint64_t steps, trunk_forwards;
+    /* the depth policy's cost model (sched_cost.h), under mu; used once sched_calibrate ran */
+    int costs_on;
+    sched_costs costs;
+    uint64_t tried[GEN_MAX_DEPTH], acc[GEN_MAX_DEPTH]; /* drafts made / accepted at each position */
 };
 
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -328,17 +332,31 @@ static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
  * (trunk forward, then MTP forward). Called with mu held; releases it while the model runs. */
 static void run_step(sched *s) {
     s->executing = 1;
+    double gap = clock_now() - s->t_step; /* since the last step: the sequences' own work between steps */
+    if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01)
+        s->costs.step_ms += 0.2 * (gap * 1e3 - s->costs.step_ms);
     sub *taken = take_ready(s, s->cfg.align_phases ? (int)next_kind(s) : -1);
     pthread_mutex_unlock(&s->mu);
     sub *q[2][BATCH_SEQS_MAX];
     int n[2] = {0, 0};
     for (sub *x = taken; x; x = x->next) q[x->kind][n[x->kind]++] = x;
+    double ms[2] = {0, 0};
+    int rows[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n[k]; i++) rows[k] += q[k][i]->rows;
     pthread_mutex_lock(&s->exec);
     s->steps++;
-    run_kind(s, q[SUB_TRUNK], n[SUB_TRUNK], SUB_TRUNK);
-    run_kind(s, q[SUB_MTP], n[SUB_MTP], SUB_MTP);
+    for (int k = 0; k < 2; k++) {
+        double t0 = clock_now();
+        run_kind(s, q[k], n[k], (sub_kind)k);
+        ms[k] = (clock_now() - t0) * 1e3;
+    }
     pthread_mutex_unlock(&s->exec);
     pthread_mutex_lock(&s->mu);
+    if (s->costs_on) { /* keep the policy's costs current (sched_cost.h) */
+        if (n[SUB_TRUNK]) sched_cost_note(&s->costs.trunk, rows[SUB_TRUNK], ms[SUB_TRUNK]);
+        if (n[SUB_MTP]) sched_cost_note(&s->costs.mtp, rows[SUB_MTP], ms[SUB_MTP]);
+    }
     for (sub *x = taken, *nx; x; x = nx) {
         nx = x->next; /* x belongs to its owner once done: read the link first */
         x->done = 1;
@@ -461,12 +479,125 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
     return rc;
 }
 
+/* The acceptance the policy assumes at position i: the drafts reported so far, starting from a prior
+ * of 0.75^(i+1) worth ACCEPT_PRIOR_CYCLES cycles. Called with mu held. */
+#define ACCEPT_PRIOR_CYCLES 32.0
+static double accept_at(const sched *s, int i) {
+    double prior = 0.75;
+    for (int j = 0; j < i; j++) prior *= 0.75;
+    return (s->acc[i] + ACCEPT_PRIOR_CYCLES * prior) / (s->tried[i] + ACCEPT_PRIOR_CYCLES);
+}
+
 int sched_depth_cap(sched *s, int depth) {
     pthread_mutex_lock(&s->mu);
-    int n = s->n_active > 0 ? s->n_active : 1;
+    int n = s->n_active > 0 ? s->n_active : 1, cap;
+    if (s->costs_on) {
+        sched_costs c = s->costs;
+        for (int i = 0; i < GEN_MAX_DEPTH; i++) c.accept[i] = accept_at(s, i);
+        cap = sched_depth_best(&c, n, depth);
+    } else {
+        cap = s->cfg.knee_rows / n - 1;
+    }
     pthread_mutex_unlock(&s->mu);
-    int cap = s->cfg.knee_rows / n - 1;
     return cap < 0 ? 0 : cap > depth ? depth : cap;
+}
+
+void sched_note_cycle(sched *s, int drafted, int accepted) {
+    if (drafted <= 0) return;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < drafted && i < GEN_MAX_DEPTH; i++) {
+        s->tried[i]++;
+        s->acc[i] += i < accepted;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The best of reps runs of a trunk forward of R rows of one fresh sequence (the last row's logits
+ * come back, so the time includes the device's work), in ms; < 0 on an error. */
+static double time_trunk(sched *s, model_state *st, const int32_t *tok, int R, int reps, mtplx_err *err) {
+    double best = -1;
+    for (int r = 0; r < reps; r++) {
+        model_state_reset(st);
+        fwd_seq f = {st, tok, R, {s->head_out, R - 1, NULL, 0, 0}};
+        double t0 = clock_now();
+        if (model_forward_batch(s->m, s->batch, &f, 1, err)) return -1;
+        double ms = (clock_now() - t0) * 1e3;
+        if (best < 0 || ms < best) best = ms;
+    }
+    return best;
+}
+
+/* The same for an MTP forward of R rows and the draft heads of all of them (top-20 rows). */
+static double time_mtp(sched *s, mtp_state *mt, const float *hid, const int32_t *tok, int R, int reps,
+                       mtplx_err *err) {
+    double best = -1;
+    for (int r = 0; r < reps; r++) {
+        mtp_state_reset(mt);
+        mtp_seq g = {mt, hid, tok, R, s->head_in};
+        double t0 = clock_now();
+        if (model_mtp_forward_batch(s->m, s->batch, &g, 1, err) ||
+            model_lm_head_top(s->m, HEAD_DRAFT, s->head_in, R, s->head_out, s->V > 20 ? 20 : 0, err))
+            return -1;
+        double ms = (clock_now() - t0) * 1e3;
+        if (best < 0 || ms < best) best = ms;
+    }
+    return best;
+}
+
+int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
+    const int P = model_kv_page_size(), H = s->H;
+    int rmax = imin(1 << (SCHED_COST_BINS - 1), imin(s->cfg.max_batch_rows, s->cfg.capacity));
+    while (rmax > 1 && pages_for(rmax) > s->cfg.kv_pages) rmax /= 2;
+    if (rmax < 1 || pages_for(rmax) > s->cfg.kv_pages)
+        return err_set(err, MTPLX_ERANGE, "depth policy calibration: the pool's %d pages of %d hold no forward",
+                       s->cfg.kv_pages, P);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)rmax);
+    float *hid = calloc((size_t)rmax * H, sizeof(float));
+    model_state *st = NULL;
+    mtp_state *mt = NULL;
+    int rc = tok && hid ? 0 : err_set(err, MTPLX_ENOMEM, "depth policy calibration: out of memory");
+    for (int i = 0; !rc && i < rmax; i++) tok[i] = (int32_t)((1 + 7 * i) % s->V), hid[(size_t)i * H + i % H] = 1;
+    pthread_mutex_lock(&s->exec);
+    if (!rc) rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
+    if (!rc) rc = model_state_new_in(s->pool, rmax, rmax, &st, err);
+    int mtp = !rc && model_has_mtp(s->m);
+    if (mtp) rc = mtp_state_new_in(s->pool, rmax, &mt, err);
+    sched_costs c;
+    memset(&c, 0, sizeof c);
+    double t_end = clock_now() + budget_s;
+    /* the trunk at 1, 2, 4, ... rows (R = 1 three times: the first warms up), then the MTP step at up
+     * to the rows a draft step of every sequence carries, each while the budget lasts */
+    for (int R = 1; !rc && R <= rmax && clock_now() < t_end; R *= 2) {
+        double ms = time_trunk(s, st, tok, R, R == 1 ? 3 : 2, err);
+        if (ms < 0) rc = err->code ? err->code : MTPLX_EINTERNAL;
+        else sched_cost_note(&c.trunk, R, ms);
+    }
+    t_end = clock_now() + budget_s / 2;
+    for (int R = 1; !rc && mtp && R <= imin(rmax, imax(s->cfg.max_seqs, 2)) && clock_now() < t_end; R *= 2) {
+        double ms = time_mtp(s, mt, hid, tok, R, R == 1 ? 3 : 2, err);
+        if (ms < 0) rc = err->code ? err->code : MTPLX_EINTERNAL;
+        else sched_cost_note(&c.mtp, R, ms);
+    }
+    model_state_free(st);
+    if (mt) mtp_state_free(mt);
+    pthread_mutex_unlock(&s->exec);
+    free(tok);
+    free(hid);
+    if (rc) return err_prefix(err, "depth policy calibration");
+    pthread_mutex_lock(&s->mu);
+    s->costs = c;
+    s->costs_on = mtp;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int sched_costs_get(sched *s, sched_costs *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->costs;
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) out->accept[i] = accept_at(s, i);
+    int on = s->costs_on;
+    pthread_mutex_unlock(&s->mu);
+    return on;
 }
 
 void sched_get_stats(sched *s, sched_stats *o) {

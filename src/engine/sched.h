@@ -21,6 +21,7 @@
 
 #include "../base/err.h"
 #include "../model/model.h"
+#include "sched_cost.h"
 
 typedef struct sched sched;
 
@@ -75,9 +76,24 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
               head_kind head, int logits_row, float *logits, int top, mtplx_err *err);
 
 /* The MTP depth policy under load (docs/architecture.md, "MTP depth under load"): the most drafts a
- * cycle of a depth_auto request may make now, with n sequences running: knee_rows / n - 1, clamped
- * to [0, depth]. Returns depth when one sequence runs. */
+ * cycle of a depth_auto request may make now, with n sequences running. After sched_calibrate: the
+ * depth with the most tokens per millisecond under the measured costs (sched_cost.h); before (or
+ * without): knee_rows / n - 1. Clamped to [0, depth]. */
 int sched_depth_cap(sched *s, int depth);
+
+/* A depth_auto sequence's cycle: it drafted `drafted` tokens and the first `accepted` were accepted
+ * (the policy's acceptance estimate). */
+void sched_note_cycle(sched *s, int drafted, int accepted);
+
+/* Measure this model's trunk and MTP forward costs on this machine (scratch sequences of 1, 2, 4, ...
+ * rows, while budget_s seconds last) and from then on choose depths by them (sched_depth_cap),
+ * keeping them current from the steps run. Call before any sequence joins (it takes the model and
+ * pool pages). Returns 0, or an error (then the knee rule stays). Models without an MTP head
+ * measure nothing. */
+int sched_calibrate(sched *s, double budget_s, mtplx_err *err);
+
+/* The policy's current costs and acceptance into *out (sched_cost.h); returns 1 when it uses them. */
+int sched_costs_get(sched *s, sched_costs *out);
 
 /* Hold the model for per-sequence work that must not overlap a forward (commit, trim, copies). */
 void sched_lock(sched *s);

@@ -183,7 +183,8 @@ TEST(test_batched_equals_solo) {
 
 /* The depth policy: with knee_rows 1 every cycle of a depth_auto request is capped to 0 drafts (AR
  * steps, the MTP history kept by hist_keep_ar); with knee 3 two sequences get 0 and one alone gets 2,
- * so staggered requests switch between both. Greedy output must stay AR's; the cycles that do draft
+ * so staggered requests switch between both; then with the costs measured (sched_calibrate: costs
+ * filled, its scratch pages given back, caps in range). Greedy output must stay AR's; the cycles that do draft
  * must still be accepted about as often as with the policy off (a history missing pairs would make
  * the drafts guess from the wrong context). */
 static void *depth_job(void *arg) {
@@ -227,14 +228,28 @@ TEST(test_depth_policy_keeps_greedy_and_history) {
         free(mtp.toks);
     }
     gen_session_free(s);
-    const int knees[2] = {1, 3};
-    for (int k = 0; k < 2; k++) {
+    const int knees[3] = {1, 3, 0}; /* 0: the measured costs (sched_calibrate) */
+    for (int k = 0; k < 3; k++) {
         sched_config c;
         sched_config_default(&c, 3, 160);
         c.knee_rows = knees[k];
         sched *x;
         REQUIRE(sched_new(M, &c, &x, &e) == 0);
-        CHECK_INT(sched_depth_cap(x, 3), knees[k] - 1); /* nothing running: as for one sequence */
+        if (knees[k]) {
+            CHECK_INT(sched_depth_cap(x, 3), knees[k] - 1); /* nothing running: as for one sequence */
+        } else {
+            REQUIRE(sched_calibrate(x, 0.3, &e) == 0);
+            sched_costs cs;
+            CHECK(sched_costs_get(x, &cs) == 1);
+            CHECK_MSG(cs.trunk.rows[0] == 1 && cs.trunk.ms[0] > 0 && cs.mtp.rows[0] == 1 && cs.mtp.ms[0] > 0,
+                      "calibration: trunk %g rows %g ms, MTP %g rows %g ms", cs.trunk.rows[0], cs.trunk.ms[0],
+                      cs.mtp.rows[0], cs.mtp.ms[0]);
+            sched_stats ss;
+            sched_get_stats(x, &ss);
+            CHECK_MSG(ss.pages_used == 0, "calibration left %d pages in use", ss.pages_used);
+            int d = sched_depth_cap(x, 3);
+            CHECK(d >= 0 && d <= 3);
+        }
         req q[3];
         job jobs[3];
         pthread_t th[3];
