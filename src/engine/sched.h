@@ -40,6 +40,10 @@ typedef struct {
                             next_kind); 0: every queued request in every step (a trunk and an MTP
                             forward whenever sequences are out of phase). Default 1;
                             MTPLX_SCHED_ALIGN=0 in sched_config_default gives 0 */
+    double spin_us;      /* > 0: a sequence waiting for the running step polls for its end this long
+                            before sleeping (a wake-up costs tens of microseconds; spinning costs a
+                            core: for hosts with cores to spare beside a GPU). Default 0;
+                            MTPLX_SCHED_SPIN_US in sched_config_default, at most 1000 */
 } sched_config;
 
 /* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */

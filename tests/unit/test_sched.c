@@ -382,11 +382,13 @@ static void *phase_main(void *arg) {
     return NULL;
 }
 
-/* Runs the phased sequences with align_phases = align; *trunk and *steps get the counts. */
-static void run_phased(int align, uint64_t *trunk, uint64_t *steps) {
+/* Runs the phased sequences with align_phases = align and spin_us = spin; *trunk and *steps get the
+ * counts. */
+static void run_phased(int align, double spin, uint64_t *trunk, uint64_t *steps) {
     sched_config c;
     sched_config_default(&c, NPH, 64);
     c.align_phases = align;
+    c.spin_us = spin;
     c.wait_ms = 600000; /* never: a step runs when every sequence waits */
     sched *x;
     mtplx_err e;
@@ -413,12 +415,14 @@ static void run_phased(int align, uint64_t *trunk, uint64_t *steps) {
 
 TEST(test_rendezvous_aligns_cycles) {
     uint64_t trunk, steps;
-    run_phased(1, &trunk, &steps);
-    CHECK_MSG(trunk == CYCLES, "aligned: %llu trunk forwards for %d cycles (one per cycle expected)",
-              (unsigned long long)trunk, CYCLES);
-    CHECK_MSG(steps == CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS, "aligned: %llu steps, want %d", (unsigned long long)steps,
-              CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS);
-    run_phased(0, &trunk, &steps);
+    for (int spin = 0; spin < 2; spin++) { /* sleeping until woken, and polling first (spin_us) */
+        run_phased(1, spin ? 200 : 0, &trunk, &steps);
+        CHECK_MSG(trunk == CYCLES, "aligned, spin %d: %llu trunk forwards for %d cycles (one per cycle expected)", spin,
+                  (unsigned long long)trunk, CYCLES);
+        CHECK_MSG(steps == CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS, "aligned, spin %d: %llu steps, want %d", spin,
+                  (unsigned long long)steps, CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS);
+    }
+    run_phased(0, 0, &trunk, &steps);
     CHECK_MSG(trunk > 3 * CYCLES, "not aligned: only %llu trunk forwards for %d cycles (the phases should stay apart)",
               (unsigned long long)trunk, CYCLES);
 }
