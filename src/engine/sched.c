@@ -61,6 +61,8 @@ struct sched {
     void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
     uint64_t steps, trunk_forwards;
+    double kind_ms[2];       /* time inside the steps' trunk / MTP forwards (heads included), ms */
+    double gap_ms;           /* time from a step's end to the next one's start, ms */
     /* the depth policy's cost model (sched_cost.h), under mu; used once sched_calibrate ran */
     int costs_on;
     sched_costs costs;
@@ -337,6 +339,7 @@ static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
 static void run_step(sched *s) {
     s->executing = 1;
     double gap = clock_now() - s->t_step; /* since the last step: the sequences' own work between steps */
+    if (s->t_step > 0 && s->n_active > 0) s->gap_ms += gap * 1e3;
     if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01)
         s->costs.step_ms += 0.2 * (gap * 1e3 - s->costs.step_ms);
     sub *taken = take_ready(s, s->cfg.align_phases ? (int)next_kind(s) : -1);
@@ -355,6 +358,8 @@ static void run_step(sched *s) {
         run_kind(s, q[k], n[k], (sub_kind)k);
         ms[k] = (clock_now() - t0) * 1e3;
     }
+    s->kind_ms[0] += ms[0];
+    s->kind_ms[1] += ms[1];
     pthread_mutex_unlock(&s->exec);
     pthread_mutex_lock(&s->mu);
     if (s->costs_on) { /* keep the policy's costs current (sched_cost.h) */
@@ -630,6 +635,7 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->waiting = s->n_waiting;
     o->pages_reserved = s->pages_reserved;
     o->pages_total = s->cfg.kv_pages;
+    o->gap_ms = s->gap_ms;
     pthread_mutex_unlock(&s->mu);
     int used, total;
     pthread_mutex_lock(&s->exec); /* page counts and forward counters change only under exec */
@@ -639,6 +645,8 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->seq_parts = s->seq_parts;
     o->steps = s->steps;
     o->trunk_forwards = s->trunk_forwards;
+    o->trunk_ms = s->kind_ms[0];
+    o->mtp_ms = s->kind_ms[1];
     pthread_mutex_unlock(&s->exec);
     o->pages_used = used;
 }

@@ -109,6 +109,9 @@ typedef struct {
     uint64_t seq_parts;      /* sequence parts they carried (a sequence's rows in one forward) */
     uint64_t steps;          /* steps run (one executor turn: a trunk forward, an MTP forward, or both) */
     uint64_t trunk_forwards; /* merged trunk forwards among `forwards` */
+    double trunk_ms, mtp_ms; /* time inside them (trunk; MTP with the draft heads), ms */
+    double gap_ms;           /* time between one step's end and the next one's start while
+                                sequences run (their sampling, commits, wake-ups), ms */
     int running;             /* joined sequences */
     int waiting;             /* sequences waiting in sched_join */
     int pages_used;          /* KV pages held by sequences now (trunk pool) */

@@ -120,9 +120,11 @@ static void mb_calibrate(sched *x) {
             if (cv->rows[i] > 0) fprintf(stderr, " %.0f:%.3f", cv->rows[i], cv->ms[i]);
         fputc('\n', stderr);
     }
-    fprintf(stderr, "mtplx serve: depth policy: drafts at depth %d for 1 2 4 8 16 32 64 sequences:", GEN_MAX_DEPTH);
-    for (int n = 1; n <= 64; n *= 2) fprintf(stderr, " %d", sched_depth_best(&c, n, GEN_MAX_DEPTH));
-    fputc('\n', stderr);
+    for (int d = 3; d <= GEN_MAX_DEPTH; d += GEN_MAX_DEPTH - 3) {
+        fprintf(stderr, "mtplx serve: depth policy: drafts (at most %d) for 1 2 4 8 16 32 64 sequences:", d);
+        for (int n = 1; n <= 64; n *= 2) fprintf(stderr, " %d", sched_depth_best(&c, n, d));
+        fputc('\n', stderr);
+    }
 }
 
 /* The scheduler and the sessions of every slot, for contexts of ctx tokens. */
