@@ -508,13 +508,18 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
     return rc;
 }
 
-/* The acceptance the policy assumes at position i: the drafts reported so far, starting from a prior
- * of 0.75^(i+1) worth ACCEPT_PRIOR_CYCLES cycles. Called with mu held. */
+/* The acceptance the policy assumes at each position (out[0..GEN_MAX_DEPTH)): the drafts reported so
+ * far, each position starting from a prior worth ACCEPT_PRIOR_CYCLES cycles. The first position's
+ * prior is 0.75; a deeper one's is the position before it times the first position's estimate (a
+ * draft is accepted about as often as the one before it, given that one was), so positions the
+ * policy has not drafted lately follow what the drafts it did make say. Called with mu held. */
 #define ACCEPT_PRIOR_CYCLES 32.0
-static double accept_at(const sched *s, int i) {
+static void accept_estimate(const sched *s, double *out) {
     double prior = 0.75;
-    for (int j = 0; j < i; j++) prior *= 0.75;
-    return (s->acc[i] + ACCEPT_PRIOR_CYCLES * prior) / (s->tried[i] + ACCEPT_PRIOR_CYCLES);
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) {
+        out[i] = (s->acc[i] + ACCEPT_PRIOR_CYCLES * prior) / (s->tried[i] + ACCEPT_PRIOR_CYCLES);
+        prior = out[i] * out[0];
+    }
 }
 
 int sched_depth_cap(sched *s, int depth) {
@@ -522,7 +527,7 @@ int sched_depth_cap(sched *s, int depth) {
     int n = s->n_active > 0 ? s->n_active : 1, cap;
     if (s->costs_on) {
         sched_costs c = s->costs;
-        for (int i = 0; i < GEN_MAX_DEPTH; i++) c.accept[i] = accept_at(s, i);
+        accept_estimate(s, c.accept);
         cap = sched_depth_best(&c, n, depth);
     } else {
         cap = s->cfg.knee_rows / n - 1;
@@ -623,7 +628,7 @@ int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
 int sched_costs_get(sched *s, sched_costs *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->costs;
-    for (int i = 0; i < GEN_MAX_DEPTH; i++) out->accept[i] = accept_at(s, i);
+    accept_estimate(s, out->accept);
     int on = s->costs_on;
     pthread_mutex_unlock(&s->mu);
     return on;

@@ -514,6 +514,31 @@ TEST(test_draft_top_rows) {
     }
 }
 
+/* The policy's acceptance estimate (sched_note_cycle): from a prior toward what the cycles report;
+ * positions not drafted lately follow the first position's estimate. */
+TEST(test_accept_estimate) {
+    sched_config c;
+    sched_config_default(&c, 2, 64);
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched_costs k;
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] > 0.74 && k.accept[0] < 0.76 && k.accept[1] < k.accept[0], "prior %g %g", k.accept[0],
+              k.accept[1]);
+    for (int i = 0; i < 200; i++) sched_note_cycle(x, 1, 1); /* one draft a cycle, always accepted */
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] > 0.95, "after 200 accepted drafts: %g", k.accept[0]);
+    CHECK_MSG(k.accept[1] > 0.9 && k.accept[1] <= k.accept[0] && k.accept[2] <= k.accept[1],
+              "undrafted positions should follow the first: %g %g %g", k.accept[0], k.accept[1], k.accept[2]);
+    for (int i = 0; i < 400; i++) sched_note_cycle(x, 3, i % 2); /* three drafts, half the first accepted */
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] < 0.75 && k.accept[1] < 0.1 && k.accept[2] < 0.1, "after rejections: %g %g %g",
+              k.accept[0], k.accept[1], k.accept[2]);
+    sched_note_cycle(x, 0, 0); /* an AR cycle reports nothing */
+    sched_free(x);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -526,6 +551,7 @@ int main(void) {
     RUN(test_depth_policy_keeps_greedy_and_history);
     RUN(test_rendezvous_aligns_cycles);
     RUN(test_draft_top_rows);
+    RUN(test_accept_estimate);
     model_free(M);
     return TEST_SUMMARY();
 }
