@@ -618,6 +618,11 @@ int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
     free(tok);
     free(hid);
     if (rc) return err_prefix(err, "depth policy calibration");
+    int points = 0; /* a slope needs 1, 2 and 4 rows at least: a model too slow for that keeps the knee */
+    for (int b = 0; b < SCHED_COST_BINS; b++) points += c.trunk.rows[b] > 0;
+    if (mtp && (points < 3 || c.mtp.rows[0] <= 0))
+        return err_set(err, MTPLX_ERANGE, "depth policy calibration: %d trunk row counts measured in %.2f s "
+                       "(a forward is too slow for the budget)", points, budget_s);
     pthread_mutex_lock(&s->mu);
     s->costs = c;
     s->costs_on = mtp;

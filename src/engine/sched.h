@@ -92,8 +92,9 @@ void sched_note_cycle(sched *s, int drafted, int accepted);
 /* Measure this model's trunk and MTP forward costs on this machine (scratch sequences of 1, 2, 4, ...
  * rows, while budget_s seconds last) and from then on choose depths by them (sched_depth_cap),
  * keeping them current from the steps run. Call before any sequence joins (it takes the model and
- * pool pages). Returns 0, or an error (then the knee rule stays). Models without an MTP head
- * measure nothing. */
+ * pool pages). Returns 0, or an error (then the knee rule stays): ERANGE when the budget did not
+ * cover forwards of 1, 2 and 4 rows (a model too slow for it). Models without an MTP head measure
+ * nothing. */
 int sched_calibrate(sched *s, double budget_s, mtplx_err *err);
 
 /* The policy's current costs and acceptance into *out (sched_cost.h); returns 1 when it uses them. */

@@ -515,7 +515,8 @@ TEST(test_draft_top_rows) {
 }
 
 /* The policy's acceptance estimate (sched_note_cycle): from a prior toward what the cycles report;
- * positions not drafted lately follow the first position's estimate. */
+ * positions not drafted lately follow the first position's estimate. A calibration whose budget
+ * measures too little is refused and leaves the knee rule. */
 TEST(test_accept_estimate) {
     sched_config c;
     sched_config_default(&c, 2, 64);
@@ -536,6 +537,13 @@ TEST(test_accept_estimate) {
     CHECK_MSG(k.accept[0] < 0.75 && k.accept[1] < 0.1 && k.accept[2] < 0.1, "after rejections: %g %g %g",
               k.accept[0], k.accept[1], k.accept[2]);
     sched_note_cycle(x, 0, 0); /* an AR cycle reports nothing */
+    /* a budget too small for forwards of 1, 2 and 4 rows: refused, the knee rule stays, no page kept */
+    CHECK_INT(sched_calibrate(x, 0, &e), MTPLX_ERANGE);
+    CHECK(sched_costs_get(x, &k) == 0);
+    CHECK_INT(sched_depth_cap(x, 3), 3); /* knee_rows / 1 - 1 >= 3 */
+    sched_stats ss;
+    sched_get_stats(x, &ss);
+    CHECK_INT(ss.pages_used, 0);
     sched_free(x);
 }
 
