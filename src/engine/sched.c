@@ -593,7 +593,7 @@ int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
     for (int i = 0; !rc && i < rmax; i++) tok[i] = (int32_t)((1 + 7 * i) % s->V), hid[(size_t)i * H + i % H] = 1;
     pthread_mutex_lock(&s->exec);
     if (!rc) rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
-    if (!rc) rc = model_state_new_in(s->pool, rmax, rmax, &st, err);
+    if (!rc) rc = model_state_new_in(s->pool, rmax, GEN_MAX_DEPTH + 1, &st, err); /* no capture: a small tape */
     int mtp = !rc && model_has_mtp(s->m);
     if (mtp) rc = mtp_state_new_in(s->pool, rmax, &mt, err);
     sched_costs c;
