@@ -275,9 +275,11 @@ static int run_parallel(const mtplx_model *m, tokenizer *tok, const int32_t *pro
     sched_stats ss;
     sched_get_stats(x, &ss);
     fprintf(stderr, "[%d samples at most %d at once: %ld tokens in %.2f s = %.1f tok/s aggregate | %.1f rows per "
-                    "forward]\n",
+                    "forward | %llu steps, %llu trunk + %llu MTP forwards | ms in trunk %.1f, MTP %.1f, between %.1f]\n",
             n, max_seqs, tokens, wall, wall > 0 ? tokens / wall : 0.0,
-            ss.forwards ? (double)ss.rows / (double)ss.forwards : 0.0);
+            ss.forwards ? (double)ss.rows / (double)ss.forwards : 0.0, (unsigned long long)ss.steps,
+            (unsigned long long)ss.trunk_forwards, (unsigned long long)(ss.forwards - ss.trunk_forwards), ss.trunk_ms,
+            ss.mtp_ms, ss.gap_ms);
 out:
     for (int i = 0; a && i < n; i++) free(a[i].toks);
     free(a);

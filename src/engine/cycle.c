@@ -51,6 +51,7 @@ void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sample
     c->con = p->constraint;
     /* a mask moves entries below the top into it: whole rows then */
     c->top = c->con ? 0 : sampler_top_needed(&c->sp_p, c->pen, V);
+    c->dtop = c->con ? 0 : sampler_top_needed(&c->sp_q, 0, V);
 }
 
 /* ---- structured output (docs/structured-output.md): the only place the constraint is used ---- */

@@ -80,6 +80,8 @@ typedef struct {
     const gen_constraint *con; /* structured output (p->constraint): masks p and q; NULL = none */
     int top;                   /* k > 0: sampler_build reads only the k best logits of each verify
                                   row (fwd_request.logits_top; 0: whole rows) */
+    int dtop;                  /* the same for the draft rows (model_lm_head_top): the draft law
+                                  q never has penalties, so only a mask needs whole rows */
     int depth_cap;             /* >= 0: this cycle drafts at most this many (the scheduler's load
                                   policy, set by the caller between cycles; 0 = a plain AR step);
                                   -1 = no cap. Only q changes, so the output law does not. */

@@ -89,12 +89,13 @@ static int sess_forward(gen_session *s, const int32_t *tok, int T, const fwd_req
     return s->exec ? sched_forward(s->exec, s->st, tok, T, r, err) : model_forward(s->m, s->st, tok, T, r, err);
 }
 
-/* MTP rows (hidden[T][H], next[T]) into out; with logits, also head(out[lrow]) into logits[V]. */
+/* MTP rows (hidden[T][H], next[T]) into out; with logits, also head(out[lrow]) into logits[V] (with
+ * top = k > 0 only its k best exact, model_lm_head_top). */
 static int sess_mtp(gen_session *s, const float *hidden, const int32_t *next, int T, float *out, head_kind head,
-                    int lrow, float *logits, mtplx_err *err) {
-    if (s->exec) return sched_mtp(s->exec, s->mst, hidden, next, T, out, head, lrow, logits, err);
+                    int lrow, float *logits, int top, mtplx_err *err) {
+    if (s->exec) return sched_mtp(s->exec, s->mst, hidden, next, T, out, head, lrow, logits, top, err);
     int rc = model_mtp_forward(s->m, s->mst, hidden, next, T, out, err);
-    if (!rc && logits) rc = model_lm_head(s->m, head, out + (size_t)lrow * s->H, 1, logits, err);
+    if (!rc && logits) rc = model_lm_head_top(s->m, head, out + (size_t)lrow * s->H, 1, logits, top, err);
     return rc;
 }
 
@@ -351,7 +352,7 @@ static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err) {
 static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, int n, mtplx_err *err) {
     for (int r = 0; r < n; r += MTP_PREFILL_CHUNK) {
         int c = n - r < MTP_PREFILL_CHUNK ? n - r : MTP_PREFILL_CHUNK;
-        int rc = sess_mtp(s, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, HEAD_TARGET, 0, NULL, err);
+        int rc = sess_mtp(s, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, HEAD_TARGET, 0, NULL, 0, err);
         if (rc) return rc;
     }
     return 0;
@@ -521,6 +522,7 @@ typedef struct {
     int32_t vseq[GEN_MAX_DEPTH + 1]; /* the last verify's rows [vn] and whether they still wait for */
     int vn, uncommitted;             /* their commit (a stop among accepted drafts skips it) */
     int top;           /* the verify rows' fwd_request.logits_top (cycle_state.top) */
+    int dtop;          /* the draft rows' model_lm_head_top k (cycle_state.dtop) */
 } model_driver;
 
 static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
@@ -536,11 +538,11 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
         s->hist_t[v->n_hist] = prev;
         v->O = mtp_state_len(s->mst) + v->n_hist; /* the row of the real pair (hidden, x0) */
         v->drafted = 1;
-        rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, err);
+        rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, v->dtop, err);
         memcpy(hout, s->mtp_out + (size_t)v->n_hist * H, H * sizeof(float));
         v->n_hist = 0;
     } else
-        rc = sess_mtp(s, v->h, &prev, 1, hout, v->dhead, 0, logits, err);
+        rc = sess_mtp(s, v->h, &prev, 1, hout, v->dhead, 0, logits, v->dtop, err);
     v->h = hout;
     return rc;
 }
@@ -573,7 +575,7 @@ static int hist_keep_ar(model_driver *v, const int32_t *seq, mtplx_err *err) {
     const size_t H = (size_t)s->H;
     double th = clock_now();
     if (v->n_hist == GEN_MAX_DEPTH) { /* draft step 1 needs room for n_hist + 1 rows */
-        int rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist, s->mtp_out, HEAD_TARGET, 0, NULL, err);
+        int rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist, s->mtp_out, HEAD_TARGET, 0, NULL, 0, err);
         if (rc) return err_prefix(err, "MTP history");
         v->n_hist = 0;
     }
@@ -761,12 +763,14 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     cycle_rand_rng rr;
     cycle_rand_rng_init(&rr, st.seed);
     model_driver drv = {.s = s, .depth = depth, .dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, .st = &st,
-                        .top = c.top};
+                        .top = c.top, .dtop = c.dtop};
     const cycle_model cm = {&drv, drv_draft, drv_verify, drv_commit};
     rc = cycle_first(&c, s->logits, &rr.base, err);
     while (!rc && !c.done) {
-        if (s->exec && p->depth_auto && depth > 0) c.depth_cap = sched_depth_cap(s->exec, depth);
+        int policy = s->exec && p->depth_auto && depth > 0, d0 = st.drafted, a0 = st.accepted;
+        if (policy) c.depth_cap = sched_depth_cap(s->exec, depth);
         rc = cycle_step(&c, &cm, &rr.base, err);
+        if (policy) sched_note_cycle(s->exec, st.drafted - d0, st.accepted - a0); /* the policy's acceptance */
     }
     if (rc) return rc;
     if (s->pcache && drv.uncommitted) { /* keep the verify rows up to the last emitted token */

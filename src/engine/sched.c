@@ -30,6 +30,7 @@ typedef struct sub {
     head_kind head;     /* SUB_MTP with logits: the head, and which row's logits */
     int logits_row;
     float *logits;      /* [V] host, or NULL */
+    int top;            /* with logits: model_lm_head_top's k (0: the whole row) */
     int rows;
     double t;           /* clock_now() when queued */
     int done, rc;
@@ -55,9 +56,17 @@ struct sched {
     int n_prefill;           /* joined sequences inside a prompt (trunk or MTP history) forward */
     int pages_reserved;
     int executing;           /* 1 while some thread runs a step */
+    double t_step;           /* clock_now() when the last step ended (0: none yet) */
     int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
     void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
+    uint64_t steps, trunk_forwards;
+    double kind_ms[2];       /* time inside the steps' trunk / MTP forwards (heads included), ms */
+    double gap_ms;           /* time from a step's end to the next one's start, ms */
+    /* the depth policy's cost model (sched_cost.h), under mu; used once sched_calibrate ran */
+    int costs_on;
+    sched_costs costs;
+    uint64_t tried[GEN_MAX_DEPTH], acc[GEN_MAX_DEPTH]; /* drafts made / accepted at each position */
 };
 
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -70,6 +79,14 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->max_batch_rows = imax(128, imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
     c->capacity = capacity;
     c->wait_ms = 2.0;
+    /* MTPLX_SCHED_ALIGN=0: the scheduler before session 6 (every queued request in every step), for
+     * side-by-side measurements (bench/batching.md, "Session 6") */
+    const char *al = getenv("MTPLX_SCHED_ALIGN");
+    c->align_phases = !(al && !strcmp(al, "0"));
+    const char *sp = getenv("MTPLX_SCHED_SPIN_US"); /* 0 (default): sleep until woken */
+    c->spin_us = sp ? atof(sp) : 0;
+    if (!(c->spin_us > 0)) c->spin_us = 0;
+    if (c->spin_us > 1000) c->spin_us = 1000;
     /* bench/batching.md: on a 2-core Zen 5, 8 streams run fastest as AR steps; on the H200, 8 and 16
      * streams ran 12-47% faster when every stream kept its MTP depth (knee 64 against 8) */
     c->knee_rows = strcmp(be_device_resolved(), "cpu") ? 64 : 8;
@@ -220,22 +237,39 @@ void sched_leave(sched *s, int positions) {
 
 /* ------------------------------------------------------------------ one step */
 
-/* Take queued requests, oldest first, while each kind's rows fit max_batch_rows and its parts fit
- * BATCH_SEQS_MAX (the first always goes). Called with mu held; returns the taken list. */
-static sub *take_ready(sched *s) {
+/* The kind the next step runs: MTP when any MTP request is queued, else trunk. A step runs one kind
+ * only, and the draft steps go first, so that the sequences of a cycle line up: a sequence that
+ * reaches its verify waits there while the others finish drafting, and the verifies of all of them
+ * then share one trunk forward. Serving every queued request in every step instead lets sequences
+ * that are out of phase stay so: each step then runs a trunk forward (a few sequences' verifies)
+ * and an MTP forward (the others' drafts), and a small model on a GPU, whose forward costs about
+ * the same for 1 or 40 rows, pays a whole trunk forward per draft step (bench/batching.md, "Session
+ * 6"). A trunk request waits at most for the depth of the deepest draft chain queued before it:
+ * every sequence drafts at most GEN_MAX_DEPTH times (plus its prompt's MTP history) between trunk
+ * forwards. Called with mu held. */
+static sub_kind next_kind(const sched *s) {
+    for (const sub *x = s->head; x; x = x->next)
+        if (x->kind == SUB_MTP) return SUB_MTP;
+    return SUB_TRUNK;
+}
+
+/* Take queued requests of kind k (k < 0: of both kinds), oldest first, while each kind's rows fit
+ * max_batch_rows and its parts fit BATCH_SEQS_MAX (the first always goes); the others keep their
+ * place. Called with mu held; returns the taken list. */
+static sub *take_ready(sched *s, int k) {
     int rows[2] = {0, 0}, parts[2] = {0, 0};
     sub *taken = NULL, **tail = &taken, **pp = &s->head;
     s->tail = NULL;
     while (*pp) {
         sub *x = *pp;
-        int k = x->kind;
-        if ((taken && rows[k] + x->rows > s->cfg.max_batch_rows) || parts[k] == BATCH_SEQS_MAX) {
+        int j = x->kind;
+        if ((k >= 0 && j != k) || (taken && rows[j] + x->rows > s->cfg.max_batch_rows) || parts[j] == BATCH_SEQS_MAX) {
             s->tail = x;
             pp = &x->next;
             continue;
         }
-        rows[k] += x->rows;
-        parts[k]++;
+        rows[j] += x->rows;
+        parts[j]++;
         *pp = x->next;
         x->next = NULL;
         *tail = x;
@@ -246,16 +280,21 @@ static sub *take_ready(sched *s) {
 }
 
 /* The draft heads of the MTP requests that want logits: their rows gathered, one head call per
- * head kind. */
+ * head kind. Its top (model_lm_head_top) is the largest any of them asks for, or 0 (whole rows) when
+ * one wants the whole row: a row's best k' >= k logits hold its best k, so each still reads exactly
+ * what a call of its own would give (tests/unit/test_sched.c, test_draft_top_rows). */
 static int run_heads(sched *s, sub **q, int n, mtplx_err *err) {
     for (int kind = HEAD_TARGET; kind <= HEAD_MTP; kind++) {
-        int k = 0;
+        int k = 0, top = 0, whole = 0;
         for (int i = 0; i < n; i++)
-            if (q[i]->logits && (int)q[i]->head == kind)
+            if (q[i]->logits && (int)q[i]->head == kind) {
                 memcpy(s->head_in + (size_t)k++ * s->H, q[i]->q.hidden_out + (size_t)q[i]->logits_row * s->H,
                        sizeof(float) * s->H);
+                top = imax(top, q[i]->top);
+                whole |= q[i]->top <= 0;
+            }
         if (!k) continue;
-        int rc = model_lm_head(s->m, (head_kind)kind, s->head_in, k, s->head_out, err);
+        int rc = model_lm_head_top(s->m, (head_kind)kind, s->head_in, k, s->head_out, whole ? 0 : top, err);
         if (rc) return rc;
         k = 0;
         for (int i = 0; i < n; i++)
@@ -290,31 +329,75 @@ static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
         if (rc) q[i]->err = err;
     }
     s->forwards++;
+    s->trunk_forwards += kind == SUB_TRUNK;
     s->rows += (uint64_t)R;
     s->seq_parts += (uint64_t)n;
 }
 
-/* Run one step with the requests taken from the queue. Called with mu held; releases it while the
- * model runs. */
+/* Run one step: the requests of one kind (next_kind), or with align_phases off every queued request
+ * (trunk forward, then MTP forward). Called with mu held; releases it while the model runs. */
 static void run_step(sched *s) {
     s->executing = 1;
-    sub *taken = take_ready(s);
+    double gap = clock_now() - s->t_step; /* since the last step: the sequences' own work between steps */
+    if (s->t_step > 0 && s->n_active > 0) s->gap_ms += gap * 1e3;
+    if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01)
+        s->costs.step_ms += 0.2 * (gap * 1e3 - s->costs.step_ms);
+    sub *taken = take_ready(s, s->cfg.align_phases ? (int)next_kind(s) : -1);
     pthread_mutex_unlock(&s->mu);
     sub *q[2][BATCH_SEQS_MAX];
     int n[2] = {0, 0};
     for (sub *x = taken; x; x = x->next) q[x->kind][n[x->kind]++] = x;
+    double ms[2] = {0, 0};
+    int rows[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n[k]; i++) rows[k] += q[k][i]->rows;
     pthread_mutex_lock(&s->exec);
-    run_kind(s, q[SUB_TRUNK], n[SUB_TRUNK], SUB_TRUNK);
-    run_kind(s, q[SUB_MTP], n[SUB_MTP], SUB_MTP);
+    s->steps++;
+    for (int k = 0; k < 2; k++) {
+        double t0 = clock_now();
+        run_kind(s, q[k], n[k], (sub_kind)k);
+        ms[k] = (clock_now() - t0) * 1e3;
+    }
+    s->kind_ms[0] += ms[0];
+    s->kind_ms[1] += ms[1];
     pthread_mutex_unlock(&s->exec);
     pthread_mutex_lock(&s->mu);
+    if (s->costs_on) { /* keep the policy's costs current (sched_cost.h) */
+        if (n[SUB_TRUNK]) sched_cost_note(&s->costs.trunk, rows[SUB_TRUNK], ms[SUB_TRUNK]);
+        if (n[SUB_MTP]) sched_cost_note(&s->costs.mtp, rows[SUB_MTP], ms[SUB_MTP]);
+    }
     for (sub *x = taken, *nx; x; x = nx) {
         nx = x->next; /* x belongs to its owner once done: read the link first */
-        x->done = 1;
+        __atomic_store_n(&x->done, 1, __ATOMIC_RELEASE); /* spin_done reads it without mu */
         pthread_cond_signal(&x->cv);
     }
     s->executing = 0;
+    s->t_step = clock_now();
     wake_head(s); /* requests queued during the step, or left out of it */
+}
+
+/* When the queue may run without the sequences that are not waiting: wait_ms after the later of its
+ * oldest request's arrival and the end of the last step. Counting from the step's end matters for
+ * requests left queued by earlier steps (next_kind): they are old, but the sequences that step
+ * served are only now sampling their next rows, and a step run without them would split the cycle
+ * again. Called with mu held. */
+static double ready_at(const sched *s) {
+    double t = s->head->t > s->t_step ? s->head->t : s->t_step;
+    return t + s->cfg.wait_ms / 1000.0;
+}
+
+/* Poll x->done for up to spin_us without mu, instead of sleeping on x->cv: a woken thread takes
+ * tens of microseconds to run again, and each of a cycle's steps waits for the last sequence to come
+ * back. Called and returns with mu held. */
+static void spin_done(sched *s, sub *x) {
+    pthread_mutex_unlock(&s->mu);
+    double end = clock_now() + s->cfg.spin_us * 1e-6;
+    while (!__atomic_load_n(&x->done, __ATOMIC_ACQUIRE) && clock_now() < end) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    pthread_mutex_lock(&s->mu);
 }
 
 /* Queue x and wait until some step ran it (possibly this thread's). Returns x's result. */
@@ -327,18 +410,22 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
     else s->head = x;
     s->tail = x;
     s->n_pending++;
+    int spun = 0;
     while (!x->done) {
-        double wait = s->cfg.wait_ms / 1000.0;
-        if (!s->executing && s->head &&
-            (s->n_pending >= s->n_active || clock_now() - s->head->t >= wait)) {
+        if (!s->executing && s->head && (s->n_pending >= s->n_active || clock_now() >= ready_at(s))) {
             run_step(s);
             continue;
         }
         if (s->executing || s->head != x) { /* the executor or the head's owner will wake us */
+            if (s->executing && !spun && s->cfg.spin_us > 0) { /* or poll for the running step's end */
+                spin_done(s, x);
+                spun = 1;
+                continue;
+            }
             pthread_cond_wait(&x->cv, &s->mu);
-        } else { /* we head the queue: run it at our deadline unless the others arrive first */
+        } else { /* we head the queue: run it at its deadline unless the others arrive first */
             struct timespec ts;
-            deadline_in(&ts, x->t + wait - clock_now() + 1e-4);
+            deadline_in(&ts, ready_at(s) - clock_now() + 1e-4);
             pthread_cond_timedwait(&x->cv, &s->mu, &ts);
         }
     }
@@ -397,7 +484,7 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
 }
 
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
-              head_kind head, int logits_row, float *logits, mtplx_err *err) {
+              head_kind head, int logits_row, float *logits, int top, mtplx_err *err) {
     if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_mtp: T = %d rows (need >= 1)", T);
     if (logits && (logits_row < 0 || logits_row >= T))
         return err_set(err, MTPLX_EINVAL, "sched_mtp: logits row %d outside [0, %d)", logits_row, T);
@@ -409,7 +496,7 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
             break;
         }
         R = imin(prefill_rows(s), T - c0);
-        sub x = {.kind = SUB_MTP, .rows = R, .head = head};
+        sub x = {.kind = SUB_MTP, .rows = R, .head = head, .top = top};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
         if (logits && logits_row >= c0 && logits_row < c0 + R) {
             x.logits = logits;
@@ -421,12 +508,135 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
     return rc;
 }
 
+/* The acceptance the policy assumes at each position (out[0..GEN_MAX_DEPTH)): the drafts reported so
+ * far, each position starting from a prior worth ACCEPT_PRIOR_CYCLES cycles. The first position's
+ * prior is 0.75; a deeper one's is the position before it times the first position's estimate (a
+ * draft is accepted about as often as the one before it, given that one was), so positions the
+ * policy has not drafted lately follow what the drafts it did make say. Called with mu held. */
+#define ACCEPT_PRIOR_CYCLES 32.0
+static void accept_estimate(const sched *s, double *out) {
+    double prior = 0.75;
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) {
+        out[i] = (s->acc[i] + ACCEPT_PRIOR_CYCLES * prior) / (s->tried[i] + ACCEPT_PRIOR_CYCLES);
+        prior = out[i] * out[0];
+    }
+}
+
 int sched_depth_cap(sched *s, int depth) {
     pthread_mutex_lock(&s->mu);
-    int n = s->n_active > 0 ? s->n_active : 1;
+    int n = s->n_active > 0 ? s->n_active : 1, cap;
+    if (s->costs_on) {
+        sched_costs c = s->costs;
+        accept_estimate(s, c.accept);
+        cap = sched_depth_best(&c, n, depth);
+    } else {
+        cap = s->cfg.knee_rows / n - 1;
+    }
     pthread_mutex_unlock(&s->mu);
-    int cap = s->cfg.knee_rows / n - 1;
     return cap < 0 ? 0 : cap > depth ? depth : cap;
+}
+
+void sched_note_cycle(sched *s, int drafted, int accepted) {
+    if (drafted <= 0) return;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < drafted && i < GEN_MAX_DEPTH; i++) {
+        s->tried[i]++;
+        s->acc[i] += i < accepted;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The best of reps runs of a trunk forward of R rows of one fresh sequence (the last row's logits
+ * come back, so the time includes the device's work), in ms; < 0 on an error. */
+static double time_trunk(sched *s, model_state *st, const int32_t *tok, int R, int reps, mtplx_err *err) {
+    double best = -1;
+    for (int r = 0; r < reps; r++) {
+        model_state_reset(st);
+        fwd_seq f = {st, tok, R, {s->head_out, R - 1, NULL, 0, 0}};
+        double t0 = clock_now();
+        if (model_forward_batch(s->m, s->batch, &f, 1, err)) return -1;
+        double ms = (clock_now() - t0) * 1e3;
+        if (best < 0 || ms < best) best = ms;
+    }
+    return best;
+}
+
+/* The same for an MTP forward of R rows and the draft heads of all of them (top-20 rows). */
+static double time_mtp(sched *s, mtp_state *mt, const float *hid, const int32_t *tok, int R, int reps,
+                       mtplx_err *err) {
+    double best = -1;
+    for (int r = 0; r < reps; r++) {
+        mtp_state_reset(mt);
+        mtp_seq g = {mt, hid, tok, R, s->head_in};
+        double t0 = clock_now();
+        if (model_mtp_forward_batch(s->m, s->batch, &g, 1, err) ||
+            model_lm_head_top(s->m, HEAD_DRAFT, s->head_in, R, s->head_out, s->V > 20 ? 20 : 0, err))
+            return -1;
+        double ms = (clock_now() - t0) * 1e3;
+        if (best < 0 || ms < best) best = ms;
+    }
+    return best;
+}
+
+int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
+    const int P = model_kv_page_size(), H = s->H;
+    int rmax = imin(1 << (SCHED_COST_BINS - 1), imin(s->cfg.max_batch_rows, s->cfg.capacity));
+    while (rmax > 1 && pages_for(rmax) > s->cfg.kv_pages) rmax /= 2;
+    if (rmax < 1 || pages_for(rmax) > s->cfg.kv_pages)
+        return err_set(err, MTPLX_ERANGE, "depth policy calibration: the pool's %d pages of %d hold no forward",
+                       s->cfg.kv_pages, P);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)rmax);
+    float *hid = calloc((size_t)rmax * H, sizeof(float));
+    model_state *st = NULL;
+    mtp_state *mt = NULL;
+    int rc = tok && hid ? 0 : err_set(err, MTPLX_ENOMEM, "depth policy calibration: out of memory");
+    for (int i = 0; !rc && i < rmax; i++) tok[i] = (int32_t)((1 + 7 * i) % s->V), hid[(size_t)i * H + i % H] = 1;
+    pthread_mutex_lock(&s->exec);
+    if (!rc) rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
+    if (!rc) rc = model_state_new_in(s->pool, rmax, GEN_MAX_DEPTH + 1, &st, err); /* no capture: a small tape */
+    int mtp = !rc && model_has_mtp(s->m);
+    if (mtp) rc = mtp_state_new_in(s->pool, rmax, &mt, err);
+    sched_costs c;
+    memset(&c, 0, sizeof c);
+    double t_end = clock_now() + budget_s;
+    /* the trunk at 1, 2, 4, ... rows (R = 1 three times: the first warms up), then the MTP step at up
+     * to the rows a draft step of every sequence carries, each while the budget lasts */
+    for (int R = 1; !rc && R <= rmax && clock_now() < t_end; R *= 2) {
+        double ms = time_trunk(s, st, tok, R, R == 1 ? 3 : 2, err);
+        if (ms < 0) rc = err->code ? err->code : MTPLX_EINTERNAL;
+        else sched_cost_note(&c.trunk, R, ms);
+    }
+    t_end = clock_now() + budget_s / 2;
+    for (int R = 1; !rc && mtp && R <= imin(rmax, imax(s->cfg.max_seqs, 2)) && clock_now() < t_end; R *= 2) {
+        double ms = time_mtp(s, mt, hid, tok, R, R == 1 ? 3 : 2, err);
+        if (ms < 0) rc = err->code ? err->code : MTPLX_EINTERNAL;
+        else sched_cost_note(&c.mtp, R, ms);
+    }
+    model_state_free(st);
+    if (mt) mtp_state_free(mt);
+    pthread_mutex_unlock(&s->exec);
+    free(tok);
+    free(hid);
+    if (rc) return err_prefix(err, "depth policy calibration");
+    int points = 0; /* a slope needs 1, 2 and 4 rows at least: a model too slow for that keeps the knee */
+    for (int b = 0; b < SCHED_COST_BINS; b++) points += c.trunk.rows[b] > 0;
+    if (mtp && (points < 3 || c.mtp.rows[0] <= 0))
+        return err_set(err, MTPLX_ERANGE, "depth policy calibration: %d trunk row counts measured in %.2f s "
+                       "(a forward is too slow for the budget)", points, budget_s);
+    pthread_mutex_lock(&s->mu);
+    s->costs = c;
+    s->costs_on = mtp;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int sched_costs_get(sched *s, sched_costs *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->costs;
+    accept_estimate(s, out->accept);
+    int on = s->costs_on;
+    pthread_mutex_unlock(&s->mu);
+    return on;
 }
 
 void sched_get_stats(sched *s, sched_stats *o) {
@@ -435,6 +645,7 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->waiting = s->n_waiting;
     o->pages_reserved = s->pages_reserved;
     o->pages_total = s->cfg.kv_pages;
+    o->gap_ms = s->gap_ms;
     pthread_mutex_unlock(&s->mu);
     int used, total;
     pthread_mutex_lock(&s->exec); /* page counts and forward counters change only under exec */
@@ -442,6 +653,10 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->forwards = s->forwards;
     o->rows = s->rows;
     o->seq_parts = s->seq_parts;
+    o->steps = s->steps;
+    o->trunk_forwards = s->trunk_forwards;
+    o->trunk_ms = s->kind_ms[0];
+    o->mtp_ms = s->kind_ms[1];
     pthread_mutex_unlock(&s->exec);
     o->pages_used = used;
 }

@@ -21,6 +21,7 @@
 
 #include "../base/err.h"
 #include "../model/model.h"
+#include "sched_cost.h"
 
 typedef struct sched sched;
 
@@ -34,6 +35,15 @@ typedef struct {
     double wait_ms;      /* how long a ready forward waits for sequences still sampling */
     int knee_rows;       /* rows a trunk forward carries at about the cost of one (memory-bound);
                             the depth policy keeps the running sequences' verify rows near it */
+    int align_phases;    /* 1: a step runs one kind of rows, drafts first, so that the sequences'
+                            cycles line up and their verifies share one trunk forward (sched.c,
+                            next_kind); 0: every queued request in every step (a trunk and an MTP
+                            forward whenever sequences are out of phase). Default 1;
+                            MTPLX_SCHED_ALIGN=0 in sched_config_default gives 0 */
+    double spin_us;      /* > 0: a sequence waiting for the running step polls for its end this long
+                            before sleeping (a wake-up costs tens of microseconds; spinning costs a
+                            core: for hosts with cores to spare beside a GPU). Default 0;
+                            MTPLX_SCHED_SPIN_US in sched_config_default, at most 1000 */
 } sched_config;
 
 /* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */
@@ -63,15 +73,32 @@ void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void
  * in the next merged forward; blocks until done. A prompt goes in chunks; between them the cancel
  * check given to sched_join (on this thread) is polled, and a cancel ends the call with ECANCELED
  * (the state then holds the chunks done: the caller discards or trims it). With logits != NULL, the MTP call also gives the
- * logits of row logits_row through head `head` (model_lm_head). */
+ * logits of row logits_row through head `head` (model_lm_head_top: with top = k > 0 only the row's k
+ * best are exact, the rest -inf; a device then downloads 2k + 2 words instead of V floats). */
 int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err);
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
-              head_kind head, int logits_row, float *logits, mtplx_err *err);
+              head_kind head, int logits_row, float *logits, int top, mtplx_err *err);
 
 /* The MTP depth policy under load (docs/architecture.md, "MTP depth under load"): the most drafts a
- * cycle of a depth_auto request may make now, with n sequences running: knee_rows / n - 1, clamped
- * to [0, depth]. Returns depth when one sequence runs. */
+ * cycle of a depth_auto request may make now, with n sequences running. After sched_calibrate: the
+ * depth with the most tokens per millisecond under the measured costs (sched_cost.h); before (or
+ * without): knee_rows / n - 1. Clamped to [0, depth]. */
 int sched_depth_cap(sched *s, int depth);
+
+/* A depth_auto sequence's cycle: it drafted `drafted` tokens and the first `accepted` were accepted
+ * (the policy's acceptance estimate). */
+void sched_note_cycle(sched *s, int drafted, int accepted);
+
+/* Measure this model's trunk and MTP forward costs on this machine (scratch sequences of 1, 2, 4, ...
+ * rows, while budget_s seconds last) and from then on choose depths by them (sched_depth_cap),
+ * keeping them current from the steps run. Call before any sequence joins (it takes the model and
+ * pool pages). Returns 0, or an error (then the knee rule stays): ERANGE when the budget did not
+ * cover forwards of 1, 2 and 4 rows (a model too slow for it). Models without an MTP head measure
+ * nothing. */
+int sched_calibrate(sched *s, double budget_s, mtplx_err *err);
+
+/* The policy's current costs and acceptance into *out (sched_cost.h); returns 1 when it uses them. */
+int sched_costs_get(sched *s, sched_costs *out);
 
 /* Hold the model for per-sequence work that must not overlap a forward (commit, trim, copies). */
 void sched_lock(sched *s);
@@ -81,6 +108,11 @@ typedef struct {
     uint64_t forwards;       /* merged forwards run (trunk and MTP) */
     uint64_t rows;           /* rows they carried */
     uint64_t seq_parts;      /* sequence parts they carried (a sequence's rows in one forward) */
+    uint64_t steps;          /* steps run (one executor turn: a trunk forward, an MTP forward, or both) */
+    uint64_t trunk_forwards; /* merged trunk forwards among `forwards` */
+    double trunk_ms, mtp_ms; /* time inside them (trunk; MTP with the draft heads), ms */
+    double gap_ms;           /* time between one step's end and the next one's start while
+                                sequences run (their sampling, commits, wake-ups), ms */
     int running;             /* joined sequences */
     int waiting;             /* sequences waiting in sched_join */
     int pages_used;          /* KV pages held by sequences now (trunk pool) */

@@ -464,6 +464,31 @@ static void head_spread_subset(float *row, int V, const int32_t *ids, int n) {
 }
 
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, mtplx_err *err) {
+    return model_lm_head_top(m, which, hidden, T, logits, 0, err);
+}
+
+/* The device staging of model_lm_head_top for T rows: grown to the most rows asked so far (the old
+ * buffers go first). Called with head_lock held; returns 0 or an error. */
+static int head_staging(mtplx_model *mm, int T, mtplx_err *err) {
+    be_backend *be = mm->be;
+    if (T <= mm->head_rows) return 0;
+    int H = mm->cfg.hidden_size, V = mm->cfg.vocab_size;
+    be->ops->buf_free(be, mm->head_x), be->ops->buf_free(be, mm->head_y), be->ops->buf_free(be, mm->head_top);
+    free(mm->head_top_host);
+    mm->head_x = mm->head_y = mm->head_top = NULL, mm->head_top_host = NULL, mm->head_rows = 0;
+    size_t tw = (size_t)T * (2 * BE_TOP_MAX + 2);
+    int rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &mm->head_x, err);
+    if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &mm->head_y, err);
+    if (!rc && be->caps.logits_top) {
+        rc = be->ops->buf_alloc(be, sizeof(int32_t) * tw, 0, "head top logits", &mm->head_top, err);
+        if (!rc && !(mm->head_top_host = mem_alloc(tw, sizeof(int32_t), "head top logits (host)", err))) rc = MTPLX_ENOMEM;
+    }
+    if (!rc) mm->head_rows = T;
+    return rc;
+}
+
+int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                      mtplx_err *err) {
     if (T < 0) return err_set(err, MTPLX_EINVAL, "model_lm_head: T = %d", T);
     if (which != HEAD_TARGET && which != HEAD_DRAFT && which != HEAD_MTP)
         return err_set(err, MTPLX_EINVAL, "model_lm_head: unknown head %d", (int)which);
@@ -478,22 +503,24 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
             for (int t = 0; t < T; t++) head_spread_subset(logits + (size_t)t * V, V, m->draft_ids, m->draft_n);
         return 0;
     }
-    /* a device backend: the rows go up, the logits come down, through the model's head staging */
+    /* a device backend: the rows go up, the logits come down (whole rows, or each row's `top` best
+     * through logits_top, as fwd_head_rows), through the model's head staging */
+    if (!be->caps.logits_top || top <= 0 || top > BE_TOP_MAX || top >= V || w->rows != V) top = 0;
     mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
     pthread_mutex_lock(&mm->head_lock);
-    int rc = 0;
-    if (T > mm->head_rows) { /* grown to the most rows asked so far; the old buffers go first */
-        be->ops->buf_free(be, mm->head_x), be->ops->buf_free(be, mm->head_y);
-        mm->head_x = mm->head_y = NULL, mm->head_rows = 0;
-        rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * H, 0, "head input rows", &mm->head_x, err);
-        if (!rc) rc = be->ops->buf_alloc(be, sizeof(float) * (size_t)T * V, 0, "head logits", &mm->head_y, err);
-        if (!rc) mm->head_rows = T;
-    }
+    int rc = head_staging(mm, T, err);
     if (!rc) {
         float *x = be_buf_addr(be, mm->head_x), *y = be_buf_addr(be, mm->head_y);
         be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
         be_matmul(be, y, V, x, H, T, w);
-        be->ops->download(be, logits, y, sizeof(float) * (size_t)T * V);
+        if (top) {
+            int32_t *o = be_buf_addr(be, mm->head_top);
+            be->ops->logits_top(be, o, y, V, T, V, top);
+            be->ops->download(be, mm->head_top_host, o, sizeof(int32_t) * (size_t)T * (2 * top + 2));
+            top_expand(logits, V, mm->head_top_host, T, top);
+        } else {
+            be->ops->download(be, logits, y, sizeof(float) * (size_t)T * V);
+        }
     }
     pthread_mutex_unlock(&mm->head_lock);
     return rc;

@@ -181,6 +181,12 @@ int model_draft_vocab_size(const mtplx_model *m);
  * HEAD_DRAFT over a subset (model_draft_vocab): -inf at every id outside it. */
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits,
                   mtplx_err *err);
+/* The same where the caller reads only each row's `top` best logits (fwd_request.logits_top's
+ * contract: k in 1..BE_TOP_MAX; 0 = whole rows): a device backend with the logits_top op then
+ * downloads 2·top + 2 words a row instead of V floats, and every other entry reads -inf. A draft
+ * step's sampler (no penalties, top_k or greedy) reads nothing else (sampler_top_needed). */
+int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                      mtplx_err *err);
 
 /* ---- MTP head ---- */
 

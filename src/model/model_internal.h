@@ -75,6 +75,8 @@ struct mtplx_model {
      * (the only state a const model changes), freed by model_free */
     pthread_mutex_t head_lock;
     be_buf *head_x, *head_y;  /* [head_rows][H] input rows, [head_rows][V] logits */
+    be_buf *head_top;         /* [head_rows][2·BE_TOP_MAX + 2] logits_top output (NULL without the op) */
+    int32_t *head_top_host;   /* the same on the host (malloc) */
     int head_rows;
     model_config cfg;
     const model_family *family; /* its entry of the family table (families/family_ops.h) */

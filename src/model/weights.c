@@ -405,6 +405,8 @@ void model_free(mtplx_model *m) {
     for (int i = 0; i < m->n_draft_bufs; i++) free(m->draft_bufs[i]);
     free(m->draft_bufs);
     if (m->be) m->be->ops->buf_free(m->be, m->head_x), m->be->ops->buf_free(m->be, m->head_y);
+    if (m->be) m->be->ops->buf_free(m->be, m->head_top);
+    free(m->head_top_host);
     pthread_mutex_destroy(&m->head_lock);
     be_free(m->be); /* after everything that pointed at its prepared copies */
     free(m);

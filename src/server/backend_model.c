@@ -99,6 +99,34 @@ static void mb_cache_stats(void *impl, prefix_cache_stats *out) {
     prefix_cache_get_stats(b->pcache, out);
 }
 
+/* Measure the depth policy's costs (sched_calibrate, 0.5 s at most); without them the knee rule
+ * stays. MTPLX_SCHED_VERBOSE=1 prints the measured costs and the depth chosen for 1..64 sequences. */
+static void mb_calibrate(sched *x) {
+    mtplx_err e;
+    err_clear(&e);
+    int rc = sched_calibrate(x, 0.5, &e);
+    const char *v = getenv("MTPLX_SCHED_VERBOSE");
+    if (!v || !strcmp(v, "0")) return;
+    if (rc) {
+        fprintf(stderr, "mtplx serve: %s (the knee rule stays)\n", e.msg);
+        return;
+    }
+    sched_costs c;
+    sched_costs_get(x, &c);
+    for (int k = 0; k < 2; k++) {
+        const sched_cost_curve *cv = k ? &c.mtp : &c.trunk;
+        fprintf(stderr, "mtplx serve: depth policy: %s ms at rows", k ? "MTP step + draft heads" : "trunk forward");
+        for (int i = 0; i < SCHED_COST_BINS; i++)
+            if (cv->rows[i] > 0) fprintf(stderr, " %.0f:%.3f", cv->rows[i], cv->ms[i]);
+        fputc('\n', stderr);
+    }
+    for (int d = 3; d <= GEN_MAX_DEPTH; d += GEN_MAX_DEPTH - 3) {
+        fprintf(stderr, "mtplx serve: depth policy: drafts (at most %d) for 1 2 4 8 16 32 64 sequences:", d);
+        for (int n = 1; n <= 64; n *= 2) fprintf(stderr, " %d", sched_depth_best(&c, n, d));
+        fputc('\n', stderr);
+    }
+}
+
 /* The scheduler and the sessions of every slot, for contexts of ctx tokens. */
 static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mtplx_err *err) {
     sched_config c;
@@ -111,6 +139,7 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
     if (o->knee_rows > 0) c.knee_rows = o->knee_rows;
     int rc = sched_new(b->model, &c, &b->sched, err);
     if (rc) return rc;
+    if (o->knee_rows <= 0) mb_calibrate(b->sched); /* the depth policy from measured costs */
     if (o->cache_ram_mb >= 0) { /* the prefix cache (docs/prefix-cache.md): its pages count against --kv-pages */
         prefix_cache_config pc = {(size_t)o->cache_ram_mb << 20, 0, o->cache_dir, o->cache_disk_bytes};
         if ((rc = prefix_cache_new(b->model, sched_pool(b->sched), &pc, &b->pcache, err))) return rc;

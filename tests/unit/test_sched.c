@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../../src/engine/generate.h"
+#include "../../src/engine/sampler.h"
 #include "../../src/engine/sched.h"
 #include "test.h"
 
@@ -182,7 +183,8 @@ TEST(test_batched_equals_solo) {
 
 /* The depth policy: with knee_rows 1 every cycle of a depth_auto request is capped to 0 drafts (AR
  * steps, the MTP history kept by hist_keep_ar); with knee 3 two sequences get 0 and one alone gets 2,
- * so staggered requests switch between both. Greedy output must stay AR's; the cycles that do draft
+ * so staggered requests switch between both; then with the costs measured (sched_calibrate: costs
+ * filled, its scratch pages given back, caps in range). Greedy output must stay AR's; the cycles that do draft
  * must still be accepted about as often as with the policy off (a history missing pairs would make
  * the drafts guess from the wrong context). */
 static void *depth_job(void *arg) {
@@ -226,14 +228,28 @@ TEST(test_depth_policy_keeps_greedy_and_history) {
         free(mtp.toks);
     }
     gen_session_free(s);
-    const int knees[2] = {1, 3};
-    for (int k = 0; k < 2; k++) {
+    const int knees[3] = {1, 3, 0}; /* 0: the measured costs (sched_calibrate) */
+    for (int k = 0; k < 3; k++) {
         sched_config c;
         sched_config_default(&c, 3, 160);
         c.knee_rows = knees[k];
         sched *x;
         REQUIRE(sched_new(M, &c, &x, &e) == 0);
-        CHECK_INT(sched_depth_cap(x, 3), knees[k] - 1); /* nothing running: as for one sequence */
+        if (knees[k]) {
+            CHECK_INT(sched_depth_cap(x, 3), knees[k] - 1); /* nothing running: as for one sequence */
+        } else {
+            REQUIRE(sched_calibrate(x, 2.0, &e) == 0); /* a budget that also covers 1, 2, 4 rows under ASan */
+            sched_costs cs;
+            CHECK(sched_costs_get(x, &cs) == 1);
+            CHECK_MSG(cs.trunk.rows[0] == 1 && cs.trunk.ms[0] > 0 && cs.mtp.rows[0] == 1 && cs.mtp.ms[0] > 0,
+                      "calibration: trunk %g rows %g ms, MTP %g rows %g ms", cs.trunk.rows[0], cs.trunk.ms[0],
+                      cs.mtp.rows[0], cs.mtp.ms[0]);
+            sched_stats ss;
+            sched_get_stats(x, &ss);
+            CHECK_MSG(ss.pages_used == 0, "calibration left %d pages in use", ss.pages_used);
+            int d = sched_depth_cap(x, 3);
+            CHECK(d >= 0 && d <= 3);
+        }
         req q[3];
         job jobs[3];
         pthread_t th[3];
@@ -321,6 +337,216 @@ TEST(test_cancel_between_prompt_chunks) {
     sched_free(x);
 }
 
+/* The rendezvous (sched.c, next_kind): NPH sequences whose cycles (CYC_DRAFTS one-row draft steps
+ * with draft-head logits, then a verify of CYC_DRAFTS + 1 rows) start out of phase — sequence i first
+ * makes i % (CYC_DRAFTS + 1) draft steps — all joined before any runs, with a deadline that never
+ * fires, so every step waits for every sequence. Aligned, the draft steps go first until all
+ * sequences reach their verify, and from then on each cycle is CYC_DRAFTS MTP forwards and ONE trunk
+ * forward for everyone: exactly CYCLES trunk forwards. Not aligned, every step serves every queued
+ * request, the phases stay apart and almost every step runs a trunk forward too. */
+#define NPH 8
+#define CYC_DRAFTS 3
+#define CYCLES 6
+
+typedef struct {
+    sched *x;
+    int i;
+    pthread_barrier_t *go;
+    int rc;
+} phase_job;
+
+static void *phase_main(void *arg) {
+    phase_job *j = arg;
+    mtplx_err e;
+    const model_config *cfg = model_config_of(M);
+    int H = cfg->hidden_size, V = cfg->vocab_size, cap = 64;
+    float *h = calloc((size_t)H, sizeof(float)), *ho = calloc((size_t)H, sizeof(float));
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    model_state *st = NULL;
+    mtp_state *mt = NULL;
+    j->rc = !h || !ho || !lg || sched_join(j->x, cap, NULL, NULL, &e) ? 1 : 0;
+    if (!j->rc) j->rc = model_state_new_in(sched_pool(j->x), cap, CYC_DRAFTS + 1, &st, &e) ||
+                        mtp_state_new_in(sched_pool(j->x), cap, &mt, &e);
+    pthread_barrier_wait(j->go); /* everyone has joined: every step now waits for all of them */
+    int32_t toks[CYC_DRAFTS + 1] = {101, 202, 303, 404}, nx = 7;
+    for (int d = 0; !j->rc && d < j->i % (CYC_DRAFTS + 1); d++)
+        j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, &e);
+    for (int c = 0; !j->rc && c < CYCLES; c++) {
+        j->rc = sched_forward(j->x, st, toks, CYC_DRAFTS + 1, NULL, &e);
+        for (int d = 0; !j->rc && d < CYC_DRAFTS; d++) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, &e);
+    }
+    model_state_free(st);
+    if (mt) mtp_state_free(mt);
+    sched_leave(j->x, cap);
+    free(h), free(ho), free(lg);
+    return NULL;
+}
+
+/* Runs the phased sequences with align_phases = align and spin_us = spin; *trunk and *steps get the
+ * counts. */
+static void run_phased(int align, double spin, uint64_t *trunk, uint64_t *steps) {
+    sched_config c;
+    sched_config_default(&c, NPH, 64);
+    c.align_phases = align;
+    c.spin_us = spin;
+    c.wait_ms = 600000; /* never: a step runs when every sequence waits */
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, NPH);
+    phase_job j[NPH];
+    pthread_t th[NPH];
+    for (int i = 0; i < NPH; i++) {
+        j[i] = (phase_job){x, i, &go, 0};
+        REQUIRE(pthread_create(&th[i], NULL, phase_main, &j[i]) == 0);
+    }
+    for (int i = 0; i < NPH; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < NPH; i++) CHECK_MSG(j[i].rc == 0, "align %d: sequence %d failed", align, i);
+    sched_stats st;
+    sched_get_stats(x, &st);
+    *trunk = st.trunk_forwards;
+    *steps = st.steps;
+    CHECK_MSG(st.running == 0 && st.pages_used == 0, "align %d: %d running, %d pages used at the end", align,
+              st.running, st.pages_used);
+    pthread_barrier_destroy(&go);
+    sched_free(x);
+}
+
+TEST(test_rendezvous_aligns_cycles) {
+    uint64_t trunk, steps;
+    for (int spin = 0; spin < 2; spin++) { /* sleeping until woken, and polling first (spin_us) */
+        run_phased(1, spin ? 200 : 0, &trunk, &steps);
+        CHECK_MSG(trunk == CYCLES, "aligned, spin %d: %llu trunk forwards for %d cycles (one per cycle expected)", spin,
+                  (unsigned long long)trunk, CYCLES);
+        CHECK_MSG(steps == CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS, "aligned, spin %d: %llu steps, want %d", spin,
+                  (unsigned long long)steps, CYCLES * (CYC_DRAFTS + 1) + CYC_DRAFTS);
+    }
+    run_phased(0, 0, &trunk, &steps);
+    CHECK_MSG(trunk > 3 * CYCLES, "not aligned: only %llu trunk forwards for %d cycles (the phases should stay apart)",
+              (unsigned long long)trunk, CYCLES);
+}
+
+/* The draft heads' top-k rows (model_lm_head_top, sched.c run_heads): a draft sampler (no penalties,
+ * top_k k or greedy) must read the same distribution from a top-k row as from the whole row, bit for
+ * bit — on a device backend only the k best logits come down and the rest read -inf. NTOP sequences
+ * whose draft steps share one merged MTP step (every one joined, a deadline that never fires) ask
+ * for different k, once with one asking for whole rows (top 0: the step downloads whole rows) and
+ * once without (the step downloads the largest k). Each one's distribution, from the merged step's
+ * logits, against sampler_build over the whole row of its own model_lm_head call. One row of zeros
+ * makes every logit 0: a full tie, ranked by id. */
+#define NTOP 4
+
+typedef struct {
+    sched *x;
+    int top;           /* model_lm_head_top k asked (0: whole rows) */
+    int top_k;         /* the draft sampler's top_k (0: greedy) */
+    int zero;          /* 1: a hidden row of zeros */
+    pthread_barrier_t *go;
+    int rc, same;      /* 1: the distributions are bit-identical */
+} top_job;
+
+static void *top_main(void *arg) {
+    top_job *j = arg;
+    mtplx_err e;
+    const model_config *cfg = model_config_of(M);
+    int H = cfg->hidden_size, V = cfg->vocab_size, cap = 16;
+    float *h = calloc((size_t)H, sizeof(float)), *ho = calloc((size_t)H, sizeof(float));
+    float *lg = malloc(sizeof(float) * (size_t)V), *whole = malloc(sizeof(float) * (size_t)V);
+    uint32_t seed = 77u + (uint32_t)j->top;
+    for (int i = 0; h && !j->zero && i < H; i++) h[i] = (float)((int)(rnd(&seed) % 2001) - 1000) / 400.0f;
+    mtp_state *mt = NULL;
+    j->rc = !h || !ho || !lg || !whole || sched_join(j->x, cap, NULL, NULL, &e) ? 1 : 0;
+    if (!j->rc) j->rc = mtp_state_new_in(sched_pool(j->x), cap, &mt, &e);
+    pthread_barrier_wait(j->go);
+    int32_t nx = 5 + j->top;
+    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, j->top, &e);
+    if (j->zero) memset(ho, 0, sizeof(float) * (size_t)H); /* the head's input, for the reference too */
+    if (!j->rc && j->zero) j->rc = model_lm_head_top(M, HEAD_DRAFT, ho, 1, lg, j->top, &e);
+    if (!j->rc) j->rc = model_lm_head(M, HEAD_DRAFT, ho, 1, whole, &e);
+    sampler *smp = NULL;
+    sampler_dist a, b;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+    if (!j->rc) j->rc = sampler_new(V, &smp, &e) || sampler_dist_init(&a, V, &e) || sampler_dist_init(&b, V, &e);
+    sampler_params sp = {j->top_k ? 0.6f : 0.0f, 0.95f, j->top_k, 0, 0, 0, 1};
+    if (!j->rc) j->rc = sampler_build(smp, lg, &sp, 0, &a, &e) || sampler_build(smp, whole, &sp, 0, &b, &e);
+    j->same = !j->rc && a.n == b.n && a.n > 0 && !memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n) &&
+              !memcmp(a.probs, b.probs, sizeof(double) * (size_t)a.n);
+    if (j->zero && j->same) j->same = a.ids[0] == 0; /* a full tie goes to the lowest id */
+    sampler_dist_free(&a), sampler_dist_free(&b);
+    sampler_free(smp);
+    if (mt) mtp_state_free(mt);
+    sched_leave(j->x, cap);
+    free(h), free(ho), free(lg), free(whole);
+    return NULL;
+}
+
+TEST(test_draft_top_rows) {
+    /* per configuration: the k each sequence asks for (= its sampler's top_k; 1 = greedy) */
+    const int tops[2][NTOP] = {{1, 5, 20, 64}, {20, 0, 5, 1}};
+    for (int cfgi = 0; cfgi < 2; cfgi++) {
+        sched_config c;
+        sched_config_default(&c, NTOP, 16);
+        c.wait_ms = 600000; /* every draft row in one merged step */
+        sched *x;
+        mtplx_err e;
+        REQUIRE(sched_new(M, &c, &x, &e) == 0);
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, NTOP);
+        top_job j[NTOP];
+        pthread_t th[NTOP];
+        for (int i = 0; i < NTOP; i++) {
+            int k = tops[cfgi][i];
+            j[i] = (top_job){x, k, k == 1 ? 0 : k ? k : 20, i == NTOP - 1, &go, 0, 0};
+            REQUIRE(pthread_create(&th[i], NULL, top_main, &j[i]) == 0);
+        }
+        for (int i = 0; i < NTOP; i++) pthread_join(th[i], NULL);
+        sched_stats st;
+        sched_get_stats(x, &st);
+        CHECK_MSG(st.steps == 1, "configuration %d: %llu steps, want the one merged draft step", cfgi,
+                  (unsigned long long)st.steps);
+        for (int i = 0; i < NTOP; i++)
+            CHECK_MSG(j[i].rc == 0 && j[i].same, "configuration %d, sequence %d (top %d, zero row %d): rc %d, the "
+                      "draft distribution from the top-k row differs from the whole row's", cfgi, i, j[i].top,
+                      j[i].zero, j[i].rc);
+        pthread_barrier_destroy(&go);
+        sched_free(x);
+    }
+}
+
+/* The policy's acceptance estimate (sched_note_cycle): from a prior toward what the cycles report;
+ * positions not drafted lately follow the first position's estimate. A calibration whose budget
+ * measures too little is refused and leaves the knee rule. */
+TEST(test_accept_estimate) {
+    sched_config c;
+    sched_config_default(&c, 2, 64);
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    sched_costs k;
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] > 0.74 && k.accept[0] < 0.76 && k.accept[1] < k.accept[0], "prior %g %g", k.accept[0],
+              k.accept[1]);
+    for (int i = 0; i < 200; i++) sched_note_cycle(x, 1, 1); /* one draft a cycle, always accepted */
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] > 0.95, "after 200 accepted drafts: %g", k.accept[0]);
+    CHECK_MSG(k.accept[1] > 0.9 && k.accept[1] <= k.accept[0] && k.accept[2] <= k.accept[1],
+              "undrafted positions should follow the first: %g %g %g", k.accept[0], k.accept[1], k.accept[2]);
+    for (int i = 0; i < 400; i++) sched_note_cycle(x, 3, i % 2); /* three drafts, half the first accepted */
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] < 0.75 && k.accept[1] < 0.1 && k.accept[2] < 0.1, "after rejections: %g %g %g",
+              k.accept[0], k.accept[1], k.accept[2]);
+    sched_note_cycle(x, 0, 0); /* an AR cycle reports nothing */
+    /* a budget too small for forwards of 1, 2 and 4 rows: refused, the knee rule stays, no page kept */
+    CHECK_INT(sched_calibrate(x, 0, &e), MTPLX_ERANGE);
+    CHECK(sched_costs_get(x, &k) == 0);
+    CHECK_INT(sched_depth_cap(x, 3), 3); /* knee_rows / 1 - 1 >= 3 */
+    sched_stats ss;
+    sched_get_stats(x, &ss);
+    CHECK_INT(ss.pages_used, 0);
+    sched_free(x);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -331,6 +557,9 @@ int main(void) {
     RUN(test_admission);
     RUN(test_cancel_between_prompt_chunks);
     RUN(test_depth_policy_keeps_greedy_and_history);
+    RUN(test_rendezvous_aligns_cycles);
+    RUN(test_draft_top_rows);
+    RUN(test_accept_estimate);
     model_free(M);
     return TEST_SUMMARY();
 }

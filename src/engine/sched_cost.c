@@ -1,0 +1,55 @@
+/* sched_cost.c — the depth policy's cost model; see sched_cost.h. */
+#include "sched_cost.h"
+
+int sched_cost_bin(int R) {
+    int b = 0;
+    while (b + 1 < SCHED_COST_BINS && (R >> (b + 1)) > 0) b++;
+    return b;
+}
+
+void sched_cost_note(sched_cost_curve *c, int R, double ms) {
+    int b = sched_cost_bin(R);
+    if (c->rows[b] <= 0) {
+        c->rows[b] = R;
+        c->ms[b] = ms;
+    } else {
+        c->rows[b] += 0.2 * (R - c->rows[b]);
+        c->ms[b] += 0.2 * (ms - c->ms[b]);
+    }
+}
+
+double sched_cost_at(const sched_cost_curve *c, int R) {
+    int lo = -1, hi = -1, last = -1, prev = -1; /* points below / above R; the last two points */
+    for (int b = 0; b < SCHED_COST_BINS; b++) {
+        if (c->rows[b] <= 0) continue;
+        if (c->rows[b] <= R) lo = b;
+        if (c->rows[b] >= R && hi < 0) hi = b;
+        prev = last;
+        last = b;
+    }
+    if (last < 0) return -1;
+    if (lo >= 0 && hi >= 0) {
+        if (lo == hi || c->rows[hi] == c->rows[lo]) return c->ms[lo];
+        double f = (R - c->rows[lo]) / (c->rows[hi] - c->rows[lo]);
+        return c->ms[lo] + f * (c->ms[hi] - c->ms[lo]);
+    }
+    if (lo < 0) return c->ms[hi]; /* fewer rows than any point */
+    double per_row = 0; /* past the last point */
+    if (prev >= 0 && c->rows[last] > c->rows[prev]) per_row = (c->ms[last] - c->ms[prev]) / (c->rows[last] - c->rows[prev]);
+    if (per_row < 0) per_row = 0;
+    return c->ms[last] + per_row * (R - c->rows[last]);
+}
+
+int sched_depth_best(const sched_costs *c, int n, int depth) {
+    if (n < 1) n = 1;
+    if (sched_cost_at(&c->trunk, n) < 0 || sched_cost_at(&c->mtp, n) < 0) return depth;
+    double best = -1, tokens = 1;
+    int pick = 0;
+    for (int d = 0; d <= depth; d++) {
+        if (d > 0) tokens += c->accept[d - 1];
+        double ms = sched_cost_at(&c->trunk, n * (d + 1)) + d * sched_cost_at(&c->mtp, n) + (d + 1) * c->step_ms;
+        double rate = ms > 0 ? n * tokens / ms : 0;
+        if (rate > best * (1 + 1e-9)) best = rate, pick = d;
+    }
+    return pick;
+}

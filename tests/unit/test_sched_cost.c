@@ -1,0 +1,88 @@
+/* test_sched_cost.c — the depth policy's cost model (src/engine/sched_cost.h): the interpolation of
+ * measured forward costs and the choice of depth on machines of known shape — a launch-bound GPU
+ * (a forward costs the same for 1 or 512 rows: draft as deep as allowed), a compute-bound CPU (cost
+ * grows with the rows: AR once many sequences run), and the cases in between. */
+#include "../../src/engine/sched_cost.h"
+#include "test.h"
+
+TEST(test_bins) {
+    CHECK_INT(sched_cost_bin(1), 0);
+    CHECK_INT(sched_cost_bin(2), 1);
+    CHECK_INT(sched_cost_bin(3), 1);
+    CHECK_INT(sched_cost_bin(4), 2);
+    CHECK_INT(sched_cost_bin(511), 8);
+    CHECK_INT(sched_cost_bin(100000), SCHED_COST_BINS - 1);
+}
+
+static int near(double a, double b) { return a - b < 1e-9 && b - a < 1e-9; }
+
+TEST(test_curve) {
+    sched_cost_curve c;
+    memset(&c, 0, sizeof c);
+    CHECK(sched_cost_at(&c, 4) < 0); /* nothing measured */
+    sched_cost_note(&c, 4, 2.0);
+    CHECK(near(sched_cost_at(&c, 1), 2.0)); /* before the first point: the first point */
+    CHECK(near(sched_cost_at(&c, 40), 2.0)); /* one point: no slope to extrapolate with */
+    sched_cost_note(&c, 1, 1.0);
+    sched_cost_note(&c, 8, 1.0);
+    sched_cost_note(&c, 64, 3.0);
+    CHECK(near(sched_cost_at(&c, 2), 1.0 + 1.0 / 3.0)); /* between (1, 1) and (4, 2) */
+    CHECK(near(sched_cost_at(&c, 6), 1.5));              /* between (4, 2) and (8, 1) */
+    CHECK(near(sched_cost_at(&c, 36), 2.0));             /* between (8, 1) and (64, 3) */
+    CHECK(near(sched_cost_at(&c, 120), 5.0));            /* past (64, 3) at 2/56 ms a row */
+    sched_cost_note(&c, 64, 8.0);                        /* a later forward moves the point a fifth */
+    CHECK(near(sched_cost_at(&c, 64), 4.0));
+    sched_cost_note(&c, 127, 4.0);                       /* rows too: the bin's point moves to 76.6 */
+    CHECK(near(c.rows[6], 64 + 0.2 * 63) && near(c.ms[6], 4.0));
+}
+
+/* costs with trunk ms = a + b·R and MTP ms = e + f·R at 1..512 rows, acceptance alpha^(i+1) */
+static void costs_make(sched_costs *c, double a, double b, double e, double f, double alpha, double step) {
+    memset(c, 0, sizeof *c);
+    for (int R = 1; R <= 512; R *= 2) {
+        sched_cost_note(&c->trunk, R, a + b * R);
+        sched_cost_note(&c->mtp, R, e + f * R);
+    }
+    double p = 1;
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) c->accept[i] = p *= alpha;
+    c->step_ms = step;
+}
+
+TEST(test_depth_choice) {
+    sched_costs c;
+    /* launch-bound: every forward 1 ms, a draft step 0.1 ms: the deepest pays at any load */
+    costs_make(&c, 1.0, 0, 0.1, 0, 0.8, 0);
+    for (int n = 1; n <= 64; n *= 2) CHECK_INT(sched_depth_best(&c, n, 5), 5);
+    /* compute-bound: 0.1 ms a trunk row and 0.05 an MTP row: a draft row costs as much as the token
+     * it may give, so no draft pays once the fixed cost is spread */
+    costs_make(&c, 0.2, 0.1, 0.05, 0.05, 0.8, 0);
+    CHECK(sched_depth_best(&c, 1, 5) >= 1); /* alone the fixed cost dominates: draft */
+    CHECK_INT(sched_depth_best(&c, 16, 5), 0);
+    CHECK_INT(sched_depth_best(&c, 64, 5), 0);
+    /* the knee in between: flat to 32 rows, then 0.05 ms a row: deep alone, AR at 32 sequences */
+    memset(&c, 0, sizeof c);
+    for (int R = 1; R <= 512; R *= 2) {
+        sched_cost_note(&c.trunk, R, R <= 32 ? 1.0 : 1.0 + 0.05 * (R - 32));
+        sched_cost_note(&c.mtp, R, 0.1);
+    }
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) c.accept[i] = 0.7;
+    CHECK_INT(sched_depth_best(&c, 1, 3), 3);
+    int d8 = sched_depth_best(&c, 8, 3), d32 = sched_depth_best(&c, 32, 3);
+    CHECK_MSG(d8 >= d32 && d32 <= 1, "deeper under more load: %d at 8 sequences, %d at 32", d8, d32);
+    /* the steps' own cost counts: 5 ms a step makes every extra step a loss against 1 ms forwards */
+    costs_make(&c, 1.0, 0, 0.1, 0, 0.5, 5.0);
+    CHECK_INT(sched_depth_best(&c, 8, 5), 0);
+    /* no draft is ever accepted: ties and losses go to AR */
+    costs_make(&c, 1.0, 0, 0.0, 0, 0.0, 0);
+    CHECK_INT(sched_depth_best(&c, 4, 5), 0);
+    /* nothing measured: the request's depth */
+    memset(&c, 0, sizeof c);
+    CHECK_INT(sched_depth_best(&c, 4, 3), 3);
+}
+
+int main(void) {
+    RUN(test_bins);
+    RUN(test_curve);
+    RUN(test_depth_choice);
+    return TEST_SUMMARY();
+}
