@@ -33,6 +33,8 @@ typedef struct {
     int logits_top;    /* 1: a forward whose caller needs only each row's best logits
                           (fwd_request.logits_top) selects them with the logits_top op and downloads
                           those (a device backend); 0: it returns whole rows */
+    int logits_top_min_vocab; /* with logits_top: only for vocabularies of at least this many ids (under
+                                 it, selecting costs more than downloading whole rows) */
 } be_caps;
 
 /* One product of be_matmul_n: y[t·ldy + r] = Σ_c x[t·ldx + c] · w[r][c]. */

@@ -216,7 +216,8 @@ static void fwd_head_rows(const mtplx_model *m, float *logits, const float *hn, 
                           fwd_scratch *scr, int top) {
     be_backend *be = m->be;
     int H = m->cfg.hidden_size, V = w->rows;
-    top = be->caps.logits_top && top > 0 && top <= BE_TOP_MAX && top < V && scr->top ? top : 0;
+    int use_top = be->caps.logits_top && V >= be->caps.logits_top_min_vocab && scr->top;
+    top = use_top && top > 0 && top <= BE_TOP_MAX && top < V ? top : 0;
     for (int c0 = 0; c0 < R; c0 += scr->rows) { /* one pass on host-memory backends (R <= rows) */
         int n = R - c0 < scr->rows ? R - c0 : scr->rows;
         float *y = be->caps.host_memory ? logits + (size_t)c0 * V : scr->host_out;
@@ -505,7 +506,9 @@ int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden
     }
     /* a device backend: the rows go up, the logits come down (whole rows, or each row's `top` best
      * through logits_top, as fwd_head_rows), through the model's head staging */
-    if (!be->caps.logits_top || top <= 0 || top > BE_TOP_MAX || top >= V || w->rows != V) top = 0;
+    if (!be->caps.logits_top || V < be->caps.logits_top_min_vocab || top <= 0 || top > BE_TOP_MAX || top >= V ||
+        w->rows != V)
+        top = 0;
     mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
     pthread_mutex_lock(&mm->head_lock);
     int rc = head_staging(mm, T, err);

@@ -951,7 +951,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* ------------------------------------------------------------------ settings */
 
 /* the defaults until a backend installs its own */
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1};
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1};
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -987,6 +987,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->seq_batch = env_not0("MTPLX_CUDA_SEQ_BATCH");
     s->commit = env_not0("MTPLX_CUDA_COMMIT");
     s->top = env_not0("MTPLX_CUDA_TOP");
+    s->top_min_vocab = env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") ? env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") : 65536;
     s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
     s->profile = env_set("MTPLX_CUDA_PROFILE") ? (env_pos("MTPLX_CUDA_PROFILE") == 2 ? 2 : 1) : 0;
     s->steps = env_set("MTPLX_CUDA_STEPS");
@@ -1033,6 +1034,7 @@ extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, m
     be->ops = &cu_ops;
     be->caps.host_memory = 0;
     be->caps.logits_top = cu_set.top;
+    be->caps.logits_top_min_vocab = cu_set.top_min_vocab;
     be->impl = c;
     if (s->verbose)
         fprintf(stderr, "mtplx: CUDA backend on GPU %d (%s, sm_%d%d, %.1f GiB free)\n", device, p.name, p.major,
