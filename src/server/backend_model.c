@@ -100,17 +100,18 @@ static void mb_cache_stats(void *impl, prefix_cache_stats *out) {
 }
 
 /* Measure the depth policy's costs (sched_calibrate, 0.5 s at most); without them the knee rule
- * stays. MTPLX_SCHED_VERBOSE=1 prints the measured costs and the depth chosen for 1..64 sequences. */
-static void mb_calibrate(sched *x) {
+ * stays, and a line on stderr says so. MTPLX_SCHED_VERBOSE=1 prints the measured costs and the depth
+ * chosen for 1..64 sequences. */
+static void mb_calibrate(sched *x, int knee_rows) {
     mtplx_err e;
     err_clear(&e);
     int rc = sched_calibrate(x, 0.5, &e);
-    const char *v = getenv("MTPLX_SCHED_VERBOSE");
-    if (!v || !strcmp(v, "0")) return;
     if (rc) {
-        fprintf(stderr, "mtplx serve: %s (the knee rule stays)\n", e.msg);
+        fprintf(stderr, "mtplx serve: %s; the MTP depth under load follows --knee-rows %d\n", e.msg, knee_rows);
         return;
     }
+    const char *v = getenv("MTPLX_SCHED_VERBOSE");
+    if (!v || !strcmp(v, "0")) return;
     sched_costs c;
     sched_costs_get(x, &c);
     for (int k = 0; k < 2; k++) {
@@ -139,7 +140,7 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
     if (o->knee_rows > 0) c.knee_rows = o->knee_rows;
     int rc = sched_new(b->model, &c, &b->sched, err);
     if (rc) return rc;
-    if (o->knee_rows <= 0) mb_calibrate(b->sched); /* the depth policy from measured costs */
+    if (o->knee_rows <= 0) mb_calibrate(b->sched, c.knee_rows); /* the depth policy from measured costs */
     if (o->cache_ram_mb >= 0) { /* the prefix cache (docs/prefix-cache.md): its pages count against --kv-pages */
         prefix_cache_config pc = {(size_t)o->cache_ram_mb << 20, 0, o->cache_dir, o->cache_disk_bytes};
         if ((rc = prefix_cache_new(b->model, sched_pool(b->sched), &pc, &b->pcache, err))) return rc;
