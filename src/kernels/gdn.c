@@ -245,37 +245,20 @@ void kern_gdn_step(float *S_dst, const float *S_src, const float *q, const float
 }
 
 #if defined(__x86_64__)
-/* The horizontal sums of a, b, c, d as lanes 0..3, each by the tree of _mm512_reduce_add_ps (halves
- * of 8, then 4, then (q0 + q2) + (q1 + q3)), the four sharing each shuffle and add: the bits of four
- * separate reductions (float addition is commutative) at a third of the instructions. The same tree
- * as the bf16 matmul's (matmul_bf16dp.c). */
-SM_INL512 __m128 gdn_hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
-    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2)));
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_castps512_ps128(
-        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), q));
-}
-
 /* The horizontal sums of the NR (8, 4 or 1) vectors a into s[0..NR), by _mm512_reduce_add_ps's tree. */
 SM_INL512 void gdn_hsums(float *s, const __m512 *a, const int NR) {
     if (NR == 1) {
         s[0] = _mm512_reduce_add_ps(a[0]);
         return;
     }
-    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 4) _mm_storeu_ps(s + r, gdn_hsum4(a[r], a[r + 1], a[r + 2], a[r + 3]));
+    _Pragma("GCC unroll 2") for (int r = 0; r < NR; r += 4) _mm_storeu_ps(s + r, sm_hsum4_512(a[r], a[r + 1], a[r + 2], a[r + 3]));
 }
 
 /* One step over value rows [i, i + NR) (NR = 8, 4 or 1) of a multi-step call, with the running dot
  * products a[r] = S_src row · k of this step already summed lane-wise: writes the rows' new state, y
  * and delta, and, with NEXT (kn non-NULL), leaves in a[r] the next step's S row · kn summed lane-wise
  * from the stored values. Per row the operations and their order are gdn_step_avx512's: the lane
- * sums reduced by _mm512_reduce_add_ps's tree (four rows at a time, gdn_hsum4), delta = beta · (v −
+ * sums reduced by _mm512_reduce_add_ps's tree (four rows at a time, sm_hsum4_512), delta = beta · (v −
  * g · S k) in single precision (the four-lane mul, sub, mul round as the scalar ones do), the update
  * mul, mul, add, the output's FMA chain over the columns in order. Eight rows give eight independent
  * chains: a step of four was bound by one row's latency (reduction → delta → update → next sum). */

@@ -16,8 +16,9 @@
  * split change that sequence. A tile is 4 weight rows × up to 6 activation rows (24 chains; up to 4
  * when K > 1024, tile_rows), so a verify of 4 rows reads each weight vector once, like one row. The
  * horizontal sums of a tile are taken four at a time with shared shuffles, by the same tree as
- * _mm512_reduce_add_ps (hsum4). The activations are packed tile by tile, a step's rows side by side
- * (mm_bf16dp_pack_x), so a tile reads one contiguous block through one pointer. More than 4
+ * _mm512_reduce_add_ps (sm_hsum4_512, simd_math.h). The activations are packed tile by tile, a
+ * step's rows side by side (mm_bf16dp_pack_x), so a tile reads one contiguous block through one
+ * pointer. More than 4
  * activation rows: L2-sized groups of weight rows, each passed over by every activation tile
  * (mm_rows_bf16dp); docs/kernels.md "bf16 without AMX".
  *
@@ -30,6 +31,7 @@
 #include <string.h>
 
 #include "matmul_internal.h"
+#include "simd_math.h"
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #define INL static inline __attribute__((always_inline)) TGT
@@ -87,23 +89,6 @@ TGT void mm_bf16dp_pack_x(void *buf, const float *x, int ldx, int T, int K) {
     }
 }
 
-/* The horizontal sums of a, b, c, d as lanes 0..3, each by the tree of _mm512_reduce_add_ps
- * (halves of 8, then 4, then (q0 + q2) + (q1 + q3)), four vectors sharing each shuffle and add:
- * the bits are those of four separate reductions, at a third of the instructions. */
-INL __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    /* p = lanes 0..7 + lanes 8..15: [p_a | p_b], [p_c | p_d] */
-    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));
-    /* q = p_0..3 + p_4..7: 128-bit lane k holds q of vector k */
-    __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(1, 0, 3, 2))); /* q0+q2, q1+q3, .. */
-    q = _mm512_add_ps(q, _mm512_permute_ps(q, _MM_SHUFFLE(2, 3, 0, 1))); /* element 0: the sum */
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), q));
-}
-
 /* One tile: weight rows at W + wrow[0..3] (duplicates allowed in a short last block; rows >= nr are
  * not stored), TT packed activation rows from xp (row t of the tile, step s at xp + s·xstep + t·64).
  * pf: byte distance of the prefetch, 0 = none. */
@@ -144,7 +129,7 @@ INL void tile(const uint16_t *W, const size_t *wrow, int nr, const uint16_t *xp,
     }
     const __mmask8 sm = (__mmask8)((1u << nr) - 1);
     _Pragma("GCC unroll 6") for (int t = 0; t < TT; t++)
-        _mm_mask_storeu_ps(y + (size_t)t * ldy + r, sm, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+        _mm_mask_storeu_ps(y + (size_t)t * ldy + r, sm, sm_hsum4_512(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
 }
 
 /* A tile of TT = 1..BD_T activation rows (the compile-time shapes). */
