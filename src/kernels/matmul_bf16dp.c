@@ -18,9 +18,8 @@
  * horizontal sums of a tile are taken four at a time with shared shuffles, by the same tree as
  * _mm512_reduce_add_ps (sm_hsum4_512, simd_math.h). The activations are packed tile by tile, a
  * step's rows side by side (mm_bf16dp_pack_x), so a tile reads one contiguous block through one
- * pointer. More than 4
- * activation rows: L2-sized groups of weight rows, each passed over by every activation tile
- * (mm_rows_bf16dp); docs/kernels.md "bf16 without AMX".
+ * pointer. More than 4 activation rows: L2-sized groups of weight rows, each passed over by every
+ * activation tile (mm_rows_bf16dp); docs/kernels.md "bf16 without AMX".
  *
  * Software prefetch (the bf16_pf knob): while a block of 4 weight rows is read, the same columns of
  * the block 4 rows ahead are prefetched into L2, so the four row streams keep a whole block in
