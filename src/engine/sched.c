@@ -363,7 +363,7 @@ static void run_step(sched *s) {
     pthread_mutex_unlock(&s->exec);
     pthread_mutex_lock(&s->mu);
     if (s->costs_on) { /* keep the policy's costs current (sched_cost.h) */
-        if (n[SUB_TRUNK]) sched_cost_note(&s->costs.trunk, rows[SUB_TRUNK], ms[SUB_TRUNK]);
+        if (n[SUB_TRUNK]) sched_cost_note_trunk(&s->costs, n[SUB_TRUNK], rows[SUB_TRUNK], ms[SUB_TRUNK]);
         if (n[SUB_MTP]) sched_cost_note(&s->costs.mtp, rows[SUB_MTP], ms[SUB_MTP]);
     }
     for (sub *x = taken, *nx; x; x = nx) {
@@ -546,31 +546,36 @@ void sched_note_cycle(sched *s, int drafted, int accepted) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The best of reps runs of a trunk forward of R rows of one fresh sequence (the last row's logits
- * come back, so the time includes the device's work), in ms; < 0 on an error. */
-static double time_trunk(sched *s, model_state *st, const int32_t *tok, int R, int reps, mtplx_err *err) {
+/* The best of reps runs of a trunk forward of n fresh sequences × r rows (every row's logits back,
+ * as a verify asks them: top 20 where the draft heads use it too), in ms; < 0 on an error. */
+static double time_trunk(sched *s, model_state **st, const int32_t *tok, int n, int r, int reps, mtplx_err *err) {
     double best = -1;
-    for (int r = 0; r < reps; r++) {
-        model_state_reset(st);
-        fwd_seq f = {st, tok, R, {s->head_out, R - 1, NULL, 0, 0}};
+    fwd_seq f[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) {
+        f[i] = (fwd_seq){st[i], tok + (size_t)i * r, r, {s->head_out + (size_t)i * r * s->V, 0, NULL, 0, 0}};
+        f[i].req.logits_top = s->V > 20 ? 20 : 0;
+    }
+    for (int k = 0; k < reps; k++) {
+        for (int i = 0; i < n; i++) model_state_reset(st[i]);
         double t0 = clock_now();
-        if (model_forward_batch(s->m, s->batch, &f, 1, err)) return -1;
+        if (model_forward_batch(s->m, s->batch, f, n, err)) return -1;
         double ms = (clock_now() - t0) * 1e3;
         if (best < 0 || ms < best) best = ms;
     }
     return best;
 }
 
-/* The same for an MTP forward of R rows and the draft heads of all of them (top-20 rows). */
-static double time_mtp(sched *s, mtp_state *mt, const float *hid, const int32_t *tok, int R, int reps,
+/* The same for an MTP forward of one row of each of n sequences and their draft heads (top-20 rows). */
+static double time_mtp(sched *s, mtp_state **mt, const float *hid, const int32_t *tok, int n, int reps,
                        mtplx_err *err) {
     double best = -1;
-    for (int r = 0; r < reps; r++) {
-        mtp_state_reset(mt);
-        mtp_seq g = {mt, hid, tok, R, s->head_in};
+    mtp_seq g[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) g[i] = (mtp_seq){mt[i], hid + (size_t)i * s->H, tok + i, 1, s->head_in + (size_t)i * s->H};
+    for (int k = 0; k < reps; k++) {
+        for (int i = 0; i < n; i++) mtp_state_reset(mt[i]);
         double t0 = clock_now();
-        if (model_mtp_forward_batch(s->m, s->batch, &g, 1, err) ||
-            model_lm_head_top(s->m, HEAD_DRAFT, s->head_in, R, s->head_out, s->V > 20 ? 20 : 0, err))
+        if (model_mtp_forward_batch(s->m, s->batch, g, n, err) ||
+            model_lm_head_top(s->m, HEAD_DRAFT, s->head_in, n, s->head_out, s->V > 20 ? 20 : 0, err))
             return -1;
         double ms = (clock_now() - t0) * 1e3;
         if (best < 0 || ms < best) best = ms;
@@ -578,54 +583,77 @@ static double time_mtp(sched *s, mtp_state *mt, const float *hid, const int32_t 
     return best;
 }
 
+/* The trunk at 1, 2, 4, ... rows in all, each as 1, 2, 4, 8 rows per sequence where that many
+ * sequences fit (the smallest forwards first, so a slow model still gets the points a policy needs
+ * at low load), then the MTP step of 1, 2, 4, ... sequences; each while its budget lasts. */
+static int calibrate_points(sched *s, sched_costs *c, model_state **st, mtp_state **mt, int nmax, int rmax,
+                            const int32_t *tok, const float *hid, double budget_s, mtplx_err *err) {
+    double t_end = clock_now() + budget_s;
+    int first = 1;
+    for (int R = 1; R <= rmax && clock_now() < t_end; R *= 2)
+        for (int r = 1; r <= 8 && r <= R && clock_now() < t_end; r *= 2) {
+            if (R / r > nmax) continue;
+            double ms = time_trunk(s, st, tok, R / r, r, first ? 3 : 2, err); /* the first warms up */
+            if (ms < 0) return err->code ? err->code : MTPLX_EINTERNAL;
+            sched_cost_note_trunk(c, R / r, R, ms);
+            first = 0;
+        }
+    t_end = clock_now() + budget_s / 2;
+    for (int n = 1; mt && n <= nmax && clock_now() < t_end; n *= 2) {
+        double ms = time_mtp(s, mt, hid, tok, n, n == 1 ? 3 : 2, err);
+        if (ms < 0) return err->code ? err->code : MTPLX_EINTERNAL;
+        sched_cost_note(&c->mtp, n, ms);
+    }
+    return 0;
+}
+
 int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
-    const int P = model_kv_page_size(), H = s->H;
+    const int H = s->H, rps = 8; /* rows per sequence at most */
     int rmax = imin(1 << (SCHED_COST_BINS - 1), imin(s->cfg.max_batch_rows, s->cfg.capacity));
-    while (rmax > 1 && pages_for(rmax) > s->cfg.kv_pages) rmax /= 2;
-    if (rmax < 1 || pages_for(rmax) > s->cfg.kv_pages)
-        return err_set(err, MTPLX_ERANGE, "depth policy calibration: the pool's %d pages of %d hold no forward",
-                       s->cfg.kv_pages, P);
+    int nmax = imin(imin(s->cfg.max_seqs, BATCH_SEQS_MAX), s->cfg.kv_pages / pages_for(rps));
+    if (rmax < 1 || nmax < 1)
+        return err_set(err, MTPLX_ERANGE, "depth policy calibration: the pool's %d pages hold no forward",
+                       s->cfg.kv_pages);
+    rmax = imin(rmax, nmax * rps);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)rmax);
-    float *hid = calloc((size_t)rmax * H, sizeof(float));
-    model_state *st = NULL;
-    mtp_state *mt = NULL;
-    int rc = tok && hid ? 0 : err_set(err, MTPLX_ENOMEM, "depth policy calibration: out of memory");
-    for (int i = 0; !rc && i < rmax; i++) tok[i] = (int32_t)((1 + 7 * i) % s->V), hid[(size_t)i * H + i % H] = 1;
+    float *hid = calloc((size_t)nmax * H, sizeof(float));
+    model_state **st = calloc((size_t)nmax, sizeof *st);
+    mtp_state **mt = calloc((size_t)nmax, sizeof *mt);
+    int rc = tok && hid && st && mt ? 0 : err_set(err, MTPLX_ENOMEM, "depth policy calibration: out of memory");
+    for (int i = 0; !rc && i < rmax; i++) tok[i] = (int32_t)((1 + 7 * i) % s->V);
+    for (int i = 0; !rc && i < nmax; i++) hid[(size_t)i * H + i % H] = 1;
     pthread_mutex_lock(&s->exec);
     if (!rc) rc = model_reserve_thread(s->m, s->cfg.max_batch_rows, err);
-    if (!rc) rc = model_state_new_in(s->pool, rmax, GEN_MAX_DEPTH + 1, &st, err); /* no capture: a small tape */
-    int mtp = !rc && model_has_mtp(s->m);
-    if (mtp) rc = mtp_state_new_in(s->pool, rmax, &mt, err);
+    int has_mtp = model_has_mtp(s->m);
+    for (int i = 0; !rc && i < nmax; i++) { /* no capture: a small tape */
+        rc = model_state_new_in(s->pool, rps, GEN_MAX_DEPTH + 1, &st[i], err);
+        if (!rc && has_mtp) rc = mtp_state_new_in(s->pool, rps, &mt[i], err);
+    }
     sched_costs c;
     memset(&c, 0, sizeof c);
-    double t_end = clock_now() + budget_s;
-    /* the trunk at 1, 2, 4, ... rows (R = 1 three times: the first warms up), then the MTP step at up
-     * to the rows a draft step of every sequence carries, each while the budget lasts */
-    for (int R = 1; !rc && R <= rmax && clock_now() < t_end; R *= 2) {
-        double ms = time_trunk(s, st, tok, R, R == 1 ? 3 : 2, err);
-        if (ms < 0) rc = err->code ? err->code : MTPLX_EINTERNAL;
-        else sched_cost_note(&c.trunk, R, ms);
+    if (!rc) rc = calibrate_points(s, &c, st, has_mtp ? mt : NULL, nmax, rmax, tok, hid, budget_s, err);
+    for (int i = 0; i < nmax && st && mt; i++) {
+        model_state_free(st[i]);
+        mtp_state_free(mt[i]);
     }
-    t_end = clock_now() + budget_s / 2;
-    for (int R = 1; !rc && mtp && R <= imin(rmax, imax(s->cfg.max_seqs, 2)) && clock_now() < t_end; R *= 2) {
-        double ms = time_mtp(s, mt, hid, tok, R, R == 1 ? 3 : 2, err);
-        if (ms < 0) rc = err->code ? err->code : MTPLX_EINTERNAL;
-        else sched_cost_note(&c.mtp, R, ms);
-    }
-    model_state_free(st);
-    if (mt) mtp_state_free(mt);
     pthread_mutex_unlock(&s->exec);
     free(tok);
     free(hid);
+    free(st);
+    free(mt);
     if (rc) return err_prefix(err, "depth policy calibration");
     int points = 0; /* a slope needs 1, 2 and 4 rows at least: a model too slow for that keeps the knee */
-    for (int b = 0; b < SCHED_COST_BINS; b++) points += c.trunk.rows[b] > 0;
-    if (mtp && (points < 3 || c.mtp.rows[0] <= 0))
+    for (int b = 0; b < SCHED_COST_BINS; b++) {
+        int any = 0;
+        for (int k = 0; k < SCHED_COST_RBINS; k++) any |= c.trunk[k].rows[b] > 0;
+        points += any;
+    }
+    if (has_mtp && (points < 3 || c.mtp.rows[0] <= 0))
         return err_set(err, MTPLX_ERANGE, "depth policy calibration: %d trunk row counts measured in %.2f s "
                        "(a forward is too slow for the budget)", points, budget_s);
     pthread_mutex_lock(&s->mu);
     s->costs = c;
-    s->costs_on = mtp;
+    s->costs_on = has_mtp;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }

@@ -40,14 +40,45 @@ double sched_cost_at(const sched_cost_curve *c, int R) {
     return c->ms[last] + per_row * (R - c->rows[last]);
 }
 
+int sched_cost_rbin(int n, int R) {
+    int r = R / (n > 0 ? n : 1), b = 0;
+    while (b + 1 < SCHED_COST_RBINS && (r >> (b + 1)) > 0) b++;
+    return b;
+}
+
+void sched_cost_note_trunk(sched_costs *c, int n, int R, double ms) {
+    sched_cost_note(&c->trunk[sched_cost_rbin(n, R)], R, ms);
+}
+
+/* Bin b's curve at R, or the nearest bin's that holds a point (the lower on a tie); < 0: none. */
+static double trunk_bin_at(const sched_costs *c, int b, int R) {
+    for (int dist = 0; dist < SCHED_COST_RBINS; dist++)
+        for (int side = -1; side <= 1; side += 2) {
+            int k = b + side * dist;
+            if (k < 0 || k >= SCHED_COST_RBINS || (dist == 0 && side > 0)) continue;
+            double ms = sched_cost_at(&c->trunk[k], R);
+            if (ms >= 0) return ms;
+        }
+    return -1;
+}
+
+double sched_cost_trunk_at(const sched_costs *c, int n, int R) {
+    if (n < 1) n = 1;
+    int b = sched_cost_rbin(n, R);
+    double lo = trunk_bin_at(c, b, R), r = (double)R / n, r0 = (double)(1 << b);
+    if (lo < 0 || b + 1 >= SCHED_COST_RBINS || r <= r0) return lo;
+    double hi = trunk_bin_at(c, b + 1, R); /* between two bins' row counts a sequence: linear */
+    return lo + (r - r0) / r0 * (hi - lo);
+}
+
 int sched_depth_best(const sched_costs *c, int n, int depth) {
     if (n < 1) n = 1;
-    if (sched_cost_at(&c->trunk, n) < 0 || sched_cost_at(&c->mtp, n) < 0) return depth;
+    if (sched_cost_trunk_at(c, n, n) < 0 || sched_cost_at(&c->mtp, n) < 0) return depth;
     double best = -1, tokens = 1;
     int pick = 0;
     for (int d = 0; d <= depth; d++) {
         if (d > 0) tokens += c->accept[d - 1];
-        double ms = sched_cost_at(&c->trunk, n * (d + 1)) + d * sched_cost_at(&c->mtp, n) + (d + 1) * c->step_ms;
+        double ms = sched_cost_trunk_at(c, n, n * (d + 1)) + d * sched_cost_at(&c->mtp, n) + (d + 1) * c->step_ms;
         double rate = ms > 0 ? n * tokens / ms : 0;
         if (rate > best * (1 + 1e-9)) best = rate, pick = d;
     }

@@ -114,9 +114,12 @@ static void mb_calibrate(sched *x, int knee_rows) {
     if (!v || !strcmp(v, "0")) return;
     sched_costs c;
     sched_costs_get(x, &c);
-    for (int k = 0; k < 2; k++) {
-        const sched_cost_curve *cv = k ? &c.mtp : &c.trunk;
-        fprintf(stderr, "mtplx serve: depth policy: %s ms at rows", k ? "MTP step + draft heads" : "trunk forward");
+    for (int k = 0; k <= SCHED_COST_RBINS; k++) {
+        const sched_cost_curve *cv = k == SCHED_COST_RBINS ? &c.mtp : &c.trunk[k];
+        if (k < SCHED_COST_RBINS)
+            fprintf(stderr, "mtplx serve: depth policy: trunk forward, %d+ rows a sequence: ms at rows", 1 << k);
+        else
+            fprintf(stderr, "mtplx serve: depth policy: MTP step + draft heads: ms at rows");
         for (int i = 0; i < SCHED_COST_BINS; i++)
             if (cv->rows[i] > 0) fprintf(stderr, " %.0f:%.3f", cv->rows[i], cv->ms[i]);
         fputc('\n', stderr);

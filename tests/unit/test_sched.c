@@ -241,9 +241,13 @@ TEST(test_depth_policy_keeps_greedy_and_history) {
             REQUIRE(sched_calibrate(x, 2.0, &e) == 0); /* a budget that also covers 1, 2, 4 rows under ASan */
             sched_costs cs;
             CHECK(sched_costs_get(x, &cs) == 1);
-            CHECK_MSG(cs.trunk.rows[0] == 1 && cs.trunk.ms[0] > 0 && cs.mtp.rows[0] == 1 && cs.mtp.ms[0] > 0,
-                      "calibration: trunk %g rows %g ms, MTP %g rows %g ms", cs.trunk.rows[0], cs.trunk.ms[0],
+            CHECK_MSG(cs.trunk[0].rows[0] == 1 && cs.trunk[0].ms[0] > 0 && cs.mtp.rows[0] == 1 && cs.mtp.ms[0] > 0,
+                      "calibration: trunk %g rows %g ms, MTP %g rows %g ms", cs.trunk[0].rows[0], cs.trunk[0].ms[0],
                       cs.mtp.rows[0], cs.mtp.ms[0]);
+            /* rows split into sequences as cycles split them: 2 sequences × 1 row and 1 × 2 rows apart,
+             * 2 sequences × 4 rows (3 at most run here) in the 4-rows-a-sequence bin at 8 rows */
+            CHECK_MSG(cs.trunk[0].rows[1] == 2 && cs.trunk[1].rows[1] == 2 && cs.trunk[2].rows[3] == 8,
+                      "calibration layout: %g %g %g", cs.trunk[0].rows[1], cs.trunk[1].rows[1], cs.trunk[2].rows[3]);
             sched_stats ss;
             sched_get_stats(x, &ss);
             CHECK_MSG(ss.pages_used == 0, "calibration left %d pages in use", ss.pages_used);

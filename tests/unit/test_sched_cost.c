@@ -40,7 +40,7 @@ TEST(test_curve) {
 static void costs_make(sched_costs *c, double a, double b, double e, double f, double alpha, double step) {
     memset(c, 0, sizeof *c);
     for (int R = 1; R <= 512; R *= 2) {
-        sched_cost_note(&c->trunk, R, a + b * R);
+        sched_cost_note(&c->trunk[0], R, a + b * R);
         sched_cost_note(&c->mtp, R, e + f * R);
     }
     double p = 1;
@@ -62,7 +62,7 @@ TEST(test_depth_choice) {
     /* the knee in between: flat to 32 rows, then 0.05 ms a row: deep alone, AR at 32 sequences */
     memset(&c, 0, sizeof c);
     for (int R = 1; R <= 512; R *= 2) {
-        sched_cost_note(&c.trunk, R, R <= 32 ? 1.0 : 1.0 + 0.05 * (R - 32));
+        sched_cost_note(&c.trunk[0], R, R <= 32 ? 1.0 : 1.0 + 0.05 * (R - 32));
         sched_cost_note(&c.mtp, R, 0.1);
     }
     for (int i = 0; i < GEN_MAX_DEPTH; i++) c.accept[i] = 0.7;
@@ -80,9 +80,57 @@ TEST(test_depth_choice) {
     CHECK_INT(sched_depth_best(&c, 4, 3), 3);
 }
 
+TEST(test_rows_per_sequence) {
+    sched_costs c;
+    memset(&c, 0, sizeof c);
+    CHECK_INT(sched_cost_rbin(1, 1), 0);
+    CHECK_INT(sched_cost_rbin(8, 8), 0);
+    CHECK_INT(sched_cost_rbin(8, 15), 0); /* rows a sequence, rounded down */
+    CHECK_INT(sched_cost_rbin(8, 16), 1);
+    CHECK_INT(sched_cost_rbin(8, 32), 2);
+    CHECK_INT(sched_cost_rbin(1, 9), 3);
+    CHECK_INT(sched_cost_rbin(1, 4096), SCHED_COST_RBINS - 1);
+    CHECK(sched_cost_trunk_at(&c, 1, 1) < 0); /* nothing measured */
+    sched_cost_note_trunk(&c, 1, 4, 2.0);    /* bin 2 only: every query reads it */
+    CHECK(near(sched_cost_trunk_at(&c, 8, 8), 2.0));
+    sched_cost_note_trunk(&c, 8, 8, 1.0); /* bin 0 */
+    sched_cost_note_trunk(&c, 1, 64, 9.0); /* bin 4 */
+    CHECK(near(sched_cost_trunk_at(&c, 8, 8), 1.0));  /* its own bin */
+    CHECK(near(sched_cost_trunk_at(&c, 1, 4), 2.0));  /* bin 2 */
+    CHECK(near(sched_cost_trunk_at(&c, 1, 16), 9.0)); /* bin 4, before its only point */
+    CHECK(near(sched_cost_trunk_at(&c, 4, 8), 1.0));  /* bin 1 empty: bins 0 and 2 as near, the lower */
+    CHECK(near(sched_cost_trunk_at(&c, 1, 8), 2.0));  /* bin 3 empty: bins 2 and 4 as near, the lower */
+    CHECK(near(sched_cost_trunk_at(&c, 1, 6), 2.0));  /* 6 rows: half way between bin 2 and bin 3 (= bin 2) */
+    sched_cost_note_trunk(&c, 1, 2, 1.5);             /* bin 1 */
+    CHECK(near(sched_cost_trunk_at(&c, 1, 3), 1.75)); /* 3 rows: half way from bin 1 (1.5) to bin 2 (2.0) */
+}
+
+/* A GPU-like machine: a trunk forward costs 0.5 ms + 0.01 ms a row + 0.2 ms a row of its longest
+ * sequence (the recurrence runs one row after another). Measured with every row in one sequence (the
+ * old calibration), 8 sequences × 4 rows look like 1 × 32 rows and the policy stops drafting; kept
+ * per rows-per-sequence bin, it drafts. */
+TEST(test_policy_sees_the_split) {
+    sched_costs one, split;
+    memset(&one, 0, sizeof one);
+    memset(&split, 0, sizeof split);
+    for (int R = 1; R <= 64; R *= 2) {
+        sched_cost_note(&one.trunk[0], R, 0.5 + 0.01 * R + 0.2 * R);
+        for (int r = 1; r <= 8 && r <= R; r *= 2) sched_cost_note_trunk(&split, R / r, R, 0.5 + 0.01 * R + 0.2 * r);
+        sched_cost_note(&one.mtp, R, 0.15);
+        sched_cost_note(&split.mtp, R, 0.15);
+    }
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) one.accept[i] = split.accept[i] = 0.8;
+    int d_one = sched_depth_best(&one, 8, 3), d_split = sched_depth_best(&split, 8, 3);
+    CHECK_MSG(d_one == 0 && d_split >= 2, "8 sequences: depth %d from one-sequence costs, %d from split costs", d_one,
+              d_split);
+    CHECK_INT(sched_depth_best(&split, 1, 3), sched_depth_best(&one, 1, 3)); /* alone both agree */
+}
+
 int main(void) {
     RUN(test_bins);
     RUN(test_curve);
     RUN(test_depth_choice);
+    RUN(test_rows_per_sequence);
+    RUN(test_policy_sees_the_split);
     return TEST_SUMMARY();
 }
