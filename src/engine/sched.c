@@ -32,6 +32,7 @@ typedef struct sub {
     float *logits;      /* [V] host, or NULL */
     int top;            /* with logits: model_lm_head_top's k (0: the whole row) */
     int rows;
+    int prompt;         /* 1: rows of a prompt (a chunk of it), 0: decoding rows */
     double t;           /* clock_now() when queued */
     int done, rc;
     mtplx_err err;
@@ -66,6 +67,7 @@ struct sched {
     /* the depth policy's cost model (sched_cost.h), under mu; used once sched_calibrate ran */
     int costs_on;
     sched_costs costs;
+    double decode_rows;      /* decoding (not prompt) rows of the recent trunk steps, moving average */
     uint64_t tried[GEN_MAX_DEPTH], acc[GEN_MAX_DEPTH]; /* drafts made / accepted at each position */
 };
 
@@ -364,6 +366,9 @@ static void run_step(sched *s) {
     pthread_mutex_lock(&s->mu);
     if (s->costs_on) { /* keep the policy's costs current (sched_cost.h) */
         if (n[SUB_TRUNK]) sched_cost_note_trunk(&s->costs, n[SUB_TRUNK], rows[SUB_TRUNK], ms[SUB_TRUNK]);
+        int dr = 0;
+        for (int i = 0; i < n[SUB_TRUNK]; i++) dr += q[SUB_TRUNK][i]->prompt ? 0 : q[SUB_TRUNK][i]->rows;
+        if (dr) s->decode_rows += 0.2 * (dr - s->decode_rows);
         if (n[SUB_MTP]) sched_cost_note(&s->costs.mtp, rows[SUB_MTP], ms[SUB_MTP]);
     }
     for (sub *x = taken, *nx; x; x = nx) {
@@ -445,14 +450,18 @@ static void prefill_mark(sched *s, int d) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Prompt rows one sequence puts in the next step: prefill_chunk when nobody decodes, but only
- * knee_rows (at least 8) while some sequence is decoding, so that its steps cost about what they
- * cost without the prompt and it keeps streaming (the long prompt then takes more steps). */
+/* Prompt rows one sequence puts in the next step: prefill_chunk when nobody decodes; while some
+ * sequence decodes, what the measured costs allow (sched_prefill_rows) or, without them,
+ * knee_rows (at least 8), so that its steps cost about what they cost without the prompt and it keeps
+ * streaming (the long prompt then takes more steps). */
 static int prefill_rows(sched *s) {
     pthread_mutex_lock(&s->mu);
-    int busy = s->n_active - s->n_prefill > 0;
+    int decoding = s->n_active - s->n_prefill, rows = s->cfg.prefill_chunk;
+    if (decoding > 0)
+        rows = s->costs_on ? sched_prefill_rows(&s->costs, decoding, s->decode_rows, s->n_prefill, s->cfg.prefill_chunk)
+                           : imin(s->cfg.prefill_chunk, imax(s->cfg.knee_rows, 8));
     pthread_mutex_unlock(&s->mu);
-    return busy ? imin(s->cfg.prefill_chunk, imax(s->cfg.knee_rows, 8)) : s->cfg.prefill_chunk;
+    return rows;
 }
 
 int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err) {
@@ -469,7 +478,7 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
             break;
         }
         R = imin(r.capture ? T : prefill_rows(s), T - c0);
-        sub x = {.kind = SUB_TRUNK, .rows = R};
+        sub x = {.kind = SUB_TRUNK, .rows = R, .prompt = prompt};
         fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture, r.logits_top};
         if (r.logits && r.logits_from < c0 + R) {
             int t0 = imax(r.logits_from - c0, 0);
@@ -496,7 +505,7 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
             break;
         }
         R = imin(prefill_rows(s), T - c0);
-        sub x = {.kind = SUB_MTP, .rows = R, .head = head, .top = top};
+        sub x = {.kind = SUB_MTP, .rows = R, .head = head, .top = top, .prompt = prompt};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
         if (logits && logits_row >= c0 && logits_row < c0 + R) {
             x.logits = logits;

@@ -84,3 +84,12 @@ int sched_depth_best(const sched_costs *c, int n, int depth) {
     }
     return pick;
 }
+
+int sched_prefill_rows(const sched_costs *c, int decoding, double decode_rows, int prefilling, int prefill_chunk) {
+    int dr = decode_rows > decoding ? (int)(decode_rows + 0.5) : decoding, rows = 8;
+    double base = sched_cost_trunk_at(c, decoding, dr), one = sched_cost_trunk_at(c, 1, 1);
+    for (int k = 16; k <= prefill_chunk * (prefilling > 1 ? prefilling : 1) && base > 0 && one > 0; k *= 2)
+        if (sched_cost_trunk_at(c, 1, k) - one <= SCHED_PREFILL_STEP_GROWTH * base) rows = k;
+    rows /= prefilling > 1 ? prefilling : 1;
+    return rows < 1 ? 1 : rows < prefill_chunk ? rows : prefill_chunk;
+}

@@ -63,4 +63,14 @@ double sched_cost_trunk_at(const sched_costs *c, int n, int R);
  * ties go to fewer drafts. Returns depth when c is not usable (no trunk or MTP point). */
 int sched_depth_best(const sched_costs *c, int n, int depth);
 
+/* The prompt rows a sequence may put into a step while `decoding` >= 1 other sequences decode,
+ * about decode_rows rows a step (their recent average), and `prefilling` sequences (this one
+ * included) read prompts: the step's prompt rows in all are the largest power of two from 8 whose
+ * forward alone costs at most SCHED_PREFILL_STEP_GROWTH of the decoding step more than a 1-row
+ * forward, shared evenly (at least 1 row each, at most prefill_chunk). So the decoding sequences'
+ * delivery gaps grow by about that fraction at most while prompts are read (issue 12's gap bars: p99
+ * at 8 streams, the longest gap beside a 4,000-token prompt); prompts take more, cheaper steps. */
+#define SCHED_PREFILL_STEP_GROWTH 1.0
+int sched_prefill_rows(const sched_costs *c, int decoding, double decode_rows, int prefilling, int prefill_chunk);
+
 #endif

@@ -126,11 +126,41 @@ TEST(test_policy_sees_the_split) {
     CHECK_INT(sched_depth_best(&split, 1, 3), sched_depth_best(&one, 1, 3)); /* alone both agree */
 }
 
+/* Prompt chunks beside decoding sequences: as large as keeps their step within 2x. Costs of the
+ * small model on an H200 (bench/batching.md): 0.66 ms a row alone, + 0.03 ms a row. */
+TEST(test_prefill_rows) {
+    sched_costs c;
+    memset(&c, 0, sizeof c);
+    for (int R = 1; R <= 512; R *= 2)
+        for (int r = 1; r <= 8 && r <= R; r *= 2) sched_cost_note_trunk(&c, R / r, R, 0.66 + 0.03 * (R - 1));
+    /* 8 AR streams: a step 0.87 ms of room: 16 rows (0.45), not 32 (0.93) */
+    CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 1, 64), 16);
+    /* 8 streams at D3: 32 rows a step, 1.59 ms: 32 rows (0.93), not 64 (1.89) */
+    CHECK_INT(sched_prefill_rows(&c, 8, 32.0, 1, 64), 32);
+    /* the same 32 rows shared by 4 prompts read at once: 8 each */
+    CHECK_INT(sched_prefill_rows(&c, 8, 32.0, 4, 64), 8);
+    /* 64 streams at D3: 256 rows, 8.3 ms: 256 rows (7.65), 2 prompts 128 each, never past
+     * prefill_chunk */
+    CHECK_INT(sched_prefill_rows(&c, 64, 256.0, 2, 64), 64);
+    CHECK_INT(sched_prefill_rows(&c, 64, 256.0, 2, 200), 128);
+    CHECK_INT(sched_prefill_rows(&c, 64, 256.0, 1, 4), 4);
+    /* no average yet: one row per decoding sequence */
+    CHECK_INT(sched_prefill_rows(&c, 8, 0.0, 1, 64), 16);
+    /* a slow forward (a CPU): 8 rows at least */
+    memset(&c, 0, sizeof c);
+    for (int R = 1; R <= 64; R *= 2) sched_cost_note_trunk(&c, 1, R, 4.0 + 1.0 * R);
+    CHECK_INT(sched_prefill_rows(&c, 2, 2.0, 1, 64), 8);
+    memset(&c, 0, sizeof c); /* nothing measured: 8 rows, shared */
+    CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 1, 64), 8);
+    CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 16, 64), 1);
+}
+
 int main(void) {
     RUN(test_bins);
     RUN(test_curve);
     RUN(test_depth_choice);
     RUN(test_rows_per_sequence);
     RUN(test_policy_sees_the_split);
+    RUN(test_prefill_rows);
     return TEST_SUMMARY();
 }
