@@ -202,10 +202,11 @@ static void add_mlp_norms(shard *s, const char *p, const model_config *c, float 
     add(s, p, "post_attention_layernorm.weight", 1, H, 0, 0, FILL_ZERO, 0, 0);
 }
 
-/* Fill rows [r0, r1) of tensor t as f32 into out[(r1-r0)][cols]. The stream is per tensor and the
- * row blocks are generated in order, so the values do not depend on the block size. */
-static void fill_rows(const tspec *t, srng *r, int64_t cols, int64_t r0, int64_t r1, float *out) {
-    size_t n = (size_t)(r1 - r0) * (size_t)cols;
+#define SRNG_GAMMA 0x9e3779b97f4a7c15ull /* srng_next's step: the k-th value ahead is k steps of it */
+
+/* Fill n values of tensor t as f32 into out, taking them from the stream r (advanced by the values
+ * drawn: none for FILL_ZERO / FILL_ONE, one per value otherwise). */
+static void fill_values(const tspec *t, srng *r, size_t n, float *out) {
     for (size_t i = 0; i < n; i++) {
         switch (t->fill) {
         case FILL_LINEAR: out[i] = srng_unif(r) * t->scale; break;
@@ -216,6 +217,45 @@ static void fill_rows(const tspec *t, srng *r, int64_t cols, int64_t r0, int64_t
         case FILL_CONV: out[i] = srng_unif(r) * 0.5f; break;
         }
     }
+}
+
+/* The next n values of tensor t's stream, on all threads: splitmix64's state after k values is its
+ * state now plus k steps, so a task starts its slice at its own offset and every value is the one a
+ * single pass would give (the file's bytes do not depend on the thread count; test_synth checks them
+ * against one sequential stream). Output f32, or bf16 when bf16 is set. */
+typedef struct {
+    const tspec *t;
+    uint64_t s0; /* the stream's state before value 0 */
+    size_t n;
+    float *f32;
+    uint16_t *bf16;
+} fill_job;
+
+#define FILL_SLICE 65536 /* values per task */
+
+static void fill_task(void *ctx, int i, int n_tasks) {
+    (void)n_tasks;
+    fill_job *j = ctx;
+    size_t a = (size_t)i * FILL_SLICE, b = a + FILL_SLICE < j->n ? a + FILL_SLICE : j->n;
+    int draws = j->t->fill != FILL_ZERO && j->t->fill != FILL_ONE;
+    srng r = {j->s0 + (draws ? (uint64_t)a * SRNG_GAMMA : 0)};
+    if (j->f32) {
+        fill_values(j->t, &r, b - a, j->f32 + a);
+        return;
+    }
+    float tmp[1024];
+    for (size_t c = a; c < b; c += 1024) {
+        size_t m = b - c < 1024 ? b - c : 1024;
+        fill_values(j->t, &r, m, tmp);
+        for (size_t k = 0; k < m; k++) j->bf16[c + k] = f32_to_bf16(tmp[k]);
+    }
+}
+
+/* n values of t's stream r into f32 or bf16 (one of them NULL) on the global pool; r advances past them. */
+static void fill_parallel(const tspec *t, srng *r, size_t n, float *f32, uint16_t *bf16) {
+    fill_job j = {t, r->s, n, f32, bf16};
+    tpool_run(tpool_global(), (int)((n + FILL_SLICE - 1) / FILL_SLICE), fill_task, &j);
+    if (t->fill != FILL_ZERO && t->fill != FILL_ONE) r->s += (uint64_t)n * SRNG_GAMMA;
 }
 
 /* Generated tensor bytes held until the shard is written. */
@@ -257,11 +297,7 @@ static int gen_tensor(const tspec *t, const synth_opts *o, gen_out *g, mtplx_err
     if (!quant) {
         uint16_t *dst = mem_alloc((size_t)rows * (size_t)cols, 2, t->name, err);
         if (!dst) return free(tmp), MTPLX_ENOMEM;
-        for (int64_t r0 = 0; r0 < rows; r0 += block) {
-            int64_t r1 = r0 + block < rows ? r0 + block : rows;
-            fill_rows(t, &r, cols, r0, r1, tmp);
-            for (size_t i = 0; i < (size_t)(r1 - r0) * cols; i++) dst[(size_t)r0 * cols + i] = f32_to_bf16(tmp[i]);
-        }
+        fill_parallel(t, &r, (size_t)rows * (size_t)cols, NULL, dst);
         g->buf[0] = dst;
         g->items[0] = (st_write_item){t->name, DT_BF16, t->ndim, {t->shape[0], t->shape[1], t->shape[2]}, dst};
         g->n = 1;
@@ -275,7 +311,7 @@ static int gen_tensor(const tspec *t, const synth_opts *o, gen_out *g, mtplx_err
     if (!q || !sc || !bi) return free(tmp), free(q), free(sc), free(bi), MTPLX_ENOMEM;
     for (int64_t r0 = 0; r0 < rows; r0 += block) {
         int64_t r1 = r0 + block < rows ? r0 + block : rows;
-        fill_rows(t, &r, cols, r0, r1, tmp);
+        fill_parallel(t, &r, (size_t)(r1 - r0) * (size_t)cols, tmp, NULL);
         qjob j = {tmp, (int)(r1 - r0), (int)cols, o->bits, o->group_size, q + (size_t)r0 * words, sc + (size_t)r0 * G,
                   bi + (size_t)r0 * G, 0};
         tpool_run(tpool_global(), (j.rows + 63) / 64, quant_task, &j); /* rows are independent */

@@ -10,7 +10,9 @@
 #include "../../src/model/model.h"
 #include "../../src/model/model_internal.h"
 #include "../../src/engine/bench_kernels.h"
+#include "../../src/model/safetensors.h"
 #include "../../src/model/synth.h"
+#include "../../src/base/dtype.h"
 #include "test.h"
 
 static const char k_cfg[] =
@@ -167,6 +169,40 @@ TEST(test_synth_is_deterministic_by_seed) {
     CHECK(files_equal(fa, fb));
 }
 
+/* splitmix64 as src/model/synth.c defines its weights: one stream
+ * per tensor seeded by seed ^ FNV-1a(name), advanced once; uniform values in [-1, 1). */
+static uint64_t ref_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The embedding of a 600-id vocabulary (76,800 values: more than one of the writer's parallel slices)
+ * holds exactly the values of one sequential stream: the parallel fill jumps ahead correctly. */
+TEST(test_synth_values_follow_one_stream) {
+    char d[300];
+    synth_dir_cfg("vocab600.json", "v600", 0, 5, d, sizeof d);
+    st_set *set = NULL;
+    mtplx_err e = {0};
+    REQUIRE(st_open_dir(d, &set, &e) == 0);
+    const char *name = "model.embed_tokens.weight";
+    const st_tensor *t = st_find(set, name);
+    REQUIRE(t && t->dtype == DT_BF16 && t->nbytes == 600 * 128 * 2);
+    uint64_t h = 1469598103934665603ull, st;
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    st = 5 ^ h;
+    ref_next(&st);
+    const uint16_t *v = t->data;
+    int bad = 0, first = -1;
+    for (int i = 0; i < 600 * 128; i++) {
+        float u = (float)((ref_next(&st) >> 40) * (1.0 / (1ull << 23))) - 1.0f;
+        if (v[i] != f32_to_bf16(u * 1.7f) && !bad++) first = i;
+    }
+    CHECK_MSG(bad == 0, "%d of 76800 values differ from the sequential stream, the first at %d", bad, first);
+    st_close(set);
+}
+
 TEST(test_synth_refuses_bad_options) {
     mtplx_err e = {0};
     synth_opts o = {.preset = "bench-9t", .out_dir = g_tmp, .group_size = 64};
@@ -191,9 +227,15 @@ int main(void) {
     if (!(f = fopen(cmd, "w"))) return 1;
     fputs(k_moe_cfg, f);
     fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/vocab600.json", g_tmp); /* k_cfg with 600 ids */
+    if (!(f = fopen(cmd, "w"))) return 1;
+    const char *vs = strstr(k_cfg, "\"vocab_size\": 300");
+    fprintf(f, "%.*s\"vocab_size\": 600%s", (int)(vs - k_cfg), k_cfg, vs + strlen("\"vocab_size\": 300"));
+    fclose(f);
     RUN(test_synth_loads_and_runs_every_dtype);
     RUN(test_synth_moe_loads_and_runs);
     RUN(test_synth_is_deterministic_by_seed);
+    RUN(test_synth_values_follow_one_stream);
     RUN(test_synth_refuses_bad_options);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);
