@@ -98,7 +98,10 @@ __device__ __forceinline__ void attn_prep_body(const attn_prep_args &a, const kv
     }
 }
 
-__global__ void k_attn_prep(attn_prep_args a, kv_view kv) { attn_prep_body(a, kv, blockIdx.x, blockIdx.y); }
+__global__ void k_attn_prep(attn_prep_args a, kv_view kv) {
+    CU_PDL_ENTRY();
+    attn_prep_body(a, kv, blockIdx.x, blockIdx.y);
+}
 
 typedef struct {
     float *big;
@@ -201,13 +204,14 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
 }
 
 __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
+    CU_PDL_ENTRY();
     attn_core_body(a, kv, blockIdx.x, blockIdx.y);
 }
 
 static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
-    k_attn_core<<<dim3(R, nH), ATT_WARPS * 32, smem, CU_STREAM>>>(a, kv);
+    cu_launch(k_attn_core, dim3(R, nH), ATT_WARPS * 32, smem, a, kv);
     CU_LAUNCHED("attention");
 }
 
@@ -222,7 +226,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    k_attn_prep<<<dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, CU_STREAM>>>(p, v);
+    cu_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
                         pos0, a->scale};
@@ -271,7 +275,10 @@ __device__ __forceinline__ void mla_prep_body(const mla_prep_args &a, const kv_v
     }
 }
 
-__global__ void k_mla_prep(mla_prep_args a, kv_view kv) { mla_prep_body(a, kv, blockIdx.x); }
+__global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
+    CU_PDL_ENTRY();
+    mla_prep_body(a, kv, blockIdx.x);
+}
 
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
     CU_PROF("mla");
@@ -284,7 +291,7 @@ void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0,
                        a->v_dim, a->kv_lora, a->interleave, pos0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    k_mla_prep<<<R, 128, 0, CU_STREAM>>>(p, v);
+    cu_launch(k_mla_prep, dim3(R), 128, 0, p, v);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, pos0, a->scale};
     attn_core(q, v, R, a->n_heads);
@@ -312,6 +319,7 @@ __device__ __forceinline__ void gdn_l2_body(const float *big, int ldb, int u_off
 }
 
 __global__ void k_gdn_l2(const float *big, int ldb, int u_off, int Hk, int Dk, float *qn, float *kn) {
+    CU_PDL_ENTRY();
     gdn_l2_body(big, ldb, u_off, Hk, Dk, qn, kn, blockIdx.x, blockIdx.y);
 }
 
@@ -320,7 +328,8 @@ typedef struct {
     int ldb, b_off, a_off, u_off, y_off, Hk, Hv, Dk, Dv, R;
     const float *neg_A, *dt_bias, *norm;
     float eps;
-    const float *src, *qn, *kn;
+    const float *src;
+    float *qn, *kn; /* read, or with gdn_reg_body's L2 written */
     float *dst, *tape_g, *tape_d;
 } gdn_k_args;
 
@@ -366,14 +375,45 @@ __device__ __forceinline__ void gdn_smem_body(const gdn_k_args &a, int hv) {
     for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) dst[x] = S[(x % Dk) * Dv + x / Dk];
 }
 
-__global__ void k_gdn(gdn_k_args a) { gdn_smem_body(a, blockIdx.x); }
+__global__ void k_gdn(gdn_k_args a) {
+    CU_PDL_ENTRY();
+    gdn_smem_body(a, blockIdx.x);
+}
 
 /* The same step with the state in registers: block hv, warp w owns value rows 8w .. 8w+7, lane l holds
  * S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are a lane
  * partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit for
- * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256. */
+ * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256.
+ * L2 = 1: the row's q and k are L2-normalised here from the conv output (gdn_l2_fused) instead of read
+ * from qn / kn, which the block of the key head's first value head then writes (the tape and the
+ * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
 #define GDN_RPW 8 /* value rows per warp */
+
+/* Lane l's share of the L2-normalised head at src (Dk = 32·JK floats; entries l + 32m) into out[m],
+ * × mul: k_gdn_l2's arithmetic with its 128 threads (Dk <= 128: thread i owns entry i, so warp m holds
+ * entries 32m..32m+31): each entry's square, the same butterfly per warp, the warp sums added in warp
+ * order to 0 (warps past JK add their zero), then (x · inv) · mul. Every warp calls it whole. */
 template <int JK>
+__device__ __forceinline__ void gdn_l2_lane(const float *src, float mul, float *out) {
+    float x[JK], tot = 0.f;
+#pragma unroll
+    for (int m = 0; m < JK; m++) x[m] = src[(threadIdx.x & 31) + 32 * m];
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        float v = 0.f;
+        if (m < JK) {
+            v = fmaf(x[m], x[m], 0.f);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        }
+        tot += v;
+    }
+    float inv = 1.0f / sqrtf(tot + 1e-6f);
+#pragma unroll
+    for (int m = 0; m < JK; m++) out[m] = (x[m] * inv) * mul;
+}
+
+template <int JK, int L2>
 __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
     __shared__ float yv[32 * GDN_RPW];
     __shared__ float sh[33];
@@ -388,10 +428,23 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
     for (int t = 0; t < a.R; t++) {
         float *row = a.big + (size_t)t * a.ldb;
         float kr[JK], qr[JK];
+        if (L2) {
+            const float *u = row + a.u_off + (size_t)hk * Dk;
+            gdn_l2_lane<JK>(u, 1.0f / sqrtf((float)Dk), qr);
+            gdn_l2_lane<JK>(u + kd, 1.0f, kr);
+            if (w == 0 && hv % (a.Hv / a.Hk) == 0) {
 #pragma unroll
-        for (int m = 0; m < JK; m++) {
-            kr[m] = a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
-            qr[m] = a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+                for (int m = 0; m < JK; m++) {
+                    a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
+                    a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = kr[m];
+                }
+            }
+        } else {
+#pragma unroll
+            for (int m = 0; m < JK; m++) {
+                kr[m] = a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+                qr[m] = a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+            }
         }
         float beta = cu_sigmoid(row[a.b_off + hv]);
         float sp = row[a.a_off + hv] + a.dt_bias[hv];
@@ -437,7 +490,10 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
 }
 
 template <int JK>
-__global__ void k_gdn_reg(gdn_k_args a) { gdn_reg_body<JK>(a, blockIdx.x); }
+__global__ void k_gdn_reg(gdn_k_args a) {
+    CU_PDL_ENTRY();
+    gdn_reg_body<JK, 1>(a, blockIdx.x);
+}
 
 static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
 
@@ -454,35 +510,37 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     int Hk = a->Hk, Dk = a->Dk;
-    k_gdn_l2<<<dim3(R, 2 * Hk), 128, 0, CU_STREAM>>>(a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
-    CU_LAUNCHED("gdn l2norm");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, a->Hv, Dk, a->Dv, R,
                     cu_vec(c, a->neg_A, sizeof(float) * a->Hv), cu_vec(c, a->dt_bias, sizeof(float) * a->Hv),
                     cu_vec(c, a->norm, sizeof(float) * a->Dv), a->eps, a->src, a->qn, a->kn, a->dst, a->tape_g,
                     a->tape_d};
     int JK = Dk / 32, warps = (a->Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && a->Dv <= 32 * GDN_RPW && gdn_reg_on()) {
-        /* the register kernel: warps rows-of-8 each, at least one full warp for the block sums */
+        /* the register kernel, q / k normalised inside: warps rows-of-8 each, at least one full warp for the
+         * block sums */
         int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
         switch (JK) {
-        case 1: k_gdn_reg<1><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
-        case 2: k_gdn_reg<2><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
-        case 3: k_gdn_reg<3><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
-        default: k_gdn_reg<4><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
+        case 1: cu_launch(k_gdn_reg<1>, dim3(a->Hv), threads, 0, k); break;
+        case 2: cu_launch(k_gdn_reg<2>, dim3(a->Hv), threads, 0, k); break;
+        case 3: cu_launch(k_gdn_reg<3>, dim3(a->Hv), threads, 0, k); break;
+        default: cu_launch(k_gdn_reg<4>, dim3(a->Hv), threads, 0, k); break;
         }
         CU_LAUNCHED("gdn");
         return;
     }
+    cu_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+    CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, a->Dv);
     gdn_smem_allow((const void *)k_gdn, smem);
     int threads = (a->Dv + 31) / 32 * 32;
-    k_gdn<<<a->Hv, threads, smem, CU_STREAM>>>(k);
+    cu_launch(k_gdn, dim3(a->Hv), threads, smem, k);
     CU_LAUNCHED("gdn");
 }
 
 /* Block hv: the state before the call, then the first `keep` taped updates, into dst. */
 __global__ void k_gdn_replay(float *dst, const float *start, const float *tape_k, const float *tape_g,
                              const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv) {
+    CU_PDL_ENTRY();
     extern __shared__ float sm[];
     int hv = blockIdx.x, i = threadIdx.x, kd = Hk * Dk, hk = hv / (Hv / Hk);
     float *S = sm, *ks = sm + (size_t)Dk * Dv;
@@ -508,14 +566,16 @@ void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *
     CU_PROF("gdn_replay");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_replay, smem);
-    k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);
+    cu_launch(k_gdn_replay, dim3(Hv), (Dv + 31) / 32 * 32, smem, dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1,
+              Hv, Dk, Dv);
     CU_LAUNCHED("gdn replay");
 }
 
 /* ------------------------------------------------------------------ batched sequence ops */
 
 /* attention_seqs / gdn_seqs over all sequences of one layer in a fixed number of launches (2 for
- * attention, 3 for the GDN: conv, L2 norms, recurrence), whatever n is: a grid axis runs over the
+ * attention, 2 for the GDN: conv, then the recurrence with its L2 norms — 3 with the shared-memory
+ * kernel, which takes them from k_gdn_l2_seqs), whatever n is: a grid axis runs over the
  * sequences, and one staged table (a single async copy through the index ring) gives each block its
  * sequence's rows, positions, page table and state pointers. Each block then runs the same device
  * code as the per-sequence kernel above on that sequence, so the results are bit-identical to the
@@ -580,6 +640,7 @@ __device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_s
 
 /* Block (t, h, i): k_attn_prep's block (t, h) for sequence i (nothing when t >= its rows). */
 __global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *tab) {
+    CU_PDL_ENTRY();
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
@@ -589,6 +650,7 @@ __global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *
 
 /* Block (t, h, i): k_attn_core's block (t, h) for sequence i. */
 __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs(attn_core_args a, kv_view base, const int32_t *tab) {
+    CU_PDL_ENTRY();
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
@@ -613,17 +675,18 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    k_attn_prep_seqs<<<dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, CU_STREAM>>>(p, base, tab);
+    cu_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, tab);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
     size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
-    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, tab);
     CU_LAUNCHED("attention");
 }
 
 /* Block (t, i): k_mla_prep's block t for sequence i. */
 __global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const int32_t *tab) {
+    CU_PDL_ENTRY();
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.y];
     if ((int)blockIdx.x >= q.R) return;
     a.rows += (size_t)q.r0 * a.ldr;
@@ -648,11 +711,11 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
                        a->v_dim, a->kv_lora, a->interleave, 0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    k_mla_prep_seqs<<<dim3(maxR, n), 128, 0, CU_STREAM>>>(p, base, tab);
+    cu_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, tab);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
     size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
-    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, tab);
     CU_LAUNCHED("attention");
 }
 
@@ -672,6 +735,7 @@ typedef struct {
  * inputs, and with keep_win the window (state, then rows) in win. */
 __global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off, const float *w, int C, int kc,
                             int rows_in_win) {
+    CU_PDL_ENTRY();
     int c = blockIdx.x * blockDim.x + threadIdx.x, kc1 = kc - 1;
     cu_gdn_seq q = sq[blockIdx.y];
     if (c >= C) return;
@@ -716,6 +780,7 @@ __global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off
 
 /* Block (t, x, i): k_gdn_l2's block (t, x) for sequence i. */
 __global__ void k_gdn_l2_seqs(const cu_gdn_seq *sq, const float *big, int ldb, int u_off, int Hk, int Dk) {
+    CU_PDL_ENTRY();
     cu_gdn_seq q = sq[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     gdn_l2_body(big + (size_t)q.r0 * ldb, ldb, u_off, Hk, Dk, q.qn, q.kn, blockIdx.x, blockIdx.y);
@@ -732,13 +797,15 @@ __device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_se
 /* Block (hv, i): k_gdn_reg's block hv for sequence i. */
 template <int JK>
 __global__ void k_gdn_reg_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
+    CU_PDL_ENTRY();
     cu_gdn_seq q = sq[blockIdx.y];
     if (q.R <= 0) return;
-    gdn_reg_body<JK>(gdn_seq_args(a, q), blockIdx.x);
+    gdn_reg_body<JK, 1>(gdn_seq_args(a, q), blockIdx.x);
 }
 
 /* Block (hv, i): k_gdn's block hv for sequence i. */
 __global__ void k_gdn_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
+    CU_PDL_ENTRY();
     cu_gdn_seq q = sq[blockIdx.y];
     if (q.R <= 0) return;
     gdn_smem_body(gdn_seq_args(a, q), blockIdx.x);
@@ -764,30 +831,31 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
     if (maxR <= 0) return;
     const cu_gdn_seq *d = (const cu_gdn_seq *)cu_stage_idx(c, (const int32_t *)h, n * dw);
     const float *cw = cu_vec(c, cv->w, sizeof(float) * (size_t)cv->C * cv->kc);
-    k_conv_seqs<<<dim3((cv->C + 127) / 128, n), 128, 0, CU_STREAM>>>(d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
-                                                                       cv->rows_in_win);
+    cu_launch(k_conv_seqs, dim3((cv->C + 127) / 128, n), 128, 0, d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
+              cv->rows_in_win);
     CU_LAUNCHED("gdn conv");
-    k_gdn_l2_seqs<<<dim3(maxR, 2 * Hk, n), 128, 0, CU_STREAM>>>(d, a->big, a->ldb, a->u_off, Hk, Dk);
-    CU_LAUNCHED("gdn l2norm");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, Hv, Dk, Dv, 0,
                     cu_vec(c, a->neg_A, sizeof(float) * Hv), cu_vec(c, a->dt_bias, sizeof(float) * Hv),
                     cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL};
     int JK = Dk / 32, warps = (Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= 32 * GDN_RPW && gdn_reg_on()) {
+        /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches */
         int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
         dim3 g(Hv, n);
         switch (JK) {
-        case 1: k_gdn_reg_seqs<1><<<g, threads, 0, CU_STREAM>>>(k, d); break;
-        case 2: k_gdn_reg_seqs<2><<<g, threads, 0, CU_STREAM>>>(k, d); break;
-        case 3: k_gdn_reg_seqs<3><<<g, threads, 0, CU_STREAM>>>(k, d); break;
-        default: k_gdn_reg_seqs<4><<<g, threads, 0, CU_STREAM>>>(k, d); break;
+        case 1: cu_launch(k_gdn_reg_seqs<1>, g, threads, 0, k, d); break;
+        case 2: cu_launch(k_gdn_reg_seqs<2>, g, threads, 0, k, d); break;
+        case 3: cu_launch(k_gdn_reg_seqs<3>, g, threads, 0, k, d); break;
+        default: cu_launch(k_gdn_reg_seqs<4>, g, threads, 0, k, d); break;
         }
         CU_LAUNCHED("gdn");
         return;
     }
+    cu_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
+    CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_seqs, smem);
-    k_gdn_seqs<<<dim3(Hv, n), (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(k, d);
+    cu_launch(k_gdn_seqs, dim3(Hv, n), (Dv + 31) / 32 * 32, smem, k, d);
     CU_LAUNCHED("gdn");
 }
 
@@ -806,6 +874,7 @@ typedef struct {
  * (hv, r, j) replayed alone (gdn_upd per kept row in row order, the arithmetic of k_gdn_replay and of
  * the step, which touch each element the same way), E <= x < E + conv_floats the conv-state copy. */
 __global__ void k_gdn_commit(const cu_commit_item *items, size_t conv_floats, int Hk, int Hv, int Dk, int Dv) {
+    CU_PDL_ENTRY();
     cu_commit_item q = items[blockIdx.y];
     size_t E = (size_t)Hv * Dv * Dk, all = E + conv_floats;
     int kd = Hk * Dk, ratio = Hv / Hk;
@@ -843,8 +912,8 @@ void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t con
     }
     const cu_commit_item *d = (const cu_commit_item *)cu_stage_idx(c, (const int32_t *)h, n * dw);
     size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
-    k_gdn_commit<<<dim3((unsigned)(blocks < 128 ? blocks : 128), n), 256, 0, CU_STREAM>>>(d, conv_floats, Hk ? Hk : 1,
-                                                                                            Hv, Dk, Dv);
+    cu_launch(k_gdn_commit, dim3((unsigned)(blocks < 128 ? blocks : 128), n), 256, 0, d, conv_floats, Hk ? Hk : 1, Hv,
+              Dk, Dv);
     CU_LAUNCHED("gdn commit");
 }
 
@@ -859,57 +928,73 @@ __device__ __forceinline__ unsigned long long top_key(float v, int id) {
     return ((unsigned long long)u << 32) | (unsigned)~(unsigned)id;
 }
 
-#define TOP_THREADS 256
+#define TOP_THREADS 1024
+#define TOP_B 8 /* entries a thread loads before it ranks any */
 
-/* Block t: row t's k best keys. Each thread keeps the k best of its strided share, sorted (a later id
- * enters only when strictly larger, so ties keep the lower id); then k rounds of a block-wide max over
- * the threads' heads. Also the row's first index holding NaN or +inf. */
+/* Block t: row t's k best keys. Each thread keeps the k best of its strided share, sorted (keys are
+ * distinct, so the set does not depend on the order they arrive in), loading TOP_B entries at a time
+ * (a row of 8,192 ids is one round trip); each warp then takes its k best from its lanes' lists with
+ * k rounds of a warp max (shuffles only), and warp 0 the row's k best from the warps' lists the same
+ * way: two block barriers in all. Also the row's first index holding NaN or +inf. */
 __global__ void __launch_bounds__(TOP_THREADS) k_logits_top(int32_t *out, const float *x, int ldx, int V, int k) {
-    __shared__ unsigned long long wmax[TOP_THREADS / 32];
+    CU_PDL_ENTRY();
+    __shared__ unsigned long long wl[TOP_THREADS / 32][BE_TOP_MAX];
     __shared__ int wbad[TOP_THREADS / 32];
-    __shared__ unsigned long long best;
     const float *v = x + (size_t)blockIdx.x * ldx;
     int32_t *o = out + (size_t)blockIdx.x * (2 * k + 2);
-    unsigned long long L[BE_TOP_MAX];
+    unsigned long long L[BE_TOP_MAX], floor = 0; /* floor: L[k-1] once the list is full (keys are never 0) */
     int n = 0, bad = 0x7fffffff;
-    for (int j = threadIdx.x; j < V; j += TOP_THREADS) {
-        float f = v[j];
-        if (!(f < INFINITY) && j < bad) bad = j;
-        if (isnan(f)) continue;
-        unsigned long long key = top_key(f, j);
-        if (n == k && key <= L[k - 1]) continue;
-        int i = n < k ? n++ : k - 1;
-        for (; i > 0 && key > L[i - 1]; i--) L[i] = L[i - 1];
-        L[i] = key;
+    for (int j0 = threadIdx.x; j0 < V; j0 += TOP_B * TOP_THREADS) {
+        float f[TOP_B];
+#pragma unroll
+        for (int u = 0; u < TOP_B; u++) {
+            int j = j0 + u * TOP_THREADS;
+            f[u] = j < V ? v[j] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < TOP_B; u++) {
+            int j = j0 + u * TOP_THREADS;
+            if (j >= V) break;
+            if (!(f[u] < INFINITY) && j < bad) bad = j;
+            if (isnan(f[u])) continue;
+            unsigned long long key = top_key(f[u], j);
+            if (key <= floor) continue;
+            int i = n < k ? n++ : k - 1;
+            for (; i > 0 && key > L[i - 1]; i--) L[i] = L[i - 1];
+            L[i] = key;
+            if (n == k) floor = L[k - 1];
+        }
     }
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int off = 16; off > 0; off >>= 1) bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, off));
     if (lane == 0) wbad[w] = bad;
     int head = 0;
-    for (int r = 0; r < k; r++) {
+    for (int r = 0; r < k; r++) { /* the warp's k best (0: exhausted) */
         unsigned long long mine = head < n ? L[head] : 0ull, m = mine;
         for (int off = 16; off > 0; off >>= 1) {
             unsigned long long y = __shfl_xor_sync(0xffffffffu, m, off);
             m = y > m ? y : m;
         }
-        __syncthreads(); /* the previous round's `best` has been read */
-        if (lane == 0) wmax[w] = m;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int i = 0; i < TOP_THREADS / 32; i++) b = wmax[i] > b ? wmax[i] : b;
-            best = b;
+        if (mine == m && m) head++; /* keys are distinct: one lane owns it */
+        if (lane == 0) wl[w][r] = m;
+    }
+    __syncthreads();
+    if (w) return;
+    head = 0; /* lane l walks warp l's list */
+    for (int r = 0; r < k; r++) {
+        unsigned long long mine = head < k ? wl[lane][head] : 0ull, m = mine;
+        for (int off = 16; off > 0; off >>= 1) {
+            unsigned long long y = __shfl_xor_sync(0xffffffffu, m, off);
+            m = y > m ? y : m;
         }
-        __syncthreads();
-        unsigned long long b = best;
-        if (mine == b && b) head++; /* keys are distinct: one thread owns it */
-        if (threadIdx.x == 0) {
-            int id = b ? (int)~(unsigned)(b & 0xffffffffull) : -1;
+        if (mine == m && m) head++;
+        if (lane == 0) {
+            int id = m ? (int)~(unsigned)(m & 0xffffffffull) : -1;
             o[r] = id;
             o[k + r] = id >= 0 ? __float_as_int(v[id]) : 0;
         }
     }
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
         int b = 0x7fffffff;
         for (int i = 0; i < TOP_THREADS / 32; i++) b = min(b, wbad[i]);
         o[2 * k] = b == 0x7fffffff ? -1 : b;
@@ -922,6 +1007,6 @@ void cu_logits_top(be_backend *be, int32_t *out, const float *x, int ldx, int R,
     CU_PROF("logits_top"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (R <= 0) return;
     if (k < 1 || k > BE_TOP_MAX || k >= V) cu_check(cudaErrorInvalidValue, "logits_top: k outside [1, 64] or >= V");
-    k_logits_top<<<R, TOP_THREADS, 0, CU_STREAM>>>(out, x, ldx, V, k);
+    cu_launch(k_logits_top, dim3(R), TOP_THREADS, 0, out, x, ldx, V, k);
     CU_LAUNCHED("logits top");
 }
