@@ -228,6 +228,16 @@ __device__ __forceinline__ float cu_block_sum(float v, float *sh32) {
     return sh32[32];
 }
 
+/* Threads of the one block that normalises a row of n entries (k_rmsnorm and k_rmsnorm_prep use the
+ * same count, so their sums of squares run in the same order): about 4 entries a thread, a multiple
+ * of 32 from 128 to 1024. A function of n only (and of the knob), never of the row count (bench/cuda.md, "Session 7:
+ * small-op latency"). */
+static inline int cu_rms_threads(int n) {
+    if (cu_set.rms_threads) return cu_set.rms_threads; /* MTPLX_CUDA_RMS_THREADS (a comparison knob) */
+    int t = ((n + 3) / 4 + 31) / 32 * 32;
+    return t < 128 ? 128 : t > 1024 ? 1024 : t;
+}
+
 __device__ __forceinline__ float cu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float cu_silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float cu_bf16(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }

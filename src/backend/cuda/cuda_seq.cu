@@ -489,10 +489,10 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
             if (i0 + r < Dv) dst[(size_t)(i0 + r) * Dk + lane + 32 * m] = S[r][m];
 }
 
-template <int JK>
+template <int JK, int L2>
 __global__ void k_gdn_reg(gdn_k_args a) {
     CU_PDL_ENTRY();
-    gdn_reg_body<JK, 1>(a, blockIdx.x);
+    gdn_reg_body<JK, L2>(a, blockIdx.x);
 }
 
 static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
@@ -519,12 +519,19 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
         /* the register kernel, q / k normalised inside: warps rows-of-8 each, at least one full warp for the
          * block sums */
         int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
-        switch (JK) {
-        case 1: cu_launch(k_gdn_reg<1>, dim3(a->Hv), threads, 0, k); break;
-        case 2: cu_launch(k_gdn_reg<2>, dim3(a->Hv), threads, 0, k); break;
-        case 3: cu_launch(k_gdn_reg<3>, dim3(a->Hv), threads, 0, k); break;
-        default: cu_launch(k_gdn_reg<4>, dim3(a->Hv), threads, 0, k); break;
+        if (!cu_set.gdn_l2) {
+            cu_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+            CU_LAUNCHED("gdn l2norm");
         }
+#define GDN_L(JK_) cu_set.gdn_l2 ? cu_launch(k_gdn_reg<JK_, 1>, dim3(a->Hv), threads, 0, k) \
+                                 : cu_launch(k_gdn_reg<JK_, 0>, dim3(a->Hv), threads, 0, k)
+        switch (JK) {
+        case 1: GDN_L(1); break;
+        case 2: GDN_L(2); break;
+        case 3: GDN_L(3); break;
+        default: GDN_L(4); break;
+        }
+#undef GDN_L
         CU_LAUNCHED("gdn");
         return;
     }
@@ -607,9 +614,35 @@ static int32_t *seq_host(size_t words) {
     return buf;
 }
 
-/* The staged table of an attention_seqs / mla_seqs call: n cu_attn_seq, then every sequence's page
- * table. Returns its device address and in *maxR the most rows of a sequence (NULL when no rows). */
-static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n, int *maxR) {
+/* A call's sequence table passed inline as a kernel parameter: up to SEQ_TAB_WORDS int32 (attention:
+ * 10 a sequence plus its page table; GDN 20; commit 16), which covers decode and verify batches of
+ * up to ~25 sequences. A table copied to the device through the index ring costs a host-to-device
+ * copy in the stream before the op's kernels (GPU time per layer, and no programmatic overlap across
+ * it); inline, it travels with the launch. Larger tables are staged as before (dev). Kernels read it
+ * through seq_tab_of: a __grid_constant__ parameter may be addressed. */
+#define SEQ_TAB_WORDS 512
+typedef struct __align__(16) {
+    int32_t w[SEQ_TAB_WORDS];
+} seq_tab;
+
+/* The table of `words` int32 at h for a launch: copied into *inl when it fits (returns NULL), else
+ * staged on the device (returns its address). */
+static const int32_t *seq_tab_put(cu_ctx *c, const int32_t *h, size_t words, seq_tab *inl) {
+    if (words <= SEQ_TAB_WORDS && cu_set.seq_inline) {
+        memcpy(inl->w, h, words * sizeof(int32_t));
+        return NULL;
+    }
+    return cu_stage_idx(c, h, words);
+}
+
+__device__ __forceinline__ const int32_t *seq_tab_of(const seq_tab &inl, const int32_t *dev) {
+    return dev ? dev : inl.w;
+}
+
+/* The table of an attention_seqs / mla_seqs call: n cu_attn_seq, then every sequence's page
+ * table, inline in *inl or staged (seq_tab_put: the device address or NULL). *maxR: the most rows of a
+ * sequence (0: nothing to do, nothing staged). */
+static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n, int *maxR, seq_tab *inl) {
     const size_t dw = sizeof(cu_attn_seq) / sizeof(int32_t);
     size_t words = n * dw;
     for (int i = 0; i < n; i++) words += seqs[i].kv.pages ? (size_t)seqs[i].kv.n_pages : 0;
@@ -626,7 +659,7 @@ static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n,
         }
         if (q->R > *maxR) *maxR = q->R;
     }
-    return *maxR > 0 ? cu_stage_idx(c, h, words) : NULL;
+    return *maxR > 0 ? seq_tab_put(c, h, words, inl) : NULL;
 }
 
 __device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_seq &q, const int32_t *tab) {
@@ -639,8 +672,10 @@ __device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_s
 }
 
 /* Block (t, h, i): k_attn_prep's block (t, h) for sequence i (nothing when t >= its rows). */
-__global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *tab) {
+__global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const __grid_constant__ seq_tab inl,
+                                 const int32_t *dtab) {
     CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
@@ -649,8 +684,10 @@ __global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *
 }
 
 /* Block (t, h, i): k_attn_core's block (t, h) for sequence i. */
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs(attn_core_args a, kv_view base, const int32_t *tab) {
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attn_core_seqs(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
@@ -668,25 +705,27 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
     cu_ctx *c = cu_of(be);
     int Dh = a->head_dim, rd = a->rotary_dim, maxR;
     if (Dh > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
-    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
-    if (!tab) return;
+    seq_tab inl;
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR, &inl);
+    if (!maxR) return;
     kv_view base = {NULL, NULL, NULL, 0, a->n_kv_heads, Dh, Dh};
     attn_prep_args p = {a->big, a->ldb, a->q_stride, a->k_off, a->v_off, a->n_heads, a->n_kv_heads, Dh, rd, 0,
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    cu_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, tab);
+    cu_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, inl, tab);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
     size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
-    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, tab);
+    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
     CU_LAUNCHED("attention");
 }
 
 /* Block (t, i): k_mla_prep's block t for sequence i. */
-__global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const int32_t *tab) {
+__global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.y];
     if ((int)blockIdx.x >= q.R) return;
     a.rows += (size_t)q.r0 * a.ldr;
@@ -704,18 +743,19 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
     cu_ctx *c = cu_of(be);
     int Dk = a->nope_dim + a->rope_dim, maxR;
     if (a->v_dim > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
-    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
-    if (!tab) return;
+    seq_tab inl;
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR, &inl);
+    if (!maxR) return;
     kv_view base = {NULL, NULL, NULL, 0, a->n_heads, Dk, a->v_dim};
     mla_prep_args p = {a->rows, a->ldr, a->q_off, a->ckv_off, a->kvb_off, a->n_heads, a->nope_dim, a->rope_dim,
                        a->v_dim, a->kv_lora, a->interleave, 0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    cu_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, tab);
+    cu_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, inl, tab);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
     size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
-    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, tab);
+    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
     CU_LAUNCHED("attention");
 }
 
@@ -733,20 +773,21 @@ typedef struct {
  * y_t = silu(Σ_j w[c][j] · x[t + j]) with FMA in tap order (k_conv1d_silu's arithmetic), written over
  * the row's input at u_off (the thread has read it first: inputs in groups of CV_ROWS rows); then the conv state = the last kc-1
  * inputs, and with keep_win the window (state, then rows) in win. */
-__global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off, const float *w, int C, int kc,
-                            int rows_in_win) {
-    CU_PDL_ENTRY();
-    int c = blockIdx.x * blockDim.x + threadIdx.x, kc1 = kc - 1;
-    cu_gdn_seq q = sq[blockIdx.y];
-    if (c >= C) return;
+__global__ void k_conv_seqs(const __grid_constant__ seq_tab inl, const int32_t *dtab, float *big, int ldb, int u_off,
+                            const float *w, int C, int kc, int rows_in_win) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, kc1 = kc - 1, cc = c < C ? c : C - 1;
     float hs[CV_KMAX], wr[CV_KMAX];
 #pragma unroll
+    for (int j = 0; j < CV_KMAX; j++) wr[j] = j < kc1 ? w[(size_t)cc * kc + j] : 0.f;
+    float wl = w[(size_t)cc * kc + kc1]; /* the weights are no kernel's output: read before the wait */
+    CU_PDL_ENTRY();
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
+    if (c >= C) return;
+#pragma unroll
     for (int j = 0; j < CV_KMAX; j++) {
-        wr[j] = j < kc1 ? w[(size_t)c * kc + j] : 0.f;
         hs[j] = j < kc1 ? q.conv[(size_t)j * C + c] : 0.f;
         if (j < kc1 && q.keep_win) q.win[(size_t)j * C + c] = hs[j];
     }
-    float wl = w[(size_t)c * kc + kc1];
     for (int t0 = 0; t0 < q.R; t0 += CV_ROWS) {
         float xs[CV_ROWS]; /* a group's inputs loaded together (prefill rows: latency, not bandwidth) */
 #pragma unroll
@@ -779,9 +820,10 @@ __global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off
 }
 
 /* Block (t, x, i): k_gdn_l2's block (t, x) for sequence i. */
-__global__ void k_gdn_l2_seqs(const cu_gdn_seq *sq, const float *big, int ldb, int u_off, int Hk, int Dk) {
+__global__ void k_gdn_l2_seqs(const __grid_constant__ seq_tab inl, const int32_t *dtab, const float *big, int ldb,
+                              int u_off, int Hk, int Dk) {
     CU_PDL_ENTRY();
-    cu_gdn_seq q = sq[blockIdx.z];
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     gdn_l2_body(big + (size_t)q.r0 * ldb, ldb, u_off, Hk, Dk, q.qn, q.kn, blockIdx.x, blockIdx.y);
 }
@@ -795,18 +837,18 @@ __device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_se
 }
 
 /* Block (hv, i): k_gdn_reg's block hv for sequence i. */
-template <int JK>
-__global__ void k_gdn_reg_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
+template <int JK, int L2>
+__global__ void k_gdn_reg_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
-    cu_gdn_seq q = sq[blockIdx.y];
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
-    gdn_reg_body<JK, 1>(gdn_seq_args(a, q), blockIdx.x);
+    gdn_reg_body<JK, L2>(gdn_seq_args(a, q), blockIdx.x);
 }
 
 /* Block (hv, i): k_gdn's block hv for sequence i. */
-__global__ void k_gdn_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
+__global__ void k_gdn_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
-    cu_gdn_seq q = sq[blockIdx.y];
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
     gdn_smem_body(gdn_seq_args(a, q), blockIdx.x);
 }
@@ -829,9 +871,10 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         if (q->R > maxR) maxR = q->R;
     }
     if (maxR <= 0) return;
-    const cu_gdn_seq *d = (const cu_gdn_seq *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    seq_tab inl;
+    const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
     const float *cw = cu_vec(c, cv->w, sizeof(float) * (size_t)cv->C * cv->kc);
-    cu_launch(k_conv_seqs, dim3((cv->C + 127) / 128, n), 128, 0, d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
+    cu_launch(k_conv_seqs, dim3((cv->C + 127) / 128, n), 128, 0, inl, d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
               cv->rows_in_win);
     CU_LAUNCHED("gdn conv");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, Hv, Dk, Dv, 0,
@@ -839,23 +882,31 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
                     cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL};
     int JK = Dk / 32, warps = (Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= 32 * GDN_RPW && gdn_reg_on()) {
-        /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches */
+        /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches ($MTPLX_CUDA_GDN_L2=0: 3) */
         int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
         dim3 g(Hv, n);
-        switch (JK) {
-        case 1: cu_launch(k_gdn_reg_seqs<1>, g, threads, 0, k, d); break;
-        case 2: cu_launch(k_gdn_reg_seqs<2>, g, threads, 0, k, d); break;
-        case 3: cu_launch(k_gdn_reg_seqs<3>, g, threads, 0, k, d); break;
-        default: cu_launch(k_gdn_reg_seqs<4>, g, threads, 0, k, d); break;
+        if (!cu_set.gdn_l2) {
+            cu_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk,
+                      Dk);
+            CU_LAUNCHED("gdn l2norm");
         }
+#define GDN_L(JK_) cu_set.gdn_l2 ? cu_launch(k_gdn_reg_seqs<JK_, 1>, g, threads, 0, k, inl, d) \
+                                 : cu_launch(k_gdn_reg_seqs<JK_, 0>, g, threads, 0, k, inl, d)
+        switch (JK) {
+        case 1: GDN_L(1); break;
+        case 2: GDN_L(2); break;
+        case 3: GDN_L(3); break;
+        default: GDN_L(4); break;
+        }
+#undef GDN_L
         CU_LAUNCHED("gdn");
         return;
     }
-    cu_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
+    cu_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
     CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_seqs, smem);
-    cu_launch(k_gdn_seqs, dim3(Hv, n), (Dv + 31) / 32 * 32, smem, k, d);
+    cu_launch(k_gdn_seqs, dim3(Hv, n), (Dv + 31) / 32 * 32, smem, k, inl, d);
     CU_LAUNCHED("gdn");
 }
 
@@ -873,9 +924,10 @@ typedef struct {
 /* Block (b, i): a grid-stride share of item i's elements: x < E = Hv·Dv·Dk is state element
  * (hv, r, j) replayed alone (gdn_upd per kept row in row order, the arithmetic of k_gdn_replay and of
  * the step, which touch each element the same way), E <= x < E + conv_floats the conv-state copy. */
-__global__ void k_gdn_commit(const cu_commit_item *items, size_t conv_floats, int Hk, int Hv, int Dk, int Dv) {
+__global__ void k_gdn_commit(const __grid_constant__ seq_tab inl, const int32_t *dtab, size_t conv_floats, int Hk,
+                             int Hv, int Dk, int Dv) {
     CU_PDL_ENTRY();
-    cu_commit_item q = items[blockIdx.y];
+    cu_commit_item q = ((const cu_commit_item *)seq_tab_of(inl, dtab))[blockIdx.y];
     size_t E = (size_t)Hv * Dv * Dk, all = E + conv_floats;
     int kd = Hk * Dk, ratio = Hv / Hk;
     for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < all; x += (size_t)gridDim.x * blockDim.x) {
@@ -910,9 +962,12 @@ void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t con
         const be_gdn_commit *q = &items[i];
         h[i] = (cu_commit_item){q->conv, q->conv_src, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, 0};
     }
-    const cu_commit_item *d = (const cu_commit_item *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    seq_tab inl;
+    const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
     size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
-    cu_launch(k_gdn_commit, dim3((unsigned)(blocks < 128 ? blocks : 128), n), 256, 0, d, conv_floats, Hk ? Hk : 1, Hv,
+    /* up to one element a thread (a function of the state's shape, never of n): the replay of an element
+     * is a short dependent chain, so the op's time is its threads' chains one after the other */
+    cu_launch(k_gdn_commit, dim3((unsigned)(blocks < 4096 ? blocks : 4096), n), 256, 0, inl, d, conv_floats, Hk ? Hk : 1, Hv,
               Dk, Dv);
     CU_LAUNCHED("gdn commit");
 }
