@@ -620,7 +620,8 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
  * cores and a GPU"). A region is reused only after a wrap, which waits for the device first, so no
  * queued kernel or copy still reads it. Returns the device address, or NULL when the ring cannot be
  * had (the caller then stages the blocking way). Called with c->lock held. */
-static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
+static const int32_t *stage_ring_to(cu_ctx *c, void *dst, const void *h, size_t bytes) {
+    size_t n = (bytes + 3) / 4; /* ring entries */
     if (c->ring_failed || n > CU_IDX_RING / 8) return NULL;
     if (!c->d_ring) {
         cu_graph_break();
@@ -641,10 +642,14 @@ static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
     }
     size_t at = c->ring_at;
     c->ring_at = (at + n + 31) & ~(size_t)31; /* 128-byte aligned starts */
-    memcpy(c->h_ring + at, h, n * sizeof(int32_t));
-    CU_CHECK(cudaMemcpyAsync(c->d_ring + at, c->h_ring + at, n * sizeof(int32_t), cudaMemcpyHostToDevice, CU_STREAM),
+    memcpy(c->h_ring + at, h, bytes);
+    CU_CHECK(cudaMemcpyAsync(dst ? dst : c->d_ring + at, c->h_ring + at, bytes, cudaMemcpyHostToDevice, CU_STREAM),
              "index staging");
     return c->d_ring + at;
+}
+
+static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
+    return stage_ring_to(c, NULL, h, n * sizeof(int32_t));
 }
 
 const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n) {
@@ -702,9 +707,22 @@ static void cu_buf_free(be_backend *be, be_buf *b) {
 
 static void *cu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
 
+#define CU_UP_ASYNC ((size_t)256 << 10) /* uploads up to this many bytes go through the pinned ring */
+
+/* Host to device. Up to CU_UP_ASYNC bytes: copied into the index ring's pinned host half and sent with an
+ * async copy in stream order (stage_ring_to), so the host does not wait for the queued kernels and the
+ * copy (the MTP heads' hidden rows: one upload per draft forward); src may change once this returns.
+ * Larger ones, or without the ring, or with $MTPLX_CUDA_UP_ASYNC=0: a blocking copy. */
 static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("upload");
-    (void)be;
+    if (!n) return;
+    if (n <= CU_UP_ASYNC && cu_set.up_async) {
+        cu_ctx *c = cu_of(be);
+        pthread_mutex_lock(&c->lock);
+        const int32_t *d = stage_ring_to(c, dst, src, n);
+        pthread_mutex_unlock(&c->lock);
+        if (d) return;
+    }
     cu_memcpy_sync(dst, src, n, cudaMemcpyHostToDevice, "upload");
 }
 
@@ -988,7 +1006,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* ------------------------------------------------------------------ settings */
 
 /* the defaults until a backend installs its own */
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0};
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1};
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -1043,6 +1061,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->dl_pipe = env_not0("MTPLX_CUDA_DL_PIPE");
     int rt = env_pos("MTPLX_CUDA_RMS_THREADS");
     s->rms_threads = rt >= 32 && rt <= 1024 && rt % 32 == 0 ? rt : 0;
+    s->up_async = env_not0("MTPLX_CUDA_UP_ASYNC");
 }
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {

@@ -57,6 +57,8 @@ typedef struct {
     int rms_threads; /* MTPLX_CUDA_RMS_THREADS=N (a multiple of 32 up to 1024): threads of a row's rmsnorm
                         block; 0: about 4 entries a thread (cu_rms_threads; session 6: 256). Bits differ
                         between counts */
+    int up_async;   /* 1: uploads up to 256 KB through the pinned index ring, in stream order, without a
+                       wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */
