@@ -797,7 +797,7 @@ TEST(test_logits_top_cuda_long_rows_equal_cpu) {
 enum { RN_R = 3, RN_NMAX = 5120 };
 static float rn_w[RN_NMAX]; /* static: the backend keeps a device copy keyed by the host address */
 
-/* rmsnorm_rows at widths whose blocks have 128 / 512 / 1,024 threads (4,100 and 5,120: more entries
+/* rmsnorm_rows at widths whose blocks have 256 / 512 / 1,024 threads (4,100 and 5,120: more entries
  * than threads, 4,100 not a multiple of the block) matches the CPU within 1e-5 of the row's largest
  * output, and each row of a 3-row call equals the same row normalised alone, bit for bit. */
 TEST(test_rmsnorm_matches_cpu_and_is_row_invariant) {

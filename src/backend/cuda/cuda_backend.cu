@@ -1006,7 +1006,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* ------------------------------------------------------------------ settings */
 
 /* the defaults until a backend installs its own */
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1};
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0, 1};
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -1058,7 +1058,8 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->moe = env_not0("MTPLX_CUDA_MOE");
     s->gdn_l2 = env_not0("MTPLX_CUDA_GDN_L2");
     s->seq_inline = env_not0("MTPLX_CUDA_SEQ_INLINE");
-    s->dl_pipe = env_not0("MTPLX_CUDA_DL_PIPE");
+    s->dl_pipe = env_one("MTPLX_CUDA_DL_PIPE");
+    s->seq_pdl = env_not0("MTPLX_CUDA_SEQ_PDL");
     int rt = env_pos("MTPLX_CUDA_RMS_THREADS");
     s->rms_threads = rt >= 32 && rt <= 1024 && rt % 32 == 0 ? rt : 0;
     s->up_async = env_not0("MTPLX_CUDA_UP_ASYNC");

@@ -52,8 +52,10 @@ typedef struct {
                        launch first (same bits) */
     int seq_inline; /* 1: small sequence tables go with the launch as a kernel parameter (cuda_seq.cu);
                        MTPLX_CUDA_SEQ_INLINE=0: always copied to the device first (same bits) */
-    int dl_pipe;    /* 1: downloads from 256 KB in pieces whose DMA and host copy overlap;
-                       MTPLX_CUDA_DL_PIPE=0: one DMA, then one host copy (same bits) */
+    int dl_pipe;    /* MTPLX_CUDA_DL_PIPE=1: downloads from 256 KB in pieces whose DMA and host copy
+                       overlap; 0 (default: not measured yet): one DMA, then one host copy (same bits) */
+    int seq_pdl;    /* 1 (with pdl): cuda_seq.cu's kernels launched with PDL like the others;
+                       MTPLX_CUDA_SEQ_PDL=0: plain launches, as in session 6 (same bits) */
     int rms_threads; /* MTPLX_CUDA_RMS_THREADS=N (a multiple of 32 up to 1024): threads of a row's rmsnorm
                         block; 0: about 4 entries a thread (cu_rms_threads; session 6: 256). Bits differ
                         between counts */

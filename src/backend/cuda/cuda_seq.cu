@@ -16,6 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The launches of this file: with PDL like the rest of the backend's (every kernel here starts with
+ * CU_PDL_ENTRY), or plain with $MTPLX_CUDA_SEQ_PDL=0 (session 6's launches; a comparison knob). */
+template <typename... KArgs, typename... Args>
+static inline void seq_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cu_launch_pdl(cu_pdl_enabled() && cu_set.seq_pdl, k, grid, block, smem, args...);
+}
+
 #define ATT_WARPS 4
 #define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
 
@@ -211,7 +218,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, 
 static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
-    cu_launch(k_attn_core, dim3(R, nH), ATT_WARPS * 32, smem, a, kv);
+    seq_launch(k_attn_core, dim3(R, nH), ATT_WARPS * 32, smem, a, kv);
     CU_LAUNCHED("attention");
 }
 
@@ -226,7 +233,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    cu_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
+    seq_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
                         pos0, a->scale};
@@ -291,7 +298,7 @@ void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0,
                        a->v_dim, a->kv_lora, a->interleave, pos0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    cu_launch(k_mla_prep, dim3(R), 128, 0, p, v);
+    seq_launch(k_mla_prep, dim3(R), 128, 0, p, v);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, pos0, a->scale};
     attn_core(q, v, R, a->n_heads);
@@ -520,11 +527,11 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
          * block sums */
         int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
         if (!cu_set.gdn_l2) {
-            cu_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+            seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
             CU_LAUNCHED("gdn l2norm");
         }
-#define GDN_L(JK_) cu_set.gdn_l2 ? cu_launch(k_gdn_reg<JK_, 1>, dim3(a->Hv), threads, 0, k) \
-                                 : cu_launch(k_gdn_reg<JK_, 0>, dim3(a->Hv), threads, 0, k)
+#define GDN_L(JK_) cu_set.gdn_l2 ? seq_launch(k_gdn_reg<JK_, 1>, dim3(a->Hv), threads, 0, k) \
+                                 : seq_launch(k_gdn_reg<JK_, 0>, dim3(a->Hv), threads, 0, k)
         switch (JK) {
         case 1: GDN_L(1); break;
         case 2: GDN_L(2); break;
@@ -535,12 +542,12 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
         CU_LAUNCHED("gdn");
         return;
     }
-    cu_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+    seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
     CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, a->Dv);
     gdn_smem_allow((const void *)k_gdn, smem);
     int threads = (a->Dv + 31) / 32 * 32;
-    cu_launch(k_gdn, dim3(a->Hv), threads, smem, k);
+    seq_launch(k_gdn, dim3(a->Hv), threads, smem, k);
     CU_LAUNCHED("gdn");
 }
 
@@ -573,7 +580,7 @@ void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *
     CU_PROF("gdn_replay");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_replay, smem);
-    cu_launch(k_gdn_replay, dim3(Hv), (Dv + 31) / 32 * 32, smem, dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1,
+    seq_launch(k_gdn_replay, dim3(Hv), (Dv + 31) / 32 * 32, smem, dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1,
               Hv, Dk, Dv);
     CU_LAUNCHED("gdn replay");
 }
@@ -713,12 +720,12 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    cu_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, inl, tab);
+    seq_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, inl, tab);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
     size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
-    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
+    seq_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
     CU_LAUNCHED("attention");
 }
 
@@ -751,11 +758,11 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
                        a->v_dim, a->kv_lora, a->interleave, 0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    cu_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, inl, tab);
+    seq_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, inl, tab);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
     size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
-    cu_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
+    seq_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
     CU_LAUNCHED("attention");
 }
 
@@ -874,7 +881,7 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
     seq_tab inl;
     const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
     const float *cw = cu_vec(c, cv->w, sizeof(float) * (size_t)cv->C * cv->kc);
-    cu_launch(k_conv_seqs, dim3((cv->C + 127) / 128, n), 128, 0, inl, d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
+    seq_launch(k_conv_seqs, dim3((cv->C + 127) / 128, n), 128, 0, inl, d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
               cv->rows_in_win);
     CU_LAUNCHED("gdn conv");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, Hv, Dk, Dv, 0,
@@ -886,12 +893,12 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
         dim3 g(Hv, n);
         if (!cu_set.gdn_l2) {
-            cu_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk,
+            seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk,
                       Dk);
             CU_LAUNCHED("gdn l2norm");
         }
-#define GDN_L(JK_) cu_set.gdn_l2 ? cu_launch(k_gdn_reg_seqs<JK_, 1>, g, threads, 0, k, inl, d) \
-                                 : cu_launch(k_gdn_reg_seqs<JK_, 0>, g, threads, 0, k, inl, d)
+#define GDN_L(JK_) cu_set.gdn_l2 ? seq_launch(k_gdn_reg_seqs<JK_, 1>, g, threads, 0, k, inl, d) \
+                                 : seq_launch(k_gdn_reg_seqs<JK_, 0>, g, threads, 0, k, inl, d)
         switch (JK) {
         case 1: GDN_L(1); break;
         case 2: GDN_L(2); break;
@@ -902,11 +909,11 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         CU_LAUNCHED("gdn");
         return;
     }
-    cu_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
+    seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
     CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_seqs, smem);
-    cu_launch(k_gdn_seqs, dim3(Hv, n), (Dv + 31) / 32 * 32, smem, k, inl, d);
+    seq_launch(k_gdn_seqs, dim3(Hv, n), (Dv + 31) / 32 * 32, smem, k, inl, d);
     CU_LAUNCHED("gdn");
 }
 
@@ -967,7 +974,7 @@ void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t con
     size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
     /* up to one element a thread (a function of the state's shape, never of n): the replay of an element
      * is a short dependent chain, so the op's time is its threads' chains one after the other */
-    cu_launch(k_gdn_commit, dim3((unsigned)(blocks < 4096 ? blocks : 4096), n), 256, 0, inl, d, conv_floats, Hk ? Hk : 1, Hv,
+    seq_launch(k_gdn_commit, dim3((unsigned)(blocks < 4096 ? blocks : 4096), n), 256, 0, inl, d, conv_floats, Hk ? Hk : 1, Hv,
               Dk, Dv);
     CU_LAUNCHED("gdn commit");
 }
@@ -1062,6 +1069,6 @@ void cu_logits_top(be_backend *be, int32_t *out, const float *x, int ldx, int R,
     CU_PROF("logits_top"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (R <= 0) return;
     if (k < 1 || k > BE_TOP_MAX || k >= V) cu_check(cudaErrorInvalidValue, "logits_top: k outside [1, 64] or >= V");
-    cu_launch(k_logits_top, dim3(R), TOP_THREADS, 0, out, x, ldx, V, k);
+    seq_launch(k_logits_top, dim3(R), TOP_THREADS, 0, out, x, ldx, V, k);
     CU_LAUNCHED("logits top");
 }
