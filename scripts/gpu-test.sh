@@ -11,8 +11,10 @@
 #   3. bad input refused clearly: a corrupt checkpoint, a model larger than the GPU's free memory
 #      (MTPLX_GPU_MEM_LIMIT), --device cuda:99;
 #   4. compute-sanitizer memcheck clean on a short MTP run;
-#   5. graphs / PDL / fusions / stream / the batched rmsnorm loads (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM,
-#      _RMS_BATCH) off ≡ on, bit for bit.
+#   5. graphs / PDL / fusions / stream / the batched rmsnorm loads / the L2 norms inside the GDN step /
+#      inline sequence tables / pipelined downloads / async uploads / PDL of the sequence kernels
+#      (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM, _RMS_BATCH, _GDN_L2, _SEQ_INLINE, _DL_PIPE, _UP_ASYNC,
+#      _SEQ_PDL) off ≡ on, bit for bit.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -91,8 +93,10 @@ machinery_equal() {
     local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 mode
     for mode in "" "--step" "--mtp" "--step --mtp"; do
         MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 MTPLX_CUDA_RMS_BATCH=1 \
+            MTPLX_CUDA_GDN_L2=0 MTPLX_CUDA_SEQ_INLINE=0 MTPLX_CUDA_DL_PIPE=0 MTPLX_CUDA_UP_ASYNC=0 MTPLX_CUDA_SEQ_PDL=0 \
             build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
-        MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+        MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 MTPLX_CUDA_DL_PIPE=1 \
+            build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
         cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
         echo "logits [$mode]: off == on"
     done

@@ -752,6 +752,96 @@ TEST(test_logits_top_cuda_equals_cpu) {
     be_free(be);
 }
 
+/* The CUDA top-k over long rows (70,001 ids: several batches of loads a thread, lists that fill and
+ * then reject) equals the CPU's word for word: a row of many ties, a row with NaN, +inf and -inf. */
+TEST(test_logits_top_cuda_long_rows_equal_cpu) {
+    enum { LV = 70001, LR = 2 };
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    size_t W = (size_t)LR * (2 * BE_TOP_MAX + 2);
+    float *x = malloc(sizeof(float) * LR * LV);
+    int32_t *o1 = malloc(sizeof(int32_t) * W), *o2 = malloc(sizeof(int32_t) * W);
+    REQUIRE(x && o1 && o2);
+    g_rng = 0x7a11c0deu;
+    for (int j = 0; j < LV; j++) {
+        x[j] = (float)(int)(frand() * 16.0f) * 0.125f; /* 31 distinct values: ties everywhere */
+        x[LV + j] = j % 7 == 3 ? -INFINITY : frand();
+    }
+    x[LV + 40000] = NAN, x[LV + 69999] = INFINITY, x[LV + 5] = NAN;
+    be_buf *bx, *bo;
+    float *dx = dev_floats(be, x, (size_t)LR * LV, &bx), *dout = dev_floats(be, NULL, W, &bo);
+    REQUIRE(dx && dout);
+    static const int ks[] = {1, 20, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki];
+        size_t words = (size_t)LR * (2 * k + 2);
+        cpu->ops->logits_top(cpu, o1, x, LV, LR, LV, k);
+        be->ops->logits_top(be, (int32_t *)dout, dx, LV, LR, LV, k);
+        be->ops->download(be, o2, dout, sizeof(int32_t) * words);
+        size_t first = 0, differ = 0;
+        for (size_t i = 0; i < words; i++)
+            if (o1[i] != o2[i] && differ++ == 0) first = i;
+        CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
+    }
+    CHECK(o2[(2 * 64 + 2) + 2 * 64] == 5); /* row 1's first NaN / +inf */
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+    free(x), free(o1), free(o2);
+    be_free(cpu);
+    be_free(be);
+}
+
+/* ---- rmsnorm: one block a row, its thread count a function of the width ---- */
+
+enum { RN_R = 3, RN_NMAX = 5120 };
+static float rn_w[RN_NMAX]; /* static: the backend keeps a device copy keyed by the host address */
+
+/* rmsnorm_rows at widths whose blocks have 256 / 512 / 1,024 threads (4,100 and 5,120: more entries
+ * than threads, 4,100 not a multiple of the block) matches the CPU within 1e-5 of the row's largest
+ * output, and each row of a 3-row call equals the same row normalised alone, bit for bit. */
+TEST(test_rmsnorm_matches_cpu_and_is_row_invariant) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    size_t N = (size_t)RN_R * RN_NMAX;
+    float *x = malloc(sizeof(float) * N), *yc = malloc(sizeof(float) * N), *yg = malloc(sizeof(float) * N);
+    float *y1 = malloc(sizeof(float) * RN_NMAX);
+    REQUIRE(x && yc && yg && y1);
+    g_rng = 0x0b5e55edu;
+    for (int i = 0; i < RN_NMAX; i++) rn_w[i] = 1.0f + 0.5f * frand();
+    be_buf *bx, *by, *b1;
+    float *dx = dev_floats(be, NULL, N, &bx), *dy = dev_floats(be, NULL, N, &by), *d1 = dev_floats(be, NULL, RN_NMAX, &b1);
+    REQUIRE(dx && dy && d1);
+    static const int ns[] = {512, 2048, 4100, 5120};
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+        int n = ns[ni];
+        for (size_t i = 0; i < (size_t)RN_R * n; i++) x[i] = frand() * (1.0f + (float)(i % 5));
+        be->ops->upload(be, dx, x, sizeof(float) * RN_R * n);
+        cpu->ops->rmsnorm_rows(cpu, yc, n, x, n, rn_w, n, RN_R, 1e-6f);
+        be->ops->rmsnorm_rows(be, dy, n, dx, n, rn_w, n, RN_R, 1e-6f);
+        be->ops->download(be, yg, dy, sizeof(float) * RN_R * n);
+        for (int t = 0; t < RN_R; t++) {
+            double worst = 0, big = 0;
+            for (int i = 0; i < n; i++) {
+                size_t j = (size_t)t * n + i;
+                double d = fabs((double)yg[j] - yc[j]);
+                if (d > worst) worst = d;
+                if (fabs((double)yc[j]) > big) big = fabs((double)yc[j]);
+            }
+            CHECK_MSG(worst <= 1e-5 * big, "n %d row %d: |GPU - CPU| %.3g of %.3g", n, t, worst, big);
+            be->ops->rmsnorm_rows(be, d1, n, dx + (size_t)t * n, n, rn_w, n, 1, 1e-6f);
+            be->ops->download(be, y1, d1, sizeof(float) * n);
+            CHECK_MSG(!memcmp(y1, yg + (size_t)t * n, sizeof(float) * n), "n %d row %d: alone differs from 3 rows", n, t);
+        }
+    }
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, by), be->ops->buf_free(be, b1);
+    free(x), free(yc), free(yg), free(y1);
+    be_free(cpu);
+    be_free(be);
+}
+
 /* ---- the MoE block against the CPU backend ---- */
 
 enum { MO_H = 256, MO_I = 64, MO_S = 128, MO_E = 16, MO_K = 4, MO_RMAX = 20 };
@@ -930,6 +1020,8 @@ int main(void) {
     RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
     RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);
     RUN(test_logits_top_cuda_equals_cpu);
+    RUN(test_logits_top_cuda_long_rows_equal_cpu);
+    RUN(test_rmsnorm_matches_cpu_and_is_row_invariant);
     RUN(test_moe_cuda_matches_cpu_and_is_row_invariant);
     return TEST_SUMMARY();
 }

@@ -620,7 +620,8 @@ const float *cu_vec(cu_ctx *c, const float *h, size_t bytes) {
  * cores and a GPU"). A region is reused only after a wrap, which waits for the device first, so no
  * queued kernel or copy still reads it. Returns the device address, or NULL when the ring cannot be
  * had (the caller then stages the blocking way). Called with c->lock held. */
-static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
+static const int32_t *stage_ring_to(cu_ctx *c, void *dst, const void *h, size_t bytes) {
+    size_t n = (bytes + 3) / 4; /* ring entries */
     if (c->ring_failed || n > CU_IDX_RING / 8) return NULL;
     if (!c->d_ring) {
         cu_graph_break();
@@ -641,10 +642,14 @@ static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
     }
     size_t at = c->ring_at;
     c->ring_at = (at + n + 31) & ~(size_t)31; /* 128-byte aligned starts */
-    memcpy(c->h_ring + at, h, n * sizeof(int32_t));
-    CU_CHECK(cudaMemcpyAsync(c->d_ring + at, c->h_ring + at, n * sizeof(int32_t), cudaMemcpyHostToDevice, CU_STREAM),
+    memcpy(c->h_ring + at, h, bytes);
+    CU_CHECK(cudaMemcpyAsync(dst ? dst : c->d_ring + at, c->h_ring + at, bytes, cudaMemcpyHostToDevice, CU_STREAM),
              "index staging");
     return c->d_ring + at;
+}
+
+static const int32_t *stage_ring(cu_ctx *c, const int32_t *h, size_t n) {
+    return stage_ring_to(c, NULL, h, n * sizeof(int32_t));
 }
 
 const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n) {
@@ -702,9 +707,22 @@ static void cu_buf_free(be_backend *be, be_buf *b) {
 
 static void *cu_buf_addr(const be_buf *b) { return b ? b->p : NULL; }
 
+#define CU_UP_ASYNC ((size_t)256 << 10) /* uploads up to this many bytes go through the pinned ring */
+
+/* Host to device. Up to CU_UP_ASYNC bytes: copied into the index ring's pinned host half and sent with an
+ * async copy in stream order (stage_ring_to), so the host does not wait for the queued kernels and the
+ * copy (the MTP heads' hidden rows: one upload per draft forward); src may change once this returns.
+ * Larger ones, or without the ring, or with $MTPLX_CUDA_UP_ASYNC=0: a blocking copy. */
 static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("upload");
-    (void)be;
+    if (!n) return;
+    if (n <= CU_UP_ASYNC && cu_set.up_async) {
+        cu_ctx *c = cu_of(be);
+        pthread_mutex_lock(&c->lock);
+        const int32_t *d = stage_ring_to(c, dst, src, n);
+        pthread_mutex_unlock(&c->lock);
+        if (d) return;
+    }
     cu_memcpy_sync(dst, src, n, cudaMemcpyHostToDevice, "upload");
 }
 
@@ -714,8 +732,40 @@ static void cu_upload(be_backend *be, void *dst, const void *src, size_t n) {
 static thread_local void *t_stage;
 static thread_local size_t t_stage_cap;
 
+#define CU_DL_CHUNK ((size_t)128 << 10) /* bytes of a pipelined download's pieces (at least) */
+#define CU_DL_PIECES 16                   /* at most this many pieces (events) per staging fill */
+
+/* A staging fill of k bytes (k <= t_stage_cap) from src to dst in pieces: every piece's copy is queued
+ * with an event behind it, and the host copies piece i out of the staging while the copy engine moves
+ * piece i + 1 (a 1 MB logits row: the DMA and the host copy overlap instead of adding up). */
+static void download_pieces(void *dst, const void *src, size_t k) {
+    static thread_local cudaEvent_t ev[CU_DL_PIECES];
+    static thread_local int have_ev;
+    if (!have_ev) {
+        for (int i = 0; i < CU_DL_PIECES; i++)
+            CU_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming), "download");
+        have_ev = 1;
+    }
+    size_t piece = (k + CU_DL_PIECES - 1) / CU_DL_PIECES;
+    piece = piece < CU_DL_CHUNK ? CU_DL_CHUNK : (piece + 4095) & ~(size_t)4095;
+    int np = (int)((k + piece - 1) / piece);
+    for (int i = 0; i < np; i++) {
+        size_t at = (size_t)i * piece, len = k - at < piece ? k - at : piece;
+        CU_CHECK(cudaMemcpyAsync((char *)t_stage + at, (const char *)src + at, len, cudaMemcpyDeviceToHost, CU_STREAM),
+                 "download");
+        CU_CHECK(cudaEventRecord(ev[i], CU_STREAM), "download");
+    }
+    for (int i = 0; i < np; i++) {
+        size_t at = (size_t)i * piece, len = k - at < piece ? k - at : piece;
+        CU_CHECK(cudaEventSynchronize(ev[i]), "download");
+        memcpy((char *)dst + at, (const char *)t_stage + at, len);
+    }
+    __atomic_fetch_add(&g_syncs, 1, __ATOMIC_RELAXED);
+}
+
 /* Device to host through the thread's pinned staging (a DMA at full speed, then a host copy) in
- * pieces of at most CU_STAGE_MAX bytes; pageable and blocking when pinned memory cannot be had. */
+ * pieces of at most CU_STAGE_MAX bytes, each pipelined from 2 · CU_DL_CHUNK bytes (download_pieces);
+ * pageable and blocking when pinned memory cannot be had. */
 static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("download");
     (void)be;
@@ -735,6 +785,10 @@ static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
     } else {
         for (size_t at = 0; at < n; at += t_stage_cap) {
             size_t k = n - at < t_stage_cap ? n - at : t_stage_cap;
+            if (k >= 2 * CU_DL_CHUNK && cu_set.dl_pipe) {
+                download_pieces((char *)dst + at, (const char *)src + at, k);
+                continue;
+            }
             cu_memcpy_sync(t_stage, (const char *)src + at, k, cudaMemcpyDeviceToHost, "download");
             memcpy((char *)dst + at, t_stage, k);
         }
@@ -798,9 +852,10 @@ static size_t cu_attn_scratch_floats(const be_backend *be, int capacity, int rot
 
 /* ------------------------------------------------------------------ row ops */
 
-/* One block per row: y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps), as kern_rmsnorm_rows; with
- * o, the row is first x += o (the deferred residual add; each thread adds the entries it reads). */
-__global__ void k_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, float eps) {
+/* One block per row (cu_rms_threads(n) threads): y = (x · inv) · w with inv = 1/sqrt(mean(x²) + eps),
+ * as kern_rmsnorm_rows; with o, the row is first x += o (the deferred residual add; each thread adds
+ * the entries it reads). */
+__global__ void __launch_bounds__(1024) k_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n, float eps) {
     CU_PDL_ENTRY();
     __shared__ float sh[33];
     float *xt = x + (size_t)blockIdx.x * ldx;
@@ -822,7 +877,7 @@ static void cu_rmsnorm_rows(be_backend *be, float *y, int ldy, const float *x, i
     const float *dw = cu_vec(cu_of(be), w, sizeof(float) * n);
     const float *o = add_take(x, ldx, n, R);
     if (cu_mma_rmsnorm(y, ldy, (float *)x, ldx, o, dw, n, R, eps)) return;
-    cu_launch(k_rmsnorm, R, 256, 0, y, ldy, (float *)x, ldx, o, dw, n, eps);
+    cu_launch(k_rmsnorm, R, cu_rms_threads(n), 0, y, ldy, (float *)x, ldx, o, dw, n, eps);
     CU_LAUNCHED("rmsnorm");
 }
 
@@ -951,7 +1006,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* ------------------------------------------------------------------ settings */
 
 /* the defaults until a backend installs its own */
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1};
+cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0, 1};
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
@@ -1001,6 +1056,13 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");
     s->rms_batch = env_pos("MTPLX_CUDA_RMS_BATCH");
     s->moe = env_not0("MTPLX_CUDA_MOE");
+    s->gdn_l2 = env_not0("MTPLX_CUDA_GDN_L2");
+    s->seq_inline = env_not0("MTPLX_CUDA_SEQ_INLINE");
+    s->dl_pipe = env_one("MTPLX_CUDA_DL_PIPE");
+    s->seq_pdl = env_not0("MTPLX_CUDA_SEQ_PDL");
+    int rt = env_pos("MTPLX_CUDA_RMS_THREADS");
+    s->rms_threads = rt >= 32 && rt <= 1024 && rt % 32 == 0 ? rt : 0;
+    s->up_async = env_not0("MTPLX_CUDA_UP_ASYNC");
 }
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {

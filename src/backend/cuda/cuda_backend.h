@@ -47,6 +47,20 @@ typedef struct {
                        one at a time (same bits); 0: 4 */
     int moe;        /* 1: the MoE block on the device (routing, grouped experts: cuda_moe.cu);
                        MTPLX_CUDA_MOE=0: top-k on the host and one launch per expert (comparison) */
+    /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */
+    int gdn_l2;     /* 1: the register GDN step L2-normalises q / k itself; MTPLX_CUDA_GDN_L2=0: a separate
+                       launch first (same bits) */
+    int seq_inline; /* 1: small sequence tables go with the launch as a kernel parameter (cuda_seq.cu);
+                       MTPLX_CUDA_SEQ_INLINE=0: always copied to the device first (same bits) */
+    int dl_pipe;    /* MTPLX_CUDA_DL_PIPE=1: downloads from 256 KB in pieces whose DMA and host copy
+                       overlap; 0 (default: not measured yet): one DMA, then one host copy (same bits) */
+    int seq_pdl;    /* 1 (with pdl): cuda_seq.cu's kernels launched with PDL like the others;
+                       MTPLX_CUDA_SEQ_PDL=0: plain launches, as in session 6 (same bits) */
+    int rms_threads; /* MTPLX_CUDA_RMS_THREADS=N (a multiple of 32 up to 1024): threads of a row's rmsnorm
+                        block; 0: about 4 entries a thread (cu_rms_threads; session 6: 256). Bits differ
+                        between counts */
+    int up_async;   /* 1: uploads up to 256 KB through the pinned index ring, in stream order, without a
+                       wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;
 
 /* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */

@@ -90,7 +90,7 @@ int cu_pdl_enabled(void);
 #endif
 
 template <typename... KArgs, typename... Args>
-static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+static inline void cu_launch_pdl(int pdl, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -100,8 +100,14 @@ static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t 
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = cu_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     cudaLaunchKernelEx(&cfg, k, args...);
+}
+
+/* cu_launch_pdl with the process's PDL setting. */
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cu_launch_pdl(cu_pdl_enabled(), k, grid, block, smem, args...);
 }
 
 /* n bytes copied on CU_STREAM after every queued op, and the host waits for the copy (what a
@@ -226,6 +232,17 @@ __device__ __forceinline__ float cu_block_sum(float v, float *sh32) {
     }
     __syncthreads();
     return sh32[32];
+}
+
+/* Threads of the one block that normalises a row of n entries (k_rmsnorm and k_rmsnorm_prep use the
+ * same count, so their sums of squares run in the same order): about 4 entries a thread, a multiple
+ * of 32 from 256 (session 6's count for every width: rows up to 1,024 entries keep its bits) to 1,024
+ * (hidden 5,120: 3.28 -> 3.16 ms a 27B-16l q4 step, bench/cuda.md "Session 7: small-op latency"). A
+ * function of n (and of the knob) only, never of the row count. */
+static inline int cu_rms_threads(int n) {
+    if (cu_set.rms_threads) return cu_set.rms_threads; /* MTPLX_CUDA_RMS_THREADS (a comparison knob) */
+    int t = ((n + 3) / 4 + 31) / 32 * 32;
+    return t < 256 ? 256 : t > 1024 ? 1024 : t;
 }
 
 __device__ __forceinline__ float cu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }

@@ -268,12 +268,19 @@ void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, i
     for (int i = 0; i < n; i++) cu_matmul(be, outs[i].y, outs[i].ldy, x, ldx, R, outs[i].w);
 }
 
-/* Row tok[t] of w, dequantized, into y + t·ldy. */
+/* Up to EMB_INLINE token ids passed inline with the launch (a forward's first kernel then needs no
+ * host-to-device copy queued before it; cuda_seq.cu's seq_tab does the same for the sequence tables). */
+#define EMB_INLINE 64
+typedef struct {
+    int32_t t[EMB_INLINE];
+} emb_tokens;
+
+/* Row tok[t] of w, dequantized, into y + t·ldy (tok: dtok, or the inline ids when dtok is NULL). */
 template <int F>
-__global__ void k_embed(float *y, int ldy, wdesc w, const int32_t *tok) {
+__global__ void k_embed(float *y, int ldy, wdesc w, const __grid_constant__ emb_tokens itok, const int32_t *dtok) {
     CU_PDL_ENTRY();
     int k = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-    if (k < w.K) y[(size_t)t * ldy + k] = load_one<F>(w, tok[t], k);
+    if (k < w.K) y[(size_t)t * ldy + k] = load_one<F>(w, dtok ? dtok[t] : itok.t[t], k);
 }
 
 void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R) {
@@ -283,14 +290,17 @@ void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const 
     cu_ctx *c = cu_of(be);
     const cu_wdev *d = cu_weight(c, w);
     wdesc wd = {d->data, d->scales, d->biases, w->rows, w->cols, w->group_size, (int)w->scale_dtype};
-    const int32_t *dt = cu_stage_idx(c, tokens, (size_t)R);
+    emb_tokens it = {};
+    const int32_t *dt = NULL;
+    if (R <= EMB_INLINE) memcpy(it.t, tokens, sizeof(int32_t) * (size_t)R);
+    else dt = cu_stage_idx(c, tokens, (size_t)R);
     dim3 grid((w->cols + 255) / 256, R);
     switch (fmt_of(w)) {
-    case F_F32: cu_launch(k_embed<F_F32>, grid, 256, 0, y, ldy, wd, dt); break;
-    case F_F16: cu_launch(k_embed<F_F16>, grid, 256, 0, y, ldy, wd, dt); break;
-    case F_BF16: cu_launch(k_embed<F_BF16>, grid, 256, 0, y, ldy, wd, dt); break;
-    case F_Q8: cu_launch(k_embed<F_Q8>, grid, 256, 0, y, ldy, wd, dt); break;
-    default: cu_launch(k_embed<F_Q4>, grid, 256, 0, y, ldy, wd, dt); break;
+    case F_F32: cu_launch(k_embed<F_F32>, grid, 256, 0, y, ldy, wd, it, dt); break;
+    case F_F16: cu_launch(k_embed<F_F16>, grid, 256, 0, y, ldy, wd, it, dt); break;
+    case F_BF16: cu_launch(k_embed<F_BF16>, grid, 256, 0, y, ldy, wd, it, dt); break;
+    case F_Q8: cu_launch(k_embed<F_Q8>, grid, 256, 0, y, ldy, wd, it, dt); break;
+    default: cu_launch(k_embed<F_Q4>, grid, 256, 0, y, ldy, wd, it, dt); break;
     }
     CU_LAUNCHED("embed_rows");
 }

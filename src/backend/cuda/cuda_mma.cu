@@ -543,13 +543,14 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
 /* One block per row: k_rmsnorm's arithmetic (cuda_backend.cu; with o, the deferred x += o first),
  * and the row prepared as KIND (1: bf16 split; else q of group GS, BITS) into xp, for R = gridDim.x
  * rows of K = n inputs. Every value is computed as k_rmsnorm computes it and the sum of squares runs
- * over the same entries in the same order (thread i: i, i + 256, ...), so the bits are the same. A
- * thread loads B entries (a warp B groups) before it uses any of them: one block per row means that at
- * decode the kernel's time is its dependent round trips to L2, B times fewer this way (B = 1: one per
- * entry / group, $MTPLX_CUDA_RMS_BATCH=1; bench/cuda.md, "Session 6"). The q branch reads entries
- * other threads added: cu_block_sum's barriers order those writes before it. */
+ * over the same entries in the same order (cu_rms_threads(n) = T threads, thread i: i, i + T, ...), so
+ * the bits are the same. A thread loads B entries (a warp B groups) before it uses any of them: one
+ * block per row means that at decode the kernel's time is its dependent round trips to L2, B times
+ * fewer this way (B = 1: one per entry / group, $MTPLX_CUDA_RMS_BATCH=1; bench/cuda.md, "Session 6"),
+ * and about 4 entries a thread since session 7 (up to 1,024 threads) make most rows one batch. The q
+ * branch reads entries other threads added: cu_block_sum's barriers order those writes before it. */
 template <int KIND, int GS, int BITS, int B>
-__global__ void k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
+__global__ void __launch_bounds__(1024) k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
                                float eps, void *xp) {
     CU_PDL_ENTRY();
     __shared__ float sh[33];
@@ -676,8 +677,8 @@ int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const f
     if (!kind || (kind != 1 && n % (kind / 4))) return 0;
     void *xp = prep_space(kind, R, n);
 #define RMS_L(KD, GS_, B_)                                                                                             \
-    cu_launch(cu_set.rms_batch == 1 ? k_rmsnorm_prep<KD, GS_, B_, 1> : k_rmsnorm_prep<KD, GS_, B_, 4>, R, 256, 0, y,  \
-              ldy, x, ldx, o, w, n, eps, xp)
+    cu_launch(cu_set.rms_batch == 1 ? k_rmsnorm_prep<KD, GS_, B_, 1> : k_rmsnorm_prep<KD, GS_, B_, 4>, R,            \
+              cu_rms_threads(n), 0, y, ldy, x, ldx, o, w, n, eps, xp)
     PREP_DISPATCH(kind, RMS_L);
 #undef RMS_L
     CU_LAUNCHED("rmsnorm prep");

@@ -16,6 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The launches of this file: with PDL like the rest of the backend's (every kernel here starts with
+ * CU_PDL_ENTRY), or plain with $MTPLX_CUDA_SEQ_PDL=0 (session 6's launches; a comparison knob). */
+template <typename... KArgs, typename... Args>
+static inline void seq_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cu_launch_pdl(cu_pdl_enabled() && cu_set.seq_pdl, k, grid, block, smem, args...);
+}
+
 #define ATT_WARPS 4
 #define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
 
@@ -98,7 +105,10 @@ __device__ __forceinline__ void attn_prep_body(const attn_prep_args &a, const kv
     }
 }
 
-__global__ void k_attn_prep(attn_prep_args a, kv_view kv) { attn_prep_body(a, kv, blockIdx.x, blockIdx.y); }
+__global__ void k_attn_prep(attn_prep_args a, kv_view kv) {
+    CU_PDL_ENTRY();
+    attn_prep_body(a, kv, blockIdx.x, blockIdx.y);
+}
 
 typedef struct {
     float *big;
@@ -201,13 +211,14 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
 }
 
 __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
+    CU_PDL_ENTRY();
     attn_core_body(a, kv, blockIdx.x, blockIdx.y);
 }
 
 static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
-    k_attn_core<<<dim3(R, nH), ATT_WARPS * 32, smem, CU_STREAM>>>(a, kv);
+    seq_launch(k_attn_core, dim3(R, nH), ATT_WARPS * 32, smem, a, kv);
     CU_LAUNCHED("attention");
 }
 
@@ -222,7 +233,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    k_attn_prep<<<dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, CU_STREAM>>>(p, v);
+    seq_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
                         pos0, a->scale};
@@ -271,7 +282,10 @@ __device__ __forceinline__ void mla_prep_body(const mla_prep_args &a, const kv_v
     }
 }
 
-__global__ void k_mla_prep(mla_prep_args a, kv_view kv) { mla_prep_body(a, kv, blockIdx.x); }
+__global__ void k_mla_prep(mla_prep_args a, kv_view kv) {
+    CU_PDL_ENTRY();
+    mla_prep_body(a, kv, blockIdx.x);
+}
 
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
     CU_PROF("mla");
@@ -284,7 +298,7 @@ void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0,
                        a->v_dim, a->kv_lora, a->interleave, pos0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    k_mla_prep<<<R, 128, 0, CU_STREAM>>>(p, v);
+    seq_launch(k_mla_prep, dim3(R), 128, 0, p, v);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, pos0, a->scale};
     attn_core(q, v, R, a->n_heads);
@@ -312,6 +326,7 @@ __device__ __forceinline__ void gdn_l2_body(const float *big, int ldb, int u_off
 }
 
 __global__ void k_gdn_l2(const float *big, int ldb, int u_off, int Hk, int Dk, float *qn, float *kn) {
+    CU_PDL_ENTRY();
     gdn_l2_body(big, ldb, u_off, Hk, Dk, qn, kn, blockIdx.x, blockIdx.y);
 }
 
@@ -320,7 +335,8 @@ typedef struct {
     int ldb, b_off, a_off, u_off, y_off, Hk, Hv, Dk, Dv, R;
     const float *neg_A, *dt_bias, *norm;
     float eps;
-    const float *src, *qn, *kn;
+    const float *src;
+    float *qn, *kn; /* read, or with gdn_reg_body's L2 written */
     float *dst, *tape_g, *tape_d;
 } gdn_k_args;
 
@@ -366,14 +382,45 @@ __device__ __forceinline__ void gdn_smem_body(const gdn_k_args &a, int hv) {
     for (int x = threadIdx.x; x < Dv * Dk; x += blockDim.x) dst[x] = S[(x % Dk) * Dv + x / Dk];
 }
 
-__global__ void k_gdn(gdn_k_args a) { gdn_smem_body(a, blockIdx.x); }
+__global__ void k_gdn(gdn_k_args a) {
+    CU_PDL_ENTRY();
+    gdn_smem_body(a, blockIdx.x);
+}
 
 /* The same step with the state in registers: block hv, warp w owns value rows 8w .. 8w+7, lane l holds
  * S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are a lane
  * partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit for
- * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256. */
+ * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256.
+ * L2 = 1: the row's q and k are L2-normalised here from the conv output (gdn_l2_fused) instead of read
+ * from qn / kn, which the block of the key head's first value head then writes (the tape and the
+ * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
 #define GDN_RPW 8 /* value rows per warp */
+
+/* Lane l's share of the L2-normalised head at src (Dk = 32·JK floats; entries l + 32m) into out[m],
+ * × mul: k_gdn_l2's arithmetic with its 128 threads (Dk <= 128: thread i owns entry i, so warp m holds
+ * entries 32m..32m+31): each entry's square, the same butterfly per warp, the warp sums added in warp
+ * order to 0 (warps past JK add their zero), then (x · inv) · mul. Every warp calls it whole. */
 template <int JK>
+__device__ __forceinline__ void gdn_l2_lane(const float *src, float mul, float *out) {
+    float x[JK], tot = 0.f;
+#pragma unroll
+    for (int m = 0; m < JK; m++) x[m] = src[(threadIdx.x & 31) + 32 * m];
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        float v = 0.f;
+        if (m < JK) {
+            v = fmaf(x[m], x[m], 0.f);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        }
+        tot += v;
+    }
+    float inv = 1.0f / sqrtf(tot + 1e-6f);
+#pragma unroll
+    for (int m = 0; m < JK; m++) out[m] = (x[m] * inv) * mul;
+}
+
+template <int JK, int L2>
 __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
     __shared__ float yv[32 * GDN_RPW];
     __shared__ float sh[33];
@@ -388,10 +435,23 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
     for (int t = 0; t < a.R; t++) {
         float *row = a.big + (size_t)t * a.ldb;
         float kr[JK], qr[JK];
+        if (L2) {
+            const float *u = row + a.u_off + (size_t)hk * Dk;
+            gdn_l2_lane<JK>(u, 1.0f / sqrtf((float)Dk), qr);
+            gdn_l2_lane<JK>(u + kd, 1.0f, kr);
+            if (w == 0 && hv % (a.Hv / a.Hk) == 0) {
 #pragma unroll
-        for (int m = 0; m < JK; m++) {
-            kr[m] = a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
-            qr[m] = a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+                for (int m = 0; m < JK; m++) {
+                    a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
+                    a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = kr[m];
+                }
+            }
+        } else {
+#pragma unroll
+            for (int m = 0; m < JK; m++) {
+                kr[m] = a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+                qr[m] = a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
+            }
         }
         float beta = cu_sigmoid(row[a.b_off + hv]);
         float sp = row[a.a_off + hv] + a.dt_bias[hv];
@@ -436,8 +496,11 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
             if (i0 + r < Dv) dst[(size_t)(i0 + r) * Dk + lane + 32 * m] = S[r][m];
 }
 
-template <int JK>
-__global__ void k_gdn_reg(gdn_k_args a) { gdn_reg_body<JK>(a, blockIdx.x); }
+template <int JK, int L2>
+__global__ void k_gdn_reg(gdn_k_args a) {
+    CU_PDL_ENTRY();
+    gdn_reg_body<JK, L2>(a, blockIdx.x);
+}
 
 static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
 
@@ -454,35 +517,44 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     if (R <= 0) return;
     cu_ctx *c = cu_of(be);
     int Hk = a->Hk, Dk = a->Dk;
-    k_gdn_l2<<<dim3(R, 2 * Hk), 128, 0, CU_STREAM>>>(a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
-    CU_LAUNCHED("gdn l2norm");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, a->Hv, Dk, a->Dv, R,
                     cu_vec(c, a->neg_A, sizeof(float) * a->Hv), cu_vec(c, a->dt_bias, sizeof(float) * a->Hv),
                     cu_vec(c, a->norm, sizeof(float) * a->Dv), a->eps, a->src, a->qn, a->kn, a->dst, a->tape_g,
                     a->tape_d};
     int JK = Dk / 32, warps = (a->Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && a->Dv <= 32 * GDN_RPW && gdn_reg_on()) {
-        /* the register kernel: warps rows-of-8 each, at least one full warp for the block sums */
+        /* the register kernel, q / k normalised inside: warps rows-of-8 each, at least one full warp for the
+         * block sums */
         int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
-        switch (JK) {
-        case 1: k_gdn_reg<1><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
-        case 2: k_gdn_reg<2><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
-        case 3: k_gdn_reg<3><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
-        default: k_gdn_reg<4><<<a->Hv, threads, 0, CU_STREAM>>>(k); break;
+        if (!cu_set.gdn_l2) {
+            seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+            CU_LAUNCHED("gdn l2norm");
         }
+#define GDN_L(JK_) cu_set.gdn_l2 ? seq_launch(k_gdn_reg<JK_, 1>, dim3(a->Hv), threads, 0, k) \
+                                 : seq_launch(k_gdn_reg<JK_, 0>, dim3(a->Hv), threads, 0, k)
+        switch (JK) {
+        case 1: GDN_L(1); break;
+        case 2: GDN_L(2); break;
+        case 3: GDN_L(3); break;
+        default: GDN_L(4); break;
+        }
+#undef GDN_L
         CU_LAUNCHED("gdn");
         return;
     }
+    seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
+    CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, a->Dv);
     gdn_smem_allow((const void *)k_gdn, smem);
     int threads = (a->Dv + 31) / 32 * 32;
-    k_gdn<<<a->Hv, threads, smem, CU_STREAM>>>(k);
+    seq_launch(k_gdn, dim3(a->Hv), threads, smem, k);
     CU_LAUNCHED("gdn");
 }
 
 /* Block hv: the state before the call, then the first `keep` taped updates, into dst. */
 __global__ void k_gdn_replay(float *dst, const float *start, const float *tape_k, const float *tape_g,
                              const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv) {
+    CU_PDL_ENTRY();
     extern __shared__ float sm[];
     int hv = blockIdx.x, i = threadIdx.x, kd = Hk * Dk, hk = hv / (Hv / Hk);
     float *S = sm, *ks = sm + (size_t)Dk * Dv;
@@ -508,14 +580,16 @@ void cu_gdn_replay(be_backend *be, float *dst, const float *start, const float *
     CU_PROF("gdn_replay");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_replay, smem);
-    k_gdn_replay<<<Hv, (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1, Hv, Dk, Dv);
+    seq_launch(k_gdn_replay, dim3(Hv), (Dv + 31) / 32 * 32, smem, dst, start, tape_k, tape_g, tape_d, keep, Hk ? Hk : 1,
+              Hv, Dk, Dv);
     CU_LAUNCHED("gdn replay");
 }
 
 /* ------------------------------------------------------------------ batched sequence ops */
 
 /* attention_seqs / gdn_seqs over all sequences of one layer in a fixed number of launches (2 for
- * attention, 3 for the GDN: conv, L2 norms, recurrence), whatever n is: a grid axis runs over the
+ * attention, 2 for the GDN: conv, then the recurrence with its L2 norms — 3 with the shared-memory
+ * kernel, which takes them from k_gdn_l2_seqs), whatever n is: a grid axis runs over the
  * sequences, and one staged table (a single async copy through the index ring) gives each block its
  * sequence's rows, positions, page table and state pointers. Each block then runs the same device
  * code as the per-sequence kernel above on that sequence, so the results are bit-identical to the
@@ -547,9 +621,35 @@ static int32_t *seq_host(size_t words) {
     return buf;
 }
 
-/* The staged table of an attention_seqs / mla_seqs call: n cu_attn_seq, then every sequence's page
- * table. Returns its device address and in *maxR the most rows of a sequence (NULL when no rows). */
-static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n, int *maxR) {
+/* A call's sequence table passed inline as a kernel parameter: up to SEQ_TAB_WORDS int32 (attention:
+ * 10 a sequence plus its page table; GDN 20; commit 16), which covers decode and verify batches of
+ * up to ~25 sequences. A table copied to the device through the index ring costs a host-to-device
+ * copy in the stream before the op's kernels (GPU time per layer, and no programmatic overlap across
+ * it); inline, it travels with the launch. Larger tables are staged as before (dev). Kernels read it
+ * through seq_tab_of: a __grid_constant__ parameter may be addressed. */
+#define SEQ_TAB_WORDS 512
+typedef struct __align__(16) {
+    int32_t w[SEQ_TAB_WORDS];
+} seq_tab;
+
+/* The table of `words` int32 at h for a launch: copied into *inl when it fits (returns NULL), else
+ * staged on the device (returns its address). */
+static const int32_t *seq_tab_put(cu_ctx *c, const int32_t *h, size_t words, seq_tab *inl) {
+    if (words <= SEQ_TAB_WORDS && cu_set.seq_inline) {
+        memcpy(inl->w, h, words * sizeof(int32_t));
+        return NULL;
+    }
+    return cu_stage_idx(c, h, words);
+}
+
+__device__ __forceinline__ const int32_t *seq_tab_of(const seq_tab &inl, const int32_t *dev) {
+    return dev ? dev : inl.w;
+}
+
+/* The table of an attention_seqs / mla_seqs call: n cu_attn_seq, then every sequence's page
+ * table, inline in *inl or staged (seq_tab_put: the device address or NULL). *maxR: the most rows of a
+ * sequence (0: nothing to do, nothing staged). */
+static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n, int *maxR, seq_tab *inl) {
     const size_t dw = sizeof(cu_attn_seq) / sizeof(int32_t);
     size_t words = n * dw;
     for (int i = 0; i < n; i++) words += seqs[i].kv.pages ? (size_t)seqs[i].kv.n_pages : 0;
@@ -566,7 +666,7 @@ static const int32_t *stage_attn_seqs(cu_ctx *c, const be_attn_seq *seqs, int n,
         }
         if (q->R > *maxR) *maxR = q->R;
     }
-    return *maxR > 0 ? cu_stage_idx(c, h, words) : NULL;
+    return *maxR > 0 ? seq_tab_put(c, h, words, inl) : NULL;
 }
 
 __device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_seq &q, const int32_t *tab) {
@@ -579,7 +679,10 @@ __device__ __forceinline__ kv_view seq_view(const kv_view &base, const cu_attn_s
 }
 
 /* Block (t, h, i): k_attn_prep's block (t, h) for sequence i (nothing when t >= its rows). */
-__global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *tab) {
+__global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const __grid_constant__ seq_tab inl,
+                                 const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
@@ -588,7 +691,10 @@ __global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const int32_t *
 }
 
 /* Block (t, h, i): k_attn_core's block (t, h) for sequence i. */
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs(attn_core_args a, kv_view base, const int32_t *tab) {
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attn_core_seqs(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
@@ -606,24 +712,27 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
     cu_ctx *c = cu_of(be);
     int Dh = a->head_dim, rd = a->rotary_dim, maxR;
     if (Dh > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
-    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
-    if (!tab) return;
+    seq_tab inl;
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR, &inl);
+    if (!maxR) return;
     kv_view base = {NULL, NULL, NULL, 0, a->n_kv_heads, Dh, Dh};
     attn_prep_args p = {a->big, a->ldb, a->q_stride, a->k_off, a->v_off, a->n_heads, a->n_kv_heads, Dh, rd, 0,
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    k_attn_prep_seqs<<<dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, CU_STREAM>>>(p, base, tab);
+    seq_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, inl, tab);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
     size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
-    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    seq_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
     CU_LAUNCHED("attention");
 }
 
 /* Block (t, i): k_mla_prep's block t for sequence i. */
-__global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const int32_t *tab) {
+__global__ void k_mla_prep_seqs(mla_prep_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
     cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.y];
     if ((int)blockIdx.x >= q.R) return;
     a.rows += (size_t)q.r0 * a.ldr;
@@ -641,18 +750,19 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
     cu_ctx *c = cu_of(be);
     int Dk = a->nope_dim + a->rope_dim, maxR;
     if (a->v_dim > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
-    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR);
-    if (!tab) return;
+    seq_tab inl;
+    const int32_t *tab = stage_attn_seqs(c, seqs, n, &maxR, &inl);
+    if (!maxR) return;
     kv_view base = {NULL, NULL, NULL, 0, a->n_heads, Dk, a->v_dim};
     mla_prep_args p = {a->rows, a->ldr, a->q_off, a->ckv_off, a->kvb_off, a->n_heads, a->nope_dim, a->rope_dim,
                        a->v_dim, a->kv_lora, a->interleave, 0,
                        cu_vec(c, a->inv_freq, sizeof(float) * (a->rope_dim / 2 > 0 ? a->rope_dim / 2 : 1)),
                        a->rope_factor};
-    k_mla_prep_seqs<<<dim3(maxR, n), 128, 0, CU_STREAM>>>(p, base, tab);
+    seq_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, inl, tab);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
     size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
-    k_attn_core_seqs<<<dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, CU_STREAM>>>(q, base, tab);
+    seq_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
     CU_LAUNCHED("attention");
 }
 
@@ -670,19 +780,21 @@ typedef struct {
  * y_t = silu(Σ_j w[c][j] · x[t + j]) with FMA in tap order (k_conv1d_silu's arithmetic), written over
  * the row's input at u_off (the thread has read it first: inputs in groups of CV_ROWS rows); then the conv state = the last kc-1
  * inputs, and with keep_win the window (state, then rows) in win. */
-__global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off, const float *w, int C, int kc,
-                            int rows_in_win) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, kc1 = kc - 1;
-    cu_gdn_seq q = sq[blockIdx.y];
-    if (c >= C) return;
+__global__ void k_conv_seqs(const __grid_constant__ seq_tab inl, const int32_t *dtab, float *big, int ldb, int u_off,
+                            const float *w, int C, int kc, int rows_in_win) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, kc1 = kc - 1, cc = c < C ? c : C - 1;
     float hs[CV_KMAX], wr[CV_KMAX];
 #pragma unroll
+    for (int j = 0; j < CV_KMAX; j++) wr[j] = j < kc1 ? w[(size_t)cc * kc + j] : 0.f;
+    float wl = w[(size_t)cc * kc + kc1]; /* the weights are no kernel's output: read before the wait */
+    CU_PDL_ENTRY();
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
+    if (c >= C) return;
+#pragma unroll
     for (int j = 0; j < CV_KMAX; j++) {
-        wr[j] = j < kc1 ? w[(size_t)c * kc + j] : 0.f;
         hs[j] = j < kc1 ? q.conv[(size_t)j * C + c] : 0.f;
         if (j < kc1 && q.keep_win) q.win[(size_t)j * C + c] = hs[j];
     }
-    float wl = w[(size_t)c * kc + kc1];
     for (int t0 = 0; t0 < q.R; t0 += CV_ROWS) {
         float xs[CV_ROWS]; /* a group's inputs loaded together (prefill rows: latency, not bandwidth) */
 #pragma unroll
@@ -715,8 +827,10 @@ __global__ void k_conv_seqs(const cu_gdn_seq *sq, float *big, int ldb, int u_off
 }
 
 /* Block (t, x, i): k_gdn_l2's block (t, x) for sequence i. */
-__global__ void k_gdn_l2_seqs(const cu_gdn_seq *sq, const float *big, int ldb, int u_off, int Hk, int Dk) {
-    cu_gdn_seq q = sq[blockIdx.z];
+__global__ void k_gdn_l2_seqs(const __grid_constant__ seq_tab inl, const int32_t *dtab, const float *big, int ldb,
+                              int u_off, int Hk, int Dk) {
+    CU_PDL_ENTRY();
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
     gdn_l2_body(big + (size_t)q.r0 * ldb, ldb, u_off, Hk, Dk, q.qn, q.kn, blockIdx.x, blockIdx.y);
 }
@@ -730,16 +844,18 @@ __device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_se
 }
 
 /* Block (hv, i): k_gdn_reg's block hv for sequence i. */
-template <int JK>
-__global__ void k_gdn_reg_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
-    cu_gdn_seq q = sq[blockIdx.y];
+template <int JK, int L2>
+__global__ void k_gdn_reg_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
-    gdn_reg_body<JK>(gdn_seq_args(a, q), blockIdx.x);
+    gdn_reg_body<JK, L2>(gdn_seq_args(a, q), blockIdx.x);
 }
 
 /* Block (hv, i): k_gdn's block hv for sequence i. */
-__global__ void k_gdn_seqs(gdn_k_args a, const cu_gdn_seq *sq) {
-    cu_gdn_seq q = sq[blockIdx.y];
+__global__ void k_gdn_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
     gdn_smem_body(gdn_seq_args(a, q), blockIdx.x);
 }
@@ -762,32 +878,42 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         if (q->R > maxR) maxR = q->R;
     }
     if (maxR <= 0) return;
-    const cu_gdn_seq *d = (const cu_gdn_seq *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    seq_tab inl;
+    const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
     const float *cw = cu_vec(c, cv->w, sizeof(float) * (size_t)cv->C * cv->kc);
-    k_conv_seqs<<<dim3((cv->C + 127) / 128, n), 128, 0, CU_STREAM>>>(d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
-                                                                       cv->rows_in_win);
+    seq_launch(k_conv_seqs, dim3((cv->C + 127) / 128, n), 128, 0, inl, d, a->big, a->ldb, a->u_off, cw, cv->C, cv->kc,
+              cv->rows_in_win);
     CU_LAUNCHED("gdn conv");
-    k_gdn_l2_seqs<<<dim3(maxR, 2 * Hk, n), 128, 0, CU_STREAM>>>(d, a->big, a->ldb, a->u_off, Hk, Dk);
-    CU_LAUNCHED("gdn l2norm");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, Hv, Dk, Dv, 0,
                     cu_vec(c, a->neg_A, sizeof(float) * Hv), cu_vec(c, a->dt_bias, sizeof(float) * Hv),
                     cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL};
     int JK = Dk / 32, warps = (Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= 32 * GDN_RPW && gdn_reg_on()) {
+        /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches ($MTPLX_CUDA_GDN_L2=0: 3) */
         int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
         dim3 g(Hv, n);
-        switch (JK) {
-        case 1: k_gdn_reg_seqs<1><<<g, threads, 0, CU_STREAM>>>(k, d); break;
-        case 2: k_gdn_reg_seqs<2><<<g, threads, 0, CU_STREAM>>>(k, d); break;
-        case 3: k_gdn_reg_seqs<3><<<g, threads, 0, CU_STREAM>>>(k, d); break;
-        default: k_gdn_reg_seqs<4><<<g, threads, 0, CU_STREAM>>>(k, d); break;
+        if (!cu_set.gdn_l2) {
+            seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk,
+                      Dk);
+            CU_LAUNCHED("gdn l2norm");
         }
+#define GDN_L(JK_) cu_set.gdn_l2 ? seq_launch(k_gdn_reg_seqs<JK_, 1>, g, threads, 0, k, inl, d) \
+                                 : seq_launch(k_gdn_reg_seqs<JK_, 0>, g, threads, 0, k, inl, d)
+        switch (JK) {
+        case 1: GDN_L(1); break;
+        case 2: GDN_L(2); break;
+        case 3: GDN_L(3); break;
+        default: GDN_L(4); break;
+        }
+#undef GDN_L
         CU_LAUNCHED("gdn");
         return;
     }
+    seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
+    CU_LAUNCHED("gdn l2norm");
     size_t smem = gdn_smem(Dk, Dv);
     gdn_smem_allow((const void *)k_gdn_seqs, smem);
-    k_gdn_seqs<<<dim3(Hv, n), (Dv + 31) / 32 * 32, smem, CU_STREAM>>>(k, d);
+    seq_launch(k_gdn_seqs, dim3(Hv, n), (Dv + 31) / 32 * 32, smem, k, inl, d);
     CU_LAUNCHED("gdn");
 }
 
@@ -805,8 +931,10 @@ typedef struct {
 /* Block (b, i): a grid-stride share of item i's elements: x < E = Hv·Dv·Dk is state element
  * (hv, r, j) replayed alone (gdn_upd per kept row in row order, the arithmetic of k_gdn_replay and of
  * the step, which touch each element the same way), E <= x < E + conv_floats the conv-state copy. */
-__global__ void k_gdn_commit(const cu_commit_item *items, size_t conv_floats, int Hk, int Hv, int Dk, int Dv) {
-    cu_commit_item q = items[blockIdx.y];
+__global__ void k_gdn_commit(const __grid_constant__ seq_tab inl, const int32_t *dtab, size_t conv_floats, int Hk,
+                             int Hv, int Dk, int Dv) {
+    CU_PDL_ENTRY();
+    cu_commit_item q = ((const cu_commit_item *)seq_tab_of(inl, dtab))[blockIdx.y];
     size_t E = (size_t)Hv * Dv * Dk, all = E + conv_floats;
     int kd = Hk * Dk, ratio = Hv / Hk;
     for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < all; x += (size_t)gridDim.x * blockDim.x) {
@@ -841,10 +969,13 @@ void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t con
         const be_gdn_commit *q = &items[i];
         h[i] = (cu_commit_item){q->conv, q->conv_src, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, 0};
     }
-    const cu_commit_item *d = (const cu_commit_item *)cu_stage_idx(c, (const int32_t *)h, n * dw);
+    seq_tab inl;
+    const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
     size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
-    k_gdn_commit<<<dim3((unsigned)(blocks < 128 ? blocks : 128), n), 256, 0, CU_STREAM>>>(d, conv_floats, Hk ? Hk : 1,
-                                                                                            Hv, Dk, Dv);
+    /* up to one element a thread (a function of the state's shape, never of n): the replay of an element
+     * is a short dependent chain, so the op's time is its threads' chains one after the other */
+    seq_launch(k_gdn_commit, dim3((unsigned)(blocks < 4096 ? blocks : 4096), n), 256, 0, inl, d, conv_floats, Hk ? Hk : 1, Hv,
+              Dk, Dv);
     CU_LAUNCHED("gdn commit");
 }
 
@@ -859,57 +990,73 @@ __device__ __forceinline__ unsigned long long top_key(float v, int id) {
     return ((unsigned long long)u << 32) | (unsigned)~(unsigned)id;
 }
 
-#define TOP_THREADS 256
+#define TOP_THREADS 1024
+#define TOP_B 8 /* entries a thread loads before it ranks any */
 
-/* Block t: row t's k best keys. Each thread keeps the k best of its strided share, sorted (a later id
- * enters only when strictly larger, so ties keep the lower id); then k rounds of a block-wide max over
- * the threads' heads. Also the row's first index holding NaN or +inf. */
+/* Block t: row t's k best keys. Each thread keeps the k best of its strided share, sorted (keys are
+ * distinct, so the set does not depend on the order they arrive in), loading TOP_B entries at a time
+ * (a row of 8,192 ids is one round trip); each warp then takes its k best from its lanes' lists with
+ * k rounds of a warp max (shuffles only), and warp 0 the row's k best from the warps' lists the same
+ * way: two block barriers in all. Also the row's first index holding NaN or +inf. */
 __global__ void __launch_bounds__(TOP_THREADS) k_logits_top(int32_t *out, const float *x, int ldx, int V, int k) {
-    __shared__ unsigned long long wmax[TOP_THREADS / 32];
+    CU_PDL_ENTRY();
+    __shared__ unsigned long long wl[TOP_THREADS / 32][BE_TOP_MAX];
     __shared__ int wbad[TOP_THREADS / 32];
-    __shared__ unsigned long long best;
     const float *v = x + (size_t)blockIdx.x * ldx;
     int32_t *o = out + (size_t)blockIdx.x * (2 * k + 2);
-    unsigned long long L[BE_TOP_MAX];
+    unsigned long long L[BE_TOP_MAX], floor = 0; /* floor: L[k-1] once the list is full (keys are never 0) */
     int n = 0, bad = 0x7fffffff;
-    for (int j = threadIdx.x; j < V; j += TOP_THREADS) {
-        float f = v[j];
-        if (!(f < INFINITY) && j < bad) bad = j;
-        if (isnan(f)) continue;
-        unsigned long long key = top_key(f, j);
-        if (n == k && key <= L[k - 1]) continue;
-        int i = n < k ? n++ : k - 1;
-        for (; i > 0 && key > L[i - 1]; i--) L[i] = L[i - 1];
-        L[i] = key;
+    for (int j0 = threadIdx.x; j0 < V; j0 += TOP_B * TOP_THREADS) {
+        float f[TOP_B];
+#pragma unroll
+        for (int u = 0; u < TOP_B; u++) {
+            int j = j0 + u * TOP_THREADS;
+            f[u] = j < V ? v[j] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < TOP_B; u++) {
+            int j = j0 + u * TOP_THREADS;
+            if (j >= V) break;
+            if (!(f[u] < INFINITY) && j < bad) bad = j;
+            if (isnan(f[u])) continue;
+            unsigned long long key = top_key(f[u], j);
+            if (key <= floor) continue;
+            int i = n < k ? n++ : k - 1;
+            for (; i > 0 && key > L[i - 1]; i--) L[i] = L[i - 1];
+            L[i] = key;
+            if (n == k) floor = L[k - 1];
+        }
     }
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int off = 16; off > 0; off >>= 1) bad = min(bad, __shfl_xor_sync(0xffffffffu, bad, off));
     if (lane == 0) wbad[w] = bad;
     int head = 0;
-    for (int r = 0; r < k; r++) {
+    for (int r = 0; r < k; r++) { /* the warp's k best (0: exhausted) */
         unsigned long long mine = head < n ? L[head] : 0ull, m = mine;
         for (int off = 16; off > 0; off >>= 1) {
             unsigned long long y = __shfl_xor_sync(0xffffffffu, m, off);
             m = y > m ? y : m;
         }
-        __syncthreads(); /* the previous round's `best` has been read */
-        if (lane == 0) wmax[w] = m;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int i = 0; i < TOP_THREADS / 32; i++) b = wmax[i] > b ? wmax[i] : b;
-            best = b;
+        if (mine == m && m) head++; /* keys are distinct: one lane owns it */
+        if (lane == 0) wl[w][r] = m;
+    }
+    __syncthreads();
+    if (w) return;
+    head = 0; /* lane l walks warp l's list */
+    for (int r = 0; r < k; r++) {
+        unsigned long long mine = head < k ? wl[lane][head] : 0ull, m = mine;
+        for (int off = 16; off > 0; off >>= 1) {
+            unsigned long long y = __shfl_xor_sync(0xffffffffu, m, off);
+            m = y > m ? y : m;
         }
-        __syncthreads();
-        unsigned long long b = best;
-        if (mine == b && b) head++; /* keys are distinct: one thread owns it */
-        if (threadIdx.x == 0) {
-            int id = b ? (int)~(unsigned)(b & 0xffffffffull) : -1;
+        if (mine == m && m) head++;
+        if (lane == 0) {
+            int id = m ? (int)~(unsigned)(m & 0xffffffffull) : -1;
             o[r] = id;
             o[k + r] = id >= 0 ? __float_as_int(v[id]) : 0;
         }
     }
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
         int b = 0x7fffffff;
         for (int i = 0; i < TOP_THREADS / 32; i++) b = min(b, wbad[i]);
         o[2 * k] = b == 0x7fffffff ? -1 : b;
@@ -922,6 +1069,6 @@ void cu_logits_top(be_backend *be, int32_t *out, const float *x, int ldx, int R,
     CU_PROF("logits_top"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (R <= 0) return;
     if (k < 1 || k > BE_TOP_MAX || k >= V) cu_check(cudaErrorInvalidValue, "logits_top: k outside [1, 64] or >= V");
-    k_logits_top<<<R, TOP_THREADS, 0, CU_STREAM>>>(out, x, ldx, V, k);
+    seq_launch(k_logits_top, dim3(R), TOP_THREADS, 0, out, x, ldx, V, k);
     CU_LAUNCHED("logits top");
 }
