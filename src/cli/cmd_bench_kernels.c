@@ -56,8 +56,8 @@ static void usage(FILE *f) {
             "  --matmul F      the matmul kernel alone: --count (default 20) random [N x K] weights of\n"
             "                  format F (--shape, default 12352x2048; q4/q8: MLX affine, group 64, repacked\n"
             "                  as at load), one pass over all of them per round for T = 1..--rows (default\n"
-            "                  8) activation rows, --reps (default 9) interleaved rounds; median ms, GB/s of\n"
-            "                  weights and the ratio to T = 1\n"
+            "                  8, at most 256) activation rows, --reps (default 9) interleaved rounds; median\n"
+            "                  ms, GB/s of weights, TFLOP/s (2·N·K·T per weight) and the ratio to T = 1\n"
             "Timings are wall clock. Kernel path: $MTPLX_KERNEL; quantized activations: $MTPLX_QACT.\n"
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
@@ -236,7 +236,8 @@ static int matmul_bench(const char *format, int n, int k, int count, int rows, i
     printf("kernel %s, %d threads: %d x [%d x %d] %s, %.1f MB per pass, median of %d rounds\n", isa, threads, count, n,
            k, format, o.bytes / 1e6, reps);
     for (int T = 1; T <= rows; T++)
-        printf("  T=%-2d %9.3f ms  %6.1f GB/s  %.3fx T=1\n", T, o.median_s[T] * 1e3, o.bytes / o.median_s[T] / 1e9,
+        printf("  T=%-2d %9.3f ms  %6.1f GB/s  %7.2f TFLOP/s  %.3fx T=1\n", T, o.median_s[T] * 1e3,
+               o.bytes / o.median_s[T] / 1e9, 2.0 * count * n * (double)k * T / o.median_s[T] / 1e12,
                o.median_s[T] / o.median_s[1]);
     return 0;
 }
@@ -291,6 +292,9 @@ int cmd_bench_kernels(int argc, char **argv) {
         }
         else return cli_error("bench", "unknown option %s", a), usage(stderr), 2;
     }
+    if (mm_format && rows >= 1 && rows <= BENCH_MATMUL_MAX_ROWS && reps >= 1)
+        return matmul_bench(mm_format, mm_n, mm_k, mm_count, rows, reps, seed, json);
+    if (mm_format) return cli_error("bench", "--matmul: --rows 1..%d, --reps >= 1", BENCH_MATMUL_MAX_ROWS), 2;
     if (rows < 1 || rows > BENCH_MAX_ROWS || reps < 1 || context < 1 || membw_mb < 1 || prefill < 0)
         return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
                          BENCH_MAX_ROWS), 2;

@@ -427,9 +427,9 @@ int bench_matmul(const char *format, int n, int k, int count, int max_rows, int 
                  bench_matmul_out *out, mtplx_err *err) {
     int bits = !strcmp(format, "q4") ? 4 : !strcmp(format, "q8") ? 8 : !strcmp(format, "bf16") ? 0 : -1;
     if (bits < 0) return err_set(err, MTPLX_EINVAL, "matmul bench: format '%s' (q4, q8 or bf16)", format);
-    if (n < 1 || k < 64 || k % 64 || count < 1 || max_rows < 1 || max_rows > BENCH_MAX_ROWS || reps < 1)
+    if (n < 1 || k < 64 || k % 64 || count < 1 || max_rows < 1 || max_rows > BENCH_MATMUL_MAX_ROWS || reps < 1)
         return err_set(err, MTPLX_EINVAL, "matmul bench: need rows >= 1, cols a multiple of 64, count >= 1, "
-                                          "1..%d activation rows, reps >= 1", BENCH_MAX_ROWS);
+                                          "1..%d activation rows, reps >= 1", BENCH_MATMUL_MAX_ROWS);
     int rc = 0;
     kern_weight *w = calloc((size_t)count, sizeof *w);
     void **mem = calloc((size_t)count * 3, sizeof *mem);

@@ -12,6 +12,7 @@
 #include "sampler.h"
 
 #define BENCH_MAX_ROWS 16
+#define BENCH_MATMUL_MAX_ROWS 256 /* --matmul: many-row calls too (the CUDA GEMM, prefill chunks of 128) */
 #define BENCH_MAX_DRAFT_MODELS 8
 
 typedef struct {
@@ -54,7 +55,7 @@ typedef struct {
     int count;                           /* matrices, called back to back (one "pass") */
     double bytes;                        /* bytes of weights one pass reads (packed copies as streamed) */
     int max_rows, reps;
-    double median_s[BENCH_MAX_ROWS + 1]; /* median seconds of a pass with T = 1..max_rows rows */
+    double median_s[BENCH_MATMUL_MAX_ROWS + 1]; /* median seconds of a pass with T = 1..max_rows rows */
 } bench_matmul_out;
 
 /* Kernel speed alone: `count` random [n x k] weights of `format` ("q4" / "q8": MLX affine, group 64,

@@ -185,6 +185,72 @@ TEST(test_matmul_every_format_matches_reference_and_is_row_invariant) {
     be_free(be);
 }
 
+/* The many-row GEMM (cuda_gemm.cu, from $MTPLX_CUDA_GEMM_MIN rows, default 32) against the stream-K
+ * decode kernel, bit for bit: an 80-row call equals every R-row prefix call (R = 1..80: below the GEMM's
+ * threshold the stream-K kernel, above it the GEMM with another grid) and five 16-row calls (stream-K)
+ * row for row; and the 80 rows match the reference within the matmul check's limits. Shapes: a partial
+ * last tile and block (N = 520, 100, 12), K not a multiple of the GEMM's 64-input bf16 stage (544,
+ * K / 32 odd), one tile's K cut among many stream-K warps (40 x 5120), and enough rows for the
+ * 128-row blocks (17000: 133 blocks x 2 activation tiles). */
+static void gemm_check(be_backend *be, int N, int K, fmt f) {
+    enum { RMAX = 80 };
+    float *wf = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * RMAX * K);
+    float *ref = malloc(sizeof(float) * RMAX * N), *all = malloc(sizeof(float) * RMAX * N), *got = malloc(sizeof(float) * RMAX * N);
+    REQUIRE(wf && x && ref && all && got);
+    fill(wf, (size_t)N * K), fill(x, (size_t)RMAX * K);
+    be_buf *bx, *by, *bx16;
+    float *dx = dev_floats(be, x, (size_t)RMAX * K, &bx), *dy = dev_floats(be, NULL, (size_t)RMAX * N, &by);
+    float *dx16 = dev_floats(be, NULL, (size_t)16 * K, &bx16);
+    REQUIRE(dx && dy && dx16);
+    be_weight w;
+    void *store = NULL;
+    mtplx_err err = {0};
+    REQUIRE(make_weight(wf, N, K, f, &w, &store) == 0);
+    REQUIRE(be->ops->weight_prepare(be, &w, &err) == 0);
+    be->ops->matmul(be, dy, N, dx, K, RMAX, &w);
+    be->ops->download(be, all, dy, sizeof(float) * RMAX * N);
+    if (f.bits && mma_on()) ref_int8(ref, N, x, K, RMAX, &w);
+    else kern_matmul_ref(ref, N, x, K, RMAX, &w);
+    double worst = 0;
+    for (int i = 0; i < RMAX * N; i++) {
+        double d = fabs((double)all[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst < 1e-4, "%dx%d bits %d group %d: 80 rows, worst relative difference %.3g", N, K, f.bits, f.group,
+              worst);
+    for (int R = 1; R <= RMAX; R++) {
+        be->ops->matmul(be, dy, N, dx, K, R, &w);
+        be->ops->download(be, got, dy, sizeof(float) * R * N);
+        int bad = -1;
+        for (int t = 0; t < R && bad < 0; t++)
+            if (memcmp(got + (size_t)t * N, all + (size_t)t * N, sizeof(float) * N)) bad = t;
+        CHECK_MSG(bad < 0, "%dx%d bits %d group %d: row %d of a %d-row call differs from the 80-row call", N, K, f.bits,
+                  f.group, bad, R);
+    }
+    for (int b = 0; b < RMAX / 16; b++) {
+        be->ops->upload(be, dx16, x + (size_t)16 * b * K, sizeof(float) * 16 * K);
+        be->ops->matmul(be, dy, N, dx16, K, 16, &w);
+        be->ops->download(be, got, dy, sizeof(float) * 16 * N);
+        CHECK_MSG(memcmp(got, all + (size_t)16 * b * N, sizeof(float) * 16 * N) == 0,
+                  "%dx%d bits %d group %d: rows %d..%d as a 16-row call differ from the 80-row call", N, K, f.bits,
+                  f.group, 16 * b, 16 * b + 15);
+    }
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, by), be->ops->buf_free(be, bx16);
+    free(store), free(wf), free(x), free(ref), free(all), free(got);
+}
+
+TEST(test_gemm_bit_identical_to_stream_k) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    const fmt fmts[] = {{DT_BF16, 0, 0, 0}, {DT_U32, 4, 64, 0},  {DT_U32, 8, 32, DT_F16},
+                        {DT_U32, 4, 128, 0}, {DT_U32, 4, 32, 0}, {DT_U32, 8, 64, 0}};
+    const int shapes[][2] = {{520, 2048}, {100, 384}, {40, 5120}, {12, 256}, {17000, 256}};
+    for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) gemm_check(be, shapes[si][0], shapes[si][1], fmts[fi]);
+    gemm_check(be, 136, 544, fmts[0]); /* bf16: 17 spans, the last 64-input stage half empty */
+    be_free(be);
+}
+
 /* matmul_n over weights of one format and mixed heights (a GDN in-projection's mix: two wide, two
  * of a few rows; cuda_mma_sk.cu runs them as one grouped launch) equals one matmul call per weight bit
  * for bit, for R = 1..20 rows; and two calls' outputs do not depend on each other. */
@@ -1012,6 +1078,7 @@ TEST(test_moe_cuda_matches_cpu_and_is_row_invariant) {
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_matmul_n_equals_matmul_per_weight);
+    RUN(test_gemm_bit_identical_to_stream_k);
     RUN(test_attention_prefill_equals_decode_and_cpu);
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
     RUN(test_seq_ops_cpu_equal_per_sequence_calls);

@@ -1055,6 +1055,8 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
     s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");
     s->rms_batch = env_pos("MTPLX_CUDA_RMS_BATCH");
+    s->gemm = env_not0("MTPLX_CUDA_GEMM");
+    s->gemm_min = env_pos("MTPLX_CUDA_GEMM_MIN");
     s->moe = env_not0("MTPLX_CUDA_MOE");
     s->gdn_l2 = env_not0("MTPLX_CUDA_GDN_L2");
     s->seq_inline = env_not0("MTPLX_CUDA_SEQ_INLINE");

@@ -45,6 +45,9 @@ typedef struct {
                        blocks of a 16-row tile) per warp; 0: 2 batches' worth (2·U) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:
                        one at a time (same bits); 0: 4 */
+    int gemm;       /* 1: calls of at least gemm_min rows on the many-row GEMM (cuda_gemm.cu, same bits as the
+                       stream-K kernels); MTPLX_CUDA_GEMM=0: every row through the stream-K kernels */
+    int gemm_min;   /* MTPLX_CUDA_GEMM_MIN=N: the GEMM from N rows; 0: 32 */
     int moe;        /* 1: the MoE block on the device (routing, grouped experts: cuda_moe.cu);
                        MTPLX_CUDA_MOE=0: top-k on the host and one launch per expert (comparison) */
     /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */

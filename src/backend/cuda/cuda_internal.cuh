@@ -197,6 +197,16 @@ typedef struct {
 void cu_sk_q_n(const cu_sk_out *outs, int n, const void *xa, const float *xdb, int R);
 void cu_sk_bf16_n(const cu_sk_out *outs, int n, const uint16_t *xh, const uint16_t *xl, int R);
 
+/* Warps of w's solo stream-K split (the kernels' Wn; a function of w's shape and the GPU, never of R). */
+long long cu_sk_warps(const be_weight *w);
+
+/* cuda_gemm.cu: the many-row tensor-core matmul (its header comment), every output bit-identical to the
+ * stream-K kernel's; same prepared activations and weights as cu_sk_bf16 / cu_sk_q, any R. */
+int cu_gemm_takes(const be_weight *w, int R); /* 1: run R rows of w here ($MTPLX_CUDA_GEMM, _GEMM_MIN) */
+void cu_gemm_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
+                  int R);
+void cu_gemm_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R);
+
 /* cuda_seq.cu */
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
 void cu_mla(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);

@@ -713,6 +713,14 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
         scratch_grow((void **)&s->ws, &s->ws_cap, (size_t)ksplit * 16 * N * sizeof(float), 0);
         scratch_grow((void **)&s->cnt, &s->cnt_cap, (size_t)tiles * sizeof(unsigned), 1);
     }
+    if (sk && cu_gemm_takes(w, R)) { /* many rows: the GEMM, same bits as the loop below (cuda_gemm.cu) */
+        if (w->dtype == DT_BF16)
+            cu_gemm_bf16(y, ldy, dv, w, (const uint16_t *)s->x, (const uint16_t *)s->x + (size_t)R * K, R);
+        else
+            cu_gemm_q(y, ldy, dv, w, s->x, (const float *)((const char *)s->x + (((size_t)R * K + 255) & ~(size_t)255)), R);
+        prep_clobber(y, ldy, R, N);
+        return;
+    }
     dim3 grid(tiles, ksplit), blk(MMA_WARPS * 32);
     for (int r0 = 0; r0 < R; r0 += MMA_ROWS) {
         int rows = R - r0 < MMA_ROWS ? R - r0 : MMA_ROWS;
@@ -781,6 +789,10 @@ static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
     mma_scratch *s = &tls_mma;
     const be_weight *w0 = outs[0].w;
     int K = w0->cols;
+    if (cu_gemm_takes(w0, R)) { /* many rows: one GEMM per weight, each bit-identical to its grouped output */
+        for (int j = 0; j < m; j++) mma_run(be, outs[j].y, outs[j].ldy, R, outs[j].w);
+        return;
+    }
     cu_sk_out o[MMA_GROUP_MAX];
     for (int r0 = 0; r0 < R; r0 += MMA_ROWS) {
         int rows = R - r0 < MMA_ROWS ? R - r0 : MMA_ROWS;

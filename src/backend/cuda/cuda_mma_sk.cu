@@ -452,11 +452,17 @@ int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
     return cu_sk_enabled() && dv->sbt && w->cols % 128 == 0;
 }
 
+/* Blocks of the solo split of an N x K q weight (the launch's and cu_sk_warps'). */
 template <int BITS, int GS, int U>
-static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int R) {
+static int sk_q_blocks(int N, int K) {
     static int occ = 0;
     if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U>);
-    for (int i = 0; i < js.n; i++) js.j[i].blocks = sk_grid(occ, (long long)((js.j[i].N + 15) / 16) * (K / 128), U);
+    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 128), U);
+}
+
+template <int BITS, int GS, int U>
+static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int R) {
+    for (int i = 0; i < js.n; i++) js.j[i].blocks = sk_q_blocks<BITS, GS, U>(js.j[i].N, K);
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
@@ -506,11 +512,17 @@ void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const voi
     cu_sk_q_n(&o, 1, xa, xdb, R);
 }
 
+/* Blocks of the solo split of an N x K bf16 weight (the launch's and cu_sk_warps'). */
 template <int U>
-static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t *xl, int R) {
+static int sk_bf16_blocks(int N, int K) {
     static int occ = 0;
     if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
-    for (int i = 0; i < js.n; i++) js.j[i].blocks = sk_grid(occ, (long long)((js.j[i].N + 15) / 16) * (K / 32), U);
+    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 32), U);
+}
+
+template <int U>
+static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t *xl, int R) {
+    for (int i = 0; i < js.n; i++) js.j[i].blocks = sk_bf16_blocks<U>(js.j[i].N, K);
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
@@ -540,4 +552,26 @@ void cu_sk_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const 
                 int R) {
     cu_sk_out o = {y, ldy, w, dv};
     cu_sk_bf16_n(&o, 1, xh, xl, R);
+}
+
+/* Warps of w's solo stream-K split, min(blocks · SK_WARPS, units): the kernels' Wn, from the same
+ * functions as the launches (so cuda_gemm.cu cuts each tile's K into the same pieces). */
+long long cu_sk_warps(const be_weight *w) {
+    int N = w->rows, K = w->cols, blocks;
+    long long units;
+    if (w->dtype == DT_BF16) {
+        int u = knob_or(cu_set.sk_bu, 8);
+        blocks = u <= 2 ? sk_bf16_blocks<2>(N, K) : u <= 4 ? sk_bf16_blocks<4>(N, K) : sk_bf16_blocks<8>(N, K);
+        units = (long long)((N + 15) / 16) * (K / 32);
+    } else {
+        int gs = w->group_size, u = knob_or(cu_set.sk_u, w->bits == 4 && gs == 32 ? 2 : 4);
+#define SKB(B_, GS_) (u <= 2 ? sk_q_blocks<B_, GS_, B_ == 4 ? 2 : 1>(N, K)                                               \
+                      : u <= 4 ? sk_q_blocks<B_, GS_, B_ == 4 ? 4 : 2>(N, K) : sk_q_blocks<B_, GS_, B_ == 4 ? 8 : 4>(N, K))
+        if (w->bits == 4) blocks = gs == 32 ? SKB(4, 32) : gs == 64 ? SKB(4, 64) : SKB(4, 128);
+        else blocks = gs == 32 ? SKB(8, 32) : gs == 64 ? SKB(8, 64) : SKB(8, 128);
+#undef SKB
+        units = (long long)((N + 15) / 16) * (K / 128);
+    }
+    long long wn = (long long)blocks * SK_WARPS;
+    return wn < units ? wn : units;
 }

@@ -1,0 +1,508 @@
+/* cuda_gemm.cu — the many-row matmul (prefill chunks, many-stream batches) on tensor cores, for bf16
+ * weights and MLX affine q4 / q8 weights read in their checkpoint layout, with activations prepared by
+ * cuda_mma.cu exactly as for the decode kernels (bf16 hi / lo split; int8 per group with d and d·Σa).
+ * docs/architecture.md, "The CUDA backend"; bench/cuda.md, "Session 7", for the measurements.
+ *
+ * Why: the stream-K kernels (cuda_mma_sk.cu) take at most 16 activation rows per pass and stream every
+ * weight once per pass, so a 128-row prefill chunk read the weights 8 times at ~4% of the tensor cores'
+ * peak. Here a block owns BM = 64·MT weight rows × GM_BN = 64 activation rows over the whole of K, its
+ * 8 warps (4 along the weights × 2 along the activations) each a (16·MT) × 32 tile of mma fragments;
+ * weight and activation tiles stream through shared memory in a GM_STAGES-deep cp.async ring, so each
+ * weight byte is read once per 64 activation rows.
+ *
+ * Batch invariance by construction: every output is bit-identical to the stream-K kernel's, so the
+ * dispatch (cuda_mma.cu) may pick this kernel by row count. An output element of mma.sync depends only
+ * on its own weight row, its own activation column and its accumulator, and this kernel issues, per
+ * output, the same instructions on the same operand registers in the same order:
+ *   - the same mma shapes with the weight as the m16 operand and activations as the n8 columns;
+ *   - bf16: per 32-wide K block (a "span") thread (g, t) holds the 8 consecutive inputs 8t..8t+7 of
+ *     rows g / g+8 and of its activation column, and the four mmas run hi (inputs 0..3 of each thread,
+ *     then 4..7), then lo, as k_sk_bf16 does;
+ *   - q4 / q8: the integer group sums are exact (any K arrangement gives the same integers); the float
+ *     epilogue per group is k_sk_q's (fmaf of (float)Σqa with s·d, bias term with d·Σa, in group order);
+ *   - the K chain: the stream-K split cuts each 16-row tile's spans into pieces (the warps' ranges over
+ *     the tile-major units: cu_sk_warps, a function of the weight's shape and the GPU, never of R). Each
+ *     piece is accumulated here from zero over its spans in order, and the pieces are added left to
+ *     right in range order, as sk_flush adds the warps' partials (one piece: written as is).
+ * test_backend_cuda checks it bit for bit against 16-row calls for R = 1..80 on odd shapes.
+ *
+ * Shared memory tiles are XOR-swizzled per 16-byte chunk so that the fragment loads (a quarter-warp
+ * reads 2 rows × 64 bytes for bf16, a warp 8 rows × 16 bytes for q) hit distinct banks. */
+#include "cuda_internal.cuh"
+
+extern "C" {
+#include "../../base/dtype.h"
+}
+
+#define GM_WARPS 8   /* 4 along the weight rows × 2 along the activation rows */
+#define GM_BN 64     /* activation rows per block */
+#define GM_BF_STAGES 3
+#define GM_Q_STAGES 4
+
+/* ------------------------------------------------------------------ helpers */
+
+/* 16 bytes global → shared, asynchronously; zero-filled when !ok (src must still be a valid address). */
+__device__ __forceinline__ void gm_cp16(void *dst, const void *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+
+/* 8 bytes global → shared, asynchronously; zero-filled when !ok. */
+__device__ __forceinline__ void gm_cp8(void *dst, const void *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 8 : 0));
+}
+
+__device__ __forceinline__ void gm_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N_>
+__device__ __forceinline__ void gm_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N_));
+}
+
+__device__ __forceinline__ void gm_mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void gm_mma_u8s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                            uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float gm_half(uint32_t h, int f16) {
+    return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
+}
+
+/* The pieces of one 16-row tile: the stream-K warps' ranges over TU = T·P units cut it at the start of
+ * each warp after its first; nb is the next cut as a span of the tile (P: none left). */
+struct gm_piece {
+    int nb;  /* span index of the next cut */
+    int nw;  /* the warp whose range starts there */
+};
+
+/* The first cut of tile `tile` (P spans) under Wn warps over TU units. */
+__device__ __forceinline__ gm_piece gm_piece_first(int tile, int P, long long TU, int Wn) {
+    long long f = (long long)tile * P;
+    int wf = (int)(((f + 1) * Wn + TU - 1) / TU - 1); /* cuda_mma_sk.cu's sk_owner */
+    gm_piece p;
+    p.nw = wf + 1;
+    long long s = p.nw < Wn ? (long long)p.nw * TU / Wn : TU;
+    p.nb = s - f < P ? (int)(s - f) : P;
+    return p;
+}
+
+/* The cut after p. */
+__device__ __forceinline__ void gm_piece_next(gm_piece &p, int tile, int P, long long TU, int Wn) {
+    long long f = (long long)tile * P;
+    p.nw++;
+    long long s = p.nw < Wn ? (long long)p.nw * TU / Wn : TU;
+    p.nb = s - f < P ? (int)(s - f) : P;
+}
+
+/* tot = the pieces so far added left to right (has: any yet), then c (the piece just ended). */
+__device__ __forceinline__ void gm_fold(float *tot, const float *c, bool has) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) tot[e] = has ? __fadd_rn(tot[e], c[e]) : c[e];
+}
+
+/* Writes this thread's fragment values of an MT × 4 warp tile: rows m0w + 16·mi + g (+8), columns
+ * c0w + 8·ni + 2t (+1); v = tot (+ last piece) as sk_flush produces it. */
+template <int MT>
+__device__ __forceinline__ void gm_store(float *y, int ldy, int N, int R, int m0w, int c0w, float (*tot)[4][4],
+                                         float (*acc)[4][4], const bool *has) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int row = m0w + 16 * mi + g + 8 * (e >> 1), col = c0w + 8 * ni + 2 * t + (e & 1);
+                float v = has[mi] ? __fadd_rn(tot[mi][ni][e], acc[mi][ni][e]) : acc[mi][ni][e];
+                if (row < N && col < R) y[(size_t)col * ldy + row] = v;
+            }
+}
+
+/* ------------------------------------------------------------------ bf16 */
+
+/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R, n < N; K % 32 == 0. A stage is 64 inputs (two
+ * spans); shared rows of 128 bytes, chunk c of row r stored at c ^ 4·(r & 1). */
+template <int MT>
+__global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
+                                                            const uint16_t *xh, const uint16_t *xl, int R,
+                                                            long long TU, int Wn) {
+    CU_PDL_ENTRY();
+    extern __shared__ uint4 gm_smem[];
+    constexpr int BM = 64 * MT, WCH = BM * 8, XCH = GM_BN * 8, SCH = WCH + 2 * XCH;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = warp & 3, wn = warp >> 2;
+    const int m0 = blockIdx.x * BM, r0 = blockIdx.y * GM_BN;
+    const int P = K / 32, KT = (P + 1) / 2;
+
+    auto load = [&](int kt, int slot) {
+        uint4 *s = gm_smem + (size_t)slot * SCH;
+        const int k0 = kt * 64;
+#pragma unroll
+        for (int i = 0; i < SCH / (GM_WARPS * 32); i++) {
+            int c = tid + i * GM_WARPS * 32;
+            int row, ch;
+            const uint16_t *src;
+            bool ok;
+            uint4 *dst;
+            if (c < WCH) {
+                row = c >> 3, ch = c & 7;
+                ok = m0 + row < N && k0 + ch * 8 < K;
+                src = ok ? W + (size_t)(m0 + row) * K + k0 + ch * 8 : W;
+                dst = s + row * 8 + (ch ^ ((row & 1) << 2));
+            } else {
+                int cc = c - WCH, lo = cc >= XCH;
+                cc -= lo * XCH;
+                row = cc >> 3, ch = cc & 7;
+                ok = r0 + row < R && k0 + ch * 8 < K;
+                const uint16_t *x = lo ? xl : xh;
+                src = ok ? x + (size_t)(r0 + row) * K + k0 + ch * 8 : x;
+                dst = s + WCH + lo * XCH + row * 8 + (ch ^ ((row & 1) << 2));
+            }
+            gm_cp16(dst, src, ok);
+        }
+    };
+
+    float acc[MT][4][4], tot[MT][4][4];
+    bool has[MT];
+    gm_piece pc[MT];
+#pragma unroll
+    for (int mi = 0; mi < MT; mi++) {
+        has[mi] = false;
+        pc[mi] = gm_piece_first(blockIdx.x * (BM / 16) + wm * MT + mi, P, TU, Wn);
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[mi][ni][e] = tot[mi][ni][e] = 0.f;
+    }
+
+#pragma unroll
+    for (int s = 0; s < GM_BF_STAGES - 1; s++) {
+        if (s < KT) load(s, s);
+        gm_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        gm_wait<GM_BF_STAGES - 2>();
+        __syncthreads();
+        if (kt + GM_BF_STAGES - 1 < KT) load(kt + GM_BF_STAGES - 1, (kt + GM_BF_STAGES - 1) % GM_BF_STAGES);
+        gm_commit();
+        const uint4 *s = gm_smem + (size_t)(kt % GM_BF_STAGES) * SCH;
+        const uint4 *sh = s + WCH, *sl = sh + XCH;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int sp = kt * 2 + j;
+            if (sp >= P) break;
+            uint4 A0[MT], A1[MT], BH[4], BL[4];
+#pragma unroll
+            for (int mi = 0; mi < MT; mi++) {
+                int row = wm * 16 * MT + mi * 16 + g, ch = (j * 4 + t) ^ ((row & 1) << 2);
+                A0[mi] = s[row * 8 + ch];
+                A1[mi] = s[(row + 8) * 8 + ch];
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                int col = wn * 32 + ni * 8 + g, ch = (j * 4 + t) ^ ((col & 1) << 2);
+                BH[ni] = sh[col * 8 + ch];
+                BL[ni] = sl[col * 8 + ch];
+            }
+#pragma unroll
+            for (int mi = 0; mi < MT; mi++) {
+                if (sp == pc[mi].nb) { /* a stream-K piece ends: fold it, the next starts from zero */
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++) {
+                        gm_fold(tot[mi][ni], acc[mi][ni], has[mi]);
+                        acc[mi][ni][0] = acc[mi][ni][1] = acc[mi][ni][2] = acc[mi][ni][3] = 0.f;
+                    }
+                    has[mi] = true;
+                    gm_piece_next(pc[mi], blockIdx.x * (BM / 16) + wm * MT + mi, P, TU, Wn);
+                }
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    float *c = acc[mi][ni];
+                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BH[ni].x, BH[ni].y);
+                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BH[ni].z, BH[ni].w);
+                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BL[ni].x, BL[ni].y);
+                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BL[ni].z, BL[ni].w);
+                }
+            }
+        }
+    }
+    gm_wait<0>();
+    gm_store<MT>(y, ldy, N, R, m0 + wm * 16 * MT, r0 + wn * 32, tot, acc, has);
+}
+
+/* ------------------------------------------------------------------ q4 / q8 */
+
+/* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g], K % 128 == 0,
+ * 16-bit scales from cu_wdev.sbt. A stage is one 128-input span: weight rows of 16·BITS bytes, activation
+ * rows of 128 bytes (k_qact's layout), the span's scale pairs of the block's tiles and the activation
+ * columns' (d, d·Σa). Swizzles: q4 rows (4 chunks) c ^ ((r >> 1) & 3); q8 and activation rows (8
+ * chunks) c ^ 2·(r & 3). Integer sums per 32 inputs (one m16n8k32): q4 thread t takes word t of the
+ * 16 bytes (low nibbles: even inputs, paired with activation bytes 8t..8t+3, which k_qact stores even
+ * inputs first; high nibbles: odd, bytes 8t+4..8t+7); q8 thread t takes bytes 8t..8t+7. */
+template <int BITS, int GS, int MT>
+__global__ void __launch_bounds__(GM_WARPS * 32, 1) k_gemm_q(float *y, int ldy, const uint8_t *W, const uint2 *sbt,
+                                                            int f16, int N, int K, const uint8_t *xa,
+                                                            const float2 *xdb, int R, long long TU, int Wn) {
+    CU_PDL_ENTRY();
+    extern __shared__ uint4 gm_smem[];
+    constexpr int S = 128 / GS, CPG = GS / 32; /* groups per span, 32-input chunks per group */
+    constexpr int BM = 64 * MT, TB = BM / 16;   /* weight rows and tiles per block */
+    constexpr int WRC = BITS * 16 / 16;         /* 16-byte chunks per weight row and span: q4 4, q8 8 */
+    constexpr int WCH = BM * WRC, XCH = GM_BN * 8, SBC = TB * 4 * S, DB = GM_BN * S * 8 / 16;
+    constexpr int SCH = WCH + XCH + SBC + DB;   /* 16-byte chunks of a stage */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wm = warp & 3, wn = warp >> 2;
+    const int m0 = blockIdx.x * BM, r0 = blockIdx.y * GM_BN, tile0 = blockIdx.x * TB;
+    const int P = K / 128, G = K / GS, T = (N + 15) / 16;
+    const size_t wrow = (size_t)K * BITS / 8; /* bytes per weight row */
+
+    auto load = [&](int sp, int slot) {
+        uint4 *s = gm_smem + (size_t)slot * SCH;
+        for (int c = tid; c < WCH; c += GM_WARPS * 32) {
+            int row = c / WRC, ch = c % WRC;
+            bool ok = m0 + row < N;
+            int sw = BITS == 4 ? ch ^ ((row >> 1) & 3) : ch ^ ((row & 3) << 1);
+            gm_cp16(s + row * WRC + sw, ok ? W + (size_t)(m0 + row) * wrow + (size_t)sp * 16 * BITS + ch * 16 : W, ok);
+        }
+        uint4 *sx = s + WCH;
+        for (int c = tid; c < XCH; c += GM_WARPS * 32) {
+            int row = c >> 3, ch = c & 7;
+            bool ok = r0 + row < R;
+            gm_cp16(sx + row * 8 + (ch ^ ((row & 3) << 1)), ok ? xa + (size_t)(r0 + row) * K + sp * 128 + ch * 16 : xa,
+                    ok);
+        }
+        uint4 *ss = sx + XCH; /* [TB][S][8] uint2 */
+        for (int c = tid; c < SBC; c += GM_WARPS * 32) {
+            int tl = c / (4 * S), ch = c % (4 * S);
+            bool ok = tile0 + tl < T;
+            gm_cp16(ss + c, ok ? (const void *)((const uint4 *)(sbt + ((size_t)(tile0 + tl) * G + (size_t)sp * S) * 8) + ch) : (const void *)sbt, ok);
+        }
+        float2 *sd = (float2 *)(ss + SBC); /* [GM_BN][S] */
+        if (S == 1) {
+            for (int c = tid; c < GM_BN; c += GM_WARPS * 32) {
+                bool ok = r0 + c < R;
+                gm_cp8(sd + c, ok ? xdb + (size_t)(r0 + c) * G + sp : xdb, ok);
+            }
+        } else {
+            for (int c = tid; c < DB; c += GM_WARPS * 32) {
+                constexpr int H = S > 1 ? S / 2 : 1; /* 16-byte chunks per column */
+                int col = c / H, ch = c % H;
+                bool ok = r0 + col < R;
+                gm_cp16((uint4 *)(sd + col * S) + ch, ok ? (const uint4 *)(xdb + (size_t)(r0 + col) * G + (size_t)sp * S) + ch : (const uint4 *)xdb, ok);
+            }
+        }
+    };
+
+    float acc[MT][4][4], bacc[MT][4][4], tot[MT][4][4];
+    bool has[MT];
+    gm_piece pc[MT];
+#pragma unroll
+    for (int mi = 0; mi < MT; mi++) {
+        has[mi] = false;
+        pc[mi] = gm_piece_first(tile0 + wm * MT + mi, P, TU, Wn);
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[mi][ni][e] = bacc[mi][ni][e] = tot[mi][ni][e] = 0.f;
+    }
+
+#pragma unroll
+    for (int s = 0; s < GM_Q_STAGES - 1; s++) {
+        if (s < P) load(s, s);
+        gm_commit();
+    }
+    for (int sp = 0; sp < P; sp++) {
+        gm_wait<GM_Q_STAGES - 2>();
+        __syncthreads();
+        if (sp + GM_Q_STAGES - 1 < P) load(sp + GM_Q_STAGES - 1, (sp + GM_Q_STAGES - 1) % GM_Q_STAGES);
+        gm_commit();
+        const uint4 *s = gm_smem + (size_t)(sp % GM_Q_STAGES) * SCH;
+        const uint8_t *sw = (const uint8_t *)s, *sx = (const uint8_t *)(s + WCH);
+        const uint2 *ss = (const uint2 *)(s + WCH + XCH);
+        const float2 *sd = (const float2 *)(s + WCH + XCH + SBC);
+#pragma unroll
+        for (int mi = 0; mi < MT; mi++)
+            if (sp == pc[mi].nb) { /* a stream-K piece ends: fold acc + bacc, the next starts from zero */
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    float c[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) c[e] = __fadd_rn(acc[mi][ni][e], bacc[mi][ni][e]);
+                    gm_fold(tot[mi][ni], c, has[mi]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) acc[mi][ni][e] = bacc[mi][ni][e] = 0.f;
+                }
+                has[mi] = true;
+                gm_piece_next(pc[mi], tile0 + wm * MT + mi, P, TU, Wn);
+            }
+#pragma unroll
+        for (int gs = 0; gs < S; gs++) {
+            int ic[MT][4][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) ic[mi][ni][0] = ic[mi][ni][1] = ic[mi][ni][2] = ic[mi][ni][3] = 0;
+#pragma unroll
+            for (int q = 0; q < CPG; q++) {
+                const int cc = gs * CPG + q; /* 32-input chunk of the span */
+                uint2 B[4];
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    int col = wn * 32 + ni * 8 + g, ch = (2 * cc + (t >> 1)) ^ ((col & 3) << 1);
+                    B[ni] = *(const uint2 *)(sx + col * 128 + ch * 16 + (t & 1) * 8);
+                }
+#pragma unroll
+                for (int mi = 0; mi < MT; mi++) {
+                    int ra = wm * 16 * MT + mi * 16 + g, rb = ra + 8;
+                    uint32_t a0, a1, a2, a3;
+                    if (BITS == 4) {
+                        uint32_t wa = *(const uint32_t *)(sw + ra * 64 + (cc ^ ((ra >> 1) & 3)) * 16 + t * 4);
+                        uint32_t wb = *(const uint32_t *)(sw + rb * 64 + (cc ^ ((rb >> 1) & 3)) * 16 + t * 4);
+                        a0 = wa & 0x0F0F0F0Fu, a1 = wb & 0x0F0F0F0Fu;
+                        a2 = (wa >> 4) & 0x0F0F0F0Fu, a3 = (wb >> 4) & 0x0F0F0F0Fu;
+                    } else {
+                        uint2 wa = *(const uint2 *)(sw + ra * 128 + ((2 * cc + (t >> 1)) ^ ((ra & 3) << 1)) * 16 + (t & 1) * 8);
+                        uint2 wb = *(const uint2 *)(sw + rb * 128 + ((2 * cc + (t >> 1)) ^ ((rb & 3) << 1)) * 16 + (t & 1) * 8);
+                        a0 = wa.x, a1 = wb.x, a2 = wa.y, a3 = wb.y;
+                    }
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++) gm_mma_u8s8(ic[mi][ni], a0, a1, a2, a3, B[ni].x, B[ni].y);
+                }
+            }
+            float2 D0[4], D1[4];
+#pragma unroll
+            for (int ni = 0; ni < 4; ni++) {
+                int c0 = wn * 32 + ni * 8 + 2 * t;
+                D0[ni] = sd[c0 * S + gs], D1[ni] = sd[(c0 + 1) * S + gs];
+            }
+#pragma unroll
+            for (int mi = 0; mi < MT; mi++) {
+                const uint2 q = ss[((wm * MT + mi) * S + gs) * 8 + g]; /* rows g, g+8: scale | bias << 16 */
+                const float sa = gm_half(q.x & 0xffffu, f16), ba = gm_half(q.x >> 16, f16);
+                const float sbb = gm_half(q.y & 0xffffu, f16), bb = gm_half(q.y >> 16, f16);
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    float *a = acc[mi][ni], *b = bacc[mi][ni];
+                    const int *c = ic[mi][ni];
+                    a[0] = fmaf((float)c[0], __fmul_rn(sa, D0[ni].x), a[0]);
+                    a[1] = fmaf((float)c[1], __fmul_rn(sa, D1[ni].x), a[1]);
+                    a[2] = fmaf((float)c[2], __fmul_rn(sbb, D0[ni].x), a[2]);
+                    a[3] = fmaf((float)c[3], __fmul_rn(sbb, D1[ni].x), a[3]);
+                    b[0] = fmaf(ba, D0[ni].y, b[0]);
+                    b[1] = fmaf(ba, D1[ni].y, b[1]);
+                    b[2] = fmaf(bb, D0[ni].y, b[2]);
+                    b[3] = fmaf(bb, D1[ni].y, b[3]);
+                }
+            }
+        }
+    }
+    gm_wait<0>();
+#pragma unroll
+    for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[mi][ni][e] = __fadd_rn(acc[mi][ni][e], bacc[mi][ni][e]);
+    gm_store<MT>(y, ldy, N, R, m0 + wm * 16 * MT, r0 + wn * 32, tot, acc, has);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+static int gm_sms(void) {
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (sms <= 0) sms = 132;
+    }
+    return sms;
+}
+
+/* MT for a weight of N rows at R activation rows: 128-row blocks unless that leaves fewer than two
+ * blocks per multiprocessor (then 64). A speed choice only: every MT gives the same bits. */
+static int gm_mt(int N, int R) {
+    long long blocks = (long long)((N + 127) / 128) * ((R + GM_BN - 1) / GM_BN);
+    return blocks >= 2LL * gm_sms() ? 2 : 1;
+}
+
+int cu_gemm_takes(const be_weight *w, int R) {
+    return cu_set.gemm && R >= (cu_set.gemm_min > 0 ? cu_set.gemm_min : 32) && w->rows > 0;
+}
+
+/* Launches kernel k with `smem` dynamic bytes (raising the kernel's limit once). */
+template <class Kf, typename... Args>
+static void gm_launch(Kf k, int *raised, dim3 grid, size_t smem, Args... args) {
+    if (!*raised) {
+        CU_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "gemm smem");
+        *raised = 1;
+    }
+    cu_launch(k, grid, GM_WARPS * 32, smem, args...);
+}
+
+template <int MT>
+static void gm_bf16_mt(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
+                       int R, long long TU, int Wn) {
+    static int raised = 0;
+    constexpr int BM = 64 * MT;
+    size_t smem = (size_t)GM_BF_STAGES * (BM * 8 + 2 * GM_BN * 8) * 16;
+    dim3 grid((N + BM - 1) / BM, (R + GM_BN - 1) / GM_BN);
+    gm_launch(k_gemm_bf16<MT>, &raised, grid, smem, y, ldy, W, N, K, xh, xl, R, TU, Wn);
+}
+
+void cu_gemm_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
+                  int R) {
+    int N = w->rows, K = w->cols;
+    long long TU = (long long)((N + 15) / 16) * (K / 32);
+    int Wn = (int)cu_sk_warps(w);
+    if (gm_mt(N, R) == 2) gm_bf16_mt<2>(y, ldy, (const uint16_t *)dv->data, N, K, xh, xl, R, TU, Wn);
+    else gm_bf16_mt<1>(y, ldy, (const uint16_t *)dv->data, N, K, xh, xl, R, TU, Wn);
+    CU_LAUNCHED("matmul gemm bf16");
+}
+
+template <int BITS, int GS, int MT>
+static void gm_q_mt(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
+                    long long TU, int Wn) {
+    static int raised = 0;
+    constexpr int S = 128 / GS, BM = 64 * MT;
+    constexpr int SCH = BM * BITS + GM_BN * 8 + (BM / 16) * 4 * S + GM_BN * S * 8 / 16;
+    size_t smem = (size_t)GM_Q_STAGES * SCH * 16;
+    int N = w->rows, K = w->cols;
+    dim3 grid((N + BM - 1) / BM, (R + GM_BN - 1) / GM_BN);
+    gm_launch(k_gemm_q<BITS, GS, MT>, &raised, grid, smem, y, ldy, (const uint8_t *)dv->data, (const uint2 *)dv->sbt,
+              w->scale_dtype == DT_F16 ? 1 : 0, N, K, (const uint8_t *)xa, (const float2 *)xdb, R, TU, Wn);
+}
+
+template <int BITS, int GS>
+static void gm_q_gs(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
+                    long long TU, int Wn) {
+    if (gm_mt(w->rows, R) == 2) gm_q_mt<BITS, GS, 2>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    else gm_q_mt<BITS, GS, 1>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+}
+
+void cu_gemm_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R) {
+    int N = w->rows, K = w->cols, gs = w->group_size;
+    long long TU = (long long)((N + 15) / 16) * (K / 128);
+    int Wn = (int)cu_sk_warps(w);
+    if (w->bits == 4) {
+        if (gs == 32) gm_q_gs<4, 32>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else if (gs == 64) gm_q_gs<4, 64>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else gm_q_gs<4, 128>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    } else {
+        if (gs == 32) gm_q_gs<8, 32>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else if (gs == 64) gm_q_gs<8, 64>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else gm_q_gs<8, 128>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    }
+    CU_LAUNCHED("matmul gemm q");
+}
