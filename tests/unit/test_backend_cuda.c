@@ -216,8 +216,11 @@ static void gemm_check(be_backend *be, int N, int K, fmt f) {
         double d = fabs((double)all[i] - ref[i]) / (1.0 + fabs(ref[i]));
         if (d > worst) worst = d;
     }
-    CHECK_MSG(worst < 1e-4, "%dx%d bits %d group %d: 80 rows, worst relative difference %.3g", N, K, f.bits, f.group,
-              worst);
+    /* the stream-K kernel's bits (checked below), so matmul_check's limit, growing as sqrt(K) past K = 2048
+     * (fp32 accumulation over 160 spans: 40 x 5120 in bf16 reached 1.2e-4 over 80 random rows) */
+    double lim = 1e-4 * (K > 2048 ? sqrt(K / 2048.0) : 1.0);
+    CHECK_MSG(worst < lim, "%dx%d bits %d group %d: 80 rows, worst relative difference %.3g (limit %.3g)", N, K,
+              f.bits, f.group, worst, lim);
     for (int R = 1; R <= RMAX; R++) {
         be->ops->matmul(be, dy, N, dx, K, R, &w);
         be->ops->download(be, got, dy, sizeof(float) * R * N);

@@ -1057,6 +1057,9 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->rms_batch = env_pos("MTPLX_CUDA_RMS_BATCH");
     s->gemm = env_not0("MTPLX_CUDA_GEMM");
     s->gemm_min = env_pos("MTPLX_CUDA_GEMM_MIN");
+    s->gemm_mt = env_pos("MTPLX_CUDA_GEMM_MT");
+    s->gemm_ks = env_pos("MTPLX_CUDA_GEMM_KS");
+    s->gemm_st = env_pos("MTPLX_CUDA_GEMM_ST");
     s->moe = env_not0("MTPLX_CUDA_MOE");
     s->gdn_l2 = env_not0("MTPLX_CUDA_GDN_L2");
     s->seq_inline = env_not0("MTPLX_CUDA_SEQ_INLINE");

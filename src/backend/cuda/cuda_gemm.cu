@@ -36,8 +36,6 @@ extern "C" {
 
 #define GM_WARPS 8   /* 4 along the weight rows × 2 along the activation rows */
 #define GM_BN 64     /* activation rows per block */
-#define GM_BF_STAGES 3
-#define GM_Q_STAGES 4
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -131,23 +129,25 @@ __device__ __forceinline__ void gm_store(float *y, int ldy, int N, int R, int m0
 
 /* ------------------------------------------------------------------ bf16 */
 
-/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R, n < N; K % 32 == 0. A stage is 64 inputs (two
- * spans); shared rows of 128 bytes, chunk c of row r stored at c ^ 4·(r & 1). */
-template <int MT>
+/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R, n < N; K % 32 == 0. A stage is KS spans (32·KS
+ * inputs: 64·KS bytes of each weight and activation row, so each row is requested in runs of that
+ * length), ST stages in flight; chunk c of shared row r is stored at c ^ 4·(r & 1). */
+template <int MT, int KS, int ST>
 __global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
-                                                            const uint16_t *xh, const uint16_t *xl, int R,
-                                                            long long TU, int Wn) {
+                                                               const uint16_t *xh, const uint16_t *xl, int R,
+                                                               long long TU, int Wn) {
     CU_PDL_ENTRY();
     extern __shared__ uint4 gm_smem[];
-    constexpr int BM = 64 * MT, WCH = BM * 8, XCH = GM_BN * 8, SCH = WCH + 2 * XCH;
+    constexpr int BM = 64 * MT, RC = KS * 4; /* weight rows per block, 16-byte chunks per shared row */
+    constexpr int WCH = BM * RC, XCH = GM_BN * RC, SCH = WCH + 2 * XCH;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wm = warp & 3, wn = warp >> 2;
     const int m0 = blockIdx.x * BM, r0 = blockIdx.y * GM_BN;
-    const int P = K / 32, KT = (P + 1) / 2;
+    const int P = K / 32, KT = (P + KS - 1) / KS;
 
     auto load = [&](int kt, int slot) {
         uint4 *s = gm_smem + (size_t)slot * SCH;
-        const int k0 = kt * 64;
+        const int k0 = kt * 32 * KS;
 #pragma unroll
         for (int i = 0; i < SCH / (GM_WARPS * 32); i++) {
             int c = tid + i * GM_WARPS * 32;
@@ -156,18 +156,18 @@ __global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ld
             bool ok;
             uint4 *dst;
             if (c < WCH) {
-                row = c >> 3, ch = c & 7;
+                row = c / RC, ch = c % RC;
                 ok = m0 + row < N && k0 + ch * 8 < K;
                 src = ok ? W + (size_t)(m0 + row) * K + k0 + ch * 8 : W;
-                dst = s + row * 8 + (ch ^ ((row & 1) << 2));
+                dst = s + row * RC + (ch ^ ((row & 1) << 2));
             } else {
                 int cc = c - WCH, lo = cc >= XCH;
                 cc -= lo * XCH;
-                row = cc >> 3, ch = cc & 7;
+                row = cc / RC, ch = cc % RC;
                 ok = r0 + row < R && k0 + ch * 8 < K;
                 const uint16_t *x = lo ? xl : xh;
                 src = ok ? x + (size_t)(r0 + row) * K + k0 + ch * 8 : x;
-                dst = s + WCH + lo * XCH + row * 8 + (ch ^ ((row & 1) << 2));
+                dst = s + WCH + lo * XCH + row * RC + (ch ^ ((row & 1) << 2));
             }
             gm_cp16(dst, src, ok);
         }
@@ -187,36 +187,30 @@ __global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ld
     }
 
 #pragma unroll
-    for (int s = 0; s < GM_BF_STAGES - 1; s++) {
+    for (int s = 0; s < ST - 1; s++) {
         if (s < KT) load(s, s);
         gm_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
-        gm_wait<GM_BF_STAGES - 2>();
+        gm_wait<ST - 2>();
         __syncthreads();
-        if (kt + GM_BF_STAGES - 1 < KT) load(kt + GM_BF_STAGES - 1, (kt + GM_BF_STAGES - 1) % GM_BF_STAGES);
+        if (kt + ST - 1 < KT) load(kt + ST - 1, (kt + ST - 1) % ST);
         gm_commit();
-        const uint4 *s = gm_smem + (size_t)(kt % GM_BF_STAGES) * SCH;
+        const uint4 *s = gm_smem + (size_t)(kt % ST) * SCH;
         const uint4 *sh = s + WCH, *sl = sh + XCH;
 #pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const int sp = kt * 2 + j;
+        for (int j = 0; j < KS; j++) {
+            const int sp = kt * KS + j;
             if (sp >= P) break;
-            uint4 A0[MT], A1[MT], BH[4], BL[4];
+            uint4 A0[MT], A1[MT];
 #pragma unroll
             for (int mi = 0; mi < MT; mi++) {
                 int row = wm * 16 * MT + mi * 16 + g, ch = (j * 4 + t) ^ ((row & 1) << 2);
-                A0[mi] = s[row * 8 + ch];
-                A1[mi] = s[(row + 8) * 8 + ch];
+                A0[mi] = s[row * RC + ch];
+                A1[mi] = s[(row + 8) * RC + ch];
             }
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                int col = wn * 32 + ni * 8 + g, ch = (j * 4 + t) ^ ((col & 1) << 2);
-                BH[ni] = sh[col * 8 + ch];
-                BL[ni] = sl[col * 8 + ch];
-            }
-#pragma unroll
-            for (int mi = 0; mi < MT; mi++) {
+            for (int mi = 0; mi < MT; mi++)
                 if (sp == pc[mi].nb) { /* a stream-K piece ends: fold it, the next starts from zero */
 #pragma unroll
                     for (int ni = 0; ni < 4; ni++) {
@@ -227,12 +221,16 @@ __global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ld
                     gm_piece_next(pc[mi], blockIdx.x * (BM / 16) + wm * MT + mi, P, TU, Wn);
                 }
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
+            for (int ni = 0; ni < 4; ni++) {
+                int col = wn * 32 + ni * 8 + g, ch = (j * 4 + t) ^ ((col & 1) << 2);
+                const uint4 BH = sh[col * RC + ch], BL = sl[col * RC + ch];
+#pragma unroll
+                for (int mi = 0; mi < MT; mi++) {
                     float *c = acc[mi][ni];
-                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BH[ni].x, BH[ni].y);
-                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BH[ni].z, BH[ni].w);
-                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BL[ni].x, BL[ni].y);
-                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BL[ni].z, BL[ni].w);
+                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BH.x, BH.y);
+                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BH.z, BH.w);
+                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BL.x, BL.y);
+                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BL.z, BL.w);
                 }
             }
         }
@@ -244,63 +242,64 @@ __global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ld
 /* ------------------------------------------------------------------ q4 / q8 */
 
 /* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g], K % 128 == 0,
- * 16-bit scales from cu_wdev.sbt. A stage is one 128-input span: weight rows of 16·BITS bytes, activation
- * rows of 128 bytes (k_qact's layout), the span's scale pairs of the block's tiles and the activation
- * columns' (d, d·Σa). Swizzles: q4 rows (4 chunks) c ^ ((r >> 1) & 3); q8 and activation rows (8
- * chunks) c ^ 2·(r & 3). Integer sums per 32 inputs (one m16n8k32): q4 thread t takes word t of the
- * 16 bytes (low nibbles: even inputs, paired with activation bytes 8t..8t+3, which k_qact stores even
- * inputs first; high nibbles: odd, bytes 8t+4..8t+7); q8 thread t takes bytes 8t..8t+7. */
-template <int BITS, int GS, int MT>
-__global__ void __launch_bounds__(GM_WARPS * 32, 1) k_gemm_q(float *y, int ldy, const uint8_t *W, const uint2 *sbt,
-                                                            int f16, int N, int K, const uint8_t *xa,
-                                                            const float2 *xdb, int R, long long TU, int Wn) {
+ * 16-bit scales from cu_wdev.sbt. A stage is SPS 128-input spans: weight rows of 16·BITS·SPS bytes,
+ * activation rows of 128·SPS bytes (k_qact's layout), the stage's scale pairs of the block's tiles
+ * and the activation columns' (d, d·Σa); ST stages in flight. Swizzles: q4 rows of 64 bytes c ^ ((r >> 1)
+ * & 3), longer c ^ (r & 7) (4-byte reads, 8 rows a wavefront); q8 and activation rows c ^ 2·(r & 3)
+ * (8-byte reads, 4 rows a wavefront). Integer sums per 32 inputs (one m16n8k32): q4 thread t takes
+ * word t of the 16 bytes (low nibbles: even inputs, paired with activation bytes 8t..8t+3, which k_qact
+ * stores even inputs first; high nibbles: odd, bytes 8t+4..8t+7); q8 thread t takes bytes 8t..8t+7. */
+template <int BITS, int GS, int MT, int SPS, int ST>
+__global__ void __launch_bounds__(GM_WARPS * 32, MT == 1 ? 2 : 1)
+    k_gemm_q(float *y, int ldy, const uint8_t *W, const uint2 *sbt, int f16, int N, int K, const uint8_t *xa,
+             const float2 *xdb, int R, long long TU, int Wn) {
     CU_PDL_ENTRY();
     extern __shared__ uint4 gm_smem[];
-    constexpr int S = 128 / GS, CPG = GS / 32; /* groups per span, 32-input chunks per group */
-    constexpr int BM = 64 * MT, TB = BM / 16;   /* weight rows and tiles per block */
-    constexpr int WRC = BITS * 16 / 16;         /* 16-byte chunks per weight row and span: q4 4, q8 8 */
-    constexpr int WCH = BM * WRC, XCH = GM_BN * 8, SBC = TB * 4 * S, DB = GM_BN * S * 8 / 16;
-    constexpr int SCH = WCH + XCH + SBC + DB;   /* 16-byte chunks of a stage */
+    constexpr int S = 128 / GS, CPG = GS / 32, SG = S * SPS; /* groups per span, 32-input chunks per group,
+                                                                 groups per stage */
+    constexpr int BM = 64 * MT, TB = BM / 16;                 /* weight rows and tiles per block */
+    constexpr int WRC = BITS * SPS, XRC = 8 * SPS;            /* 16-byte chunks per weight / activation row */
+    constexpr int WCH = BM * WRC, XCH = GM_BN * XRC, SBC = TB * 4 * SG, DB = GM_BN * SG / 2;
+    constexpr int SCH = WCH + XCH + SBC + DB;                 /* 16-byte chunks of a stage */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wm = warp & 3, wn = warp >> 2;
     const int m0 = blockIdx.x * BM, r0 = blockIdx.y * GM_BN, tile0 = blockIdx.x * TB;
-    const int P = K / 128, G = K / GS, T = (N + 15) / 16;
+    const int P = K / 128, G = K / GS, T = (N + 15) / 16, KT = (P + SPS - 1) / SPS;
     const size_t wrow = (size_t)K * BITS / 8; /* bytes per weight row */
 
-    auto load = [&](int sp, int slot) {
+    auto wsw = [](int row, int ch) { /* the weight swizzle */
+        return BITS == 4 ? (WRC == 4 ? ch ^ ((row >> 1) & 3) : ch ^ (row & 7)) : ch ^ ((row & 3) << 1);
+    };
+    auto load = [&](int kt, int slot) {
         uint4 *s = gm_smem + (size_t)slot * SCH;
+        const int sp0 = kt * SPS, nsp = P - sp0 < SPS ? P - sp0 : SPS; /* spans of this stage */
         for (int c = tid; c < WCH; c += GM_WARPS * 32) {
             int row = c / WRC, ch = c % WRC;
-            bool ok = m0 + row < N;
-            int sw = BITS == 4 ? ch ^ ((row >> 1) & 3) : ch ^ ((row & 3) << 1);
-            gm_cp16(s + row * WRC + sw, ok ? W + (size_t)(m0 + row) * wrow + (size_t)sp * 16 * BITS + ch * 16 : W, ok);
+            bool ok = m0 + row < N && ch < nsp * BITS;
+            gm_cp16(s + row * WRC + wsw(row, ch),
+                    ok ? W + (size_t)(m0 + row) * wrow + (size_t)sp0 * 16 * BITS + ch * 16 : W, ok);
         }
         uint4 *sx = s + WCH;
         for (int c = tid; c < XCH; c += GM_WARPS * 32) {
-            int row = c >> 3, ch = c & 7;
-            bool ok = r0 + row < R;
-            gm_cp16(sx + row * 8 + (ch ^ ((row & 3) << 1)), ok ? xa + (size_t)(r0 + row) * K + sp * 128 + ch * 16 : xa,
+            int row = c / XRC, ch = c % XRC;
+            bool ok = r0 + row < R && ch < nsp * 8;
+            gm_cp16(sx + row * XRC + (ch ^ ((row & 3) << 1)),
+                    ok ? xa + (size_t)(r0 + row) * K + (size_t)sp0 * 128 + ch * 16 : xa, ok);
+        }
+        uint4 *ss = sx + XCH; /* [TB][SG][8] uint2 */
+        for (int c = tid; c < SBC; c += GM_WARPS * 32) {
+            int tl = c / (4 * SG), ch = c % (4 * SG);
+            bool ok = tile0 + tl < T && ch < 4 * S * nsp;
+            gm_cp16(ss + c,
+                    ok ? (const void *)((const uint4 *)(sbt + ((size_t)(tile0 + tl) * G + (size_t)sp0 * S) * 8) + ch)
+                       : (const void *)sbt,
                     ok);
         }
-        uint4 *ss = sx + XCH; /* [TB][S][8] uint2 */
-        for (int c = tid; c < SBC; c += GM_WARPS * 32) {
-            int tl = c / (4 * S), ch = c % (4 * S);
-            bool ok = tile0 + tl < T;
-            gm_cp16(ss + c, ok ? (const void *)((const uint4 *)(sbt + ((size_t)(tile0 + tl) * G + (size_t)sp * S) * 8) + ch) : (const void *)sbt, ok);
-        }
-        float2 *sd = (float2 *)(ss + SBC); /* [GM_BN][S] */
-        if (S == 1) {
-            for (int c = tid; c < GM_BN; c += GM_WARPS * 32) {
-                bool ok = r0 + c < R;
-                gm_cp8(sd + c, ok ? xdb + (size_t)(r0 + c) * G + sp : xdb, ok);
-            }
-        } else {
-            for (int c = tid; c < DB; c += GM_WARPS * 32) {
-                constexpr int H = S > 1 ? S / 2 : 1; /* 16-byte chunks per column */
-                int col = c / H, ch = c % H;
-                bool ok = r0 + col < R;
-                gm_cp16((uint4 *)(sd + col * S) + ch, ok ? (const uint4 *)(xdb + (size_t)(r0 + col) * G + (size_t)sp * S) + ch : (const uint4 *)xdb, ok);
-            }
+        float2 *sd = (float2 *)(ss + SBC); /* [GM_BN][SG] */
+        for (int c = tid; c < GM_BN * SG; c += GM_WARPS * 32) {
+            int col = c / SG, gi = c % SG;
+            bool ok = r0 + col < R && gi < S * nsp;
+            gm_cp8(sd + c, ok ? xdb + (size_t)(r0 + col) * G + (size_t)sp0 * S + gi : xdb, ok);
         }
     };
 
@@ -318,91 +317,96 @@ __global__ void __launch_bounds__(GM_WARPS * 32, 1) k_gemm_q(float *y, int ldy, 
     }
 
 #pragma unroll
-    for (int s = 0; s < GM_Q_STAGES - 1; s++) {
-        if (s < P) load(s, s);
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < KT) load(s, s);
         gm_commit();
     }
-    for (int sp = 0; sp < P; sp++) {
-        gm_wait<GM_Q_STAGES - 2>();
+    for (int kt = 0; kt < KT; kt++) {
+        gm_wait<ST - 2>();
         __syncthreads();
-        if (sp + GM_Q_STAGES - 1 < P) load(sp + GM_Q_STAGES - 1, (sp + GM_Q_STAGES - 1) % GM_Q_STAGES);
+        if (kt + ST - 1 < KT) load(kt + ST - 1, (kt + ST - 1) % ST);
         gm_commit();
-        const uint4 *s = gm_smem + (size_t)(sp % GM_Q_STAGES) * SCH;
+        const uint4 *s = gm_smem + (size_t)(kt % ST) * SCH;
         const uint8_t *sw = (const uint8_t *)s, *sx = (const uint8_t *)(s + WCH);
         const uint2 *ss = (const uint2 *)(s + WCH + XCH);
         const float2 *sd = (const float2 *)(s + WCH + XCH + SBC);
 #pragma unroll
-        for (int mi = 0; mi < MT; mi++)
-            if (sp == pc[mi].nb) { /* a stream-K piece ends: fold acc + bacc, the next starts from zero */
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    float c[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++) c[e] = __fadd_rn(acc[mi][ni][e], bacc[mi][ni][e]);
-                    gm_fold(tot[mi][ni], c, has[mi]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) acc[mi][ni][e] = bacc[mi][ni][e] = 0.f;
-                }
-                has[mi] = true;
-                gm_piece_next(pc[mi], tile0 + wm * MT + mi, P, TU, Wn);
-            }
-#pragma unroll
-        for (int gs = 0; gs < S; gs++) {
-            int ic[MT][4][4];
+        for (int j = 0; j < SPS; j++) {
+            const int sp = kt * SPS + j;
+            if (sp >= P) break;
 #pragma unroll
             for (int mi = 0; mi < MT; mi++)
+                if (sp == pc[mi].nb) { /* a stream-K piece ends: fold acc + bacc, the next starts from zero */
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++) ic[mi][ni][0] = ic[mi][ni][1] = ic[mi][ni][2] = ic[mi][ni][3] = 0;
+                    for (int ni = 0; ni < 4; ni++) {
+                        float c[4];
 #pragma unroll
-            for (int q = 0; q < CPG; q++) {
-                const int cc = gs * CPG + q; /* 32-input chunk of the span */
-                uint2 B[4];
+                        for (int e = 0; e < 4; e++) c[e] = __fadd_rn(acc[mi][ni][e], bacc[mi][ni][e]);
+                        gm_fold(tot[mi][ni], c, has[mi]);
+#pragma unroll
+                        for (int e = 0; e < 4; e++) acc[mi][ni][e] = bacc[mi][ni][e] = 0.f;
+                    }
+                    has[mi] = true;
+                    gm_piece_next(pc[mi], tile0 + wm * MT + mi, P, TU, Wn);
+                }
+#pragma unroll
+            for (int gs = 0; gs < S; gs++) {
+                int ic[MT][4][4];
+#pragma unroll
+                for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++) ic[mi][ni][0] = ic[mi][ni][1] = ic[mi][ni][2] = ic[mi][ni][3] = 0;
+#pragma unroll
+                for (int q = 0; q < CPG; q++) {
+                    const int cc = j * 4 + gs * CPG + q; /* 32-input chunk of the stage */
+                    uint2 B[4];
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++) {
+                        int col = wn * 32 + ni * 8 + g, ch = (2 * cc + (t >> 1)) ^ ((col & 3) << 1);
+                        B[ni] = *(const uint2 *)(sx + col * XRC * 16 + ch * 16 + (t & 1) * 8);
+                    }
+#pragma unroll
+                    for (int mi = 0; mi < MT; mi++) {
+                        int ra = wm * 16 * MT + mi * 16 + g, rb = ra + 8;
+                        uint32_t a0, a1, a2, a3;
+                        if (BITS == 4) {
+                            uint32_t wa = *(const uint32_t *)(sw + ra * WRC * 16 + wsw(ra, cc) * 16 + t * 4);
+                            uint32_t wb = *(const uint32_t *)(sw + rb * WRC * 16 + wsw(rb, cc) * 16 + t * 4);
+                            a0 = wa & 0x0F0F0F0Fu, a1 = wb & 0x0F0F0F0Fu;
+                            a2 = (wa >> 4) & 0x0F0F0F0Fu, a3 = (wb >> 4) & 0x0F0F0F0Fu;
+                        } else {
+                            uint2 wa = *(const uint2 *)(sw + ra * WRC * 16 + wsw(ra, 2 * cc + (t >> 1)) * 16 + (t & 1) * 8);
+                            uint2 wb = *(const uint2 *)(sw + rb * WRC * 16 + wsw(rb, 2 * cc + (t >> 1)) * 16 + (t & 1) * 8);
+                            a0 = wa.x, a1 = wb.x, a2 = wa.y, a3 = wb.y;
+                        }
+#pragma unroll
+                        for (int ni = 0; ni < 4; ni++) gm_mma_u8s8(ic[mi][ni], a0, a1, a2, a3, B[ni].x, B[ni].y);
+                    }
+                }
+                float2 D0[4], D1[4];
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++) {
-                    int col = wn * 32 + ni * 8 + g, ch = (2 * cc + (t >> 1)) ^ ((col & 3) << 1);
-                    B[ni] = *(const uint2 *)(sx + col * 128 + ch * 16 + (t & 1) * 8);
+                    int c0 = wn * 32 + ni * 8 + 2 * t;
+                    D0[ni] = sd[c0 * SG + j * S + gs], D1[ni] = sd[(c0 + 1) * SG + j * S + gs];
                 }
 #pragma unroll
                 for (int mi = 0; mi < MT; mi++) {
-                    int ra = wm * 16 * MT + mi * 16 + g, rb = ra + 8;
-                    uint32_t a0, a1, a2, a3;
-                    if (BITS == 4) {
-                        uint32_t wa = *(const uint32_t *)(sw + ra * 64 + (cc ^ ((ra >> 1) & 3)) * 16 + t * 4);
-                        uint32_t wb = *(const uint32_t *)(sw + rb * 64 + (cc ^ ((rb >> 1) & 3)) * 16 + t * 4);
-                        a0 = wa & 0x0F0F0F0Fu, a1 = wb & 0x0F0F0F0Fu;
-                        a2 = (wa >> 4) & 0x0F0F0F0Fu, a3 = (wb >> 4) & 0x0F0F0F0Fu;
-                    } else {
-                        uint2 wa = *(const uint2 *)(sw + ra * 128 + ((2 * cc + (t >> 1)) ^ ((ra & 3) << 1)) * 16 + (t & 1) * 8);
-                        uint2 wb = *(const uint2 *)(sw + rb * 128 + ((2 * cc + (t >> 1)) ^ ((rb & 3) << 1)) * 16 + (t & 1) * 8);
-                        a0 = wa.x, a1 = wb.x, a2 = wa.y, a3 = wb.y;
+                    const uint2 q = ss[((wm * MT + mi) * SG + j * S + gs) * 8 + g]; /* rows g, g+8: scale | bias << 16 */
+                    const float sa = gm_half(q.x & 0xffffu, f16), ba = gm_half(q.x >> 16, f16);
+                    const float sbb = gm_half(q.y & 0xffffu, f16), bb = gm_half(q.y >> 16, f16);
+#pragma unroll
+                    for (int ni = 0; ni < 4; ni++) {
+                        float *a = acc[mi][ni], *b = bacc[mi][ni];
+                        const int *c = ic[mi][ni];
+                        a[0] = fmaf((float)c[0], __fmul_rn(sa, D0[ni].x), a[0]);
+                        a[1] = fmaf((float)c[1], __fmul_rn(sa, D1[ni].x), a[1]);
+                        a[2] = fmaf((float)c[2], __fmul_rn(sbb, D0[ni].x), a[2]);
+                        a[3] = fmaf((float)c[3], __fmul_rn(sbb, D1[ni].x), a[3]);
+                        b[0] = fmaf(ba, D0[ni].y, b[0]);
+                        b[1] = fmaf(ba, D1[ni].y, b[1]);
+                        b[2] = fmaf(bb, D0[ni].y, b[2]);
+                        b[3] = fmaf(bb, D1[ni].y, b[3]);
                     }
-#pragma unroll
-                    for (int ni = 0; ni < 4; ni++) gm_mma_u8s8(ic[mi][ni], a0, a1, a2, a3, B[ni].x, B[ni].y);
-                }
-            }
-            float2 D0[4], D1[4];
-#pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                int c0 = wn * 32 + ni * 8 + 2 * t;
-                D0[ni] = sd[c0 * S + gs], D1[ni] = sd[(c0 + 1) * S + gs];
-            }
-#pragma unroll
-            for (int mi = 0; mi < MT; mi++) {
-                const uint2 q = ss[((wm * MT + mi) * S + gs) * 8 + g]; /* rows g, g+8: scale | bias << 16 */
-                const float sa = gm_half(q.x & 0xffffu, f16), ba = gm_half(q.x >> 16, f16);
-                const float sbb = gm_half(q.y & 0xffffu, f16), bb = gm_half(q.y >> 16, f16);
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    float *a = acc[mi][ni], *b = bacc[mi][ni];
-                    const int *c = ic[mi][ni];
-                    a[0] = fmaf((float)c[0], __fmul_rn(sa, D0[ni].x), a[0]);
-                    a[1] = fmaf((float)c[1], __fmul_rn(sa, D1[ni].x), a[1]);
-                    a[2] = fmaf((float)c[2], __fmul_rn(sbb, D0[ni].x), a[2]);
-                    a[3] = fmaf((float)c[3], __fmul_rn(sbb, D1[ni].x), a[3]);
-                    b[0] = fmaf(ba, D0[ni].y, b[0]);
-                    b[1] = fmaf(ba, D1[ni].y, b[1]);
-                    b[2] = fmaf(bb, D0[ni].y, b[2]);
-                    b[3] = fmaf(bb, D1[ni].y, b[3]);
                 }
             }
         }
@@ -430,11 +434,14 @@ static int gm_sms(void) {
     return sms;
 }
 
-/* MT for a weight of N rows at R activation rows: 128-row blocks unless that leaves fewer than two
- * blocks per multiprocessor (then 64). A speed choice only: every MT gives the same bits. */
+/* MT for a weight of N rows at R activation rows: 128-row blocks unless they leave multiprocessors
+ * idle (then 64); $MTPLX_CUDA_GEMM_MT=1|2 forces it. A speed choice only: every MT (and every KS / ST
+ * below) gives the same bits. (Session 7's first rule, 128 only from two blocks per multiprocessor,
+ * ran 17408-row weights at 64 rows as 272 64-row blocks: two waves, the second of 8 blocks.) */
 static int gm_mt(int N, int R) {
+    if (cu_set.gemm_mt == 1 || cu_set.gemm_mt == 2) return cu_set.gemm_mt;
     long long blocks = (long long)((N + 127) / 128) * ((R + GM_BN - 1) / GM_BN);
-    return blocks >= 2LL * gm_sms() ? 2 : 1;
+    return blocks >= gm_sms() ? 2 : 1;
 }
 
 int cu_gemm_takes(const be_weight *w, int R) {
@@ -451,14 +458,25 @@ static void gm_launch(Kf k, int *raised, dim3 grid, size_t smem, Args... args) {
     cu_launch(k, grid, GM_WARPS * 32, smem, args...);
 }
 
+template <int MT, int KS, int ST>
+static void gm_bf16_cfg(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
+                        int R, long long TU, int Wn) {
+    static int raised = 0;
+    constexpr int BM = 64 * MT;
+    size_t smem = (size_t)ST * (BM + 2 * GM_BN) * KS * 4 * 16;
+    dim3 grid((N + BM - 1) / BM, (R + GM_BN - 1) / GM_BN);
+    gm_launch(k_gemm_bf16<MT, KS, ST>, &raised, grid, smem, y, ldy, W, N, K, xh, xl, R, TU, Wn);
+}
+
 template <int MT>
 static void gm_bf16_mt(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
                        int R, long long TU, int Wn) {
-    static int raised = 0;
-    constexpr int BM = 64 * MT;
-    size_t smem = (size_t)GM_BF_STAGES * (BM * 8 + 2 * GM_BN * 8) * 16;
-    dim3 grid((N + BM - 1) / BM, (R + GM_BN - 1) / GM_BN);
-    gm_launch(k_gemm_bf16<MT>, &raised, grid, smem, y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    /* spans per stage and stages: $MTPLX_CUDA_GEMM_KS=2|4, $MTPLX_CUDA_GEMM_ST=2|3|4 (sweep knobs) */
+    int ks = cu_set.gemm_ks == 4 ? 4 : 2, st = cu_set.gemm_st ? cu_set.gemm_st : (ks == 4 ? 2 : 3);
+    if (ks == 2 && st >= 4) gm_bf16_cfg<MT, 2, 4>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    else if (ks == 2) gm_bf16_cfg<MT, 2, 3>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    else if (st >= 3) gm_bf16_cfg<MT, 4, 3>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    else gm_bf16_cfg<MT, 4, 2>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
 }
 
 void cu_gemm_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
@@ -471,24 +489,32 @@ void cu_gemm_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, cons
     CU_LAUNCHED("matmul gemm bf16");
 }
 
-template <int BITS, int GS, int MT>
-static void gm_q_mt(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
-                    long long TU, int Wn) {
+template <int BITS, int GS, int MT, int SPS, int ST>
+static void gm_q_cfg(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
+                     long long TU, int Wn) {
     static int raised = 0;
-    constexpr int S = 128 / GS, BM = 64 * MT;
-    constexpr int SCH = BM * BITS + GM_BN * 8 + (BM / 16) * 4 * S + GM_BN * S * 8 / 16;
-    size_t smem = (size_t)GM_Q_STAGES * SCH * 16;
+    constexpr int SG = 128 / GS * SPS, BM = 64 * MT;
+    constexpr int SCH = BM * BITS * SPS + GM_BN * 8 * SPS + (BM / 16) * 4 * SG + GM_BN * SG / 2;
+    size_t smem = (size_t)ST * SCH * 16;
     int N = w->rows, K = w->cols;
     dim3 grid((N + BM - 1) / BM, (R + GM_BN - 1) / GM_BN);
-    gm_launch(k_gemm_q<BITS, GS, MT>, &raised, grid, smem, y, ldy, (const uint8_t *)dv->data, (const uint2 *)dv->sbt,
-              w->scale_dtype == DT_F16 ? 1 : 0, N, K, (const uint8_t *)xa, (const float2 *)xdb, R, TU, Wn);
+    gm_launch(k_gemm_q<BITS, GS, MT, SPS, ST>, &raised, grid, smem, y, ldy, (const uint8_t *)dv->data,
+              (const uint2 *)dv->sbt, w->scale_dtype == DT_F16 ? 1 : 0, N, K, (const uint8_t *)xa, (const float2 *)xdb,
+              R, TU, Wn);
 }
 
+/* spans per stage: $MTPLX_CUDA_GEMM_KS=2 (with 3 stages), else 1 (4 stages); a sweep knob */
 template <int BITS, int GS>
 static void gm_q_gs(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
                     long long TU, int Wn) {
-    if (gm_mt(w->rows, R) == 2) gm_q_mt<BITS, GS, 2>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
-    else gm_q_mt<BITS, GS, 1>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    int two = cu_set.gemm_ks == 2;
+    if (gm_mt(w->rows, R) == 2) {
+        if (two) gm_q_cfg<BITS, GS, 2, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else gm_q_cfg<BITS, GS, 2, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    } else {
+        if (two) gm_q_cfg<BITS, GS, 1, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else gm_q_cfg<BITS, GS, 1, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    }
 }
 
 void cu_gemm_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R) {
