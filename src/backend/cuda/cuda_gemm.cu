@@ -132,8 +132,14 @@ __device__ __forceinline__ void gm_store(float *y, int ldy, int N, int R, int m0
 /* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R, n < N; K % 32 == 0. A stage is KS spans (32·KS
  * inputs: 64·KS bytes of each weight and activation row, so each row is requested in runs of that
  * length), ST stages in flight; chunk c of shared row r is stored at c ^ 4·(r & 1). */
+/* Blocks a multiprocessor's 227 KB of shared memory holds of the bf16 kernel (its register bound). */
 template <int MT, int KS, int ST>
-__global__ void __launch_bounds__(GM_WARPS * 32, 2) k_gemm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
+struct gm_bf16_fit {
+    static constexpr int v = ST * (64 * MT + 2 * GM_BN) * KS * 64 <= 113 * 1024 ? 2 : 1;
+};
+
+template <int MT, int KS, int ST>
+__global__ void __launch_bounds__(GM_WARPS * 32, (gm_bf16_fit<MT, KS, ST>::v)) k_gemm_bf16(float *y, int ldy, const uint16_t *W, int N, int K,
                                                                const uint16_t *xh, const uint16_t *xl, int R,
                                                                long long TU, int Wn) {
     CU_PDL_ENTRY();
@@ -471,12 +477,15 @@ static void gm_bf16_cfg(float *y, int ldy, const uint16_t *W, int N, int K, cons
 template <int MT>
 static void gm_bf16_mt(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
                        int R, long long TU, int Wn) {
-    /* spans per stage and stages: $MTPLX_CUDA_GEMM_KS=2|4, $MTPLX_CUDA_GEMM_ST=2|3|4 (sweep knobs) */
-    int ks = cu_set.gemm_ks == 4 ? 4 : 2, st = cu_set.gemm_st ? cu_set.gemm_st : (ks == 4 ? 2 : 3);
+    /* spans per stage and stages: $MTPLX_CUDA_GEMM_KS=2|4|8, $MTPLX_CUDA_GEMM_ST=2|3|4 (sweep knobs;
+     * 8 spans only with 64-row blocks and 2 stages: 192 KB of shared memory) */
+    int ks = cu_set.gemm_ks == 4 || cu_set.gemm_ks == 8 ? cu_set.gemm_ks : 2;
+    int st = cu_set.gemm_st ? cu_set.gemm_st : (ks == 2 ? 3 : 2);
     if (ks == 2 && st >= 4) gm_bf16_cfg<MT, 2, 4>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
     else if (ks == 2) gm_bf16_cfg<MT, 2, 3>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
-    else if (st >= 3) gm_bf16_cfg<MT, 4, 3>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
-    else gm_bf16_cfg<MT, 4, 2>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    else if (ks == 4 && st >= 3) gm_bf16_cfg<MT, 4, 3>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    else if (ks == 4) gm_bf16_cfg<MT, 4, 2>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
+    else gm_bf16_cfg<1, 8, 2>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
 }
 
 void cu_gemm_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
@@ -503,16 +512,18 @@ static void gm_q_cfg(float *y, int ldy, const cu_wdev *dv, const be_weight *w, c
               R, TU, Wn);
 }
 
-/* spans per stage: $MTPLX_CUDA_GEMM_KS=2 (with 3 stages), else 1 (4 stages); a sweep knob */
+/* spans per stage: $MTPLX_CUDA_GEMM_KS=2 (3 stages), 4 (2 stages, 64-row blocks), else 1 (4 stages); a
+ * sweep knob */
 template <int BITS, int GS>
 static void gm_q_gs(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
                     long long TU, int Wn) {
-    int two = cu_set.gemm_ks == 2;
-    if (gm_mt(w->rows, R) == 2) {
-        if (two) gm_q_cfg<BITS, GS, 2, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    int ks = cu_set.gemm_ks;
+    if (ks == 4) gm_q_cfg<BITS, GS, 1, 4, 2>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+    else if (gm_mt(w->rows, R) == 2) {
+        if (ks == 2) gm_q_cfg<BITS, GS, 2, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
         else gm_q_cfg<BITS, GS, 2, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
     } else {
-        if (two) gm_q_cfg<BITS, GS, 1, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        if (ks == 2) gm_q_cfg<BITS, GS, 1, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
         else gm_q_cfg<BITS, GS, 1, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
     }
 }
