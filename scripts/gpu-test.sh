@@ -105,7 +105,7 @@ machinery_equal() {
 check launch_machinery_bit_identical machinery_equal
 
 # 6. the many-row GEMM (cuda_gemm.cu) changes no bit: a 100-token prefill's logits (and the MTP head's)
-#    with every matmul on the stream-K kernels (MTPLX_CUDA_GEMM=0), the default (the GEMM from 32 rows),
+#    with every matmul on the stream-K kernels (MTPLX_CUDA_GEMM=0), the default (the GEMM from 48 rows),
 #    and the GEMM for every call (MTPLX_CUDA_GEMM_MIN=1), on the embedded model in bf16 and converted to q4
 gemm_equal() {
     local T=$(seq -s, 11 37 3674) q4=/tmp/gpu-q4 m mode

@@ -185,7 +185,7 @@ TEST(test_matmul_every_format_matches_reference_and_is_row_invariant) {
     be_free(be);
 }
 
-/* The many-row GEMM (cuda_gemm.cu, from $MTPLX_CUDA_GEMM_MIN rows, default 32) against the stream-K
+/* The many-row GEMM (cuda_gemm.cu, from $MTPLX_CUDA_GEMM_MIN rows, default 48) against the stream-K
  * decode kernel, bit for bit: an 80-row call equals every R-row prefix call (R = 1..80: below the GEMM's
  * threshold the stream-K kernel, above it the GEMM with another grid) and five 16-row calls (stream-K)
  * row for row; and the 80 rows match the reference within the matmul check's limits. Shapes: a partial

@@ -47,9 +47,9 @@ typedef struct {
                        one at a time (same bits); 0: 4 */
     int gemm;       /* 1: calls of at least gemm_min rows on the many-row GEMM (cuda_gemm.cu, same bits as the
                        stream-K kernels); MTPLX_CUDA_GEMM=0: every row through the stream-K kernels */
-    int gemm_min;   /* MTPLX_CUDA_GEMM_MIN=N: the GEMM from N rows; 0: 32 */
+    int gemm_min;   /* MTPLX_CUDA_GEMM_MIN=N: the GEMM from N rows; 0: 48 */
     int gemm_mt, gemm_ks, gemm_st; /* GEMM sweeps (same bits): MTPLX_CUDA_GEMM_MT=1|2 (64 / 128 weight rows a
-                       block), _KS (bf16 32-input spans a stage 2|4; q 128-input spans 1|2), _ST (bf16 stages) */
+                       block), _KS (spans a stage: bf16 32-input 2|4|8, q 128-input 1|2|4), _ST (bf16 stages) */
     int moe;        /* 1: the MoE block on the device (routing, grouped experts: cuda_moe.cu);
                        MTPLX_CUDA_MOE=0: top-k on the host and one launch per expert (comparison) */
     /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */

@@ -440,18 +440,20 @@ static int gm_sms(void) {
     return sms;
 }
 
-/* MT for a weight of N rows at R activation rows: 128-row blocks unless they leave multiprocessors
- * idle (then 64); $MTPLX_CUDA_GEMM_MT=1|2 forces it. A speed choice only: every MT (and every KS / ST
- * below) gives the same bits. (Session 7's first rule, 128 only from two blocks per multiprocessor,
- * ran 17408-row weights at 64 rows as 272 64-row blocks: two waves, the second of 8 blocks.) */
+/* MT for a weight of N rows at R activation rows: 128-row blocks from two blocks per multiprocessor,
+ * else 64; $MTPLX_CUDA_GEMM_MT=1|2 forces it. A speed choice only: every MT (and every KS / ST below)
+ * gives the same bits. (Measured on 17408 x 5120 at 64 rows: 0.245 ms a weight with 64-row blocks,
+ * 0.27 with 128; bench/cuda.md, "Session 7".) */
 static int gm_mt(int N, int R) {
     if (cu_set.gemm_mt == 1 || cu_set.gemm_mt == 2) return cu_set.gemm_mt;
     long long blocks = (long long)((N + 127) / 128) * ((R + GM_BN - 1) / GM_BN);
-    return blocks >= gm_sms() ? 2 : 1;
+    return blocks >= 2LL * gm_sms() ? 2 : 1;
 }
 
+/* From 48 rows: below it the stream-K kernel, two or three passes over the weights, was as fast or
+ * faster on the 27B shapes (bench/cuda.md, "Session 7"); $MTPLX_CUDA_GEMM_MIN=N moves it (same bits). */
 int cu_gemm_takes(const be_weight *w, int R) {
-    return cu_set.gemm && R >= (cu_set.gemm_min > 0 ? cu_set.gemm_min : 32) && w->rows > 0;
+    return cu_set.gemm && R >= (cu_set.gemm_min > 0 ? cu_set.gemm_min : 48) && w->rows > 0;
 }
 
 /* Launches kernel k with `smem` dynamic bytes (raising the kernel's limit once). */
@@ -477,8 +479,9 @@ static void gm_bf16_cfg(float *y, int ldy, const uint16_t *W, int N, int K, cons
 template <int MT>
 static void gm_bf16_mt(float *y, int ldy, const uint16_t *W, int N, int K, const uint16_t *xh, const uint16_t *xl,
                        int R, long long TU, int Wn) {
-    /* spans per stage and stages: $MTPLX_CUDA_GEMM_KS=2|4|8, $MTPLX_CUDA_GEMM_ST=2|3|4 (sweep knobs;
-     * 8 spans only with 64-row blocks and 2 stages: 192 KB of shared memory) */
+    /* spans per stage and stages: 2 and 3, or $MTPLX_CUDA_GEMM_KS=4|8, $MTPLX_CUDA_GEMM_ST=2|3|4 (sweep
+     * knobs, within 10% of each other on 17408 x 5120; 8 spans only with 64-row blocks and 2 stages:
+     * 192 KB of shared memory) */
     int ks = cu_set.gemm_ks == 4 || cu_set.gemm_ks == 8 ? cu_set.gemm_ks : 2;
     int st = cu_set.gemm_st ? cu_set.gemm_st : (ks == 2 ? 3 : 2);
     if (ks == 2 && st >= 4) gm_bf16_cfg<MT, 2, 4>(y, ldy, W, N, K, xh, xl, R, TU, Wn);
@@ -512,19 +515,19 @@ static void gm_q_cfg(float *y, int ldy, const cu_wdev *dv, const be_weight *w, c
               R, TU, Wn);
 }
 
-/* spans per stage: $MTPLX_CUDA_GEMM_KS=2 (3 stages), 4 (2 stages, 64-row blocks), else 1 (4 stages); a
- * sweep knob */
+/* spans per stage: 2 with 3 stages (10% faster than 1 span on 17408 x 5120 q4 at 64-128 rows), or
+ * $MTPLX_CUDA_GEMM_KS=1 (4 stages) / 4 (2 stages, 64-row blocks); a sweep knob */
 template <int BITS, int GS>
 static void gm_q_gs(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R,
                     long long TU, int Wn) {
     int ks = cu_set.gemm_ks;
     if (ks == 4) gm_q_cfg<BITS, GS, 1, 4, 2>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
     else if (gm_mt(w->rows, R) == 2) {
-        if (ks == 2) gm_q_cfg<BITS, GS, 2, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
-        else gm_q_cfg<BITS, GS, 2, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        if (ks == 1) gm_q_cfg<BITS, GS, 2, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else gm_q_cfg<BITS, GS, 2, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
     } else {
-        if (ks == 2) gm_q_cfg<BITS, GS, 1, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
-        else gm_q_cfg<BITS, GS, 1, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        if (ks == 1) gm_q_cfg<BITS, GS, 1, 1, 4>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
+        else gm_q_cfg<BITS, GS, 1, 2, 3>(y, ldy, dv, w, xa, xdb, R, TU, Wn);
     }
 }
 
