@@ -144,7 +144,10 @@ for f in q4 q8 bf16; do
       for (const t of ["1","2","3"]) if (!(j.ms[t]>0)||!(j.ratio[t]>0)) process.exit(1)' "$tmp/mm" $f ||
         fail "bench --matmul $f --json: $(cat "$tmp/mm")"
 done
-for bad in "--matmul q5" "--matmul q4 --shape 64x100" "--matmul q4 --shape 64"; do
+"$MA" bench --matmul q4 --shape 64x128 --count 1 --rows 40 --reps 1 --json >"$tmp/mm" || fail "bench --matmul --rows 40"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])); if (!(j.ms["40"]>0)) process.exit(1)' "$tmp/mm" ||
+    fail "bench --matmul --rows 40 (many-row calls, up to 256): $(cat "$tmp/mm")"
+for bad in "--matmul q5" "--matmul q4 --shape 64x100" "--matmul q4 --shape 64" "--matmul q4 --rows 257"; do
     rc=0; "$MA" bench $bad >/dev/null 2>"$tmp/err" || rc=$?
     [ "$rc" = 2 ] && grep -q "matmul\|shape" "$tmp/err" || fail "bench $bad: exit $rc, $(cat "$tmp/err")"
 done

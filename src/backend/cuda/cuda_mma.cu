@@ -3,8 +3,8 @@
  * backend"; bench/cuda.md for the measurements).
  *
  * The kernels below are the fallback: by default the matmul itself runs in cuda_mma_sk.cu (stream-K
- * split, same arithmetic) and this file prepares its activations; these run with $MTPLX_CUDA_SK=0 and
- * for q weights with f32 scales or K % 128 != 0.
+ * split, same arithmetic; calls of 48 rows or more in cuda_gemm.cu, same bits) and this file prepares
+ * its activations; these run with $MTPLX_CUDA_SK=0 and for q weights with f32 scales or K % 128 != 0.
  *
  * Numerics follow the CPU backend's fast paths, so the GPU and the CPU agree to fp32 rounding:
  *   - bf16: each activation row x is split once per call into x_hi = bf16(x) and x_lo = bf16(x − x_hi)
