@@ -7,8 +7,10 @@
  * weight once per pass, so a 128-row prefill chunk read the weights 8 times at ~4% of the tensor cores'
  * peak. Here a block owns BM = 64·MT weight rows × GM_BN = 64 activation rows over the whole of K, its
  * 8 warps (4 along the weights × 2 along the activations) each a (16·MT) × 32 tile of mma fragments;
- * weight and activation tiles stream through shared memory in a GM_STAGES-deep cp.async ring, so each
- * weight byte is read once per 64 activation rows.
+ * weight and activation tiles stream through shared memory in an ST-deep cp.async ring of KS-span
+ * stages (sweep knobs: $MTPLX_CUDA_GEMM_MT / _KS / _ST, all the same bits), so each weight byte is read
+ * once per 64 activation rows. Measured at 128 rows on 17408 × 5120: 1.7× (bf16) / 1.6× (q4) the
+ * stream-K kernel, 56 / 108 TFLOP/s (bench/cuda.md, "Session 7: many-row GEMM").
  *
  * Batch invariance by construction: every output is bit-identical to the stream-K kernel's, so the
  * dispatch (cuda_mma.cu) may pick this kernel by row count. An output element of mma.sync depends only
@@ -24,7 +26,8 @@
  *     the tile-major units: cu_sk_warps, a function of the weight's shape and the GPU, never of R). Each
  *     piece is accumulated here from zero over its spans in order, and the pieces are added left to
  *     right in range order, as sk_flush adds the warps' partials (one piece: written as is).
- * test_backend_cuda checks it bit for bit against 16-row calls for R = 1..80 on odd shapes.
+ * test_backend_cuda checks it bit for bit against 16-row calls for R = 1..80 on odd shapes; wgmma (its
+ * accumulation order not known to match mma.sync's) would give up that identity.
  *
  * Shared memory tiles are XOR-swizzled per 16-byte chunk so that the fragment loads (a quarter-warp
  * reads 2 rows × 64 bytes for bf16, a warp 8 rows × 16 bytes for q) hit distinct banks. */
