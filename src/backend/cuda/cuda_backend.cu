@@ -1006,7 +1006,13 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* ------------------------------------------------------------------ settings */
 
 /* the defaults until a backend installs its own */
-cu_settings cu_set = {1, 0, 0, 0, 1, 1, 1, 65536, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 1, 0, 1};
+cu_settings cu_set = [] {
+    cu_settings s = {}; /* by name: a positional list went stale when fields were added in the middle */
+    s.stream = 1, s.seq_batch = 1, s.commit = 1, s.top = 1, s.top_min_vocab = 65536, s.gdn_reg = 1;
+    s.mma = 1, s.sk = 1, s.sk_group = 1, s.gemm = 1, s.moe = 1;
+    s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1;
+    return s;
+}();
 
 /* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
 static int env_set(const char *name) {
