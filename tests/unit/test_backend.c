@@ -2,6 +2,7 @@
  * backend's settings read once from the environment, buffers, and the row-invariance contract of
  * the ops as the model layer calls them (R rows at once ≡ the rows one by one, bit for bit). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -85,6 +86,11 @@ TEST(test_buffers_round_trip) {
     float host[64], back[64];
     fill(host, 64);
     float *pa = be_buf_addr(be, a), *pb = be_buf_addr(be, b);
+    be_buf *big;
+    REQUIRE(be->ops->buf_alloc(be, (size_t)1 << 20, 0, "big", &big, &err) == 0); /* malloc would mmap it */
+    CHECK_MSG(((uintptr_t)pa | (uintptr_t)pb | (uintptr_t)be_buf_addr(be, big)) % 64 == 0,
+              "buffers start on a cache line (vector loads, threads' output pieces)");
+    be->ops->buf_free(be, big);
     be->ops->download(be, back, pa, sizeof back);
     for (int i = 0; i < 64; i++) CHECK_MSG(back[i] == 0.0f, "zeroed buffer: [%d] = %g", i, back[i]);
     be->ops->upload(be, pa, host, sizeof host);

@@ -4,6 +4,7 @@
 #include "cpu_backend.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,8 @@ static void settings_adopt(cpu_settings *s) {
 /* ------------------------------------------------------------------ memory */
 
 struct be_buf {
-    void *p;
+    void *p;           /* byte 0, 64-byte aligned */
+    void *base;        /* what the allocator returned (p is it rounded up to 64 bytes); freed */
     size_t bytes;
 };
 
@@ -94,12 +96,19 @@ static int cpu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *wha
     *out = NULL;
     be_buf *b = mem_zalloc(1, sizeof *b, what, err);
     if (!b) return err ? err->code : MTPLX_ENOMEM;
-    size_t n = bytes ? bytes : 1;
-    b->p = zero ? mem_zalloc(n, 1, what, err) : mem_alloc(n, 1, what, err);
-    if (!b->p) {
+    /* 64-byte aligned: the kernels' vector loads of a row then do not straddle cache lines, and the
+     * threads' pieces of a matmul's output rows (multiples of 16 floats) meet at line boundaries, so
+     * no line is written by two cores (malloc gives 16 bytes past a page for large blocks; 2-4% of a
+     * prefill, bench/zen.md "Session 7"). Over-allocated rather than aligned_alloc + memset, so a
+     * large zeroed buffer (a KV pool) keeps calloc's untouched pages. */
+    size_t n = bytes + 64;
+    b->base = n < bytes ? NULL : zero ? mem_zalloc(n, 1, what, err) : mem_alloc(n, 1, what, err);
+    if (!b->base) {
+        if (n < bytes) err_set(err, MTPLX_ENOMEM, "%s: size overflow", what);
         free(b);
         return err ? err->code : MTPLX_ENOMEM;
     }
+    b->p = (void *)(((uintptr_t)b->base + 63) & ~(uintptr_t)63);
     b->bytes = bytes;
     *out = b;
     return 0;
@@ -108,7 +117,7 @@ static int cpu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *wha
 static void cpu_buf_free(be_backend *be, be_buf *b) {
     (void)be;
     if (!b) return;
-    free(b->p);
+    free(b->base);
     free(b);
 }
 
