@@ -6,6 +6,12 @@
  *
  *   bf16dp_micro tile K NR TT REPS       the tile alone: TT activation rows against NR weight rows
  *                                        (NR·K·2 bytes, L2-sized for NR ≈ 200 at K = 640), repeated
+ *   bf16dp_micro walk REPEAT REPS        mm_many's walk over the weight shapes of qwen35-small-code's
+ *                                        12 layers (128 rows in 4 blocks, 256 KB slices, 133 MB
+ *                                        streamed from DRAM), each slice's blocks run REPEAT times:
+ *                                        time a + REPEAT·b separates the first pass over weights
+ *                                        fresh from memory (a) from the passes over L2 (b)
+ *                                        (bench/zen.md "Session 7")
  *   bf16dp_micro slices N K COUNT REPS   mm_many's walk on one thread: COUNT [N × K] weights, 128
  *                                        rows in 4 blocks of 32, 256 KB row slices, each slice met by
  *                                        every block (COUNT × N·K·2 bytes: L2, L3 or DRAM); the
@@ -94,10 +100,58 @@ TGT static int run_slices(int N, int K, int count, int reps) {
     return 0;
 }
 
+TGT static int run_walk(int repeat, int reps) {
+    enum { T = 32, NB = 4, KMAX = 1920, NMAX = 3840 };
+    int shape[48][2], n = 0; /* per layer: input projections, output projection, gate+up, down */
+    for (int l = 0; l < 12; l++) {
+        shape[n][0] = l % 4 == 3 ? 1536 + 512 : 1280 + 768 + 24, shape[n++][1] = 640; /* q,k,v / qkv,z,b,a */
+        shape[n][0] = 640, shape[n++][1] = 768;
+        shape[n][0] = 2 * 1920, shape[n++][1] = 640;
+        shape[n][0] = 640, shape[n++][1] = 1920;
+    }
+    size_t total = 0;
+    double dps = 0;
+    for (int i = 0; i < n; i++) {
+        total += (size_t)shape[i][0] * shape[i][1];
+        dps += (double)repeat * NB * T * shape[i][0] * (k_pad(shape[i][1]) / 32) * 2;
+    }
+    uint16_t *W = bf16_buf(total);
+    float *x = malloc(sizeof(float) * NB * T * KMAX), *y = malloc(sizeof(float) * NB * T * NMAX);
+    for (size_t i = 0; i < (size_t)NB * T * KMAX; i++) x[i] = (float)(i % 13) * 0.1f - 0.6f;
+    unsigned char *xp = aligned_alloc(64, NB * mm_bf16dp_pack_bytes(T, KMAX));
+    double best = 1e30, peak = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cpu_now();
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            int N = shape[i][0], K = shape[i][1], slice = (int)(256 * 1024 / ((size_t)K * 2)) / 16 * 16;
+            size_t blk = mm_bf16dp_pack_bytes(T, K);
+            for (int b = 0; b < NB; b++) mm_bf16dp_pack_x(xp + b * blk, x + (size_t)b * T * K, K, T, K);
+            kern_weight w = {0};
+            w.data = W + off, w.rows = N, w.cols = K, w.dtype = DT_BF16;
+            off += (size_t)N * K;
+            for (int s0 = 0; s0 < N; s0 += slice)
+                for (int rr = 0; rr < repeat; rr++)
+                    for (int b = 0; b < NB; b++)
+                        mm_rows_bf16dp(y + (size_t)b * T * N, N, x, K, T, &w, s0, s0 + slice < N ? s0 + slice : N,
+                                       xp + b * blk);
+        }
+        double dt = cpu_now() - t0, p = dp_peak_seconds(cpu_now);
+        if (dt > 0 && dt < best) best = dt;
+        if (p > 0 && p < peak) peak = p;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "walk of the small model, 128 rows, repeat %d: %.2f ms", repeat, best * 1e3);
+    report(what, best, dps, peak);
+    free(W), free(x), free(y), free(xp);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "walk")) return run_walk(atoi(argv[2]), atoi(argv[3]));
     if (argc == 6 && !strcmp(argv[1], "tile")) return run_tile(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     if (argc == 6 && !strcmp(argv[1], "slices"))
         return run_slices(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-    fprintf(stderr, "usage: bf16dp_micro tile K NR TT REPS | slices N K COUNT REPS\n");
+    fprintf(stderr, "usage: bf16dp_micro tile K NR TT REPS | slices N K COUNT REPS | walk REPEAT REPS\n");
     return 2;
 }

@@ -255,3 +255,34 @@ int be_device_membw(size_t bytes, int reps, double *gbs, char *name, size_t name
     return err_set(err, MTPLX_EINTERNAL, "no CUDA in this build");
 #endif
 }
+
+/* ------------------------------------------------------------------ fused row ops */
+
+void be_add_rmsnorm_rows(be_backend *be, float *x, const float *o, float *y, const float *w, int n, int R, float eps) {
+    if (be->ops->add_rmsnorm_rows) {
+        be->ops->add_rmsnorm_rows(be, x, o, y, w, n, R, eps);
+        return;
+    }
+    if (o) be->ops->add(be, x, o, (size_t)R * n);
+    be->ops->rmsnorm_rows(be, y, n, x, n, w, n, R, eps);
+}
+
+void be_rmsnorm_matmul_n(be_backend *be, const be_mm_out *outs, int n_out, float *x, const float *o, float *a,
+                         const float *w, int H, int R, float eps) {
+    if (be->ops->rmsnorm_matmul_n) {
+        be->ops->rmsnorm_matmul_n(be, outs, n_out, x, o, a, w, H, R, eps);
+        return;
+    }
+    be_add_rmsnorm_rows(be, x, o, a, w, H, R, eps);
+    be->ops->matmul_n(be, outs, n_out, a, H, R);
+}
+
+void be_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *u, int ld, int n, int R,
+                      const be_weight *w) {
+    if (be->ops->swiglu_matmul) {
+        be->ops->swiglu_matmul(be, y, ldy, g, u, ld, n, R, w);
+        return;
+    }
+    be->ops->swiglu_rows(be, g, g, u, ld, n, R);
+    be->ops->matmul(be, y, ldy, g, ld, R, w);
+}

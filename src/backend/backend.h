@@ -205,6 +205,21 @@ typedef struct {
     void (*conv1d_silu)(be_backend *be, float *y, int ldy, const float *x, int ldx, const float *w, int C, int kc,
                         int R);
 
+    /* ---- fused row ops: OPTIONAL (NULL: the wrappers be_add_rmsnorm_rows / be_rmsnorm_matmul_n /
+     * be_swiglu_matmul below run their steps as the separate ops above). Bit-identical to those steps;
+     * a backend fuses them to save passes over the rows and hand-offs (a prefill chunk's row ops are
+     * memory-bound). ---- */
+    /* x += o (o NULL: no add), then y = rmsnorm(x) ⊙ w: add, then rmsnorm_rows; R rows of n floats,
+     * all strides n. */
+    void (*add_rmsnorm_rows)(be_backend *be, float *x, const float *o, float *y, const float *w, int n, int R,
+                             float eps);
+    /* add_rmsnorm_rows(x, o, a, w, H, R, eps), then matmul_n(outs, n_out, a, H, R). */
+    void (*rmsnorm_matmul_n)(be_backend *be, const be_mm_out *outs, int n_out, float *x, const float *o, float *a,
+                             const float *w, int H, int R, float eps);
+    /* swiglu_rows(g, g, u, ld, n, R), then matmul(y, ldy, g, ld, R, w). */
+    void (*swiglu_matmul)(be_backend *be, float *y, int ldy, float *g, const float *u, int ld, int n, int R,
+                          const be_weight *w);
+
     /* ---- sequence ops ---- */
     void (*attention)(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
     void (*mla)(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
@@ -264,6 +279,14 @@ void be_logits_top_host(be_backend *be, int32_t *out, const float *x, int ldx, i
 /* gdn_commit as a loop over copy and gdn_replay: the CPU backend's implementation. */
 void be_gdn_commit_loop(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
                         int Dv);
+
+/* The fused row ops (be_ops.add_rmsnorm_rows, rmsnorm_matmul_n, swiglu_matmul): the backend's op, or
+ * its steps as separate ops when the backend has none. */
+void be_add_rmsnorm_rows(be_backend *be, float *x, const float *o, float *y, const float *w, int n, int R, float eps);
+void be_rmsnorm_matmul_n(be_backend *be, const be_mm_out *outs, int n_out, float *x, const float *o, float *a,
+                         const float *w, int H, int R, float eps);
+void be_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *u, int ld, int n, int R,
+                      const be_weight *w);
 
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
  * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */

@@ -301,13 +301,17 @@ typedef struct {
     unsigned char *xpack;       /* T-block b's packed rows at xpack + b · blk_bytes */
     size_t blk_bytes;
     const mm_many_piece *pieces;
+    kern_rows_fn pre;           /* writes rows of x before they are packed (kern_matmul_n_pre), or NULL */
+    void *pre_ctx;
+    int pre_row0;               /* x's row 0 is row pre_row0 of the pre call */
 } mm_many_job;
 
-/* Task i packs T-block i (the packing dispatch). */
+/* Task i packs T-block i (the packing dispatch), after pre has written its rows. */
 static void mm_many_pack_task(void *ctx, int i, int n) {
     (void)n;
     const mm_many_job *j = ctx;
     int t0 = i * MM_TMAX, tt = j->T - t0 < MM_TMAX ? j->T - t0 : MM_TMAX;
+    if (j->pre) j->pre(j->pre_ctx, j->pre_row0 + t0, j->pre_row0 + t0 + tt);
     j->xp->pack(j->xpack + i * j->blk_bytes, j->x + (size_t)t0 * j->ldx, j->ldx, tt, j->K);
 }
 
@@ -336,11 +340,12 @@ static void mm_many_task(void *ctx, int i, int n) {
  * row pieces of every weight in proportion to its cost, so the weights come from memory once per
  * call instead of once per MM_TMAX rows and the whole call costs two pool hand-offs. Same bits as
  * kern_matmul's block loop. */
-static void mm_many(const kern_mm_out *outs, int n, const xpath *xp, const float *x, int ldx, int T, int K) {
+static void mm_many(const kern_mm_out *outs, int n, const xpath *xp, const float *x, int ldx, int T, int K,
+                    kern_rows_fn pre, void *pre_ctx, int pre_row0) {
     int nb = (T + MM_TMAX - 1) / MM_TMAX;
     size_t blk = (xp->bytes(MM_TMAX, K) + 63) & ~(size_t)63;
     mm_many_piece pieces[MM_MANY_PIECES];
-    mm_many_job j = {outs, xp, x, ldx, T, K, scratch_get(blk * nb), blk, pieces};
+    mm_many_job j = {outs, xp, x, ldx, T, K, scratch_get(blk * nb), blk, pieces, pre, pre_ctx, pre_row0};
     tpool *pool = tpool_global();
     int threads = tpool_threads(pool), al = xp->row_align > 16 ? xp->row_align : 16;
     double cost[KERN_MM_N_MAX], total = 0;
@@ -366,8 +371,10 @@ static void mm_many(const kern_mm_out *outs, int n, const xpath *xp, const float
 }
 
 /* kern_matmul_n / kern_matmul for T > MM_TMAX when every weight takes the same packed-activation
- * path with the same K: mm_many over groups of MM_MANY_TMAX rows. Returns 0 when it does not apply. */
-static int mm_many_try(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
+ * path with the same K: mm_many over groups of MM_MANY_TMAX rows, each packing task running pre
+ * (when non-NULL) over its rows first. Returns 0 when it does not apply. */
+static int mm_many_try(const kern_mm_out *outs, int n, const float *x, int ldx, int T, kern_rows_fn pre,
+                       void *pre_ctx) {
     if (T <= MM_TMAX || n < 1) return 0;
     const xpath *xp = pick_xpath(outs[0].w);
     int K = outs[0].w->cols;
@@ -377,9 +384,16 @@ static int mm_many_try(const kern_mm_out *outs, int n, const float *x, int ldx, 
     for (int t0 = 0; t0 < T; t0 += MM_MANY_TMAX) {
         kern_mm_out o[KERN_MM_N_MAX];
         for (int k = 0; k < n; k++) o[k] = (kern_mm_out){outs[k].y + (size_t)t0 * outs[k].ldy, outs[k].ldy, outs[k].w};
-        mm_many(o, n, xp, x + (size_t)t0 * ldx, ldx, T - t0 < MM_MANY_TMAX ? T - t0 : MM_MANY_TMAX, K);
+        mm_many(o, n, xp, x + (size_t)t0 * ldx, ldx, T - t0 < MM_MANY_TMAX ? T - t0 : MM_MANY_TMAX, K, pre,
+                pre_ctx, t0);
     }
     return 1;
+}
+
+int kern_matmul_n_pre(const kern_mm_out *outs, int n, const float *x, int ldx, int T, kern_rows_fn pre, void *ctx) {
+    assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
+    for (int k = 0; k < n; k++) assert(ldx >= outs[k].w->cols && outs[k].ldy >= outs[k].w->rows);
+    return mm_many_try(outs, n, x, ldx, T, pre, ctx);
 }
 
 void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w) {
@@ -395,7 +409,7 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
     mm_rows_fn fn = pick_dense_fn();
     const xpath *xp = pick_xpath(w);
     kern_mm_out one = {y, ldy, w};
-    if (xp && mm_many_try(&one, 1, x, ldx, T)) return;
+    if (xp && mm_many_try(&one, 1, x, ldx, T, NULL, NULL)) return;
     void *xpack = xp ? scratch_get(xp->bytes(T < MM_TMAX ? T : MM_TMAX, w->cols)) : NULL;
     for (int t0 = 0; t0 < T; t0 += MM_TMAX) {
         int tt = T - t0 < MM_TMAX ? T - t0 : MM_TMAX;
@@ -429,7 +443,7 @@ static void mm_multi_task(void *ctx, int i, int n) {
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
     assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
     if (T == 0 || n == 0) return;
-    if (mm_many_try(outs, n, x, ldx, T)) return; /* prefill chunks of bf16 weights */
+    if (mm_many_try(outs, n, x, ldx, T, NULL, NULL)) return; /* prefill chunks of bf16 weights */
     /* the fast paths take one T-block of dense or int8-activation quantized weights; anything else
      * (large T, unusual formats, $MTPLX_QACT=f32) goes through kern_matmul one weight at a time,
      * before the scratch below is taken (kern_matmul may reallocate it) */

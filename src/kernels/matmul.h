@@ -37,6 +37,18 @@ typedef struct {
  * outputs must not overlap each other or x. */
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T);
 
+/* Writes activation rows [t0, t1) of a kern_matmul_n_pre call (ctx: the caller's). */
+typedef void (*kern_rows_fn)(void *ctx, int t0, int t1);
+
+/* kern_matmul_n whose activation rows are first written by pre, fused into the packing: each
+ * packing task runs pre over its block of rows, then packs those rows while they are in cache, so
+ * a row op in front of a matmul (an RMSNorm, SwiGLU) costs no pass over memory and no pool hand-off
+ * of its own. Applies to prefill-sized calls of packed-activation weights (T > MM_TMAX rows, the
+ * many-row path); returns 1 when it ran, 0 (nothing done) otherwise: the caller then runs pre and
+ * kern_matmul_n itself. Every output is bit-identical to pre over all rows, then kern_matmul_n;
+ * pre must write row t only from inputs of row t. */
+int kern_matmul_n_pre(const kern_mm_out *outs, int n, const float *x, int ldx, int T, kern_rows_fn pre, void *ctx);
+
 /* Dequantize/convert row r of W into out[cols] (embedding lookup, tied heads). */
 void kern_weight_row(const kern_weight *w, int r, float *out);
 

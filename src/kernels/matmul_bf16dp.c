@@ -165,8 +165,9 @@ static inline int block_rows(size_t *wrow, int r, int r1, int K) {
  * While the packed rows fit in L1 (T <= 4, or T·K·4 bytes <= BD_L1_X_BYTES): one pass, each 4-row
  * weight block read once from memory and met by every activation tile while it is in L1. Beyond
  * that the rows are walked in L2-sized groups of weight rows; every activation tile (in L1) passes
- * over the whole group (in L2), and the first tile's pass prefetches the next group into L2, so the
- * weight stream from memory runs one group ahead of the arithmetic instead of one 4-row block.
+ * over the whole group (in L2), and the tiles' passes prefetch the next group into L2 between them
+ * (each block by one tile), so the weight stream from memory runs one group ahead of the arithmetic
+ * instead of one 4-row block, at an even rate (bench/zen.md "Session 7").
  * Both orders call the same tile on the same (weight block, activation tile) pairs, so each
  * output element's operation sequence is unchanged (row invariance). */
 TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
@@ -192,15 +193,19 @@ TGT void mm_rows_bf16dp(float *y, int ldy, const float *x, int ldx, int T, const
     }
     int grp = BD_L2_BYTES / (2 * K) / BD_ROWS * BD_ROWS;
     if (grp < BD_ROWS) grp = BD_ROWS;
+    int nt = 0; /* activation tiles of the call */
+    for (int t = 0, tt; t < T; t += tt) tt = tile_rows(T - t, ks), nt++;
     for (int g0 = r0; g0 < r1; g0 += grp) {
         int g1 = g0 + grp < r1 ? g0 + grp : r1;
-        /* the same columns grp rows further on, while those lie inside the matrix */
+        /* the same columns grp rows further on, while those lie inside the matrix: block q of the
+         * group by tile q mod nt, so the next group streams in over all the tiles' passes instead of
+         * in a burst during the first one */
         size_t pf_grp = pf_on ? (size_t)grp * K * 2 : 0;
-        for (int t = 0, tt; t < T; t += tt) {
+        for (int t = 0, tt, ti = 0; t < T; t += tt, ti++) {
             tt = tile_rows(T - t, ks);
-            for (int r = g0; r < g1; r += BD_ROWS) {
+            for (int r = g0, q = 0; r < g1; r += BD_ROWS, q++) {
                 int nr = block_rows(wrow, r, g1, K);
-                size_t pf = t == 0 && r + grp + BD_ROWS <= w->rows ? pf_grp : 0;
+                size_t pf = q % nt == ti && r + grp + BD_ROWS <= w->rows ? pf_grp : 0;
                 tile_any(W, wrow, nr, xp + (size_t)t * ks * 64, (size_t)tt * 64, K, y + (size_t)t * ldy, ldy, r, tt, pf);
             }
         }

@@ -92,19 +92,26 @@ void fwd_scratch_free(fwd_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* Gated attention: s->a [R][H] in, s->o [R][H] out, over the rows of n sequences. The projections
- * and the output matmul run once over all R rows; one attention_seqs call then writes each sequence's
- * K/V into its pages of layer `layer` and attends each of its (row, head) pairs to positions
- * 0..pos0+t of that sequence. */
-void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, const attn_seg *sg, int n, int R,
-                     fwd_scratch *s) {
+/* The input projections of a mixer: outs = s->a · Wᵀ; with norm non-NULL, s->a is first made from
+ * s->x as the layer's input RMSNorm (after adding res into s->x when res is non-NULL: the previous
+ * layer's output), fused into the projections where the backend can (be_rmsnorm_matmul_n). */
+static void mixer_in_matmul_n(const mtplx_model *m, fwd_scratch *s, const be_mm_out *outs, int n_out, const float *res,
+                              const float *norm, int R) {
+    int H = m->cfg.hidden_size;
+    if (norm) be_rmsnorm_matmul_n(m->be, outs, n_out, s->x, res, s->a, norm, H, R, m->cfg.rms_norm_eps);
+    else be_matmul_n(m->be, outs, n_out, s->a, H, R);
+}
+
+/* layer_attention with the input RMSNorm (and residual add) of mixer_in_matmul_n in front. */
+static void layer_attention_in(const mtplx_model *m, const attn_weights *w, int layer, const attn_seg *sg, int n, int R,
+                               fwd_scratch *s, const float *res, const float *norm) {
     const model_config *c = &m->cfg;
     be_backend *be = m->be;
     int H = c->hidden_size, Dh = c->head_dim, nKV = c->n_kv_heads;
     int kvw = nKV * Dh, qw = m->q_width, bw = s->big_w, gated = c->attn_output_gate;
     int k_off = qw, v_off = qw + kvw, att_off = qw + 2 * kvw;
     be_mm_out qkv[3] = {{s->big, bw, &w->q}, {s->big + k_off, bw, &w->k}, {s->big + v_off, bw, &w->v}};
-    be_matmul_n(be, qkv, 3, s->a, H, R);
+    mixer_in_matmul_n(m, s, qkv, 3, res, norm, R);
     be_attn_args a = {s->big, bw, Dh * (gated ? 2 : 1), k_off, v_off, att_off, c->n_heads, nKV, Dh, c->rotary_dim,
                       gated, m->rope_inv_freq, m->fam.rope_attn_factor, w->q_norm, w->k_norm, c->rms_norm_eps,
                       1.0f / sqrtf((float)Dh)};
@@ -114,6 +121,15 @@ void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, con
     be_matmul(be, s->o, H, s->big + att_off, bw, R, &w->o);
 }
 
+/* Gated attention: s->a [R][H] in, s->o [R][H] out, over the rows of n sequences. The projections
+ * and the output matmul run once over all R rows; one attention_seqs call then writes each sequence's
+ * K/V into its pages of layer `layer` and attends each of its (row, head) pairs to positions
+ * 0..pos0+t of that sequence. */
+void layer_attention(const mtplx_model *m, const attn_weights *w, int layer, const attn_seg *sg, int n, int R,
+                     fwd_scratch *s) {
+    layer_attention_in(m, w, layer, sg, n, R, s, NULL, NULL);
+}
+
 /* One sequence's rows in a trunk forward. */
 typedef struct {
     model_state *s;
@@ -121,14 +137,15 @@ typedef struct {
     int capture;     /* 1: record per-row GDN states for model_state_commit */
 } trunk_seg;
 
-/* Gated DeltaNet: s->a in, s->o out, over the rows of n sequences; advances each one's conv state
+/* Gated DeltaNet: s->a in (made first from s->x, res and norm as mixer_in_matmul_n says when norm is
+ * non-NULL), s->o out, over the rows of n sequences; advances each one's conv state
  * and recurrent state (GDN layer `slot`) by its rows. With capture, a sequence's start state
  * rec[cur] is left untouched (its rows are written into rec[cur ^ 1]) and the innovation tape of
  * every row is recorded for model_state_commit. One sequence projects straight into its conv
  * window; several project into `big` first and gdn_seqs copies their rows behind their own conv
  * states. */
 static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, const trunk_seg *sg, int n, int R,
-                      fwd_scratch *s) {
+                      fwd_scratch *s, const float *res, const float *norm) {
     const model_config *c = &m->cfg;
     be_backend *be = m->be;
     int H = c->hidden_size, Hv = c->lin_v_heads;
@@ -139,11 +156,12 @@ static void layer_gdn(const mtplx_model *m, const gdn_weights *w, int slot, cons
     float *qkv = n == 1 ? win0 + (size_t)kc1 * C : s->big + u_off;
     int ldq = n == 1 ? C : bw;
     if (w->fz.fused) { /* Qwen3-Next: in_proj_qkvz / in_proj_ba, regrouped into the split layout */
+        if (norm) be_add_rmsnorm_rows(be, s->x, res, s->a, norm, H, R, c->rms_norm_eps);
         m->family->gdn_project(m, &w->fz, s->a, R, qkv, ldq, s->big, s->big + b_off, s->big + a_off, bw, s);
     } else {
         be_mm_out in[4] = {{qkv, ldq, &w->qkv}, {s->big, bw, &w->z}, {s->big + b_off, bw, &w->b},
                            {s->big + a_off, bw, &w->a}};
-        be_matmul_n(be, in, 4, s->a, H, R);
+        mixer_in_matmul_n(m, s, in, 4, res, norm, R);
     }
     be_gdn_seq q[BATCH_SEQS_MAX];
     for (int i = 0; i < n; i++) {
@@ -166,8 +184,19 @@ void layer_mlp(const mtplx_model *m, const mlp_weights *w, int R, fwd_scratch *s
     int H = m->cfg.hidden_size, I = m->cfg.intermediate_size, bw = s->big_w;
     be_mm_out gu[2] = {{s->big, bw, &w->gate}, {s->big + I, bw, &w->up}};
     be_matmul_n(be, gu, 2, s->a, H, R);
-    be->ops->swiglu_rows(be, s->big, s->big, s->big + I, bw, I, R);
-    be_matmul(be, s->o, H, s->big, bw, R, &w->down);
+    be_swiglu_matmul(be, s->o, H, s->big, s->big + I, bw, I, R, &w->down);
+}
+
+/* The residual add of the mixer's output s->o into s->x, the post-attention RMSNorm (norm) into s->a,
+ * then the dense MLP of layer_mlp into s->o — as be_add, rows_rmsnorm and layer_mlp, through the
+ * backend's fused ops (the norm inside the gate/up matmul's packing, SwiGLU inside the down
+ * projection's). */
+static void layer_mlp_residual(const mtplx_model *m, const mlp_weights *w, const float *norm, int R, fwd_scratch *s) {
+    be_backend *be = m->be;
+    int H = m->cfg.hidden_size, I = m->cfg.intermediate_size, bw = s->big_w;
+    be_mm_out gu[2] = {{s->big, bw, &w->gate}, {s->big + I, bw, &w->up}};
+    be_rmsnorm_matmul_n(be, gu, 2, s->x, s->o, s->a, norm, H, R, m->cfg.rms_norm_eps);
+    be_swiglu_matmul(be, s->o, H, s->big, s->big + I, bw, I, R, &w->down);
 }
 
 void rows_rmsnorm(const mtplx_model *m, float *y, const float *x, const float *w, int R) {
@@ -182,20 +211,29 @@ static void trunk_rows(const mtplx_model *m, fwd_scratch *scr, const trunk_seg *
     const model_config *c = &m->cfg;
     be_backend *be = m->be;
     int H = c->hidden_size;
-    size_t RH = (size_t)R * H;
+    float eps = c->rms_norm_eps;
     be->ops->embed_rows(be, scr->x, H, &m->embed, tokens, R);
+    /* each residual add goes with the RMSNorm after it, and that norm with the matmul after it where
+     * the backend fuses them (be_add_rmsnorm_rows, be_rmsnorm_matmul_n; the first layer has no add) */
     for (int i = 0; i < c->n_layers; i++) {
         const layer_weights *L = &m->layers[i];
-        rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
-        if (L->mixer == MIXER_ATTN) layer_attention(m, &L->attn, L->slot, as, n, R, scr);
-        else if (L->mixer == MIXER_MLA) layer_mla(m, &L->mla, L->slot, as, n, R, scr);
-        else layer_gdn(m, &L->gdn, L->slot, sg, n, R, scr);
-        be_add(be, scr->x, scr->o, RH);
-        rows_rmsnorm(m, scr->a, scr->x, L->post_norm, R);
-        layer_ffn(m, L, R, scr);
-        be_add(be, scr->x, scr->o, RH);
+        const float *res = i ? scr->o : NULL;
+        if (L->mixer == MIXER_ATTN) {
+            layer_attention_in(m, &L->attn, L->slot, as, n, R, scr, res, L->in_norm);
+        } else if (L->mixer == MIXER_MLA) {
+            be_add_rmsnorm_rows(be, scr->x, res, scr->a, L->in_norm, H, R, eps);
+            layer_mla(m, &L->mla, L->slot, as, n, R, scr);
+        } else {
+            layer_gdn(m, &L->gdn, L->slot, sg, n, R, scr, res, L->in_norm);
+        }
+        if (L->ffn == FFN_DENSE) {
+            layer_mlp_residual(m, &L->mlp, L->post_norm, R, scr);
+        } else {
+            be_add_rmsnorm_rows(be, scr->x, scr->o, scr->a, L->post_norm, H, R, eps);
+            layer_ffn(m, L, R, scr);
+        }
     }
-    rows_rmsnorm(m, scr->a, scr->x, m->final_norm, R);
+    be_add_rmsnorm_rows(be, scr->x, scr->o, scr->a, m->final_norm, H, R, eps);
 }
 
 /* n host rows of V logits from logits_top's output o (k a row): -inf, then the k ranked values and the

@@ -2,12 +2,14 @@
  * backend's settings read once from the environment, buffers, and the row-invariance contract of
  * the ops as the model layer calls them (R rows at once ≡ the rows one by one, bit for bit). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/backend/backend.h"
+#include "../../src/base/dtype.h"
 #include "../../src/backend/cpu/cpu_backend.h"
 #include "../../src/kernels/cpu.h"
 #include "../../src/model/model_internal.h"
@@ -84,6 +86,11 @@ TEST(test_buffers_round_trip) {
     float host[64], back[64];
     fill(host, 64);
     float *pa = be_buf_addr(be, a), *pb = be_buf_addr(be, b);
+    be_buf *big;
+    REQUIRE(be->ops->buf_alloc(be, (size_t)1 << 20, 0, "big", &big, &err) == 0); /* malloc would mmap it */
+    CHECK_MSG(((uintptr_t)pa | (uintptr_t)pb | (uintptr_t)be_buf_addr(be, big)) % 64 == 0,
+              "buffers start on a cache line (vector loads, threads' output pieces)");
+    be->ops->buf_free(be, big);
     be->ops->download(be, back, pa, sizeof back);
     for (int i = 0; i < 64; i++) CHECK_MSG(back[i] == 0.0f, "zeroed buffer: [%d] = %g", i, back[i]);
     be->ops->upload(be, pa, host, sizeof host);
@@ -124,6 +131,89 @@ TEST(test_row_ops_are_row_invariant) {
     }
     free(wf), free(x), free(y), free(y1), free(nw);
     be_free(be);
+}
+
+/* One pass of the fused row ops (backend.h) over T rows: x += o, a = rmsnorm(x)·nw, [g | u] = a·[G | U]ᵀ
+ * into big (stride bw), g = silu(g)·u, y = g·Dᵀ; and a2 = rmsnorm(x2)·nw with no add. fused = 0: the
+ * same as the separate ops. */
+static void mlp_pass(be_backend *be, int fused, float *x, const float *o, float *a, float *x2, float *a2,
+                     const float *nw, float *big, int bw, float *y, const be_weight *gate, const be_weight *up,
+                     const be_weight *down, int H, int I, int T) {
+    be_mm_out gu[2] = {{big, bw, gate}, {big + I, bw, up}};
+    if (fused) {
+        be_rmsnorm_matmul_n(be, gu, 2, x, o, a, nw, H, T, 1e-6f);
+        be_swiglu_matmul(be, y, H, big, big + I, bw, I, T, down);
+        be_add_rmsnorm_rows(be, x2, NULL, a2, nw, H, T, 1e-6f);
+        return;
+    }
+    be->ops->add(be, x, o, (size_t)T * H);
+    be->ops->rmsnorm_rows(be, a, H, x, H, nw, H, T, 1e-6f);
+    be->ops->matmul_n(be, gu, 2, a, H, T);
+    be->ops->swiglu_rows(be, big, big, big + I, bw, I, T);
+    be->ops->matmul(be, y, H, big, bw, T, down);
+    be->ops->rmsnorm_rows(be, a2, H, x2, H, nw, H, T, 1e-6f);
+}
+
+/* The fused row ops give the bits of their steps as separate ops — on the CPU backend with fusing on
+ * (prefill-sized calls run the norm / SwiGLU inside the bf16 matmul's packing tasks), with it off
+ * ($MTPLX_FUSE=0), and through backend.c's wrappers for a backend without them (NULL ops) — for
+ * decode-, verify- and prefill-sized calls; widths with a tail past whole 32-input steps. */
+TEST(test_fused_row_ops_equal_their_steps) {
+    enum { H = 80, I = 144, TMAX = 300, BW = 2 * I + 8 };
+    cpu_settings cs;
+    cpu_settings_from_env(&cs);
+    be_backend *bes[2];
+    mtplx_err err = {0};
+    for (int f = 0; f < 2; f++) {
+        cs.fuse = !f;
+        REQUIRE(be_cpu_new(&cs, &bes[f], &err) == 0);
+    }
+    be_ops bare = *bes[0]->ops; /* a backend without the fused ops: backend.c runs the steps */
+    bare.add_rmsnorm_rows = NULL, bare.rmsnorm_matmul_n = NULL, bare.swiglu_matmul = NULL;
+    be_backend be_bare = *bes[0];
+    be_bare.ops = &bare;
+    be_backend *variants[3] = {bes[0], bes[1], &be_bare};
+    float *wf = malloc(sizeof(float) * 2 * I * H);
+    uint16_t *wb[3];
+    be_weight w[3];
+    for (int k = 0; k < 3; k++) {
+        fill(wf, (size_t)I * H);
+        REQUIRE((wb[k] = malloc(sizeof(uint16_t) * I * H)));
+        for (int i = 0; i < I * H; i++) wb[k][i] = f32_to_bf16(wf[i]);
+        w[k] = (be_weight){.dtype = DT_BF16, .rows = k < 2 ? I : H, .cols = k < 2 ? H : I, .data = wb[k]};
+        REQUIRE(bes[0]->ops->weight_prepare(bes[0], &w[k], &err) == 0);
+    }
+    size_t nx = (size_t)TMAX * H, nb = (size_t)TMAX * BW;
+    float *x0 = malloc(sizeof(float) * nx), *o = malloc(sizeof(float) * nx), *nw = malloc(sizeof(float) * H);
+    float *ref[6], *got[6]; /* x, a, x2, a2, big, y */
+    size_t len[6] = {nx, nx, nx, nx, nb, nx};
+    for (int i = 0; i < 6; i++) REQUIRE((ref[i] = malloc(sizeof(float) * len[i])) && (got[i] = malloc(sizeof(float) * len[i])));
+    fill(x0, nx), fill(o, nx), fill(nw, H);
+    static const int Ts[] = {1, 4, 33, 128, 300};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof *Ts; ti++) {
+        int T = Ts[ti];
+        for (int v = -1; v < 3; v++) { /* -1: the reference, separate ops */
+            float **b = v < 0 ? ref : got;
+            memcpy(b[0], x0, sizeof(float) * nx), memcpy(b[2], o, sizeof(float) * nx);
+            for (int i = 4; i < 6; i++) memset(b[i], 0xff, sizeof(float) * len[i]); /* NaN: unwritten rows fail */
+            mlp_pass(v < 0 ? bes[1] : variants[v], v >= 0, b[0], o, b[1], b[2], b[3], nw, b[4], BW, b[5], &w[0],
+                     &w[1], &w[2], H, I, T);
+            if (v < 0) continue;
+            static const char *names[6] = {"x", "a", "x2", "a2", "big", "y"};
+            size_t used[6] = {(size_t)T * H, (size_t)T * H, (size_t)T * H, (size_t)T * H, (size_t)T * BW, (size_t)T * H};
+            for (int i = 0; i < 6; i++) {
+                int same = 1;
+                for (size_t j = 0; j < used[i]; j++)
+                    same &= i != 4 || (int)(j % BW) < 2 * I ? !memcmp(&ref[i][j], &got[i][j], sizeof(float)) : 1;
+                CHECK_MSG(same, "T=%d variant %d: %s differs from the separate ops", T, v, names[i]);
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++) free(wb[k]);
+    for (int i = 0; i < 6; i++) free(ref[i]), free(got[i]);
+    free(wf), free(x0), free(o), free(nw);
+    be_free(bes[0]);
+    be_free(bes[1]);
 }
 
 /* Attention over a sequence's paged KV: R rows at positions 0..R-1 in one call equal R one-row calls
@@ -280,6 +370,7 @@ int main(void) {
     RUN(test_program_override_survives_backend_creation);
     RUN(test_buffers_round_trip);
     RUN(test_row_ops_are_row_invariant);
+    RUN(test_fused_row_ops_equal_their_steps);
     RUN(test_attention_op_prefill_equals_decode);
     RUN(test_model_without_host_memory_gives_the_same_bits);
     RUN(test_pack_cache_round_trip);

@@ -4,6 +4,7 @@
 #include "cpu_backend.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@ void cpu_settings_from_env(cpu_settings *s) {
     k.bf16dp = env_int("MTPLX_BF16DP", k.bf16dp);
     k.bf16_pf = env_int("MTPLX_BF16_PF", k.bf16_pf);
     s->knobs = k;
+    e = getenv("MTPLX_FUSE");
+    s->fuse = !(e && !strcmp(e, "0"));
     /* the repacked-weight cache directory (cpu_packcache.c) */
     s->pack_cache[0] = 0;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -83,7 +86,8 @@ static void settings_adopt(cpu_settings *s) {
 /* ------------------------------------------------------------------ memory */
 
 struct be_buf {
-    void *p;
+    void *p;           /* byte 0, 64-byte aligned */
+    void *base;        /* what the allocator returned (p is it rounded up to 64 bytes); freed */
     size_t bytes;
 };
 
@@ -92,12 +96,19 @@ static int cpu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *wha
     *out = NULL;
     be_buf *b = mem_zalloc(1, sizeof *b, what, err);
     if (!b) return err ? err->code : MTPLX_ENOMEM;
-    size_t n = bytes ? bytes : 1;
-    b->p = zero ? mem_zalloc(n, 1, what, err) : mem_alloc(n, 1, what, err);
-    if (!b->p) {
+    /* 64-byte aligned: the kernels' vector loads of a row then do not straddle cache lines, and the
+     * threads' pieces of a matmul's output rows (multiples of 16 floats) meet at line boundaries, so
+     * no line is written by two cores (malloc gives 16 bytes past a page for large blocks; 2-4% of a
+     * prefill, bench/zen.md "Session 7"). Over-allocated rather than aligned_alloc + memset, so a
+     * large zeroed buffer (a KV pool) keeps calloc's untouched pages. */
+    size_t n = bytes + 64;
+    b->base = n < bytes ? NULL : zero ? mem_zalloc(n, 1, what, err) : mem_alloc(n, 1, what, err);
+    if (!b->base) {
+        if (n < bytes) err_set(err, MTPLX_ENOMEM, "%s: size overflow", what);
         free(b);
         return err ? err->code : MTPLX_ENOMEM;
     }
+    b->p = (void *)(((uintptr_t)b->base + 63) & ~(uintptr_t)63);
     b->bytes = bytes;
     *out = b;
     return 0;
@@ -106,7 +117,7 @@ static int cpu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *wha
 static void cpu_buf_free(be_backend *be, be_buf *b) {
     (void)be;
     if (!b) return;
-    free(b->p);
+    free(b->base);
     free(b);
 }
 
@@ -235,6 +246,55 @@ static void cpu_conv1d_silu(be_backend *be, float *y, int ldy, const float *x, i
     cpu_rows_run(R, (double)R * C * kc, conv_part, &o);
 }
 
+/* ---- fused row ops (backend.h): the row op runs inside the matmul's packing tasks (kern_matmul_n_pre)
+ * for prefill chunks; decode rows, other formats and the fuse knob off take the separate ops. */
+
+/* x += o (o may be NULL), then y = rmsnorm(x) · w, over rows [t0, t1) of stride n. */
+typedef struct {
+    float *x, *y;
+    const float *o, *w;
+    int n;
+    float eps;
+} add_norm_op;
+
+static void add_norm_part(void *ctx, int t0, int t1) {
+    const add_norm_op *p = ctx;
+    size_t off = (size_t)t0 * p->n;
+    if (p->o) kern_add(p->x + off, p->o + off, (size_t)(t1 - t0) * p->n);
+    kern_rmsnorm_rows(p->y + off, p->n, p->x + off, p->n, p->w, p->n, t1 - t0, p->eps);
+}
+
+static void cpu_add_rmsnorm_rows(be_backend *be, float *x, const float *o, float *y, const float *w, int n, int R,
+                                 float eps) {
+    const cpu_ctx *c = be->impl;
+    if (!c->settings.fuse) {
+        if (o) cpu_add(be, x, o, (size_t)R * n);
+        cpu_rmsnorm_rows(be, y, n, x, n, w, n, R, eps);
+        return;
+    }
+    add_norm_op p = {x, y, o, w, n, eps};
+    cpu_rows_run(R, (double)R * n * (o ? 2 : 1), add_norm_part, &p);
+}
+
+static void cpu_rmsnorm_matmul_n(be_backend *be, const be_mm_out *outs, int n_out, float *x, const float *o, float *a,
+                                 const float *w, int H, int R, float eps) {
+    const cpu_ctx *c = be->impl;
+    add_norm_op p = {x, a, o, w, H, eps};
+    if (c->settings.fuse && kern_matmul_n_pre((const kern_mm_out *)outs, n_out, a, H, R, add_norm_part, &p)) return;
+    cpu_add_rmsnorm_rows(be, x, o, a, w, H, R, eps);
+    cpu_matmul_n(be, outs, n_out, a, H, R);
+}
+
+static void cpu_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *u, int ld, int n, int R,
+                              const be_weight *w) {
+    const cpu_ctx *c = be->impl;
+    row_op o = {.y = g, .x = g, .x2 = u, .ldy = ld, .n = n};
+    kern_mm_out one = {y, ldy, w};
+    if (c->settings.fuse && kern_matmul_n_pre(&one, 1, g, ld, R, swiglu_part, &o)) return;
+    cpu_swiglu_rows(be, g, g, u, ld, n, R);
+    cpu_matmul(be, y, ldy, g, ld, R, w);
+}
+
 static void cpu_destroy(be_backend *be);
 
 static const be_ops cpu_ops = {
@@ -260,6 +320,9 @@ static const be_ops cpu_ops = {
     .add = cpu_add,
     .swiglu_rows = cpu_swiglu_rows,
     .conv1d_silu = cpu_conv1d_silu,
+    .add_rmsnorm_rows = cpu_add_rmsnorm_rows,
+    .rmsnorm_matmul_n = cpu_rmsnorm_matmul_n,
+    .swiglu_matmul = cpu_swiglu_matmul,
     .attention = cpu_attention,
     .mla = cpu_mla,
     .gdn = cpu_gdn,

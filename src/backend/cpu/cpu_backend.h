@@ -20,11 +20,14 @@
 typedef struct {
     kern_knobs knobs;   /* kernel path, threads, repacking, prefetch distances (knobs.h) */
     char pack_cache[CPU_CACHE_PATH_MAX]; /* directory of the repacked-weight cache, "" = off */
+    int fuse;           /* 1: fused row ops (an RMSNorm or SwiGLU inside the next matmul's packing,
+                           the residual add inside the next RMSNorm); 0: separate ops ($MTPLX_FUSE=0;
+                           same bits either way) */
 } cpu_settings;
 
 /* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx), MTPLX_NO_AMX=1,
  * MTPLX_THREADS (1..256), MTPLX_QPACK=0, MTPLX_QACT=f32, MTPLX_QAMX_MIN, MTPLX_AMX_PF,
- * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB), MTPLX_BF16DP=0, MTPLX_BF16_PF=0,
+ * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB), MTPLX_BF16DP=0, MTPLX_BF16_PF=0, MTPLX_FUSE=0,
  * MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
  * $HOME/.cache/mtplx/qpack). Unparsable values keep the default. */
 void cpu_settings_from_env(cpu_settings *s);
