@@ -91,5 +91,6 @@ int sched_prefill_rows(const sched_costs *c, int decoding, double decode_rows, i
     for (int k = 16; k <= prefill_chunk * (prefilling > 1 ? prefilling : 1) && base > 0 && one > 0; k *= 2)
         if (sched_cost_trunk_at(c, 1, k) - one <= SCHED_PREFILL_STEP_GROWTH * base) rows = k;
     rows /= prefilling > 1 ? prefilling : 1;
-    return rows < 1 ? 1 : rows < prefill_chunk ? rows : prefill_chunk;
+    if (rows < SCHED_PREFILL_MIN_ROWS) rows = SCHED_PREFILL_MIN_ROWS;
+    return rows < prefill_chunk ? rows : prefill_chunk;
 }

@@ -67,10 +67,13 @@ int sched_depth_best(const sched_costs *c, int n, int depth);
  * about decode_rows rows a step (their recent average), and `prefilling` sequences (this one
  * included) read prompts: the step's prompt rows in all are the largest power of two from 8 whose
  * forward alone costs at most SCHED_PREFILL_STEP_GROWTH of the decoding step more than a 1-row
- * forward, shared evenly (at least 1 row each, at most prefill_chunk). So the decoding sequences'
- * delivery gaps grow by about that fraction at most while prompts are read (issue 12's gap bars: p99
- * at 8 streams, the longest gap beside a 4,000-token prompt); prompts take more, cheaper steps. */
+ * forward, shared evenly — but at least SCHED_PREFILL_MIN_ROWS each (the CPU's knee rule: many
+ * prompts arriving together must not crawl behind one decoding stream) and at most prefill_chunk.
+ * So while few prompts are read the decoding sequences' delivery gaps grow by about that fraction at
+ * most (issue 12's gap bars: p99 at 8 streams, the longest gap beside a 4,000-token prompt); prompts
+ * take more, cheaper steps. Measured on the GPU in bench/batching.md, "Session 7". */
 #define SCHED_PREFILL_STEP_GROWTH 1.0
+#define SCHED_PREFILL_MIN_ROWS 8
 int sched_prefill_rows(const sched_costs *c, int decoding, double decode_rows, int prefilling, int prefill_chunk);
 
 #endif

@@ -137,8 +137,9 @@ TEST(test_prefill_rows) {
     CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 1, 64), 16);
     /* 8 streams at D3: 32 rows a step, 1.59 ms: 32 rows (0.93), not 64 (1.89) */
     CHECK_INT(sched_prefill_rows(&c, 8, 32.0, 1, 64), 32);
-    /* the same 32 rows shared by 4 prompts read at once: 8 each */
-    CHECK_INT(sched_prefill_rows(&c, 8, 32.0, 4, 64), 8);
+    /* the same 32 rows shared by 2 prompts read at once: 16 each; by 7: 8 each at least */
+    CHECK_INT(sched_prefill_rows(&c, 8, 32.0, 2, 64), 16);
+    CHECK_INT(sched_prefill_rows(&c, 8, 32.0, 7, 64), 8);
     /* 64 streams at D3: 256 rows, 8.3 ms: 256 rows (7.65), 2 prompts 128 each, never past
      * prefill_chunk */
     CHECK_INT(sched_prefill_rows(&c, 64, 256.0, 2, 64), 64);
@@ -150,9 +151,10 @@ TEST(test_prefill_rows) {
     memset(&c, 0, sizeof c);
     for (int R = 1; R <= 64; R *= 2) sched_cost_note_trunk(&c, 1, R, 4.0 + 1.0 * R);
     CHECK_INT(sched_prefill_rows(&c, 2, 2.0, 1, 64), 8);
-    memset(&c, 0, sizeof c); /* nothing measured: 8 rows, shared */
+    memset(&c, 0, sizeof c); /* nothing measured: 8 rows each */
     CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 1, 64), 8);
-    CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 16, 64), 1);
+    CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 16, 64), 8);
+    CHECK_INT(sched_prefill_rows(&c, 8, 8.0, 16, 4), 4);
 }
 
 int main(void) {
