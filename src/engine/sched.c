@@ -617,9 +617,11 @@ static int calibrate_points(sched *s, sched_costs *c, model_state **st, mtp_stat
 }
 
 int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
-    const int H = s->H, rps = 8; /* rows per sequence at most */
+    /* at most 16 sequences of at most 8 rows: more sequences read the curves past their last point,
+     * and each calibration sequence holds a whole GDN state (150 MB on the 27B) while it runs */
+    const int H = s->H, rps = 8;
     int rmax = imin(1 << (SCHED_COST_BINS - 1), imin(s->cfg.max_batch_rows, s->cfg.capacity));
-    int nmax = imin(imin(s->cfg.max_seqs, BATCH_SEQS_MAX), s->cfg.kv_pages / pages_for(rps));
+    int nmax = imin(imin(s->cfg.max_seqs, 16), s->cfg.kv_pages / pages_for(rps));
     if (rmax < 1 || nmax < 1)
         return err_set(err, MTPLX_ERANGE, "depth policy calibration: the pool's %d pages hold no forward",
                        s->cfg.kv_pages);
