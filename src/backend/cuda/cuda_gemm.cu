@@ -432,17 +432,6 @@ __global__ void __launch_bounds__(GM_WARPS * 32, MT == 1 ? 2 : 1)
 
 /* ------------------------------------------------------------------ dispatch */
 
-static int gm_sms(void) {
-    static int sms = 0;
-    if (!sms) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (sms <= 0) sms = 132;
-    }
-    return sms;
-}
-
 /* MT for a weight of N rows at R activation rows: 128-row blocks from two blocks per multiprocessor,
  * else 64; $MTPLX_CUDA_GEMM_MT=1|2 forces it. A speed choice only: every MT (and every KS / ST below)
  * gives the same bits. (Measured on 17408 x 5120 at 64 rows: 0.245 ms a weight with 64-row blocks,
@@ -450,7 +439,7 @@ static int gm_sms(void) {
 static int gm_mt(int N, int R) {
     if (cu_set.gemm_mt == 1 || cu_set.gemm_mt == 2) return cu_set.gemm_mt;
     long long blocks = (long long)((N + 127) / 128) * ((R + GM_BN - 1) / GM_BN);
-    return blocks >= 2LL * gm_sms() ? 2 : 1;
+    return blocks >= 2LL * cu_sm_count() ? 2 : 1;
 }
 
 /* From 48 rows: below it the stream-K kernel, two or three passes over the weights, was as fast or

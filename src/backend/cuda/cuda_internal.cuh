@@ -199,6 +199,10 @@ void cu_sk_bf16_n(const cu_sk_out *outs, int n, const uint16_t *xh, const uint16
 
 /* Warps of w's solo stream-K split (the kernels' Wn; a function of w's shape and the GPU, never of R). */
 long long cu_sk_warps(const be_weight *w);
+/* Multiprocessors of the current GPU (queried once; 132 if the query fails). The stream-K split is a
+ * function of it and the weight's shape, never of R; the GEMM's tile choice may follow R too (its bits
+ * do not change with it). */
+int cu_sm_count(void);
 
 /* cuda_gemm.cu: the many-row tensor-core matmul (its header comment), every output bit-identical to the
  * stream-K kernel's; same prepared activations and weights as cu_sk_bf16 / cu_sk_q, any R. */

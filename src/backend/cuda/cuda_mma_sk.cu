@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
 /* A sweep knob of cu_set (0: unset), or dflt (benchmark knobs; never a function of R). */
 static int knob_or(int v, int dflt) { return v > 0 ? v : dflt; }
 
-static int sk_sms(void) {
+int cu_sm_count(void) {
     static int sms = 0;
     if (!sms) {
         int dev = 0;
@@ -396,7 +396,7 @@ static int sk_sms(void) {
  * then runs in more than one wave), fewer when the weight has under 2·U units per warp
  * ($MTPLX_CUDA_SK_MINU: under that many; a sweep knob). A function of the shape and the GPU only. */
 static int sk_grid(int occ, long long units, int U) {
-    long long blocks = (long long)sk_sms() * knob_or(cu_set.sk_bps, occ);
+    long long blocks = (long long)cu_sm_count() * knob_or(cu_set.sk_bps, occ);
     long long most = units / ((long long)knob_or(cu_set.sk_minu, 2 * U) * SK_WARPS);
     if (blocks > most) blocks = most;
     return blocks < 1 ? 1 : (int)blocks;
