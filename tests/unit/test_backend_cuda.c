@@ -789,6 +789,20 @@ TEST(test_logits_top_cpu_gives_the_sampler_the_same_distribution) {
     be_free(cpu);
 }
 
+/* logits_top of R rows of V logits with k on the CPU (host x into o1) and on be (device dx into dout,
+ * downloaded into o2): every word equal (ids, value bits, first NaN / +inf). */
+static void top_compare(be_backend *cpu, be_backend *be, const float *x, const float *dx, float *dout, int32_t *o1,
+                        int32_t *o2, int V, int R, int k) {
+    size_t words = (size_t)R * (2 * k + 2);
+    cpu->ops->logits_top(cpu, o1, x, V, R, V, k);
+    be->ops->logits_top(be, (int32_t *)dout, dx, V, R, V, k);
+    be->ops->download(be, o2, dout, sizeof(int32_t) * words);
+    size_t first = 0, differ = 0;
+    for (size_t i = 0; i < words; i++)
+        if (o1[i] != o2[i] && differ++ == 0) first = i;
+    CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
+}
+
 /* The CUDA backend's logits_top equals the CPU's word for word (ids, value bits, first NaN / +inf). */
 TEST(test_logits_top_cuda_equals_cpu) {
     be_backend *be = cuda_new(), *cpu = NULL;
@@ -804,17 +818,7 @@ TEST(test_logits_top_cuda_equals_cpu) {
     float *dx = dev_floats(be, x, (size_t)TP_R * TP_V, &bx), *dout = dev_floats(be, NULL, W, &bo);
     REQUIRE(dx && dout);
     static const int ks[] = {1, 7, 20, 64};
-    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
-        int k = ks[ki];
-        size_t words = (size_t)TP_R * (2 * k + 2);
-        cpu->ops->logits_top(cpu, o1, x, TP_V, TP_R, TP_V, k);
-        be->ops->logits_top(be, (int32_t *)dout, dx, TP_V, TP_R, TP_V, k);
-        be->ops->download(be, o2, dout, sizeof(int32_t) * words);
-        size_t first = 0, differ = 0;
-        for (size_t i = 0; i < words; i++)
-            if (o1[i] != o2[i] && differ++ == 0) first = i;
-        CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
-    }
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) top_compare(cpu, be, x, dx, dout, o1, o2, TP_V, TP_R, ks[ki]);
     be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
     free(x), free(o1), free(o2);
     be_free(cpu);
@@ -843,17 +847,7 @@ TEST(test_logits_top_cuda_long_rows_equal_cpu) {
     float *dx = dev_floats(be, x, (size_t)LR * LV, &bx), *dout = dev_floats(be, NULL, W, &bo);
     REQUIRE(dx && dout);
     static const int ks[] = {1, 20, 64};
-    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
-        int k = ks[ki];
-        size_t words = (size_t)LR * (2 * k + 2);
-        cpu->ops->logits_top(cpu, o1, x, LV, LR, LV, k);
-        be->ops->logits_top(be, (int32_t *)dout, dx, LV, LR, LV, k);
-        be->ops->download(be, o2, dout, sizeof(int32_t) * words);
-        size_t first = 0, differ = 0;
-        for (size_t i = 0; i < words; i++)
-            if (o1[i] != o2[i] && differ++ == 0) first = i;
-        CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
-    }
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) top_compare(cpu, be, x, dx, dout, o1, o2, LV, LR, ks[ki]);
     CHECK(o2[(2 * 64 + 2) + 2 * 64] == 5); /* row 1's first NaN / +inf */
     be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
     free(x), free(o1), free(o2);

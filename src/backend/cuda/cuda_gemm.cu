@@ -60,22 +60,6 @@ __device__ __forceinline__ void gm_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N_));
 }
 
-__device__ __forceinline__ void gm_mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                            uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void gm_mma_u8s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                            uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ float gm_half(uint32_t h, int f16) {
     return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
 }
@@ -236,10 +220,10 @@ __global__ void __launch_bounds__(GM_WARPS * 32, (gm_bf16_fit<MT, KS, ST>::v)) k
 #pragma unroll
                 for (int mi = 0; mi < MT; mi++) {
                     float *c = acc[mi][ni];
-                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BH.x, BH.y);
-                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BH.z, BH.w);
-                    gm_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BL.x, BL.y);
-                    gm_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BL.z, BL.w);
+                    cu_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BH.x, BH.y);
+                    cu_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BH.z, BH.w);
+                    cu_mma_bf16(c, A0[mi].x, A1[mi].x, A0[mi].y, A1[mi].y, BL.x, BL.y);
+                    cu_mma_bf16(c, A0[mi].z, A1[mi].z, A0[mi].w, A1[mi].w, BL.z, BL.w);
                 }
             }
         }
@@ -389,7 +373,7 @@ __global__ void __launch_bounds__(GM_WARPS * 32, MT == 1 ? 2 : 1)
                             a0 = wa.x, a1 = wb.x, a2 = wa.y, a3 = wb.y;
                         }
 #pragma unroll
-                        for (int ni = 0; ni < 4; ni++) gm_mma_u8s8(ic[mi][ni], a0, a1, a2, a3, B[ni].x, B[ni].y);
+                        for (int ni = 0; ni < 4; ni++) cu_mma_u8s8(ic[mi][ni], a0, a1, a2, a3, B[ni].x, B[ni].y);
                     }
                 }
                 float2 D0[4], D1[4];

@@ -128,24 +128,6 @@ __global__ void k_qact(int8_t *a, float2 *db, const float *x, int ldx, int K) {
     qact_group<GS, BITS>(a, db, v, g, r, lane, K);
 }
 
-/* ------------------------------------------------------------------ mma wrappers */
-
-__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void mma_u8s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 /* ------------------------------------------------------------------ the shared epilogue */
 
 /* Adds the block's warps' tiles (c: this thread's 4 values per N tile, rows g / g + 8, columns 2t /
@@ -240,10 +222,10 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_bf16(float *y, int ldy, c
             if (kb + u * MMA_WARPS >= kb1) break;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++) {
-                mma_bf16(c[nt], A0[u].x, A1[u].x, A0[u].y, A1[u].y, BH[u][nt].x, BH[u][nt].y);
-                mma_bf16(c[nt], A0[u].z, A1[u].z, A0[u].w, A1[u].w, BH[u][nt].z, BH[u][nt].w);
-                mma_bf16(c[nt], A0[u].x, A1[u].x, A0[u].y, A1[u].y, BL[u][nt].x, BL[u][nt].y);
-                mma_bf16(c[nt], A0[u].z, A1[u].z, A0[u].w, A1[u].w, BL[u][nt].z, BL[u][nt].w);
+                cu_mma_bf16(c[nt], A0[u].x, A1[u].x, A0[u].y, A1[u].y, BH[u][nt].x, BH[u][nt].y);
+                cu_mma_bf16(c[nt], A0[u].z, A1[u].z, A0[u].w, A1[u].w, BH[u][nt].z, BH[u][nt].w);
+                cu_mma_bf16(c[nt], A0[u].x, A1[u].x, A0[u].y, A1[u].y, BL[u][nt].x, BL[u][nt].y);
+                cu_mma_bf16(c[nt], A0[u].z, A1[u].z, A0[u].w, A1[u].w, BL[u][nt].z, BL[u][nt].w);
             }
         }
     }
@@ -360,10 +342,10 @@ __global__ void __launch_bounds__(MMA_WARPS * 32) k_mm_q(float *y, int ldy, cons
 #pragma unroll
                 for (int s = 0; s < NMMA; s++) {
                     if (BITS == 4)
-                        mma_u8s8(ic, A0[u][s] & 0x0F0F0F0Fu, A1[u][s] & 0x0F0F0F0Fu, (A0[u][s] >> 4) & 0x0F0F0F0Fu,
+                        cu_mma_u8s8(ic, A0[u][s] & 0x0F0F0F0Fu, A1[u][s] & 0x0F0F0F0Fu, (A0[u][s] >> 4) & 0x0F0F0F0Fu,
                                  (A1[u][s] >> 4) & 0x0F0F0F0Fu, B[u][nt][2 * s], B[u][nt][2 * s + 1]);
                     else
-                        mma_u8s8(ic, A0[u][2 * s], A1[u][2 * s], A0[u][2 * s + 1], A1[u][2 * s + 1], B[u][nt][2 * s],
+                        cu_mma_u8s8(ic, A0[u][2 * s], A1[u][2 * s], A0[u][2 * s + 1], A1[u][2 * s + 1], B[u][nt][2 * s],
                                  B[u][nt][2 * s + 1]);
                 }
                 float d0 = D[u][nt][0], d1 = D[u][nt][1], e0 = D[u][nt][2], e1 = D[u][nt][3];

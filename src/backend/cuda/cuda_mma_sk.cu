@@ -95,22 +95,6 @@ static void sk_grow(void **p, size_t *cap, size_t bytes) {
     *cap = nc;
 }
 
-__device__ __forceinline__ void sk_mma_u8s8(int *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                            uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void sk_mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                            uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 /* The warp whose range holds unit u: the largest w with floor(w·TU / Wn) <= u. */
 __device__ __forceinline__ int sk_owner(long long u, int Wn, long long TU) {
     return (int)(((u + 1) * Wn + TU - 1) / TU - 1);
@@ -269,7 +253,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
                         }
 #pragma unroll
                         for (int nt = 0; nt < NT; nt++)
-                            sk_mma_u8s8(ic[nt], a0, a1, a2, a3, xw[nt][2 * j] & m, xw[nt][2 * j + 1] & m);
+                            cu_mma_u8s8(ic[nt], a0, a1, a2, a3, xw[nt][2 * j] & m, xw[nt][2 * j + 1] & m);
                     }
                     const uint2 q = SB[v][s]; /* rows g, g+8: scale | bias << 16 */
                     const float sa = sk_half(q.x & 0xffffu, f16), ba = sk_half(q.x >> 16, f16);
@@ -363,10 +347,10 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
                 if (s0 + v >= b) break;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    sk_mma_bf16(c[nt], A0[v].x, A1[v].x, A0[v].y, A1[v].y, BH[v][nt].x, BH[v][nt].y);
-                    sk_mma_bf16(c[nt], A0[v].z, A1[v].z, A0[v].w, A1[v].w, BH[v][nt].z, BH[v][nt].w);
-                    sk_mma_bf16(c[nt], A0[v].x, A1[v].x, A0[v].y, A1[v].y, BL[v][nt].x, BL[v][nt].y);
-                    sk_mma_bf16(c[nt], A0[v].z, A1[v].z, A0[v].w, A1[v].w, BL[v][nt].z, BL[v][nt].w);
+                    cu_mma_bf16(c[nt], A0[v].x, A1[v].x, A0[v].y, A1[v].y, BH[v][nt].x, BH[v][nt].y);
+                    cu_mma_bf16(c[nt], A0[v].z, A1[v].z, A0[v].w, A1[v].w, BH[v][nt].z, BH[v][nt].w);
+                    cu_mma_bf16(c[nt], A0[v].x, A1[v].x, A0[v].y, A1[v].y, BL[v][nt].x, BL[v][nt].y);
+                    cu_mma_bf16(c[nt], A0[v].z, A1[v].z, A0[v].w, A1[v].w, BL[v][nt].z, BL[v][nt].w);
                 }
             }
         }
