@@ -104,8 +104,10 @@ await step('a prompt sent with Enter streams text into the page while Stop is sh
   const a = (await body.innerText()).length;
   await until('more streamed text', async () => (await body.innerText()).length > a + 20);
   assert.ok(await page.isVisible('#stop'), 'still generating while the text grows');
-  assert.ok(await page.isVisible('.msg.assistant .code'), 'the code fence renders as a code block');
-  assert.ok(await page.locator('.msg.assistant .code [class^="hl-"]').count() > 0, 'code is highlighted');
+  await until('a code block', async () => page.isVisible('.msg.assistant .code'));
+  /* the fence may have just opened (no token inside it yet): wait for its first highlighted token */
+  await until('highlighted code', async () => (await page.locator('.msg.assistant .code [class^="hl-"]').count()) > 0);
+  assert.ok(await page.isVisible('#stop'), 'code highlighted while still generating');
 });
 
 await step('Stop cancels the generation on the server', async () => {
