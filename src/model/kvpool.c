@@ -22,6 +22,7 @@ static size_t page_v_floats(const kv_pool *p) { return (size_t)p->heads * KV_PAG
 int kv_pool_init(kv_pool *p, const mtplx_model *m, int n_layers, int n_pages, mtplx_err *err) {
     memset(p, 0, sizeof *p);
     p->m = m;
+    pthread_mutex_init(&p->mu, NULL);
     family_kv_shape(m, &p->heads, &p->kw, &p->vw);
     if (n_layers <= 0 || n_pages <= 0) return 0; /* an empty pool: no attention layers or no pages */
     p->n_layers = n_layers;
@@ -62,20 +63,45 @@ void kv_pool_release(kv_pool *p) {
     free(p->v);
     free(p->ref);
     free(p->free_ids);
+    pthread_mutex_destroy(&p->mu);
     memset(p, 0, sizeof *p);
 }
 
+/* The page-count primitives; each takes p->mu, so tables on different threads may grow, trim,
+ * share and free at once. */
 static int pool_take(kv_pool *p, int32_t *id, mtplx_err *err) {
-    if (p->n_free == 0)
+    pthread_mutex_lock(&p->mu);
+    int ok = p->n_free > 0;
+    if (ok) {
+        *id = p->free_ids[--p->n_free];
+        p->ref[*id] = 1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!ok)
         return err_set(err, MTPLX_ENOMEM, "KV cache full: all %d pages of %d positions are in use", p->n_pages,
                        KV_PAGE);
-    *id = p->free_ids[--p->n_free];
-    p->ref[*id] = 1;
     return 0;
 }
 
 static void pool_drop(kv_pool *p, int32_t id) {
+    pthread_mutex_lock(&p->mu);
     if (--p->ref[id] == 0) p->free_ids[p->n_free++] = id;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Whether page id is held by one table only (then its holder may write it in place). */
+static int pool_private(kv_pool *p, int32_t id) {
+    pthread_mutex_lock(&p->mu);
+    int one = p->ref[id] == 1;
+    pthread_mutex_unlock(&p->mu);
+    return one;
+}
+
+/* One more holder for each of the n pages in ids. */
+static void pool_hold(kv_pool *p, const int32_t *ids, int n) {
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < n; i++) p->ref[ids[i]]++;
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Page src_id of pool sp into page dst_id of pool dp (same shape), every layer. */
@@ -111,7 +137,7 @@ int kv_table_prepare(kv_table *t, int pos0, int R, mtplx_err *err) {
         return err_set(err, MTPLX_ERANGE, "KV page table: %d positions exceed the capacity %d", pos0 + R,
                        t->max_pages * KV_PAGE);
     for (int i = pos0 / KV_PAGE; i < t->n && i < need; i++) {
-        if (p->ref[t->ids[i]] == 1) continue;
+        if (pool_private(p, t->ids[i])) continue;
         int32_t id = 0;
         int rc = pool_take(p, &id, err);
         if (rc) return rc;
@@ -148,7 +174,7 @@ int kv_table_share(kv_table *dst, const kv_table *src, int len, mtplx_err *err) 
         return err_set(err, MTPLX_ERANGE, "KV page table: %d positions exceed the capacity %d", len,
                        dst->max_pages * KV_PAGE);
     if (dst == src) return 0;
-    for (int i = 0; i < n; i++) src->pool->ref[src->ids[i]]++; /* before dropping: dst may hold them */
+    pool_hold(src->pool, src->ids, n); /* before dropping: dst may hold them */
     kv_table_trim(dst, 0);
     memcpy(dst->ids, src->ids, sizeof(int32_t) * n);
     dst->n = n;
@@ -193,7 +219,9 @@ void seq_pool_free(seq_pool *p) {
     free(p);
 }
 
-void seq_pool_pages(const seq_pool *p, int *used, int *total) {
+void seq_pool_pages(seq_pool *p, int *used, int *total) {
+    pthread_mutex_lock(&p->trunk.mu);
     *total = p->trunk.n_pages;
     *used = p->trunk.n_pages - p->trunk.n_free;
+    pthread_mutex_unlock(&p->trunk.mu);
 }

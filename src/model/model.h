@@ -94,7 +94,7 @@ int model_kv_page_size(void);         /* positions per KV page */
 /* Bytes one KV page costs (trunk, plus the MTP layer's page when there is one). */
 size_t seq_pool_page_bytes(const mtplx_model *m);
 /* Pages of the trunk pool: *used held by some sequence, *total in all. */
-void seq_pool_pages(const seq_pool *p, int *used, int *total);
+void seq_pool_pages(seq_pool *p, int *used, int *total);
 
 /* A trunk state whose KV pages come from pool (pages are taken as the sequence grows and dropped
  * when it shrinks or is freed). It has no scratch of its own: forward it with model_forward_batch.

@@ -155,7 +155,10 @@ float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, m
  * n_pages pages for each of n_layers attention layers; page p of layer l keeps KV_PAGE positions of
  * every head: keys at k[l] + ((size_t)p · heads + h) · KV_PAGE · kw, values likewise with vw. A
  * page may be shared by several sequences (ref > 1): a sequence that writes into a shared page
- * first gets a private copy (copy-on-write). */
+ * first gets a private copy (copy-on-write). Tables of one pool live on different threads (a server
+ * session frees or trims its sequence while the scheduler's step grows another), so `mu` guards
+ * ref, free_ids and n_free; the page memory itself is only touched by its owner or under the
+ * scheduler's exec lock. */
 #define KV_PAGE_SHIFT 4
 #define KV_PAGE (1 << KV_PAGE_SHIFT)
 
@@ -169,6 +172,7 @@ typedef struct {
     int32_t *ref;      /* [n_pages] sequences holding each page (0 = free) */
     int32_t *free_ids; /* [n_pages] stack of free pages, n_free of them */
     int n_free;
+    pthread_mutex_t mu; /* guards ref, free_ids, n_free */
 } kv_pool;
 
 int kv_pool_init(kv_pool *p, const mtplx_model *m, int n_layers, int n_pages, mtplx_err *err);

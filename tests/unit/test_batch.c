@@ -7,7 +7,10 @@
  *   - a fork shares pages copy-on-write: both branches continue exactly as unshared copies would,
  *     and the parent's earlier positions are not disturbed by the child's writes;
  *   - the pool's pages all come back when the states are freed, and an exhausted pool is an error,
- *     not a crash. */
+ *     not a crash;
+ *   - threads that fork, write (copy-on-write) and free their states in one pool at once lose no
+ *     page (the pool's counts are shared by every thread: a server's sessions end on their own). */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "fwd_util.h"
@@ -266,9 +269,85 @@ TEST(test_fork_copy_on_write) {
     model_free(m);
 }
 
+/* Threads sharing one pool: each forks the parent (sharing its pages) and resets (every page
+ * dropped), ROUNDS times, all at once; every WRITE_EVERY rounds it first writes one row into the
+ * shared last page (copy-on-write: a page taken, one dropped). As in the scheduler, forwards take turns (`exec`: the backend runs one
+ * forward at a time) while forks and resets do not. Counts updated without the pool's lock lose
+ * increments, and pages stay held (or are freed twice) at the end. */
+#define POOL_THREADS 4
+#define ROUNDS 20000
+#define WRITE_EVERY 100
+
+typedef struct {
+    mtplx_model *m;
+    seq_pool *pool;
+    model_state *parent;
+    pthread_mutex_t *exec;
+    int rc;
+} pool_job;
+
+static void *pool_churn(void *arg) {
+    pool_job *j = arg;
+    mtplx_err err = {0};
+    model_batch *b = NULL;
+    model_state *k = NULL;
+    int32_t tok = 7;
+    j->rc = model_batch_new(j->m, 4, 64, &b, &err) || model_state_new_in(j->pool, 64, 4, &k, &err);
+    for (int r = 0; !j->rc && r < ROUNDS; r++) {
+        fwd_seq one = {k, &tok, 1, {0}};
+        j->rc = model_state_fork(k, j->parent, &err);
+        if (!j->rc && r % WRITE_EVERY == 0) {
+            pthread_mutex_lock(j->exec);
+            j->rc = model_forward_batch(j->m, b, &one, 1, &err);
+            pthread_mutex_unlock(j->exec);
+        }
+        model_state_reset(k);
+    }
+    model_state_free(k);
+    model_batch_free(b);
+    return NULL;
+}
+
+TEST(test_pool_shared_by_threads) {
+    mtplx_err err = {0};
+    mtplx_model *m;
+    REQUIRE(model_load(k_dirs[0], &m, &err) == 0);
+    seq_pool *pool;
+    model_batch *b;
+    model_state *parent;
+    REQUIRE(seq_pool_new(m, 64, &pool, &err) == 0);
+    REQUIRE(model_batch_new(m, 32, 64, &b, &err) == 0);
+    REQUIRE(model_state_new_in(pool, 64, 4, &parent, &err) == 0);
+    int32_t pre[21] = {0};
+    for (int i = 0; i < 21; i++) pre[i] = 3 + 5 * i;
+    fwd_seq s0 = {parent, pre, 21, {0}};
+    REQUIRE(model_forward_batch(m, b, &s0, 1, &err) == 0);
+    int used0, total;
+    seq_pool_pages(pool, &used0, &total);
+    pool_job j[POOL_THREADS];
+    pthread_t th[POOL_THREADS];
+    pthread_mutex_t exec = PTHREAD_MUTEX_INITIALIZER;
+    for (int i = 0; i < POOL_THREADS; i++) {
+        j[i] = (pool_job){m, pool, parent, &exec, 0};
+        REQUIRE(pthread_create(&th[i], NULL, pool_churn, &j[i]) == 0);
+    }
+    for (int i = 0; i < POOL_THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < POOL_THREADS; i++) CHECK_MSG(j[i].rc == 0, "thread %d failed", i);
+    int used1;
+    seq_pool_pages(pool, &used1, &total);
+    CHECK_MSG(used1 == used0, "%d pages held after the threads freed everything; the parent holds %d", used1, used0);
+    model_state_free(parent);
+    seq_pool_pages(pool, &used1, &total);
+    CHECK_MSG(used1 == 0, "%d of %d pages still held after every state was freed", used1, total);
+    model_batch_free(b);
+    seq_pool_free(pool);
+    model_free(m);
+}
+
 int main(void) {
     RUN(test_batch_equals_solo_every_family);
     RUN(test_mtp_batch_equals_solo);
     RUN(test_fork_copy_on_write);
+    RUN(test_pool_shared_by_threads);
     return TEST_SUMMARY();
 }
