@@ -275,8 +275,8 @@ TEST(test_fork_copy_on_write) {
  * forward at a time) while forks and resets do not. Counts updated without the pool's lock lose
  * increments, and pages stay held (or are freed twice) at the end. */
 #define POOL_THREADS 4
-#define ROUNDS 20000
-#define WRITE_EVERY 100
+#define ROUNDS 100000
+#define WRITE_EVERY 500
 
 typedef struct {
     mtplx_model *m;
