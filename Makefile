@@ -48,12 +48,15 @@ build/obj/src/backend/cuda/%.o: src/backend/cuda/%.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CLI_OBJ  := $(CLI_SRC:%.c=build/obj/%.o)
+TSANFLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
+TSAN_LIB_OBJ := $(LIB_SRC:%.c=build/tsan/obj/%.o)
+TSAN_CLI_OBJ := $(CLI_SRC:%.c=build/tsan/obj/%.o)
 ASAN_LIB_OBJ := $(LIB_SRC:%.c=build/asan/obj/%.o)
 ASAN_CLI_OBJ := $(CLI_SRC:%.c=build/asan/obj/%.o)
 TESTS      := $(TEST_SRC:tests/unit/%.c=build/tests/%)
 ASAN_TESTS := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
 
-.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check fault
+.PHONY: all deps run test check unit asan-unit clean fuzz model mutation-check fault tsan-check
 all: model build/mtplx $(TESTS)
 
 # The embedded model's weight shards are committed xz-compressed (32 MB instead of 46 MB, so the
@@ -78,7 +81,7 @@ $(WEB_GEN): $(WEB_FILES) web scripts/embed-web.sh   # web: its mtime changes whe
 # (bench/kernels.md). Floating-point semantics are the same at both levels (no -ffast-math).
 build/obj/src/kernels/%.o: OPT_KERNELS := -O3
 # Flags live here: a changed Makefile rebuilds the objects (an old -O2 kernel object would stay).
-$(LIB_OBJ) $(CLI_OBJ) $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ): Makefile
+$(LIB_OBJ) $(CLI_OBJ) $(ASAN_LIB_OBJ) $(ASAN_CLI_OBJ) $(TSAN_LIB_OBJ) $(TSAN_CLI_OBJ): Makefile
 
 build/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -87,6 +90,27 @@ build/obj/%.o: %.c
 build/asan/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(SANFLAGS) -c $< -o $@
+
+# The ThreadSanitizer build: the sequence pool, the scheduler, the prefix cache and the server share
+# state across threads. `make test` runs TSAN_UNITS under it (the pool's threaded test found the
+# race behind a CI failure, README "Testing"); `make tsan-check` runs the slower ones too (~5 min
+# for test_sched and test_prefix_cache) and a serve load with cancels (tests/tsan.sh).
+TSAN_UNITS := test_batch test_threadpool
+TSAN_TESTS := $(TSAN_UNITS:%=build/tsan/tests/%)
+build/tsan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(TSANFLAGS) -c $< -o $@
+
+build/tsan/libmtplx.a: $(TSAN_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/tsan/mtplx: $(TSAN_CLI_OBJ) build/tsan/libmtplx.a
+	$(CC) $(TSANFLAGS) -pthread -o $@ $(TSAN_CLI_OBJ) build/tsan/libmtplx.a $(LDLIBS)
+
+build/tsan/tests/%: tests/unit/%.c build/tsan/libmtplx.a tests/unit/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -O2 -O3,$(CFLAGS)) $(TSANFLAGS) -o $@ $< build/tsan/libmtplx.a $(LDLIBS)
 
 build/libmtplx.a: $(LIB_OBJ)
 	@rm -f $@
@@ -146,8 +170,12 @@ run: deps
 test:
 	@MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 	@MTPLX_DEPS_MET=test bash scripts/npm-deps.sh
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) fuzz arm64
-	@MTPLX_DEPS_MET=test bash tests/run.sh
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/asan/mtplx build/fault/mtplx $(ASAN_TESTS) $(TSAN_TESTS) fuzz arm64
+	@MTPLX_DEPS_MET=test TSAN_UNITS="$(TSAN_UNITS)" bash tests/run.sh
+
+tsan-check: model
+	@$(MAKE) --no-print-directory -j$(JOBS) build/tsan/mtplx $(TSAN_TESTS) build/tsan/tests/test_sched build/tsan/tests/test_prefix_cache
+	@bash tests/tsan.sh
 
 # Plant each deliberate bug of tests/mutations/*.patch in a copy of the tree; fails unless the tests
 # catch every one (tests/mutations/README.md). Not part of `make test`: it rebuilds per mutation.

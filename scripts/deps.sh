@@ -44,7 +44,7 @@ packages() {
         pc:libmicrohttpd) echo libmicrohttpd-dev ;;
         pc:libcurl) echo libcurl4-openssl-dev ;;    # or -gnutls-dev (they conflict): either serves
         xz) echo xz-utils ;;
-        asan) echo gcc libasan8 libubsan1 ;;
+        asan) echo gcc libasan8 libubsan1 libtsan2 ;;
         fuzz) echo clang libclang-rt-14-dev ;;     # the runtime: libclang_rt.{fuzzer,asan,ubsan}*.a
         node) echo nodejs ;;
         npm) echo npm ;;
@@ -76,7 +76,8 @@ probe() {
         pc:*) if command -v pkg-config; then pkg-config --exists --print-errors "${1#pc:}"
               else pc_file "${1#pc:}"; fi ;;   # before pkg-config itself is installed
         xz) command -v xz && echo mtplx | xz | xz -dc | grep -qx mtplx ;;
-        asan) gcc -fsanitize=address,undefined -o "$tmp/asan" "$tmp/main.c" && "$tmp/asan" ;;
+        asan) gcc -fsanitize=address,undefined -o "$tmp/asan" "$tmp/main.c" && "$tmp/asan" &&
+              gcc -fsanitize=thread -o "$tmp/tsan" "$tmp/main.c" && "$tmp/tsan" ;;
         fuzz) command -v clang &&
               clang -O1 -g -fsanitize=address,undefined -fsanitize=fuzzer -o "$tmp/fuzz" "$tmp/fuzz.c" &&
               "$tmp/fuzz" -runs=1 ;;
