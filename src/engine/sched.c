@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +62,8 @@ struct sched {
     int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
     void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
+    FILE *trace;             /* cfg.trace_path opened, or NULL; written by the executing thread only */
+    double t0;               /* clock_now() at creation: the trace's time origin */
     uint64_t steps, trunk_forwards;
     double kind_ms[2];       /* time inside the steps' trunk / MTP forwards (heads included), ms */
     double gap_ms;           /* time from a step's end to the next one's start, ms */
@@ -89,6 +92,8 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->spin_us = sp ? atof(sp) : 0;
     if (!(c->spin_us > 0)) c->spin_us = 0;
     if (c->spin_us > 1000) c->spin_us = 1000;
+    const char *tr = getenv("MTPLX_SCHED_TRACE"); /* a file: one line per step (sched.h, trace_path) */
+    c->trace_path = tr && *tr ? tr : NULL;
     /* bench/batching.md: on a 2-core Zen 5, 8 streams run fastest as AR steps; on the H200, 8 and 16
      * streams ran 12-47% faster when every stream kept its MTP depth (knee 64 against 8) */
     c->knee_rows = strcmp(be_device_resolved(), "cpu") ? 64 : 8;
@@ -113,7 +118,17 @@ int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_er
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->exec, NULL);
+    s->t0 = clock_now();
     int rc = seq_pool_new(m, s->cfg.kv_pages, &s->pool, err);
+    if (!rc && c->trace_path) {
+        s->trace = fopen(c->trace_path, "w");
+        if (!s->trace) rc = err_set(err, MTPLX_EIO, "scheduler trace %s: %s", c->trace_path, strerror(errno));
+        else {
+            setvbuf(s->trace, NULL, _IOLBF, 0); /* each step's line is on disk when the step ends */
+            fprintf(s->trace, "# t_ms gap_ms lock_ms | trunk seqs rows prompt_rows ms | mtp seqs rows prompt_rows ms "
+                              "| running waiting\n");
+        }
+    }
     if (!rc) rc = model_batch_new(m, s->cfg.max_batch_rows, s->cfg.capacity, &s->batch, err);
     if (!rc) {
         s->head_in = mem_aligned((size_t)s->cfg.max_batch_rows * s->H * sizeof(float), "draft head rows", err);
@@ -137,6 +152,7 @@ void sched_free(sched *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->exec);
+    if (s->trace) fclose(s->trace);
     free(s);
 }
 
@@ -336,11 +352,26 @@ static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
     s->seq_parts += (uint64_t)n;
 }
 
+/* One line of the step trace (sched.h, trace_path): the step began at t (clock_now()), gap ms after
+ * the previous step ended, waited lock_ms for the model; per kind its n sequences, their rows, how
+ * many of those were prompt rows, and its forward's ms. Running / waiting are read without mu (a
+ * diagnostic may be a step stale). */
+static void trace_step(sched *s, double t, double gap, double lock_ms, sub *const q[2][BATCH_SEQS_MAX],
+                       const int n[2], const int rows[2], const double ms[2]) {
+    int prompt[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n[k]; i++) prompt[k] += q[k][i]->prompt ? q[k][i]->rows : 0;
+    fprintf(s->trace, "%.3f %.3f %.3f | %d %d %d %.3f | %d %d %d %.3f | %d %d\n", (t - s->t0) * 1e3,
+            s->t_step > 0 ? gap * 1e3 : 0.0, lock_ms, n[0], rows[0], prompt[0], ms[0], n[1], rows[1], prompt[1], ms[1],
+            s->n_active, s->n_waiting);
+}
+
 /* Run one step: the requests of one kind (next_kind), or with align_phases off every queued request
  * (trunk forward, then MTP forward). Called with mu held; releases it while the model runs. */
 static void run_step(sched *s) {
     s->executing = 1;
-    double gap = clock_now() - s->t_step; /* since the last step: the sequences' own work between steps */
+    double t_begin = clock_now();
+    double gap = t_begin - s->t_step; /* since the last step: the sequences' own work between steps */
     if (s->t_step > 0 && s->n_active > 0) s->gap_ms += gap * 1e3;
     if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01)
         s->costs.step_ms += 0.2 * (gap * 1e3 - s->costs.step_ms);
@@ -353,7 +384,9 @@ static void run_step(sched *s) {
     int rows[2] = {0, 0};
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < n[k]; i++) rows[k] += q[k][i]->rows;
+    double t_lock = clock_now();
     pthread_mutex_lock(&s->exec);
+    t_lock = clock_now() - t_lock;
     s->steps++;
     for (int k = 0; k < 2; k++) {
         double t0 = clock_now();
@@ -363,6 +396,7 @@ static void run_step(sched *s) {
     s->kind_ms[0] += ms[0];
     s->kind_ms[1] += ms[1];
     pthread_mutex_unlock(&s->exec);
+    if (s->trace) trace_step(s, t_begin, gap, t_lock * 1e3, q, n, rows, ms);
     pthread_mutex_lock(&s->mu);
     if (s->costs_on) { /* keep the policy's costs current (sched_cost.h) */
         if (n[SUB_TRUNK]) sched_cost_note_trunk(&s->costs, n[SUB_TRUNK], rows[SUB_TRUNK], ms[SUB_TRUNK]);

@@ -44,12 +44,17 @@ typedef struct {
                             before sleeping (a wake-up costs tens of microseconds; spinning costs a
                             core: for hosts with cores to spare beside a GPU). Default 0;
                             MTPLX_SCHED_SPIN_US in sched_config_default, at most 1000 */
+    const char *trace_path; /* non-NULL: one line per step into this file (sched.c, trace_step:
+                               when it began, the idle gap before it, the wait for the model, each
+                               kind's sequences / rows / prompt rows / ms, running and waiting
+                               sequences). Default NULL; MTPLX_SCHED_TRACE in sched_config_default */
 } sched_config;
 
 /* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */
 void sched_config_default(sched_config *c, int max_seqs, int capacity);
 
-/* Create a scheduler over m (pool and batch scratch allocated here). Returns 0 and *out or an error. */
+/* Create a scheduler over m (pool and batch scratch allocated here). Returns 0 and *out or an error
+ * (also when cfg->trace_path cannot be opened for writing). */
 int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err);
 void sched_free(sched *s);    /* no sequence may be running */
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../src/engine/generate.h"
 #include "../../src/engine/sampler.h"
@@ -306,6 +307,58 @@ TEST(test_admission) {
     sched_free(x);
 }
 
+/* MTPLX_SCHED_TRACE's file (sched_config.trace_path): one line per step, whose rows add up to what
+ * ran — a 200-token prompt in 64-row chunks (4 steps, all prompt rows) and then one decoding row —
+ * and a path that cannot be opened is an error at creation, not a silent no-trace. */
+TEST(test_step_trace) {
+    char path[] = "/tmp/mtplx-sched-trace-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    sched_config c;
+    sched_config_default(&c, 1, 256);
+    c.prefill_chunk = 64;
+    c.trace_path = path;
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    int32_t toks[201];
+    for (int i = 0; i < 201; i++) toks[i] = 100 + i;
+    model_state *st;
+    REQUIRE(model_state_new_in(sched_pool(x), 256, c.max_batch_rows, &st, &e) == 0);
+    REQUIRE(sched_join(x, 201, NULL, NULL, &e) == 0);
+    CHECK(sched_forward(x, st, toks, 200, NULL, &e) == 0);
+    CHECK(sched_forward(x, st, toks + 200, 1, NULL, &e) == 0);
+    sched_leave(x, 201);
+    model_state_free(st);
+    sched_stats ss;
+    sched_get_stats(x, &ss);
+    sched_free(x); /* closes the trace */
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    char line[512];
+    int lines = 0, rows = 0, prompt = 0, last_rows = -1, last_prompt = -1, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        double t, gap, lock, ms0, ms1;
+        int n0, r0, p0, n1, r1, p1, run, wait;
+        if (sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &t, &gap, &lock, &n0, &r0, &p0, &ms0, &n1,
+                   &r1, &p1, &ms1, &run, &wait) != 13 || t < 0 || gap < 0 || ms0 < 0)
+            bad++;
+        lines++, rows += r0 + r1, prompt += p0 + p1, last_rows = r0, last_prompt = p0;
+    }
+    fclose(f);
+    unlink(path);
+    CHECK_MSG(!bad, "%d malformed trace lines", bad);
+    CHECK_MSG(lines == (int)ss.steps && lines == 5, "%d trace lines for %llu steps (want 5)", lines,
+              (unsigned long long)ss.steps);
+    CHECK_MSG(rows == 201 && prompt == 200, "trace: %d rows, %d prompt rows (want 201, 200)", rows, prompt);
+    CHECK_MSG(last_rows == 1 && last_prompt == 0, "trace: the last step has %d rows, %d prompt", last_rows, last_prompt);
+    c.trace_path = "/nonexistent-mtplx-dir/trace.txt";
+    CHECK(sched_new(M, &c, &x, &e) == MTPLX_EIO);
+    CHECK_MSG(strstr(e.msg, "/nonexistent-mtplx-dir/trace.txt") != NULL, "message: %s", e.msg);
+}
+
 static int cancel_calls;
 static int cancel_on_second(void *u) { /* says stop the second time it is asked */
     (void)u;
@@ -560,6 +613,7 @@ int main(void) {
     RUN(test_batched_equals_solo);
     RUN(test_admission);
     RUN(test_cancel_between_prompt_chunks);
+    RUN(test_step_trace);
     RUN(test_depth_policy_keeps_greedy_and_history);
     RUN(test_rendezvous_aligns_cycles);
     RUN(test_draft_top_rows);
