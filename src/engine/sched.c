@@ -721,7 +721,7 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->gap_ms = s->gap_ms;
     pthread_mutex_unlock(&s->mu);
     int used, total;
-    pthread_mutex_lock(&s->exec); /* page counts and forward counters change only under exec */
+    pthread_mutex_lock(&s->exec); /* forward counters change only under exec (pages: the pool's lock) */
     seq_pool_pages(s->pool, &used, &total);
     o->forwards = s->forwards;
     o->rows = s->rows;
