@@ -263,14 +263,24 @@ SM_INL512 void scores4_tile(float *const *sc, const float *const *q, const int *
     }
 }
 
+/* Blocks of at most this many queries (decode and verify rows: a few per KV head) prefetch every
+ * line of the next tile; larger blocks (prefill) every other line. Measured on an AMD Zen 5 (2
+ * threads, embedded model, bench/zen.md "Session 8"): every line makes a 1-row decode at 16,000
+ * positions 25-30% faster (AMD does not bring a line's pair along as Intel's spatial prefetcher does,
+ * and a few queries leave the loads exposed), but a 4,096-token prefill 16% slower (its 128-query
+ * blocks find the tile in L2/L3 anyway and the extra prefetches only cost). Prefetching changes no
+ * arithmetic, so keying it on the block's size keeps every query's bits. */
+#define ATT_PF_EVERY_LINE_MAX 16
+
 /* Row pointers of keys [j0, j1) of r (rows of w floats), and an L2 prefetch of the rows of the next
- * tile [j1, j2): a tile's rows come from memory or L3 once per block, and the pages of a head are
- * not contiguous, so the hardware prefetchers lose the stream at each page. */
-SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int w, int j0, int j1, int j2) {
+ * tile [j1, j2) every `step` bytes (64: every line; 128: every other): a tile's rows come from
+ * memory or L3 once per block, and the pages of a head are not contiguous, so the hardware
+ * prefetchers lose the stream at each page. */
+SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int w, int j0, int j1, int j2, int step) {
     for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(r, j);
     for (int j = j1; j < j2; j++) {
         const char *row = (const char *)kern_row(r, j);
-        for (int b = 0; b < w * 4; b += 128) _mm_prefetch(row + b, _MM_HINT_T1); /* the pair's other line comes along */
+        for (int b = 0; b < w * 4; b += step) _mm_prefetch(row + b, _MM_HINT_T1);
     }
 }
 
@@ -280,14 +290,14 @@ SM_INL512 void block_avx512(float *const *out, const float *const *q, const int 
                             const kern_rows *v, int dv, float scale, float *scores, long lds) {
     float *sc[ATT_QB];
     const float *rows[ATT_KT];
-    int nmax = 0;
+    int nmax = 0, pf = nb <= ATT_PF_EVERY_LINE_MAX ? 64 : 128;
     for (int i = 0; i < nb; i++) {
         sc[i] = scores + (long)i * lds;
         nmax = n[i] > nmax ? n[i] : nmax;
     }
     for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
         int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
-        tile_rows(rows, k, dk, j0, j1, j2);
+        tile_rows(rows, k, dk, j0, j1, j2, pf);
         for (int g = 0; g < nb; g += 4) {
             switch (nb - g) {
             case 1: scores4_tile(sc + g, q + g, n + g, 1, rows, dk, scale, j0, j1); break;
@@ -300,7 +310,7 @@ SM_INL512 void block_avx512(float *const *out, const float *const *q, const int 
     for (int i = 0; i < nb; i++) softmax512(sc[i], n[i]);
     for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
         int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
-        tile_rows(rows, v, dv, j0, j1, j2);
+        tile_rows(rows, v, dv, j0, j1, j2, pf);
         for (int g = 0; g < nb; g += 4)
             for (int d0 = 0; d0 < dv; d0 += 64) {
                 switch (nb - g) {
