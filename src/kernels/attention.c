@@ -371,11 +371,9 @@ SM_INL256 void wsum256(float *out, const kern_rows *v, int dv, int d0, int n, co
     for (int u = 0; u < 8; u++) _mm256_maskstore_ps(out + d0 + 8 * u, m[u], acc[u]);
 }
 
-SM_TGT256 static void attention_avx2(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
-                                     int n, float scale, float *scores) {
-    int j = 0;
-    for (; j + 4 <= n; j += 4) dots256(scores, q, k, dk, j, 4, scale);
-    for (; j < n; j++) dots256(scores, q, k, dk, j, 1, scale);
+/* scores[0, n) → their softmax, in place (max, exp of the differences, sum, one reciprocal). */
+SM_INL256 void softmax256(float *scores, int n) {
+    int j;
     __m256 vmx = _mm256_set1_ps(-INFINITY);
     for (j = 0; j + 8 <= n; j += 8) vmx = _mm256_max_ps(vmx, _mm256_loadu_ps(scores + j));
     float mxs = sm_hmax256(vmx);
@@ -394,7 +392,77 @@ SM_TGT256 static void attention_avx2(float *out, const float *q, const kern_rows
         __m256i m = sm_mask256(n - j < 8 ? n - j : 8);
         _mm256_maskstore_ps(scores + j, m, _mm256_mul_ps(_mm256_maskload_ps(scores + j, m), inv));
     }
+}
+
+SM_TGT256 static void attention_avx2(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
+                                     int n, float scale, float *scores) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) dots256(scores, q, k, dk, j, 4, scale);
+    for (; j < n; j++) dots256(scores, q, k, dk, j, 1, scale);
+    softmax256(scores, n);
     for (int d0 = 0; d0 < dv; d0 += 64) wsum256(out, v, dv, d0, n, scores);
+}
+
+/* An L2 prefetch of rows [j1, j2) of r (rows of w floats), every `step` bytes (tile_rows' rule). */
+SM_INL256 void prefetch_rows256(const kern_rows *r, int w, int j1, int j2, int step) {
+    for (int j = j1; j < j2; j++) {
+        const char *row = (const char *)kern_row(r, j);
+        for (int b = 0; b < w * 4; b += step) _mm_prefetch(row + b, _MM_HINT_T1);
+    }
+}
+
+/* wsum256 over keys [j0, je) only, continuing the partial sums in out (from zero when j0 == 0):
+ * per output element the same fused multiply-adds in the same key order as wsum256. */
+SM_INL256 void wsum256_part(float *out, const kern_rows *v, int dv, int d0, int j0, int je, const float *p) {
+    __m256 acc[8];
+    __m256i m[8];
+    for (int u = 0; u < 8; u++) {
+        int left = dv - d0 - 8 * u;
+        m[u] = sm_mask256(left < 0 ? 0 : left > 8 ? 8 : left);
+        acc[u] = j0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(out + d0 + 8 * u, m[u]);
+    }
+    for (int j = j0; j < je; j++) {
+        __m256 pj = _mm256_set1_ps(p[j]);
+        const float *vj = kern_row(v, j) + d0;
+        for (int u = 0; u < 8; u++) acc[u] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(vj + 8 * u, m[u]), acc[u]);
+    }
+    for (int u = 0; u < 8; u++) _mm256_maskstore_ps(out + d0 + 8 * u, m[u], acc[u]);
+}
+
+/* attention_avx2 for a block of nb queries sharing one KV head, key tile by key tile (ATT_KT), so
+ * each tile comes from memory once for the block instead of once per query (a verify of R rows at
+ * GQA group g read the KV g·R times). Each query's scores, softmax and value sums are attention_avx2's
+ * operations in its order, so its bits are the same as alone (test_fwd_kernels). */
+SM_INL256 void block_avx2(float *const *out, const float *const *q, const int *n, int nb, const kern_rows *k, int dk,
+                          const kern_rows *v, int dv, float scale, float *scores, long lds) {
+    int nmax = 0, pf = nb <= ATT_PF_EVERY_LINE_MAX ? 64 : 128;
+    for (int i = 0; i < nb; i++) nmax = n[i] > nmax ? n[i] : nmax;
+    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
+        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
+        prefetch_rows256(k, dk, j1, j2, pf);
+        for (int i = 0; i < nb; i++) {
+            int j = j0, je = n[i] < j1 ? n[i] : j1;
+            for (; j + 4 <= je; j += 4) dots256(scores + i * lds, q[i], k, dk, j, 4, scale);
+            for (; j < je; j++) dots256(scores + i * lds, q[i], k, dk, j, 1, scale);
+        }
+    }
+    for (int i = 0; i < nb; i++) softmax256(scores + i * lds, n[i]);
+    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
+        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
+        prefetch_rows256(v, dv, j1, j2, pf);
+        for (int i = 0; i < nb; i++) {
+            int je = n[i] < j1 ? n[i] : j1;
+            if (je <= j0) continue;
+            for (int d0 = 0; d0 < dv; d0 += 64) wsum256_part(out[i], v, dv, d0, j0, je, scores + i * lds);
+        }
+    }
+}
+
+SM_TGT256 static void attention_group_avx2(float *const *out, const float *const *q, const int *n, int nq,
+                                           const kern_rows *k, int dk, const kern_rows *v, int dv, float scale,
+                                           float *scores, long lds) {
+    for (int b0 = 0; b0 < nq; b0 += ATT_QB)
+        block_avx2(out + b0, q + b0, n + b0, nq - b0 < ATT_QB ? nq - b0 : ATT_QB, k, dk, v, dv, scale, scores, lds);
 }
 
 #endif /* __x86_64__ */
@@ -438,6 +506,10 @@ void kern_attention_group_rows(float *const *out, const float *const *q, const i
 #if defined(__x86_64__)
     if (cpu_isa() >= KERN_ISA_AVX512) {
         attention_group_avx512(out, q, n, nq, k, dk, v, dv, scale, scores, lds);
+        return;
+    }
+    if (cpu_isa() == KERN_ISA_AVX2) {
+        attention_group_avx2(out, q, n, nq, k, dk, v, dv, scale, scores, lds);
         return;
     }
 #endif
