@@ -15,7 +15,8 @@
 #      inline sequence tables / pipelined downloads / async uploads / PDL of the sequence kernels
 #      (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM, _RMS_BATCH, _GDN_L2, _SEQ_INLINE, _DL_PIPE, _UP_ASYNC,
 #      _SEQ_PDL) off ≡ on, bit for bit;
-#   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4.
+#   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
+#      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off).
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -106,7 +107,8 @@ check launch_machinery_bit_identical machinery_equal
 
 # 6. the many-row GEMM (cuda_gemm.cu) changes no bit: a 100-token prefill's logits (and the MTP head's)
 #    with every matmul on the stream-K kernels (MTPLX_CUDA_GEMM=0), the default (the GEMM from 48 rows),
-#    and the GEMM for every call (MTPLX_CUDA_GEMM_MIN=1), on the embedded model in bf16 and converted to q4
+#    and the GEMM for every call (MTPLX_CUDA_GEMM_MIN=1), on the embedded model in bf16 and converted to q4;
+#    and with the GEMM off, stream-K launches of 16 rows instead of 32 (MTPLX_CUDA_SK_ROWS=16)
 gemm_equal() {
     local T=$(seq -s, 11 37 3674) q4=/tmp/gpu-q4 m mode
     rm -rf $q4; build/mtplx convert --q-bits 4 --out $q4 --quiet || return 1
@@ -115,7 +117,9 @@ gemm_equal() {
             MTPLX_CUDA_GEMM=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g0.safetensors > /dev/null || return 1
             build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g1.safetensors > /dev/null || return 1
             MTPLX_CUDA_GEMM_MIN=1 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g2.safetensors > /dev/null || return 1
-            cmp /tmp/gpu-g0.safetensors /tmp/gpu-g1.safetensors && cmp /tmp/gpu-g0.safetensors /tmp/gpu-g2.safetensors ||
+            MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_ROWS=16 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g3.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-g0.safetensors /tmp/gpu-g1.safetensors && cmp /tmp/gpu-g0.safetensors /tmp/gpu-g2.safetensors &&
+                cmp /tmp/gpu-g0.safetensors /tmp/gpu-g3.safetensors ||
                 { echo "$m logits [$mode] differ"; return 1; }
             echo "$m logits [$mode]: stream-K == GEMM"
         done

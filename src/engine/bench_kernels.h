@@ -11,7 +11,7 @@
 #include "../model/model.h"
 #include "sampler.h"
 
-#define BENCH_MAX_ROWS 16
+#define BENCH_MAX_ROWS 32
 #define BENCH_MATMUL_MAX_ROWS 256 /* --matmul: many-row calls too (the CUDA GEMM, prefill chunks of 128) */
 #define BENCH_MAX_DRAFT_MODELS 8
 

@@ -41,6 +41,8 @@ typedef struct {
     int sk_u;       /* MTPLX_CUDA_SK_U=2|4|8: q spans per batch; 0: per format */
     int sk_bu;      /* MTPLX_CUDA_SK_BU=2|4|8: bf16 K blocks per batch; 0: 8 */
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
+    int sk_rows;    /* MTPLX_CUDA_SK_ROWS=16: bf16 stream-K launches of at most 16 activation rows (a comparison
+                     * knob; default SK_ROWS = 32; same bits either way) */
     int sk_minu;    /* MTPLX_CUDA_SK_MINU=N: fewer stream-K warps for a weight of under N units (K spans /
                        blocks of a 16-row tile) per warp; 0: 2 batches' worth (2·U) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:

@@ -1,4 +1,4 @@
-/* cuda_mma.cu — tensor-core matmul for decode and verify (R = 1..16 rows per pass) on bf16 weights and
+/* cuda_mma.cu — tensor-core matmul for decode and verify (R = 1..16 rows per pass; the stream-K kernels 1..32 for bf16) on bf16 weights and
  * MLX affine q4 / q8 weights, read straight from the checkpoint layout (docs/architecture.md, "The CUDA
  * backend"; bench/cuda.md for the measurements).
  *
@@ -704,8 +704,9 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
         return;
     }
     dim3 grid(tiles, ksplit), blk(MMA_WARPS * 32);
-    for (int r0 = 0; r0 < R; r0 += MMA_ROWS) {
-        int rows = R - r0 < MMA_ROWS ? R - r0 : MMA_ROWS;
+    const int pass = !sk ? MMA_ROWS : w->dtype == DT_BF16 ? cu_set.sk_rows : SK_Q_ROWS; /* a row's bits: the same in any pass */
+    for (int r0 = 0; r0 < R; r0 += pass) {
+        int rows = R - r0 < pass ? R - r0 : pass;
         float *yr = y + (size_t)r0 * ldy;
         if (w->dtype == DT_BF16) {
             const uint16_t *xh = (const uint16_t *)s->x + (size_t)r0 * K, *xl = (const uint16_t *)s->x + (size_t)(R + r0) * K;
@@ -766,7 +767,7 @@ static int sk_runs(be_backend *be, const be_weight *w) {
 }
 
 /* m outputs of one kind and K, all run by the stream-K kernel, from activations already prepared for
- * that kind: grouped launches (cu_sk_*_n), 16 rows at a time; each output bit-identical to mma_run's. */
+ * that kind: grouped launches (cu_sk_*_n), up to SK_ROWS (q: SK_Q_ROWS) rows at a time; each output bit-identical to mma_run's. */
 static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
     mma_scratch *s = &tls_mma;
     const be_weight *w0 = outs[0].w;
@@ -776,8 +777,9 @@ static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
         return;
     }
     cu_sk_out o[MMA_GROUP_MAX];
-    for (int r0 = 0; r0 < R; r0 += MMA_ROWS) {
-        int rows = R - r0 < MMA_ROWS ? R - r0 : MMA_ROWS;
+    const int pass = w0->dtype == DT_BF16 ? cu_set.sk_rows : SK_Q_ROWS;
+    for (int r0 = 0; r0 < R; r0 += pass) {
+        int rows = R - r0 < pass ? R - r0 : pass;
         for (int j = 0; j < m; j++)
             o[j] = (cu_sk_out){outs[j].y + (size_t)r0 * outs[j].ldy, outs[j].ldy, outs[j].w, cu_weight(cu_of(be), outs[j].w)};
         if (w0->dtype == DT_BF16) {

@@ -1,4 +1,4 @@
-/* cuda_mma_sk.cu — the decode / verify matmul (R = 1..16 rows per launch) on tensor cores with a
+/* cuda_mma_sk.cu — the decode / verify matmul (R = 1..32 rows per launch for bf16, 1..16 for q) on tensor cores with a
  * stream-K work split, for MLX affine q4 / q8 weights (K % 128 == 0, 16-bit scales) and bf16 weights
  * (K % 32 == 0). Activations are prepared by cuda_mma.cu (int8 per group with d and d·Σa, or the bf16
  * hi / lo split); the numerics are those of cuda_mma.cu's kernels (its header comment), only the work
@@ -39,12 +39,15 @@ extern "C" {
 
 #define SK_WARPS 4    /* warps per block */
 #define SK_Q_BLOCKS 4 /* resident blocks per multiprocessor the q kernels are compiled for (<= 128 registers),
-                       * so that the 9..16-row instance fits the grid sized for the 1..8-row one */
+                       * so that the 9..16-row instance fits the grid sized for the 1..8-row one. No 17..32-row
+                       * q instance: at 2 blocks / SM (its 32 accumulators spill at 4) it was 12-17% slower than
+                       * two 16-row passes on the 27B shape in q4 (bench/cuda.md, session 9) */
+#define SK_SLOT (16 * SK_ROWS) /* floats of one partial: 16 weight rows x up to SK_ROWS activation rows */
 
 /* Per-thread device scratch (see cuda_mma.cu's mma_scratch for why per thread): partials and tile
  * counters (zero between calls: the last warp of a tile resets its counter). */
 typedef struct {
-    float *ws;     /* [tiles + warps][16][16] partials: column (activation row) major */
+    float *ws;     /* [tiles + warps][SK_SLOT] partials: column (activation row) major */
     size_t ws_cap; /* floats */
     unsigned *cnt; /* [tiles] */
     size_t cnt_cap;
@@ -63,7 +66,7 @@ typedef struct {
     int ldy, N, f16, blocks; /* f16: q scales and biases are f16 (else bf16) */
     const void *W;           /* bf16 values [N][K], or packed q words */
     const uint2 *sbt;        /* q: cu_wdev.sbt */
-    float *ws;               /* this job's partials, [T + blocks·SK_WARPS][16][16] */
+    float *ws;               /* this job's partials, [T + blocks·SK_WARPS][SK_SLOT] */
     unsigned *cnt;           /* this job's tile counters, [T] */
 } sk_job;
 
@@ -119,7 +122,7 @@ __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N
             }
         return;
     }
-    float *p = ws + (size_t)(tile + w) * 256;
+    float *p = ws + (size_t)(tile + w) * SK_SLOT;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -137,8 +140,8 @@ __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N
     for (int e = lane; e < 16 * R; e += 32) {
         int i = e & 15, col = e >> 4;
         if (n0 + i >= N) continue;
-        float v = __ldcg(ws + (size_t)(tile + wf) * 256 + e);
-        for (int ww = wf + 1; ww <= wl; ww++) v += __ldcg(ws + (size_t)(tile + ww) * 256 + e);
+        float v = __ldcg(ws + (size_t)(tile + wf) * SK_SLOT + e);
+        for (int ww = wf + 1; ww <= wl; ww++) v += __ldcg(ws + (size_t)(tile + ww) * SK_SLOT + e);
         y[(size_t)col * ldy + n0 + i] = v;
     }
     if (lane == 0) cnt[tile] = 0;
@@ -376,8 +379,8 @@ int cu_sm_count(void) {
 }
 
 /* Blocks of the launch: the blocks the GPU holds at once (occ: resident blocks per multiprocessor of
- * the kernel's 1..8-row instance; the 9..16-row one, with U / 2 spans per batch, may hold fewer and
- * then runs in more than one wave), fewer when the weight has under 2·U units per warp
+ * the kernel's 1..8-row instance; the 9..16- and bf16's 17..32-row ones, with U / 2 and U / 4 spans per
+ * batch, may hold fewer and then run in more than one wave), fewer when the weight has under 2·U units per warp
  * ($MTPLX_CUDA_SK_MINU: under that many; a sweep knob). A function of the shape and the GPU only. */
 static int sk_grid(int occ, long long units, int U) {
     long long blocks = (long long)cu_sm_count() * knob_or(cu_set.sk_bps, occ);
@@ -399,7 +402,7 @@ static void sk_scratch_for(sk_jobs *js) {
     size_t ws = 0, cnt = 0;
     for (int i = 0; i < js->n; i++) {
         size_t T = (size_t)(js->j[i].N + 15) / 16;
-        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * 256, cnt += T;
+        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * SK_SLOT, cnt += T;
     }
     sk_scratch *s = &tls_sk;
     sk_grow((void **)&s->ws, &s->ws_cap, ws * sizeof(float));
@@ -408,7 +411,7 @@ static void sk_scratch_for(sk_jobs *js) {
     for (int i = 0; i < js->n; i++) {
         size_t T = (size_t)(js->j[i].N + 15) / 16;
         js->j[i].ws = s->ws + ws, js->j[i].cnt = s->cnt + cnt;
-        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * 256, cnt += T;
+        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * SK_SLOT, cnt += T;
     }
 }
 
@@ -450,11 +453,10 @@ static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    if (R <= 8)
-        cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa, (const float2 *)xdb, R);
-    else
-        cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0, js, K, (const uint4 *)xa,
-                  (const float2 *)xdb, R);
+    const uint4 *a = (const uint4 *)xa;
+    const float2 *d = (const float2 *)xdb;
+    if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    else cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
     CU_LAUNCHED("matmul sk q");
 }
 
@@ -511,7 +513,8 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
     if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
-    else cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    else if (R <= 16) cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    else cu_launch(k_sk_bf16<4, (U > 3 ? U / 4 : 1)>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
 }
 
