@@ -105,12 +105,12 @@ static int mma_on(void) {
 /* matmul in every checkpoint format against the fp32 reference of the same stored weight (quantized
  * weights on the tensor-core path: against the CPU's int8-activation product, and within int8
  * rounding of the fp32 one), and every row of an R-row call bit-identical to the row computed alone
- * (R = 1..20, rows in another order). N x K: a few tiles, each split among several warps (K = 384),
+ * (R = 1..36, rows in another order). N x K: a few tiles, each split among several warps (K = 384),
  * or one tile's K among many (K = 5120, N = 40: the stream-K partials of cuda_mma_sk.cu), or fewer
  * units than warps (N = 12, K = 256), or a partial last tile with each warp's range crossing tiles
  * (N = 520, K = 2048). */
 static void matmul_check(be_backend *be, int N, int K) {
-    enum { RMAX = 20 };
+    enum { RMAX = 36 }; /* the stream-K kernel's 1..8-, 9..16- and 17..32-row instances, and two passes */
     const fmt fmts[] = {{DT_F32, 0, 0, 0},       {DT_BF16, 0, 0, 0},      {DT_F16, 0, 0, 0},
                         {DT_U32, 8, 64, 0},      {DT_U32, 4, 32, 0},      {DT_U32, 4, 128, 0},
                         {DT_U32, 8, 128, 0},     {DT_U32, 4, 64, 0},      {DT_U32, 8, 32, 0},
@@ -256,9 +256,9 @@ TEST(test_gemm_bit_identical_to_stream_k) {
 
 /* matmul_n over weights of one format and mixed heights (a GDN in-projection's mix: two wide, two
  * of a few rows; cuda_mma_sk.cu runs them as one grouped launch) equals one matmul call per weight bit
- * for bit, for R = 1..20 rows; and two calls' outputs do not depend on each other. */
+ * for bit, for R = 1..36 rows; and two calls' outputs do not depend on each other. */
 static void matmul_n_check(be_backend *be, fmt f) {
-    enum { NW = 4, RMAX = 20, K = 512 };
+    enum { NW = 4, RMAX = 36, K = 512 }; /* stream-K passes of 32 rows: 1, then 2 from 33 */
     const int rows[NW] = {300, 136, 12, 12};
     be_weight w[NW];
     void *store[NW];
@@ -309,39 +309,110 @@ TEST(test_matmul_n_equals_matmul_per_weight) {
 
 /* Gated attention: a 6-row prefill equals 6 single-row decodes bit for bit, and matches the CPU
  * backend's result within fp32 rounding. */
-TEST(test_attention_prefill_equals_decode_and_cpu) {
-    be_backend *be = cuda_new(), *cpu = NULL;
-    if (!be) SKIP("%s", g_why);
+/* Plain causal attention of R rows from position 0 in double precision (no norms, no RoPE: the
+ * args' q_norm / k_norm NULL and rotary_dim 0), gated: the reference for long contexts. */
+static void attn_naive(float *out, const float *big, int R, int bw, int qs, int k_off, int v_off, int nH, int nKV,
+                       int Dh, float scale) {
+    double *p = malloc(sizeof(double) * R);
+    REQUIRE(p);
+    for (int t = 0; t < R; t++)
+        for (int h = 0; h < nH; h++) {
+            const float *q = big + (size_t)t * bw + (size_t)h * qs;
+            int kvh = h / (nH / nKV);
+            double m = -1e300, l = 0;
+            for (int j = 0; j <= t; j++) {
+                const float *k = big + (size_t)j * bw + k_off + (size_t)kvh * Dh;
+                double d = 0;
+                for (int i = 0; i < Dh; i++) d += (double)q[i] * k[i];
+                p[j] = d * scale;
+                if (p[j] > m) m = p[j];
+            }
+            for (int j = 0; j <= t; j++) l += (p[j] = exp(p[j] - m));
+            for (int i = 0; i < Dh; i++) {
+                double o = 0;
+                for (int j = 0; j <= t; j++) o += p[j] * big[(size_t)j * bw + v_off + (size_t)kvh * Dh + i];
+                out[((size_t)t * nH + h) * Dh + i] = (float)(o / l / (1.0 + exp(-(double)q[Dh + i])));
+            }
+        }
+    free(p);
+}
+
+/* CPU attention over 700 positions in 45 pages against attn_naive: within 1e-4. */
+TEST(test_attention_long_cpu_matches_naive) {
+    be_backend *cpu = NULL;
     mtplx_err err = {0};
     REQUIRE(be_create("cpu", &cpu, &err) == 0);
-    enum { R = 6, nH = 4, nKV = 2, Dh = 64, CAP = 8 };
+    enum { R = 700, CAP = 720, PS = 16, nH = 4, nKV = 2, Dh = 64 };
     int qs = 2 * Dh, kvw = nKV * Dh, k_off = nH * qs, v_off = k_off + kvw, att_off = v_off + kvw, bw = att_off + nH * Dh;
-    float inv_freq[Dh / 4], qn[Dh], kn[Dh];
-    for (int i = 0; i < Dh / 4; i++) inv_freq[i] = powf(10000.f, -2.0f * i / (Dh / 2));
-    fill(qn, Dh), fill(kn, Dh);
+    float *big = malloc(sizeof(float) * R * bw), *ref = malloc(sizeof(float) * R * nH * Dh);
+    float *k = calloc((size_t)nKV * CAP * Dh, 4), *v = calloc((size_t)nKV * CAP * Dh, 4);
+    float *sc = malloc(4 * cpu->ops->attn_scratch_floats(cpu, CAP, 1));
+    int32_t pages[CAP / PS];
+    REQUIRE(big && ref && k && v && sc);
+    for (int i = 0; i < CAP / PS; i++) pages[i] = CAP / PS - 1 - i;
+    fill(big, (size_t)R * bw);
+    float inv_freq[1] = {1.0f};
+    attn_naive(ref, big, R, bw, qs, k_off, v_off, nH, nKV, Dh, 0.125f);
+    be_attn_args a = {big, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, 0, 1, inv_freq, 1.0f, NULL, NULL, 1e-6f, 0.125f};
+    be_seq_kv kv = {k, v, pages, CAP / PS, PS};
+    cpu->ops->attention(cpu, &a, &kv, 0, R, sc);
+    double worst = 0;
+    for (int t = 0; t < R; t++)
+        for (int i = 0; i < nH * Dh; i++) {
+            double d = fabs((double)big[(size_t)t * bw + att_off + i] - ref[(size_t)t * nH * Dh + i]);
+            if (d > worst) worst = d;
+        }
+    CHECK_MSG(worst < 1e-4, "CPU attention over 700 positions: worst |CPU - naive| %.3g", worst);
+    free(big), free(ref), free(k), free(v), free(sc);
+    be_free(cpu);
+}
+
+/* Attention of R rows from position 0 over a paged cache of CAP positions in pages of PS (the page
+ * table in reverse pool order): the GPU within 1e-4 of the CPU backend, and each row decoded alone
+ * bit-identical to its row of the R-row prefill, which writes the same KV. */
+static void attn_check(be_backend *be, be_backend *cpu, int R, int CAP, int PS, int plain) {
+    enum { nH = 4, nKV = 2, Dh = 64 };
+    int qs = 2 * Dh, kvw = nKV * Dh, k_off = nH * qs, v_off = k_off + kvw, att_off = v_off + kvw, bw = att_off + nH * Dh;
+    int npages = CAP / PS;
+    /* static, filled once: a device backend keeps its copies of these keyed by address */
+    static float inv_freq[Dh / 4], qn[Dh], kn[Dh];
+    if (!inv_freq[0]) {
+        for (int i = 0; i < Dh / 4; i++) inv_freq[i] = powf(10000.f, -2.0f * i / (Dh / 2));
+        fill(qn, Dh), fill(kn, Dh);
+    }
     size_t kvn = (size_t)nKV * CAP * Dh, sn = cpu->ops->attn_scratch_floats(cpu, CAP, Dh / 2);
     float *proj = malloc(sizeof(float) * R * bw), *cbig = malloc(sizeof(float) * R * bw);
     float *gall = malloc(sizeof(float) * R * bw), *grow = malloc(sizeof(float) * bw);
     float *ck = calloc(kvn, 4), *cv = calloc(kvn, 4), *sc = malloc(4 * sn);
-    REQUIRE(proj && cbig && gall && grow && ck && cv && sc);
+    int32_t *pages = malloc(sizeof(int32_t) * npages);
+    REQUIRE(proj && cbig && gall && grow && ck && cv && sc && pages);
+    for (int i = 0; i < npages; i++) pages[i] = npages - 1 - i;
     fill(proj, (size_t)R * bw);
     be_attn_args a = {cbig, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, 1, inv_freq, 1.0f, qn, kn, 1e-6f,
                       0.125f};
     memcpy(cbig, proj, sizeof(float) * R * bw);
-    const int32_t pages[2] = {1, 0}; /* two pages of 4 positions, in reverse pool order */
-    be_seq_kv ckv = {ck, cv, pages, 2, CAP / 2};
-    cpu->ops->attention(cpu, &a, &ckv, 0, R, sc);
+    be_seq_kv ckv = {ck, cv, pages, npages, PS};
+    if (plain) { /* no norms, no RoPE: the reference is attn_naive, written where the CPU would write */
+        a.rotary_dim = 0, a.q_norm = a.k_norm = NULL;
+        float *ref = malloc(sizeof(float) * R * nH * Dh);
+        REQUIRE(ref);
+        attn_naive(ref, proj, R, bw, qs, k_off, v_off, nH, nKV, Dh, a.scale);
+        for (int t = 0; t < R; t++) memcpy(cbig + (size_t)t * bw + att_off, ref + (size_t)t * nH * Dh, sizeof(float) * nH * Dh);
+        free(ref);
+    } else {
+        cpu->ops->attention(cpu, &a, &ckv, 0, R, sc);
+    }
     be_buf *bb, *bk1, *bv1, *bk2, *bv2;
     float *dbig = dev_floats(be, proj, (size_t)R * bw, &bb);
     float *k1 = dev_floats(be, NULL, kvn, &bk1), *v1 = dev_floats(be, NULL, kvn, &bv1);
     float *k2 = dev_floats(be, NULL, kvn, &bk2), *v2 = dev_floats(be, NULL, kvn, &bv2);
     REQUIRE(dbig && k1 && v1 && k2 && v2);
-    /* positions 6, 7 are never written: zero them in both caches (device memory is not zeroed) */
+    /* positions past R are never written: zero them in both caches (device memory is not zeroed) */
     be->ops->fill_zero(be, k1, 4 * kvn), be->ops->fill_zero(be, v1, 4 * kvn);
     be->ops->fill_zero(be, k2, 4 * kvn), be->ops->fill_zero(be, v2, 4 * kvn);
     be_attn_args g = a;
     g.big = dbig;
-    be_seq_kv kv1 = {k1, v1, pages, 2, CAP / 2}, kv2 = {k2, v2, pages, 2, CAP / 2};
+    be_seq_kv kv1 = {k1, v1, pages, npages, PS}, kv2 = {k2, v2, pages, npages, PS};
     be->ops->attention(be, &g, &kv1, 0, R, NULL);
     be->ops->download(be, gall, dbig, sizeof(float) * R * bw);
     double worst = 0;
@@ -350,21 +421,36 @@ TEST(test_attention_prefill_equals_decode_and_cpu) {
             double d = fabs((double)gall[(size_t)t * bw + att_off + i] - cbig[(size_t)t * bw + att_off + i]);
             if (d > worst) worst = d;
         }
-    CHECK_MSG(worst < 1e-4, "attention: worst |GPU - CPU| %.3g", worst);
+    CHECK_MSG(worst < 1e-4, "attention R=%d%s: worst |GPU - %s| %.3g", R, plain ? " (plain)" : "", plain ? "naive" : "CPU",
+              worst);
+    int bad = -1;
     for (int t = 0; t < R; t++) {
         be->ops->upload(be, dbig, proj + (size_t)t * bw, sizeof(float) * bw);
         be->ops->attention(be, &g, &kv2, t, 1, NULL);
         be->ops->download(be, grow, dbig, sizeof(float) * bw);
-        CHECK_MSG(memcmp(grow + att_off, gall + (size_t)t * bw + att_off, sizeof(float) * nH * Dh) == 0,
-                  "attention row %d: prefill and decode differ", t);
+        if (bad < 0 && memcmp(grow + att_off, gall + (size_t)t * bw + att_off, sizeof(float) * nH * Dh)) bad = t;
     }
+    CHECK_MSG(bad < 0, "attention R=%d row %d: prefill and decode differ", R, bad);
     float *h1 = malloc(4 * kvn), *h2 = malloc(4 * kvn);
     REQUIRE(h1 && h2);
     be->ops->download(be, h1, k1, 4 * kvn), be->ops->download(be, h2, k2, 4 * kvn);
     CHECK(memcmp(h1, h2, 4 * kvn) == 0);
     be->ops->buf_free(be, bb), be->ops->buf_free(be, bk1), be->ops->buf_free(be, bv1);
     be->ops->buf_free(be, bk2), be->ops->buf_free(be, bv2);
-    free(proj), free(cbig), free(gall), free(grow), free(ck), free(cv), free(sc), free(h1), free(h2);
+    free(proj), free(cbig), free(gall), free(grow), free(ck), free(cv), free(sc), free(h1), free(h2), free(pages);
+}
+
+TEST(test_attention_prefill_equals_decode_and_cpu) {
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    attn_check(be, cpu, 6, 8, 4, 0); /* one chunk of keys */
+    for (int plain = 1; plain >= 0; plain--) {
+        attn_check(be, cpu, 250, 256, 16, plain); /* one chunk, 16 pages */
+        attn_check(be, cpu, 300, 320, 16, plain); /* two chunks of 256 keys (cuda_seq.cu's ATT_CHUNK), merged */
+        attn_check(be, cpu, 700, 720, 16, plain); /* three */
+    }
     be_free(cpu);
     be_free(be);
 }
@@ -1076,6 +1162,7 @@ int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_matmul_n_equals_matmul_per_weight);
     RUN(test_gemm_bit_identical_to_stream_k);
+    RUN(test_attention_long_cpu_matches_naive);
     RUN(test_attention_prefill_equals_decode_and_cpu);
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
     RUN(test_seq_ops_cpu_equal_per_sequence_calls);

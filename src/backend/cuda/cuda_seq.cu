@@ -6,9 +6,10 @@
  * k + ((page · heads + h) · page_size + p % page_size) · width. The contiguous be_seq_kv of today is
  * the one-page case (page 0, page_size = capacity), so the kernels are already the paged ones.
  *
- * Row invariance (DESIGN.md §3): one block per (row, head) attends over its keys with a fixed
- * assignment of keys to warps (key j to warp j mod 4, online softmax) and a fixed merge, so a query's
- * bits depend only on its keys; the delta rule runs a head's rows in order in one block; the state
+ * Row invariance (DESIGN.md §3): a query's keys are cut into chunks of ATT_CHUNK positions, one block
+ * per (row, head, chunk), each with a fixed assignment of the chunk's keys to warps (key j to warp
+ * j mod 4, online softmax) and a fixed merge of the warps, then of the chunks in order; the cut depends
+ * only on the query's own key count, so its bits depend only on its keys (never on the rows beside it); the delta rule runs a head's rows in order in one block; the state
  * update is one function shared by the step and the replay, so the replay is bit-identical. */
 #include "cuda_internal.cuh"
 
@@ -25,6 +26,10 @@ static inline void seq_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t
 
 #define ATT_WARPS 4
 #define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
+#define ATT_CHUNK 256 /* keys per attention block: a query over n keys is ceil(n / ATT_CHUNK) blocks, merged
+                       * by k_attn_merge (a warp walks its keys as a dependent chain, so one block per
+                       * query left long contexts latency-bound: 0.65 ms a layer at 3,000 keys) */
+#define ATT_PART_BUDGET ((size_t)64 << 20) /* floats of chunk partials one launch may write (256 MB) */
 
 /* A sequence's KV cache of one layer as the kernels address it. */
 typedef struct {
@@ -114,14 +119,27 @@ typedef struct {
     float *big;
     int ldb, q_off, q_stride, att_off, group, Dk, Dv, gated, pos0;
     float scale;
+    float *part; /* chunk partials (m, l, o[Dv]) of queries over more than ATT_CHUNK keys: slot
+                  * ((z · rows + t - t0) · heads + h) · S + chunk, z the sequence of a batched call */
+    int S, t0, rows, heads; /* chunks a query may have in this call, first row, rows of the slots, query heads */
 } attn_core_args;
 
-/* Block (t, h): query head h of row t attends to positions 0..pos0+t of KV head h / group; the
- * output (× sigmoid(gate) when gated, the gate following the Dk query floats) goes to att_off. */
-__device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h) {
+/* Chunk partial slot of row t (t0 <= t < t0 + rows), head h, chunk c of sequence z. */
+__device__ __forceinline__ float *attn_part_slot(const attn_core_args &a, int z, int t, int h, int c) {
+    return a.part + ((((size_t)z * a.rows + (t - a.t0)) * a.heads + h) * a.S + c) * (size_t)(a.Dv + 2);
+}
+
+/* Block (t, h, c): query head h of row t attends to chunk c of positions 0..pos0+t of KV head h / group.
+ * A query of one chunk writes its output (× sigmoid(gate) when gated, the gate following the Dk query
+ * floats) to att_off; otherwise the chunk's (max, sum, unnormalized o) go to its partial slot
+ * (sequence z) for k_attn_merge. */
+__device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h, int c, int z) {
     extern __shared__ float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, n = a.pos0 + t + 1;
+    int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, nk = a.pos0 + t + 1;
+    int chunks = (nk + ATT_CHUNK - 1) / ATT_CHUNK;
+    if (c >= chunks) return;
+    int j0 = c * ATT_CHUNK, n = min(nk, j0 + ATT_CHUNK); /* this block's keys: j0 .. n-1 */
     float *row = a.big + (size_t)t * a.ldb;
     const float *qg = row + a.q_off + (size_t)h * a.q_stride;
     float *q = sm, *part = sm + Dk;
@@ -143,8 +161,8 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
                 vv[i] = dd < Dv ? vr[dd] : 0.f;
             }
         };
-        if (w < n) load(w, kc, vc);
-        for (int j = w; j < n; j += ATT_WARPS) {
+        if (j0 + w < n) load(j0 + w, kc, vc);
+        for (int j = j0 + w; j < n; j += ATT_WARPS) {
             if (j + ATT_WARPS < n) load(j + ATT_WARPS, kn, vn);
             float d = 0.f;
 #pragma unroll
@@ -165,7 +183,7 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
             for (int i = 0; i < ATT_MAXO; i++) kc[i] = kn[i], vc[i] = vn[i];
         }
     } else
-    for (int j = w; j < n; j += ATT_WARPS) {
+    for (int j = j0 + w; j < n; j += ATT_WARPS) {
         const float *kr = kv.k + kv_slot(kv, kvh, j, Dk);
         float d = 0.f;
         for (int i = lane; i < Dk; i += 32) d = fmaf(q[i], kr[i], d);
@@ -197,12 +215,17 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
         const float *px = part + (size_t)x * (Dv + 2);
         L += px[1] * expf(px[0] - M);
     }
-    float *out = row + a.att_off + (size_t)h * Dv;
+    float *out = row + a.att_off + (size_t)h * Dv, *slot = chunks > 1 ? attn_part_slot(a, z, t, h, c) : NULL;
+    if (slot && threadIdx.x == 0) slot[0] = M, slot[1] = L;
     for (int dd = threadIdx.x; dd < Dv; dd += blockDim.x) {
         float acc = 0.f;
         for (int x = 0; x < ATT_WARPS; x++) {
             const float *px = part + (size_t)x * (Dv + 2);
             acc += px[2 + dd] * expf(px[0] - M);
+        }
+        if (slot) {
+            slot[2 + dd] = acc;
+            continue;
         }
         float r = acc / L;
         if (a.gated) r *= cu_sigmoid(qg[Dk + dd]);
@@ -210,16 +233,81 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
     }
 }
 
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
-    CU_PDL_ENTRY();
-    attn_core_body(a, kv, blockIdx.x, blockIdx.y);
+/* Block (t, h) of a query over more than one chunk: its chunks' partials merged in chunk order (the
+ * same formula as the warps' merge above), normalized, gated, written to att_off. */
+__device__ __forceinline__ void attn_merge_body(const attn_core_args &a, int t, int h, int z) {
+    int nk = a.pos0 + t + 1, chunks = (nk + ATT_CHUNK - 1) / ATT_CHUNK, Dv = a.Dv;
+    if (chunks <= 1) return;
+    const float *p0 = attn_part_slot(a, z, t, h, 0);
+    const size_t st = (size_t)(Dv + 2);
+    float M = -INFINITY, L = 0.f;
+    for (int c = 0; c < chunks; c++) M = fmaxf(M, p0[c * st]);
+    for (int c = 0; c < chunks; c++) L += p0[c * st + 1] * expf(p0[c * st] - M);
+    float *row = a.big + (size_t)t * a.ldb, *out = row + a.att_off + (size_t)h * Dv;
+    const float *qg = row + a.q_off + (size_t)h * a.q_stride;
+    for (int dd = threadIdx.x; dd < Dv; dd += blockDim.x) {
+        float acc = 0.f;
+        for (int c = 0; c < chunks; c++) acc += p0[c * st + 2 + dd] * expf(p0[c * st] - M);
+        float r = acc / L;
+        if (a.gated) r *= cu_sigmoid(qg[a.Dk + dd]);
+        out[dd] = r;
+    }
 }
 
-static void attn_core(const attn_core_args &a, const kv_view &kv, int R, int nH) {
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
+    CU_PDL_ENTRY();
+    attn_core_body(a, kv, a.t0 + blockIdx.x, blockIdx.y, blockIdx.z, 0);
+}
+
+__global__ void k_attn_merge(attn_core_args a) {
+    CU_PDL_ENTRY();
+    attn_merge_body(a, a.t0 + blockIdx.x, blockIdx.y, 0);
+}
+
+/* Per-thread device buffer for the chunk partials (grown as needed; contents lost when it grows). */
+static float *attn_part_buf(size_t floats) {
+    static thread_local float *buf = NULL;
+    static thread_local size_t cap = 0;
+    if (floats > cap) {
+        size_t nc = floats < ((size_t)1 << 18) ? ((size_t)1 << 18) : floats + floats / 2;
+        cu_graph_break();
+        CU_CHECK(cudaFree(buf), "attention partials"); /* synchronizes: no kernel still uses it */
+        buf = NULL;
+        CU_CHECK(cudaMalloc((void **)&buf, nc * sizeof(float)), "attention partials");
+        cap = nc;
+    }
+    return buf;
+}
+
+/* Chunks a query may have in a call whose longest query sees max_keys keys, and rows per launch so that
+ * nseq sequences' partials of that many rows fit ATT_PART_BUDGET; *part gets the buffer (NULL when no
+ * query has more than one chunk). */
+static int attn_split(int max_keys, int maxR, int nseq, int nH, int Dv, float **part, int *group) {
+    int S = (max_keys + ATT_CHUNK - 1) / ATT_CHUNK;
+    *part = NULL, *group = maxR;
+    if (S <= 1) return 1;
+    size_t per_row = (size_t)nseq * nH * S * (Dv + 2);
+    size_t g = ATT_PART_BUDGET / per_row;
+    *group = g < 1 ? 1 : g < (size_t)maxR ? (int)g : maxR;
+    *part = attn_part_buf(per_row * (size_t)*group);
+    return S;
+}
+
+static void attn_core(attn_core_args a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
-    seq_launch(k_attn_core, dim3(R, nH), ATT_WARPS * 32, smem, a, kv);
-    CU_LAUNCHED("attention");
+    int group;
+    a.S = attn_split(a.pos0 + R, R, 1, nH, a.Dv, &a.part, &group);
+    a.rows = group, a.heads = nH;
+    for (a.t0 = 0; a.t0 < R; a.t0 += group) {
+        int rows = R - a.t0 < group ? R - a.t0 : group;
+        seq_launch(k_attn_core, dim3(rows, nH, a.S), ATT_WARPS * 32, smem, a, kv);
+        CU_LAUNCHED("attention");
+        if (a.S > 1) {
+            seq_launch(k_attn_merge, dim3(rows, nH), 128, 0, a);
+            CU_LAUNCHED("attention merge");
+        }
+    }
 }
 
 void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
@@ -236,7 +324,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
     seq_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
-                        pos0, a->scale};
+                        pos0, a->scale, NULL, 1, 0, R, a->n_heads};
     attn_core(q, v, R, a->n_heads);
 }
 
@@ -690,16 +778,51 @@ __global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const __grid_co
     attn_prep_body(a, seq_view(base, q, tab), blockIdx.x, blockIdx.y);
 }
 
-/* Block (t, h, i): k_attn_core's block (t, h) for sequence i. */
+/* Block (t, h, i · S + c): k_attn_core's block (t, h, c) for sequence i. */
 __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn_core_seqs(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
     const int32_t *tab = seq_tab_of(inl, dtab);
-    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
-    if ((int)blockIdx.x >= q.R) return;
+    const int i = blockIdx.z / a.S, t = a.t0 + blockIdx.x;
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[i];
+    if (t >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
     a.pos0 = q.pos0;
-    attn_core_body(a, seq_view(base, q, tab), blockIdx.x, blockIdx.y);
+    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, i);
+}
+
+/* Block (t, h, i): k_attn_merge's block (t, h) for sequence i. */
+__global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
+    const int t = a.t0 + blockIdx.x;
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
+    if (t >= q.R) return;
+    a.big += (size_t)q.r0 * a.ldb;
+    a.pos0 = q.pos0;
+    attn_merge_body(a, t, blockIdx.y, blockIdx.z);
+}
+
+/* The attention of an attention_seqs / mla_seqs call (q: its arguments; nH query heads; maxR: the most
+ * rows of a sequence): every sequence's queries in chunks of keys, then the merges, in groups of rows
+ * whose partials fit ATT_PART_BUDGET. */
+static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab &inl, const int32_t *tab,
+                           const be_attn_seq *seqs, int n, int maxR, int nH) {
+    size_t smem = sizeof(float) * ((size_t)q.Dk + ATT_WARPS * (size_t)(q.Dv + 2));
+    int max_keys = 0, group;
+    for (int i = 0; i < n; i++)
+        if (seqs[i].R > 0 && seqs[i].pos0 + seqs[i].R > max_keys) max_keys = seqs[i].pos0 + seqs[i].R;
+    q.S = attn_split(max_keys, maxR, n, nH, q.Dv, &q.part, &group);
+    q.rows = group, q.heads = nH;
+    for (q.t0 = 0; q.t0 < maxR; q.t0 += group) {
+        int rows = maxR - q.t0 < group ? maxR - q.t0 : group;
+        seq_launch(k_attn_core_seqs, dim3(rows, nH, n * q.S), ATT_WARPS * 32, smem, q, base, inl, tab);
+        CU_LAUNCHED("attention");
+        if (q.S > 1) {
+            seq_launch(k_attn_merge_seqs, dim3(rows, nH, n), 128, 0, q, inl, tab);
+            CU_LAUNCHED("attention merge");
+        }
+    }
 }
 
 void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch) {
@@ -724,9 +847,7 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
-    size_t smem = sizeof(float) * ((size_t)Dh + ATT_WARPS * (size_t)(Dh + 2));
-    seq_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
-    CU_LAUNCHED("attention");
+    attn_core_seqs(q, base, inl, tab, seqs, n, maxR, a->n_heads);
 }
 
 /* Block (t, i): k_mla_prep's block t for sequence i. */
@@ -761,9 +882,7 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
     seq_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, inl, tab);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
-    size_t smem = sizeof(float) * ((size_t)Dk + ATT_WARPS * (size_t)(a->v_dim + 2));
-    seq_launch(k_attn_core_seqs, dim3(maxR, a->n_heads, n), ATT_WARPS * 32, smem, q, base, inl, tab);
-    CU_LAUNCHED("attention");
+    attn_core_seqs(q, base, inl, tab, seqs, n, maxR, a->n_heads);
 }
 
 /* A sequence of a gdn_seqs call as the kernels read it (staged). */
