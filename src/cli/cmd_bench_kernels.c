@@ -118,16 +118,18 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
     }
     code = 0;
     int threads = tpool_threads(tpool_global());
+    /* on a GPU (--device cuda) the device names the kernel */
+    const char *isa = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_isa_name(cpu_isa());
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"model\": \"%s\", \"context\": %d, \"steps\": %d, "
-               "\"draft_cost_ms\": {", cpu_isa_name(cpu_isa()), threads, dir, context, steps);
+               "\"draft_cost_ms\": {", isa, threads, dir, context, steps);
         for (int k = 0; k < n; k++)
             printf("%s\"%s\": {\"layer\": %.4f, \"head\": %.4f, \"sample\": %.4f, \"step\": %.4f}", k ? ", " : "",
                    specs[k], res[k].layer_s * 1e3, res[k].head_s * 1e3, res[k].sample_s * 1e3, res[k].step_s * 1e3);
         printf("}}\n");
     } else {
         printf("kernel %s, %d threads; %s: one draft step, median ms over %d steps (T %g, top_p %g, top_k %d)\n",
-               cpu_isa_name(cpu_isa()), threads, dir, steps, sp.temperature, sp.top_p, sp.top_k);
+               isa, threads, dir, steps, sp.temperature, sp.top_p, sp.top_k);
         printf("%-12s %8s %8s %8s %8s\n", "draft", "layer", "head", "sample", "step");
         for (int k = 0; k < n; k++)
             printf("%-12s %8.4f %8.4f %8.4f %8.4f\n", specs[k], res[k].layer_s * 1e3, res[k].head_s * 1e3,
