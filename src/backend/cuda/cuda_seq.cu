@@ -120,11 +120,12 @@ typedef struct {
     int ldb, q_off, q_stride, att_off, group, Dk, Dv, gated, pos0;
     float scale;
     float *part; /* chunk partials (m, l, o[Dv]) of queries over more than ATT_CHUNK keys: slot
-                  * ((z · rows + t - t0) · heads + h) · S + chunk, z the sequence of a batched call */
+                  * ((z · rows + t - t0) · heads + h) · S + chunk, z the sequence's index in the launch */
     int S, t0, rows, heads; /* chunks a query may have in this call, first row, rows of the slots, query heads */
+    int z0;                 /* a batched launch's first sequence (its table index) */
 } attn_core_args;
 
-/* Chunk partial slot of row t (t0 <= t < t0 + rows), head h, chunk c of sequence z. */
+/* Chunk partial slot of row t (t0 <= t < t0 + rows), head h, chunk c of the launch's sequence z. */
 __device__ __forceinline__ float *attn_part_slot(const attn_core_args &a, int z, int t, int h, int c) {
     return a.part + ((((size_t)z * a.rows + (t - a.t0)) * a.heads + h) * a.S + c) * (size_t)(a.Dv + 2);
 }
@@ -279,26 +280,32 @@ static float *attn_part_buf(size_t floats) {
     return buf;
 }
 
-/* Chunks a query may have in a call whose longest query sees max_keys keys, and rows per launch so that
- * nseq sequences' partials of that many rows fit ATT_PART_BUDGET; *part gets the buffer (NULL when no
- * query has more than one chunk). */
-static int attn_split(int max_keys, int maxR, int nseq, int nH, int Dv, float **part, int *group) {
+/* The launches of a call whose longest query sees max_keys keys (nseq sequences of at most maxR rows,
+ * nH query heads): returns S, the chunks a query may have; *seqs sequences and *group rows per launch,
+ * so that a launch's grid has at most 65,535 (sequence, chunk) pairs and its partials fit
+ * ATT_PART_BUDGET; *part gets the buffer (NULL when no query has more than one chunk). */
+static int attn_split(int max_keys, int maxR, int nseq, int nH, int Dv, float **part, int *seqs, int *group) {
     int S = (max_keys + ATT_CHUNK - 1) / ATT_CHUNK;
-    *part = NULL, *group = maxR;
+    *part = NULL, *seqs = nseq, *group = maxR;
     if (S <= 1) return 1;
-    size_t per_row = (size_t)nseq * nH * S * (Dv + 2);
-    size_t g = ATT_PART_BUDGET / per_row;
+    size_t per = (size_t)nH * S * (Dv + 2); /* floats of one row of one sequence */
+    size_t ns = (size_t)nseq, by_grid = 65535 / (size_t)S, by_mem = ATT_PART_BUDGET / per;
+    if (ns > by_grid) ns = by_grid;
+    if (ns > by_mem) ns = by_mem;
+    if (ns < 1) ns = 1;
+    size_t g = ATT_PART_BUDGET / (per * ns);
+    *seqs = (int)ns;
     *group = g < 1 ? 1 : g < (size_t)maxR ? (int)g : maxR;
-    *part = attn_part_buf(per_row * (size_t)*group);
+    *part = attn_part_buf(per * ns * (size_t)*group);
     return S;
 }
 
 static void attn_core(attn_core_args a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
     size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
-    int group;
-    a.S = attn_split(a.pos0 + R, R, 1, nH, a.Dv, &a.part, &group);
-    a.rows = group, a.heads = nH;
+    int group, ns;
+    a.S = attn_split(a.pos0 + R, R, 1, nH, a.Dv, &a.part, &ns, &group);
+    a.rows = group, a.heads = nH, a.z0 = 0;
     for (a.t0 = 0; a.t0 < R; a.t0 += group) {
         int rows = R - a.t0 < group ? R - a.t0 : group;
         seq_launch(k_attn_core, dim3(rows, nH, a.S), ATT_WARPS * 32, smem, a, kv);
@@ -324,7 +331,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
     seq_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
-                        pos0, a->scale, NULL, 1, 0, R, a->n_heads};
+                        pos0, a->scale, NULL, 1, 0, R, a->n_heads, 0};
     attn_core(q, v, R, a->n_heads);
 }
 
@@ -783,12 +790,12 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn_core_seqs(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
     const int32_t *tab = seq_tab_of(inl, dtab);
-    const int i = blockIdx.z / a.S, t = a.t0 + blockIdx.x;
-    cu_attn_seq q = ((const cu_attn_seq *)tab)[i];
+    const int z = blockIdx.z / a.S, t = a.t0 + blockIdx.x;
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + z];
     if (t >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
     a.pos0 = q.pos0;
-    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, i);
+    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z);
 }
 
 /* Block (t, h, i): k_attn_merge's block (t, h) for sequence i. */
@@ -796,7 +803,7 @@ __global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_
     CU_PDL_ENTRY();
     const int32_t *tab = seq_tab_of(inl, dtab);
     const int t = a.t0 + blockIdx.x;
-    cu_attn_seq q = ((const cu_attn_seq *)tab)[blockIdx.z];
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + blockIdx.z];
     if (t >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
     a.pos0 = q.pos0;
@@ -804,23 +811,26 @@ __global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_
 }
 
 /* The attention of an attention_seqs / mla_seqs call (q: its arguments; nH query heads; maxR: the most
- * rows of a sequence): every sequence's queries in chunks of keys, then the merges, in groups of rows
- * whose partials fit ATT_PART_BUDGET. */
+ * rows of a sequence): every sequence's queries in chunks of keys, then the merges, in launches of
+ * attn_split's sequences and rows. */
 static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab &inl, const int32_t *tab,
                            const be_attn_seq *seqs, int n, int maxR, int nH) {
     size_t smem = sizeof(float) * ((size_t)q.Dk + ATT_WARPS * (size_t)(q.Dv + 2));
-    int max_keys = 0, group;
+    int max_keys = 0, group, ns;
     for (int i = 0; i < n; i++)
         if (seqs[i].R > 0 && seqs[i].pos0 + seqs[i].R > max_keys) max_keys = seqs[i].pos0 + seqs[i].R;
-    q.S = attn_split(max_keys, maxR, n, nH, q.Dv, &q.part, &group);
+    q.S = attn_split(max_keys, maxR, n, nH, q.Dv, &q.part, &ns, &group);
     q.rows = group, q.heads = nH;
-    for (q.t0 = 0; q.t0 < maxR; q.t0 += group) {
-        int rows = maxR - q.t0 < group ? maxR - q.t0 : group;
-        seq_launch(k_attn_core_seqs, dim3(rows, nH, n * q.S), ATT_WARPS * 32, smem, q, base, inl, tab);
-        CU_LAUNCHED("attention");
-        if (q.S > 1) {
-            seq_launch(k_attn_merge_seqs, dim3(rows, nH, n), 128, 0, q, inl, tab);
-            CU_LAUNCHED("attention merge");
+    for (q.z0 = 0; q.z0 < n; q.z0 += ns) {
+        int nz = n - q.z0 < ns ? n - q.z0 : ns;
+        for (q.t0 = 0; q.t0 < maxR; q.t0 += group) {
+            int rows = maxR - q.t0 < group ? maxR - q.t0 : group;
+            seq_launch(k_attn_core_seqs, dim3(rows, nH, nz * q.S), ATT_WARPS * 32, smem, q, base, inl, tab);
+            CU_LAUNCHED("attention");
+            if (q.S > 1) {
+                seq_launch(k_attn_merge_seqs, dim3(rows, nH, nz), 128, 0, q, inl, tab);
+                CU_LAUNCHED("attention merge");
+            }
         }
     }
 }
