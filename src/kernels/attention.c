@@ -512,6 +512,11 @@ void kern_attention_group_rows(float *const *out, const float *const *q, const i
         attention_group_avx2(out, q, n, nq, k, dk, v, dv, scale, scores, lds);
         return;
     }
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(cpu_isa())) {
+        attention_group_neon(out, q, n, nq, k, dk, v, dv, scale, scores, lds);
+        return;
+    }
 #endif
     for (int i = 0; i < nq; i++) kern_attention_rows(out[i], q[i], k, dk, v, dv, n[i], scale, scores + (i % 4) * lds);
 }

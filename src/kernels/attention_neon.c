@@ -5,7 +5,8 @@
  * sm_hsum4 and scaled; softmax takes the exact max, then exp and the sum in 4 lanes whose layout
  * depends on n alone, one 1/sum; the value sum keeps one accumulator per output dim over the keys in
  * order. A query's output depends only on its own keys. Keys and values are read through the page
- * table (kern_rows, attention.h) in key order, as on x86. */
+ * table (kern_rows, attention.h) in key order, as on x86. A group of queries over one KV head
+ * (attention_group_neon) shares each key tile, with every query's arithmetic unchanged. */
 #if defined(__aarch64__)
 #include <math.h>
 
@@ -84,6 +85,39 @@ static void wsum4(float *out, const kern_rows *v, int dv, int d0, int n, const f
     }
 }
 
+/* wsum4 over keys [j0, je) only, continuing the partial sums in out (from zero when j0 == 0): per output
+ * element the same fused multiply-adds in the same key order as wsum4. */
+static void wsum4_part(float *out, const kern_rows *v, int dv, int d0, int j0, int je, const float *p) {
+    float32x4_t acc[8];
+    int left = dv - d0;
+    for (int u = 0; u < 8 && 4 * u < left; u++) {
+        int m = left - 4 * u;
+        acc[u] = j0 == 0 ? vdupq_n_f32(0.f) : m >= 4 ? vld1q_f32(out + d0 + 4 * u) : sm_load4_part(out + d0 + 4 * u, m);
+    }
+    if (left >= 32) {
+        for (int j = j0; j < je; j++) {
+            const float *vj = kern_row(v, j) + d0;
+            const float pj = p[j];
+            for (int u = 0; u < 8; u++) acc[u] = vfmaq_n_f32(acc[u], vld1q_f32(vj + 4 * u), pj);
+        }
+        for (int u = 0; u < 8; u++) vst1q_f32(out + d0 + 4 * u, acc[u]);
+        return;
+    }
+    for (int j = j0; j < je; j++) {
+        const float *vj = kern_row(v, j) + d0;
+        const float pj = p[j];
+        for (int u = 0; u < 8 && 4 * u < left; u++) {
+            int m = left - 4 * u;
+            acc[u] = vfmaq_n_f32(acc[u], m >= 4 ? vld1q_f32(vj + 4 * u) : sm_load4_part(vj + 4 * u, m), pj);
+        }
+    }
+    for (int u = 0; u < 8 && 4 * u < left; u++) {
+        int m = left - 4 * u;
+        if (m >= 4) vst1q_f32(out + d0 + 4 * u, acc[u]);
+        else sm_store4_part(out + d0 + 4 * u, acc[u], m);
+    }
+}
+
 void attention_neon(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
                     int n, float scale, float *scores) {
     int j = 0;
@@ -91,5 +125,42 @@ void attention_neon(float *out, const float *q, const kern_rows *k, int dk, cons
     for (; j < n; j++) dots4(scores, q, k, dk, j, 1, scale);
     softmax4(scores, n);
     for (int d0 = 0; d0 < dv; d0 += 32) wsum4(out, v, dv, d0, n, scores);
+}
+
+#define ATT_NEON_KT 64 /* keys per tile of a block */
+
+/* attention_neon for a block of nb <= KERN_ATT_GROUP_ROWS queries sharing one KV head, key tile by key
+ * tile, so each tile comes from memory once for the block instead of once per query (a verify of R rows
+ * at GQA group g read the KV g·R times). Each query's dots, softmax and value sums are attention_neon's
+ * operations in its order (dots4 groups keys by 4 from the query's first key, and a tile is a multiple
+ * of 4 keys), so its bits are the same as alone (test_fwd_kernels' group-vs-single check). */
+static void block_neon(float *const *out, const float *const *q, const int *n, int nb, const kern_rows *k, int dk,
+                       const kern_rows *v, int dv, float scale, float *scores, long lds) {
+    int nmax = 0;
+    for (int i = 0; i < nb; i++) nmax = n[i] > nmax ? n[i] : nmax;
+    for (int j0 = 0; j0 < nmax; j0 += ATT_NEON_KT) {
+        int j1 = nmax - j0 < ATT_NEON_KT ? nmax : j0 + ATT_NEON_KT;
+        for (int i = 0; i < nb; i++) {
+            int j = j0, je = n[i] < j1 ? n[i] : j1;
+            for (; j + 4 <= je; j += 4) dots4(scores + i * lds, q[i], k, dk, j, 4, scale);
+            for (; j < je; j++) dots4(scores + i * lds, q[i], k, dk, j, 1, scale);
+        }
+    }
+    for (int i = 0; i < nb; i++) softmax4(scores + i * lds, n[i]);
+    for (int j0 = 0; j0 < nmax; j0 += ATT_NEON_KT) {
+        int j1 = nmax - j0 < ATT_NEON_KT ? nmax : j0 + ATT_NEON_KT;
+        for (int i = 0; i < nb; i++) {
+            int je = n[i] < j1 ? n[i] : j1;
+            if (je <= j0) continue;
+            for (int d0 = 0; d0 < dv; d0 += 32) wsum4_part(out[i], v, dv, d0, j0, je, scores + i * lds);
+        }
+    }
+}
+
+void attention_group_neon(float *const *out, const float *const *q, const int *n, int nq, const kern_rows *k, int dk,
+                          const kern_rows *v, int dv, float scale, float *scores, long lds) {
+    for (int b0 = 0; b0 < nq; b0 += KERN_ATT_GROUP_ROWS)
+        block_neon(out + b0, q + b0, n + b0, nq - b0 < KERN_ATT_GROUP_ROWS ? nq - b0 : KERN_ATT_GROUP_ROWS, k, dk, v,
+                   dv, scale, scores, lds);
 }
 #endif /* __aarch64__ */

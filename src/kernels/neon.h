@@ -26,6 +26,9 @@ void gdn_replay_neon(float *S_dst, const float *S_src, const float *k, const flo
 /* attention_neon.c: kern_attention_rows's contract (attention.h): paged key / value rows. */
 void attention_neon(float *out, const float *q, const kern_rows *k, int dk, const kern_rows *v, int dv,
                     int n, float scale, float *scores);
+/* attention_neon.c: kern_attention_group_rows's contract (attention.h) for NEON CPUs. */
+void attention_group_neon(float *const *out, const float *const *q, const int *n, int nq, const kern_rows *k, int dk,
+                          const kern_rows *v, int dv, float scale, float *scores, long lds);
 #endif
 
 #endif
