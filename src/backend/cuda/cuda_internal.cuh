@@ -180,8 +180,8 @@ void cu_prep_clobber(const float *y, int ldy, int R, int N);
 
 #define SK_ROWS 32   /* activation rows per bf16 stream-K launch (four mma N tiles of 8) */
 #define SK_Q_ROWS 16 /* ... per q4 / q8 launch (cuda_mma_sk.cu says why) */
-/* cuda_mma_sk.cu: the stream-K tensor-core matmul (its header comment). R <= SK_ROWS (q: SK_Q_ROWS); activations prepared
- * by cuda_mma.cu (q: int8 [R][K] and (d, d·Σa) [R][G]; bf16: hi and lo [R][K]). $MTPLX_CUDA_SK=0: off. */
+/* cuda_mma_sk.cu: the stream-K tensor-core matmul (its header comment). R <= SK_ROWS (q: SK_Q_ROWS);
+ * activations prepared by cuda_mma.cu (q: int8 [R][K] and (d, d·Σa) [R][G]; bf16: hi and lo [R][K]). $MTPLX_CUDA_SK=0: off. */
 int cu_sk_enabled(void);
 int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv);
 void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R);

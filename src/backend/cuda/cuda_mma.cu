@@ -1,6 +1,6 @@
-/* cuda_mma.cu — tensor-core matmul for decode and verify (R = 1..16 rows per pass; the stream-K kernels 1..32 for bf16) on bf16 weights and
- * MLX affine q4 / q8 weights, read straight from the checkpoint layout (docs/architecture.md, "The CUDA
- * backend"; bench/cuda.md for the measurements).
+/* cuda_mma.cu — tensor-core matmul for decode and verify (R = 1..16 rows per pass; the stream-K
+ * kernels take 1..32 for bf16) on bf16 weights and MLX affine q4 / q8 weights, read straight from the
+ * checkpoint layout (docs/architecture.md, "The CUDA backend"; bench/cuda.md for the measurements).
  *
  * The kernels below are the fallback: by default the matmul itself runs in cuda_mma_sk.cu (stream-K
  * split, same arithmetic; calls of 48 rows or more in cuda_gemm.cu, same bits) and this file prepares
@@ -704,7 +704,8 @@ static void mma_run(be_backend *be, float *y, int ldy, int R, const be_weight *w
         return;
     }
     dim3 grid(tiles, ksplit), blk(MMA_WARPS * 32);
-    const int pass = !sk ? MMA_ROWS : w->dtype == DT_BF16 ? cu_set.sk_rows : SK_Q_ROWS; /* a row's bits: the same in any pass */
+    /* rows a launch takes (a row's bits are the same in any pass) */
+    const int pass = !sk ? MMA_ROWS : w->dtype == DT_BF16 ? cu_set.sk_rows : SK_Q_ROWS;
     for (int r0 = 0; r0 < R; r0 += pass) {
         int rows = R - r0 < pass ? R - r0 : pass;
         float *yr = y + (size_t)r0 * ldy;
@@ -767,7 +768,8 @@ static int sk_runs(be_backend *be, const be_weight *w) {
 }
 
 /* m outputs of one kind and K, all run by the stream-K kernel, from activations already prepared for
- * that kind: grouped launches (cu_sk_*_n), up to SK_ROWS (q: SK_Q_ROWS) rows at a time; each output bit-identical to mma_run's. */
+ * that kind: grouped launches (cu_sk_*_n), up to SK_ROWS (q: SK_Q_ROWS) rows at a time; each output
+ * bit-identical to mma_run's. */
 static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
     mma_scratch *s = &tls_mma;
     const be_weight *w0 = outs[0].w;

@@ -1,6 +1,6 @@
-/* cuda_mma_sk.cu — the decode / verify matmul (R = 1..32 rows per launch for bf16, 1..16 for q) on tensor cores with a
- * stream-K work split, for MLX affine q4 / q8 weights (K % 128 == 0, 16-bit scales) and bf16 weights
- * (K % 32 == 0). Activations are prepared by cuda_mma.cu (int8 per group with d and d·Σa, or the bf16
+/* cuda_mma_sk.cu — the decode / verify matmul (R = 1..32 rows per launch for bf16, 1..16 for q) on
+ * tensor cores with a stream-K work split, for MLX affine q4 / q8 weights (K % 128 == 0, 16-bit
+ * scales) and bf16 weights (K % 32 == 0). Activations are prepared by cuda_mma.cu (int8 per group with d and d·Σa, or the bf16
  * hi / lo split); the numerics are those of cuda_mma.cu's kernels (its header comment), only the work
  * split and the memory access pattern differ (bench/cuda.md has the measurements).
  *

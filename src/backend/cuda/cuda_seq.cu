@@ -9,8 +9,9 @@
  * Row invariance (DESIGN.md §3): a query's keys are cut into chunks of ATT_CHUNK positions, one block
  * per (row, head, chunk), each with a fixed assignment of the chunk's keys to warps (key j to warp
  * j mod 4, online softmax) and a fixed merge of the warps, then of the chunks in order; the cut depends
- * only on the query's own key count, so its bits depend only on its keys (never on the rows beside it); the delta rule runs a head's rows in order in one block; the state
- * update is one function shared by the step and the replay, so the replay is bit-identical. */
+ * only on the query's own key count, so its bits depend only on its keys (never on the rows beside
+ * it); the delta rule runs a head's rows in order in one block; the state update is one function
+ * shared by the step and the replay, so the replay is bit-identical. */
 #include "cuda_internal.cuh"
 
 #include <math.h>
