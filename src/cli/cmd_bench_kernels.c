@@ -38,7 +38,9 @@ static void usage(FILE *f) {
             "                  reported as a fraction of the median of those reads\n"
             "  --verify-cost   median time of an R-row decode-position forward (all rows' logits) / median\n"
             "                  1-row time, R = 1..--rows (default 8), --reps (default 9) interleaved rounds\n"
-            "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s\n"
+            "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s;\n"
+            "                  --logits-top K (1..64): each row's K best logits only, as a top_k = K verify\n"
+            "                  asks for them (a GPU then downloads 2K+2 words a row, not the vocabulary)\n"
             "  --prefill N     seconds and tokens/s to prefill N random tokens: the best of --reps\n"
             "                  (default 4 here) prefills, the first of which also faults the weights in\n"
             "  --draft-cost    one MTP draft step (layer, draft LM head, sampling q) per draft format, median\n"
@@ -250,7 +252,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     cpu_settings cpu;
     cpu_settings_from_env(&cpu);
     cpu_settings_apply(&cpu);
-    int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0, reps_set = 0;
+    int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0, reps_set = 0, logits_top = 0;
     int dcost = 0, steps = 600, chain = 3, daccept = 0, depth = 3, n_prompts = 4, plen = 256, gen = 0;
     const char *dquants = "none,q8,q4";
     gen_params gp;
@@ -277,6 +279,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--rows")) rows = atoi(v), i++;
         else if (!strcmp(a, "--reps")) reps = atoi(v), reps_set = 1, i++;
         else if (!strcmp(a, "--context")) context = atoi(v), i++;
+        else if (!strcmp(a, "--logits-top")) logits_top = atoi(v), i++;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--chain")) chain = atoi(v), i++;
         else if (!strcmp(a, "--draft-quants")) dquants = v, i++;
@@ -300,6 +303,8 @@ int cmd_bench_kernels(int argc, char **argv) {
     if (rows < 1 || rows > BENCH_MAX_ROWS || reps < 1 || context < 1 || membw_mb < 1 || prefill < 0)
         return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
                          BENCH_MAX_ROWS), 2;
+    if (logits_top < 0 || logits_top > BE_TOP_MAX || (logits_top && !verify))
+        return cli_error("bench", "--logits-top: 1..%d, with --verify-cost", BE_TOP_MAX), 2;
     if (mm_format) return matmul_bench(mm_format, mm_n, mm_k, mm_count, rows, reps, seed, json);
     if (!dir) dir = cli_default_model();
     if (dcost || daccept) {
@@ -340,7 +345,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         if (err.code || bench_weight_bytes(dir, c->tie_word_embeddings,
                                               c->n_experts > 0 ? (double)c->n_experts_per_tok / c->n_experts : 1.0,
                                               &wbytes, &allbytes, &err) ||
-            (verify && bench_verify_cost(m, rows, context, reps, seed, bwbuf, bw_bytes, &vc, &err)) ||
+            (verify && bench_verify_cost(m, rows, context, reps, logits_top, seed, bwbuf, bw_bytes, &vc, &err)) ||
             (prefill && bench_prefill_seconds(m, prefill, reps_set ? reps : 4, seed, &pre_s, &err))) {
             cli_error("bench", "%s", err.msg);
             free(bwbuf);
@@ -366,8 +371,8 @@ int cmd_bench_kernels(int argc, char **argv) {
             for (int R = 1; R <= rows; R++) printf("%s\"%d\": %.4f", R > 1 ? ", " : "", R, vc.ratio[R]);
             printf("}, \"forward_ms\": {");
             for (int R = 1; R <= rows; R++) printf("%s\"%d\": %.3f", R > 1 ? ", " : "", R, vc.median_s[R] * 1e3);
-            printf("}, \"reps\": %d, \"context\": %d, \"ar_decode_tok_s\": %.3f, \"ar_decode_gbs\": %.2f", reps, context,
-                   1.0 / vc.median_s[1], dec_gbs);
+            printf("}, \"reps\": %d, \"context\": %d, \"logits_top\": %d, \"ar_decode_tok_s\": %.3f, "
+                   "\"ar_decode_gbs\": %.2f", reps, context, logits_top, 1.0 / vc.median_s[1], dec_gbs);
             if (membw)
                 printf(", \"membw_interleaved_gbs\": %.2f, \"ar_decode_fraction_of_membw\": %.3f", vc.membw_gbs,
                        dec_gbs / vc.membw_gbs);
@@ -385,6 +390,7 @@ int cmd_bench_kernels(int argc, char **argv) {
                    bw.gbs_one, bw.gbs_all, bw.threads);
         if (verify) {
             printf("%s: %.3f GB of weights read per decoded token\n", dir, wbytes / 1e9);
+            if (logits_top) printf("logits: each row's %d best only (--logits-top)\n", logits_top);
             for (int R = 1; R <= rows; R++)
                 printf("  %2d-row forward: %8.2f ms  (%.3fx 1-row)\n", R, vc.median_s[R] * 1e3, vc.ratio[R]);
             printf("AR decode: %.2f tok/s = %.1f GB/s of weights", 1.0 / vc.median_s[1], dec_gbs);

@@ -65,10 +65,12 @@ static uint64_t next_rand(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, const float *bw,
-                      size_t bw_bytes, bench_verify *out, mtplx_err *err) {
-    if (max_rows < 1 || max_rows > BENCH_MAX_ROWS || reps < 1 || context < 1)
-        return err_set(err, MTPLX_EINVAL, "verify-cost: rows 1..%d, reps >= 1, context >= 1", BENCH_MAX_ROWS);
+int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, int logits_top, uint64_t seed,
+                      const float *bw, size_t bw_bytes, bench_verify *out, mtplx_err *err) {
+    if (max_rows < 1 || max_rows > BENCH_MAX_ROWS || reps < 1 || context < 1 || logits_top < 0 ||
+        logits_top > BE_TOP_MAX)
+        return err_set(err, MTPLX_EINVAL, "verify-cost: rows 1..%d, reps >= 1, context >= 1, logits top 0..%d",
+                       BENCH_MAX_ROWS, BE_TOP_MAX);
     const model_config *c = model_config_of(m);
     int cap = context + (reps + 2) * max_rows + 8; /* a warm-up round, reps rounds, the last forward */
     model_state *s = NULL;
@@ -94,7 +96,7 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
                 times[(size_t)(max_rows + 1) * reps + rep] = bw_bytes / (clock_now() - t0) / 1e9;
             }
             for (int i = 0; i < R; i++) tok[i] = (int32_t)(next_rand(&seed) % (uint64_t)c->vocab_size);
-            fwd_request req = {.logits = logits, .logits_from = 0, .capture = 1};
+            fwd_request req = {.logits = logits, .logits_from = 0, .capture = 1, .logits_top = logits_top};
             double t0 = clock_now();
             rc = model_forward(m, s, tok, R, &req, err);
             double dt = clock_now() - t0;
@@ -105,7 +107,7 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
         }
     }
     memset(out, 0, sizeof *out);
-    out->max_rows = max_rows, out->reps = reps, out->context = context;
+    out->max_rows = max_rows, out->reps = reps, out->context = context, out->logits_top = logits_top;
     for (int R = 1; R <= max_rows; R++) {
         qsort(times + (size_t)R * reps, (size_t)reps, sizeof(double), cmp_double);
         double *t = times + (size_t)R * reps;

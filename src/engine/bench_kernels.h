@@ -29,6 +29,7 @@ typedef struct {
     int max_rows;                        /* R = 1..max_rows measured */
     int reps;                            /* timed forwards per R (interleaved over R) */
     int context;                         /* positions in the state before the first timed forward */
+    int logits_top;                      /* 0: every row's whole logits; k: each row's k best (fwd_request) */
     double median_s[BENCH_MAX_ROWS + 1]; /* median seconds of an R-row forward, logits for every row */
     double ratio[BENCH_MAX_ROWS + 1];    /* median_s[R] / median_s[1] */
     double membw_gbs;                    /* with a bandwidth buffer: median GB/s of one all-thread read
@@ -36,12 +37,13 @@ typedef struct {
 } bench_verify;
 
 /* Prefill `context` random tokens, then `reps` rounds of: for R = 1..max_rows, one capturing R-row
- * forward (all rows' logits, like a verify) followed by model_state_commit(1), so the position
+ * forward (all rows' logits, like a verify; logits_top k in 1..BE_TOP_MAX: each row's k best only, as a
+ * top_k = k verify asks a device backend for them) followed by model_state_commit(1), so the position
  * advances by one per forward as in decoding. With bw (bw_bytes of touched memory, may be NULL) each
  * round also reads it once on all pool threads, so the bandwidth is measured in the same rounds as
  * the forwards (this VM's bandwidth drifts by ±20 % over seconds). Returns 0 or an error. */
-int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, uint64_t seed, const float *bw,
-                      size_t bw_bytes, bench_verify *out, mtplx_err *err);
+int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps, int logits_top, uint64_t seed,
+                      const float *bw, size_t bw_bytes, bench_verify *out, mtplx_err *err);
 
 /* A buffer of `bytes` (2 MiB-aligned, huge-page advised, every page touched) for bandwidth reads;
  * free() it. NULL when out of memory. */

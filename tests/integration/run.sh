@@ -103,6 +103,15 @@ node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])).draft_c
   for (const f of ["none","q4/nopack","q4"]) if (!j[f]||!(j[f].layer>0)||!(j[f].head>0)||!(j[f].step>0)) process.exit(1)' \
     "$tmp/dc" || fail "bench --draft-cost --json"
 echo "bench --draft-cost ok"
+# bench --verify-cost --logits-top (sanitizer build): 1..3-row forwards asking each row's 20 best logits,
+# as a top_k = 20 verify does, reported; out of range or without --verify-cost: a usage error
+"$MA" bench --verify-cost --rows 3 --reps 1 --context 8 --logits-top 20 --json >"$tmp/vt"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (j.logits_top!==20||![1,2,3].every(r=>j.forward_ms[r]>0)) process.exit(1)' "$tmp/vt" ||
+    fail "bench --verify-cost --logits-top 20 --json"
+rc=0; "$M" bench --verify-cost --logits-top 65 >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "logits-top" "$tmp/err" || fail "--logits-top 65: exit $rc, $(cat "$tmp/err")"
+echo "bench --verify-cost --logits-top ok"
 # bench --draft-accept (sanitizer build): one acceptance in (0, 1] per format and draft position;
 # a malformed --draft-quant group size is a usage error
 "$MA" bench --draft-accept --draft-quants none,q4:128 --depth 2 --prompts 1 --prompt-len 16 --generate 8 --json >"$tmp/da"
