@@ -52,6 +52,12 @@ void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sample
     /* a mask moves entries below the top into it: whole rows then */
     c->top = c->con ? 0 : sampler_top_needed(&c->sp_p, c->pen, V);
     c->dtop = c->con ? 0 : sampler_top_needed(&c->sp_q, 0, V);
+    c->tops = c->dtops = NULL;
+}
+
+void cycle_use_lists(cycle_state *c, int32_t *tops, int32_t *dtops) {
+    c->tops = c->top > 0 ? tops : NULL;
+    c->dtops = c->dtop > 0 ? dtops : NULL;
 }
 
 /* ---- structured output (docs/structured-output.md): the only place the constraint is used ---- */
@@ -64,6 +70,15 @@ static int constrain(cycle_state *c, float *logits, mtplx_err *err) {
     for (int j = 0; j < c->V; j++)
         if (!((m[j >> 5] >> (j & 31)) & 1)) logits[j] = -INFINITY;
     return 0;
+}
+
+/* p of verify row i (0-based) of the last verify: from its list or its whole row. */
+static int build_p(cycle_state *c, int i, mtplx_err *err) {
+    if (c->tops)
+        return sampler_build_top(c->smp, c->tops + (size_t)i * (2 * (size_t)c->top + 2), c->top, &c->sp_p, c->pd,
+                                 err);
+    int rc = constrain(c, c->logits + (size_t)i * c->V, err); /* p under the constraint's current state */
+    return rc ? rc : sampler_build(c->smp, c->logits + (size_t)i * c->V, &c->sp_p, c->pen, c->pd, err);
 }
 
 /* Move the constraint past tok (a draft or an emitted token). */
@@ -122,7 +137,6 @@ int cycle_first(cycle_state *c, const float *logits, cycle_rand *r, mtplx_err *e
 
 int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *err) {
     const gen_params *p = c->p;
-    const size_t V = (size_t)c->V;
     gen_stats *st = c->st;
     int32_t seq[GEN_MAX_DEPTH + 1];
     int rc;
@@ -135,9 +149,13 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
         double td = clock_now();
         double conf = 1; /* Π q_i(y_i) of this cycle's drafts (adaptive depth) */
         for (int d = 1; d <= K; d++) {
-            rc = m->draft(m->ctx, d, seq[d - 1], c->dlogits, err);
-            if (!rc) rc = constrain(c, c->dlogits, err); /* q_d is the masked draft law */
-            if (!rc) rc = sampler_build(c->smp, c->dlogits, &c->sp_q, 0, &c->q[d - 1], err);
+            rc = m->draft(m->ctx, d, seq[d - 1], c->dlogits, c->dtops, err);
+            if (!rc && c->dtops) {
+                rc = sampler_build_top(c->smp, c->dtops, c->dtop, &c->sp_q, &c->q[d - 1], err);
+            } else if (!rc) {
+                rc = constrain(c, c->dlogits, err); /* q_d is the masked draft law */
+                if (!rc) rc = sampler_build(c->smp, c->dlogits, &c->sp_q, 0, &c->q[d - 1], err);
+            }
             if (rc) return err_prefix(err, "draft %d", d);
             const sampler_dist *q = &c->q[d - 1];
             int idx = sampler_dist_sample_index(q, r->draw(r, q));
@@ -155,7 +173,7 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     }
     /* verify (AR: decode) */
     double tv = clock_now();
-    rc = m->verify(m->ctx, seq, K + 1, c->logits, err);
+    rc = m->verify(m->ctx, seq, K + 1, c->logits, c->tops, err);
     if (rc) return err_prefix(err, K > 0 ? "verify" : "decode");
     double ts = clock_now();
     st->verify_s += ts - tv;
@@ -164,8 +182,7 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     int a = 0, rejected = 0;
     int32_t next = -1;
     for (int i = 1; i <= K; i++) {
-        rc = constrain(c, c->logits + (size_t)(i - 1) * V, err); /* p_i under the state after y_1..y_{i-1} */
-        if (!rc) rc = sampler_build(c->smp, c->logits + (size_t)(i - 1) * V, &c->sp_p, c->pen, c->pd, err);
+        rc = build_p(c, i - 1, err); /* p_i under the constraint's state after y_1..y_{i-1} */
         if (rc) return rc;
         const int32_t y = seq[i];
         const double p_y = sampler_dist_prob(c->pd, y), q_y = sampler_dist_prob(&c->q[i - 1], y);
@@ -190,8 +207,7 @@ int cycle_step(cycle_state *c, const cycle_model *m, cycle_rand *r, mtplx_err *e
     if (rc) return rc;
     if (!rejected) { /* bonus (AR: the next token) from the last row */
         tc = clock_now();
-        rc = constrain(c, c->logits + (size_t)K * V, err);
-        if (!rc) rc = sampler_build(c->smp, c->logits + (size_t)K * V, &c->sp_p, c->pen, c->pd, err);
+        rc = build_p(c, K, err);
         if (rc) return rc;
         next = draw(r, c->pd);
         st->sample_s += clock_now() - tc;

@@ -23,11 +23,14 @@
 typedef struct {
     void *ctx;
     /* logits[V] of draft position d (1-based); `prev` is the chain's input token: the pending x0 for
-     * d = 1 (a new chain from the last committed position), else the draft y_{d-1}. */
-    int (*draft)(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err);
+     * d = 1 (a new chain from the last committed position), else the draft y_{d-1}. With list != NULL
+     * the row's logits_top list of cycle_state.dtop entries goes there instead (fwd_request.top_out's
+     * layout) and logits is scratch. */
+    int (*draft)(void *ctx, int d, int32_t prev, float *logits, int32_t *list, mtplx_err *err);
     /* One forward over seq[0..n) = [x0, y_1..y_{n-1}] after the committed tokens (the rows stay in
-     * the state until commit). logits[n][V]: row r is the target's next-token logits after seq[r]. */
-    int (*verify)(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err);
+     * the state until commit). logits[n][V]: row r is the target's next-token logits after seq[r];
+     * with lists != NULL each row's list of cycle_state.top entries instead ([n][2·top + 2]). */
+    int (*verify)(void *ctx, const int32_t *seq, int n, float *logits, int32_t *lists, mtplx_err *err);
     /* The cycle goes on: keep the first `keep` (1..n) rows of the last verify of seq[0..n) and drop
      * the rest (keep == n: all drafts were accepted). Not called when the generation ended inside
      * the cycle. */
@@ -82,6 +85,10 @@ typedef struct {
                                   row (fwd_request.logits_top; 0: whole rows) */
     int dtop;                  /* the same for the draft rows (model_lm_head_top): the draft law
                                   q never has penalties, so only a mask needs whole rows */
+    int32_t *tops;             /* NULL, or (cycle_use_lists) [GEN_MAX_DEPTH + 1][2·top + 2]: the verify rows
+                                  come as logits_top lists and p is built from them (sampler_build_top:
+                                  the same law, O(top) instead of O(V) a row) */
+    int32_t *dtops;            /* the same for the draft row: NULL or [2·dtop + 2] */
     int depth_cap;             /* >= 0: this cycle drafts at most this many (the scheduler's load
                                   policy, set by the caller between cycles; 0 = a plain AR step);
                                   -1 = no cap. Only q changes, so the output law does not. */
@@ -93,6 +100,10 @@ typedef struct {
 void cycle_init(cycle_state *c, const gen_params *p, int V, sampler *smp, sampler_dist *pd, sampler_dist *q,
                 sampler_dist *resid, float *logits, float *dlogits, int32_t *toks, gen_token_fn fn, void *user,
                 gen_stats *st);
+
+/* Take the verify and draft rows as logits_top lists where c->top / c->dtop allow (buffers of the
+ * sizes cycle_state.tops / dtops give, caller-owned; NULL keeps whole rows). After cycle_init. */
+void cycle_use_lists(cycle_state *c, int32_t *tops, int32_t *dtops);
 
 /* Emit the first completion token, drawn from the target distribution of the last prompt row's
  * logits[V]. Returns 0 or an error (bad logits). */

@@ -49,6 +49,10 @@ struct gen_session {
     float *hidden;                 /* [GEN_MAX_DEPTH + 1][H] verify post-norm hiddens */
     float *cur_hidden;             /* [H] target hidden at the last committed position */
     float *dlogits;                /* [V] draft logits */
+    int lists;                     /* 1: verify / draft rows as logits_top lists where the sampler allows
+                                      (cycle_use_lists); $MTPLX_SAMPLER_LISTS=0: whole rows (comparison) */
+    int32_t tops[(GEN_MAX_DEPTH + 1) * (2 * MODEL_TOP_MAX + 2)]; /* the verify rows' lists */
+    int32_t dtops[2 * MODEL_TOP_MAX + 2];                       /* the draft row's list */
     float *dh;                     /* [GEN_MAX_DEPTH + 1][H] chained MTP post-norm hiddens */
     float *mtp_out;                /* [MTP_PREFILL_CHUNK][H] MTP outputs of history appends */
     float *hist_h;                 /* [GEN_MAX_DEPTH + 1][H] committed pairs not yet in the MTP history: */
@@ -90,12 +94,16 @@ static int sess_forward(gen_session *s, const int32_t *tok, int T, const fwd_req
 }
 
 /* MTP rows (hidden[T][H], next[T]) into out; with logits, also head(out[lrow]) into logits[V] (with
- * top = k > 0 only its k best exact, model_lm_head_top). */
+ * top = k > 0 only its k best exact, model_lm_head_top), or with list its logits_top list there
+ * (model_lm_head_list; logits is then scratch). */
 static int sess_mtp(gen_session *s, const float *hidden, const int32_t *next, int T, float *out, head_kind head,
-                    int lrow, float *logits, int top, mtplx_err *err) {
-    if (s->exec) return sched_mtp(s->exec, s->mst, hidden, next, T, out, head, lrow, logits, top, err);
+                    int lrow, float *logits, int top, int32_t *list, mtplx_err *err) {
+    if (s->exec) return sched_mtp(s->exec, s->mst, hidden, next, T, out, head, lrow, logits, top, list, err);
     int rc = model_mtp_forward(s->m, s->mst, hidden, next, T, out, err);
-    if (!rc && logits) rc = model_lm_head_top(s->m, head, out + (size_t)lrow * s->H, 1, logits, top, err);
+    const float *h = out + (size_t)lrow * s->H;
+    if (!rc && logits)
+        rc = list ? model_lm_head_list(s->m, head, h, 1, logits, top, list, err)
+                  : model_lm_head_top(s->m, head, h, 1, logits, top, err);
     return rc;
 }
 
@@ -210,6 +218,8 @@ int gen_session_new(const mtplx_model *m, gen_session **out, mtplx_err *err) {
     s->V = cfg->vocab_size;
     s->H = cfg->hidden_size;
     s->has_mtp = model_has_mtp(m);
+    const char *ls = getenv("MTPLX_SAMPLER_LISTS");
+    s->lists = !(ls && !strcmp(ls, "0"));
     const size_t V = (size_t)s->V, H = (size_t)s->H, R = GEN_MAX_DEPTH + 1;
     int rc = sampler_new(s->V, &s->smp, err);
     if (!rc) rc = sampler_dist_init(&s->p, s->V, err);
@@ -352,7 +362,7 @@ static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err) {
 static int mtp_append(gen_session *s, const float *hidden, const int32_t *next, int n, mtplx_err *err) {
     for (int r = 0; r < n; r += MTP_PREFILL_CHUNK) {
         int c = n - r < MTP_PREFILL_CHUNK ? n - r : MTP_PREFILL_CHUNK;
-        int rc = sess_mtp(s, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, HEAD_TARGET, 0, NULL, 0, err);
+        int rc = sess_mtp(s, hidden + (size_t)r * s->H, next + r, c, s->mtp_out, HEAD_TARGET, 0, NULL, 0, NULL, err);
         if (rc) return rc;
     }
     return 0;
@@ -525,7 +535,7 @@ typedef struct {
     int dtop;          /* the draft rows' model_lm_head_top k (cycle_state.dtop) */
 } model_driver;
 
-static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
+static int drv_draft(void *ctx, int d, int32_t prev, float *logits, int32_t *list, mtplx_err *err) {
     model_driver *v = ctx;
     gen_session *s = v->s;
     const size_t H = (size_t)s->H;
@@ -538,18 +548,19 @@ static int drv_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *e
         s->hist_t[v->n_hist] = prev;
         v->O = mtp_state_len(s->mst) + v->n_hist; /* the row of the real pair (hidden, x0) */
         v->drafted = 1;
-        rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, v->dtop, err);
+        rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, v->dtop, list,
+                      err);
         memcpy(hout, s->mtp_out + (size_t)v->n_hist * H, H * sizeof(float));
         v->n_hist = 0;
     } else
-        rc = sess_mtp(s, v->h, &prev, 1, hout, v->dhead, 0, logits, v->dtop, err);
+        rc = sess_mtp(s, v->h, &prev, 1, hout, v->dhead, 0, logits, v->dtop, list, err);
     v->h = hout;
     return rc;
 }
 
-static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err) {
+static int drv_verify(void *ctx, const int32_t *seq, int n, float *logits, int32_t *lists, mtplx_err *err) {
     model_driver *v = ctx;
-    fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1, v->top};
+    fwd_request vr = {logits, 0, v->depth > 0 ? v->s->hidden : NULL, n > 1, v->top, lists};
     memcpy(v->vseq, seq, sizeof *seq * (size_t)n);
     v->vn = n;
     v->uncommitted = 1;
@@ -575,7 +586,7 @@ static int hist_keep_ar(model_driver *v, const int32_t *seq, mtplx_err *err) {
     const size_t H = (size_t)s->H;
     double th = clock_now();
     if (v->n_hist == GEN_MAX_DEPTH) { /* draft step 1 needs room for n_hist + 1 rows */
-        int rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist, s->mtp_out, HEAD_TARGET, 0, NULL, 0, err);
+        int rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist, s->mtp_out, HEAD_TARGET, 0, NULL, 0, NULL, err);
         if (rc) return err_prefix(err, "MTP history");
         v->n_hist = 0;
     }
@@ -760,6 +771,7 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
     /* ---- decode: the first token from the prefill logits, then cycles (cycle.c) ---- */
     cycle_state c;
     cycle_init(&c, p, V, s->smp, &s->p, s->q, &s->resid, s->logits, s->dlogits, s->toks, on_tokens, user, &st);
+    if (s->lists) cycle_use_lists(&c, s->tops, s->dtops);
     cycle_rand_rng rr;
     cycle_rand_rng_init(&rr, st.seed);
     model_driver drv = {.s = s, .depth = depth, .dhead = p->draft_full_head ? HEAD_MTP : HEAD_DRAFT, .st = &st,

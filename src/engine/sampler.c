@@ -178,6 +178,9 @@ static int cmp_rank(const void *a, const void *b, void *ctx) {
     return 0;
 }
 
+static int dist_from_cands(const float *w, int n, int argmax, int sorted, const sampler_params *sp, sampler_dist *out,
+                           mtplx_err *err);
+
 int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int with_penalties,
                   sampler_dist *out, mtplx_err *err) {
     const int V = s->vocab;
@@ -221,6 +224,15 @@ int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int
         }
     }
     if (bad >= 0) return err_set(err, MTPLX_EINVAL, "sampler: logit %d is %s", bad, isnan(w[bad]) ? "NaN" : "+inf");
+    return dist_from_cands(w, n, argmax, sorted, sp, out, err);
+}
+
+/* Steps 2-5 over the n candidates out->ids[0..n) (rank order when sorted) whose logits are w[id],
+ * argmax the best of them: sampler_build's shared tail, also sampler_build_top's. */
+static int dist_from_cands(const float *w, int n, int argmax, int sorted, const sampler_params *sp, sampler_dist *out,
+                           mtplx_err *err) {
+    int32_t *cand = out->ids;
+    const int greedy = sp->temperature == 0;
     if (argmax < 0 || w[argmax] == -INFINITY)
         return err_set(err, MTPLX_EINVAL, "sampler: every logit is -inf (nothing to sample)");
 
@@ -273,6 +285,33 @@ int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int
     }
     out->n = n;
     return 0;
+}
+
+int sampler_build_top(sampler *s, const int32_t *top, int k, const sampler_params *sp, sampler_dist *out,
+                      mtplx_err *err) {
+    const int V = s->vocab, greedy = sp->temperature == 0;
+    const int n = greedy ? 1 : sp->top_k;
+    if (!greedy && (sp->top_k <= 0 || sp->top_k >= V))
+        return err_set(err, MTPLX_EINVAL, "sampler_build_top: top_k %d does not truncate a vocabulary of %d ids",
+                       sp->top_k, V);
+    if (k < n) return err_set(err, MTPLX_EINVAL, "sampler_build_top: a list of %d logits for top_k %d", k, n);
+    const int32_t bad = top[2 * k];
+    if (bad >= 0) {
+        float f;
+        memcpy(&f, &top[2 * k + 1], sizeof f);
+        return err_set(err, MTPLX_EINVAL, "sampler: logit %d is %s", bad, isnan(f) ? "NaN" : "+inf");
+    }
+    /* the n best ids in rank order, their logits placed at their ids in s->work (only those entries
+     * are read): the same candidates and values select_top_k finds in the whole row */
+    for (int i = 0; i < n; i++) {
+        int32_t id = top[i];
+        if (id < 0 || id >= V)
+            return err_set(err, MTPLX_EINVAL, "sampler_build_top: entry %d of the list is id %d (vocabulary %d)", i,
+                           id, V);
+        out->ids[i] = id;
+        memcpy(&s->work[id], &top[k + i], sizeof(float));
+    }
+    return dist_from_cands(s->work, n, out->ids[0], 1, sp, out, err);
 }
 
 int sampler_top_needed(const sampler_params *sp, int with_penalties, int V) {

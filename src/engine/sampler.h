@@ -75,6 +75,15 @@ void sampler_dist_free(sampler_dist *d);
 int sampler_build(sampler *s, const float *logits, const sampler_params *sp, int with_penalties,
                   sampler_dist *out, mtplx_err *err);
 
+/* The same distribution as sampler_build(s, row, sp, 0, out) where row holds a vocabulary's logits
+ * of which `top` lists the k best-ranked (be_ops.logits_top's layout: k ids best first, -1 past the
+ * last, k values as float bits, then the row's first NaN / +inf id or -1 and its value): greedy or
+ * 0 < top_k < V, no penalties, k >= top_k (1 greedy). Reads nothing else, so it costs O(top_k), not
+ * O(V). Uses s->work's entries at the listed ids as scratch. Returns 0 or EINVAL (sampler_build's
+ * errors, or a list that cannot serve sp). */
+int sampler_build_top(sampler *s, const int32_t *top, int k, const sampler_params *sp, sampler_dist *out,
+                      mtplx_err *err);
+
 /* k > 0 when sampler_build under sp (with_penalties as there) reads of a row of V logits only its k
  * best-ranked entries (larger first, lower id on ties) and the first NaN / +inf: greedy (1) or
  * top_k in (0, V) without penalties; else 0 (the whole row). A forward may then return only those

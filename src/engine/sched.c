@@ -32,6 +32,8 @@ typedef struct sub {
     int logits_row;
     float *logits;      /* [V] host, or NULL */
     int top;            /* with logits: model_lm_head_top's k (0: the whole row) */
+    int32_t *list;      /* with logits and top > 0, or NULL: the row's logits_top list goes here instead
+                           ([2·top + 2], model_lm_head_list; logits is scratch) */
     int rows;
     int prompt;         /* 1: rows of a prompt (a chunk of it), 0: decoding rows */
     double t;           /* clock_now() when queued */
@@ -49,6 +51,7 @@ struct sched {
     int V, H;
     float *head_in;          /* [max_batch_rows][H] hidden rows gathered for the draft heads */
     float *head_out;         /* [max_batch_rows][V] their logits */
+    int32_t *head_tops;      /* [max_batch_rows][2·MODEL_TOP_MAX + 2] their logits_top lists */
     pthread_mutex_t mu;      /* everything below */
     pthread_cond_t cv;       /* admission: sequences left (slots and pages freed) */
     pthread_mutex_t exec;    /* the model: merged forwards and per-sequence work (sched_lock) */
@@ -133,7 +136,9 @@ int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_er
     if (!rc) {
         s->head_in = mem_aligned((size_t)s->cfg.max_batch_rows * s->H * sizeof(float), "draft head rows", err);
         s->head_out = mem_aligned((size_t)s->cfg.max_batch_rows * s->V * sizeof(float), "draft head logits", err);
-        if (!s->head_in || !s->head_out) rc = MTPLX_ENOMEM;
+        s->head_tops = mem_alloc((size_t)s->cfg.max_batch_rows * (2 * MODEL_TOP_MAX + 2), sizeof(int32_t),
+                                 "draft head lists", err);
+        if (!s->head_in || !s->head_out || !s->head_tops) rc = MTPLX_ENOMEM;
     }
     if (rc) {
         sched_free(s);
@@ -149,6 +154,7 @@ void sched_free(sched *s) {
     seq_pool_free(s->pool);
     free(s->head_in);
     free(s->head_out);
+    free(s->head_tops);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->exec);
@@ -300,24 +306,44 @@ static sub *take_ready(sched *s, int k) {
 /* The draft heads of the MTP requests that want logits: their rows gathered, one head call per
  * head kind. Its top (model_lm_head_top) is the largest any of them asks for, or 0 (whole rows) when
  * one wants the whole row: a row's best k' >= k logits hold its best k, so each still reads exactly
- * what a call of its own would give (tests/unit/test_sched.c, test_draft_top_rows). */
+ * what a call of its own would give (tests/unit/test_sched.c, test_draft_top_rows). When every one
+ * of them wants its row's list (sub.list), the head gives lists of that top (model_lm_head_list) and
+ * each takes the first k of its row's (the k best, in rank order); otherwise a list is made from the
+ * row (be_logits_top_host: the same k best). */
 static int run_heads(sched *s, sub **q, int n, mtplx_err *err) {
     for (int kind = HEAD_TARGET; kind <= HEAD_MTP; kind++) {
-        int k = 0, top = 0, whole = 0;
+        int k = 0, top = 0, whole = 0, rows = 0;
         for (int i = 0; i < n; i++)
             if (q[i]->logits && (int)q[i]->head == kind) {
                 memcpy(s->head_in + (size_t)k++ * s->H, q[i]->q.hidden_out + (size_t)q[i]->logits_row * s->H,
                        sizeof(float) * s->H);
                 top = imax(top, q[i]->top);
                 whole |= q[i]->top <= 0;
+                rows |= !q[i]->list;
             }
         if (!k) continue;
-        int rc = model_lm_head_top(s->m, (head_kind)kind, s->head_in, k, s->head_out, whole ? 0 : top, err);
+        int lists = !whole && !rows, rc;
+        if (lists)
+            rc = model_lm_head_list(s->m, (head_kind)kind, s->head_in, k, s->head_out, top, s->head_tops, err);
+        else
+            rc = model_lm_head_top(s->m, (head_kind)kind, s->head_in, k, s->head_out, whole ? 0 : top, err);
         if (rc) return rc;
         k = 0;
-        for (int i = 0; i < n; i++)
-            if (q[i]->logits && (int)q[i]->head == kind)
-                memcpy(q[i]->logits, s->head_out + (size_t)k++ * s->V, sizeof(float) * s->V);
+        for (int i = 0; i < n; i++) {
+            sub *x = q[i];
+            if (!x->logits || (int)x->head != kind) continue;
+            const float *row = s->head_out + (size_t)k * s->V;
+            const int32_t *l = s->head_tops + (size_t)k++ * (2 * top + 2);
+            if (!x->list) {
+                memcpy(x->logits, row, sizeof(float) * s->V);
+            } else if (!lists) {
+                model_logits_list(row, s->V, x->top, x->list);
+            } else { /* the first x->top of this row's list of `top`, then its NaN / +inf entry */
+                memcpy(x->list, l, sizeof(int32_t) * (size_t)x->top);
+                memcpy(x->list + x->top, l + top, sizeof(int32_t) * (size_t)x->top);
+                x->list[2 * x->top] = l[2 * top], x->list[2 * x->top + 1] = l[2 * top + 1];
+            }
+        }
     }
     return 0;
 }
@@ -513,11 +539,12 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
         }
         R = imin(r.capture ? T : prefill_rows(s), T - c0);
         sub x = {.kind = SUB_TRUNK, .rows = R, .prompt = prompt};
-        fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture, r.logits_top};
+        fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture, r.logits_top, NULL};
         if (r.logits && r.logits_from < c0 + R) {
             int t0 = imax(r.logits_from - c0, 0);
             p.logits = r.logits + (size_t)(c0 + t0 - r.logits_from) * V;
             p.logits_from = t0;
+            if (r.top_out) p.top_out = r.top_out + (size_t)(c0 + t0 - r.logits_from) * (2 * (size_t)r.logits_top + 2);
         }
         x.f = (fwd_seq){st, tokens + c0, R, p};
         rc = submit(s, &x, err);
@@ -527,8 +554,11 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
 }
 
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
-              head_kind head, int logits_row, float *logits, int top, mtplx_err *err) {
+              head_kind head, int logits_row, float *logits, int top, int32_t *list, mtplx_err *err) {
     if (T < 1) return err_set(err, MTPLX_EINVAL, "sched_mtp: T = %d rows (need >= 1)", T);
+    if (list && (!logits || top < 1 || top > MODEL_TOP_MAX || top >= s->V))
+        return err_set(err, MTPLX_EINVAL, "sched_mtp: a logits list needs a logits row and top in [1, %d], got %d",
+                       imin(MODEL_TOP_MAX, s->V - 1), top);
     if (logits && (logits_row < 0 || logits_row >= T))
         return err_set(err, MTPLX_EINVAL, "sched_mtp: logits row %d outside [0, %d)", logits_row, T);
     int H = s->H, rc = 0, prompt = T > GEN_MAX_DEPTH + 1; /* the MTP history of a prompt */
@@ -544,6 +574,7 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
         if (logits && logits_row >= c0 && logits_row < c0 + R) {
             x.logits = logits;
             x.logits_row = logits_row - c0;
+            x.list = list;
         }
         rc = submit(s, &x, err);
     }

@@ -79,10 +79,12 @@ void sched_set_reclaim(sched *s, int (*reclaim)(void *user, int max_pages), void
  * check given to sched_join (on this thread) is polled, and a cancel ends the call with ECANCELED
  * (the state then holds the chunks done: the caller discards or trims it). With logits != NULL, the MTP call also gives the
  * logits of row logits_row through head `head` (model_lm_head_top: with top = k > 0 only the row's k
- * best are exact, the rest -inf; a device then downloads 2k + 2 words instead of V floats). */
+ * best are exact, the rest -inf; a device then downloads 2k + 2 words instead of V floats); with list
+ * != NULL as well, that row's logits_top list goes there instead (model_lm_head_list; logits is then
+ * scratch). */
 int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const fwd_request *req, mtplx_err *err);
 int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next, int T, float *hidden_out,
-              head_kind head, int logits_row, float *logits, int top, mtplx_err *err);
+              head_kind head, int logits_row, float *logits, int top, int32_t *list, mtplx_err *err);
 
 /* The MTP depth policy under load (docs/architecture.md, "MTP depth under load"): the most drafts a
  * cycle of a depth_auto request may make now, with n sequences running. After sched_calibrate: the

@@ -249,26 +249,31 @@ static void top_expand(float *logits, int V, const int32_t *o, int n, int k) {
 
 /* logits[R][V] (host memory) = hn[R][H] (backend memory) · Wᵀ: straight into the caller's array when
  * the backend computes in host memory, else through the staging rows and a download — of whole rows,
- * or with top = k (fwd_request.logits_top) of each row's k best only. */
+ * or with top = k (fwd_request.logits_top) of each row's k best only. With top_out (and top = k > 0)
+ * the rows' lists go there instead ([R][2k + 2]; fwd_request.top_out), logits being scratch: a device
+ * with the logits_top op downloads only the lists, any other backend lists its host rows. */
 static void fwd_head_rows(const mtplx_model *m, float *logits, const float *hn, int R, const be_weight *w,
-                          fwd_scratch *scr, int top) {
+                          fwd_scratch *scr, int top, int32_t *top_out) {
     be_backend *be = m->be;
     int H = m->cfg.hidden_size, V = w->rows;
-    int use_top = be->caps.logits_top && V >= be->caps.logits_top_min_vocab && scr->top;
-    top = use_top && top > 0 && top <= BE_TOP_MAX && top < V ? top : 0;
+    top = top > 0 && top <= BE_TOP_MAX && top < V ? top : 0;
+    if (!top) top_out = NULL;
+    int dev_top = top && be->caps.logits_top && V >= be->caps.logits_top_min_vocab && scr->top;
+    const size_t words = 2 * (size_t)top + 2;
     for (int c0 = 0; c0 < R; c0 += scr->rows) { /* one pass on host-memory backends (R <= rows) */
         int n = R - c0 < scr->rows ? R - c0 : scr->rows;
         float *y = be->caps.host_memory ? logits + (size_t)c0 * V : scr->host_out;
+        float *rows = logits + (size_t)c0 * V;
         be_matmul(be, y, V, hn + (size_t)c0 * H, H, n, w);
-        if (be->caps.host_memory) continue;
-        if (top) {
-            size_t words = (size_t)n * (2 * top + 2);
+        if (dev_top && !be->caps.host_memory) {
+            int32_t *lists = top_out ? top_out + (size_t)c0 * words : scr->top_host;
             be->ops->logits_top(be, scr->top, y, V, n, V, top);
-            be->ops->download(be, scr->top_host, scr->top, sizeof(int32_t) * words);
-            top_expand(logits + (size_t)c0 * V, V, scr->top_host, n, top);
-        } else {
-            be->ops->download(be, logits + (size_t)c0 * V, y, sizeof(float) * (size_t)n * V);
+            be->ops->download(be, lists, scr->top, sizeof(int32_t) * (size_t)n * words);
+            if (!top_out) top_expand(rows, V, lists, n, top);
+            continue;
         }
+        if (!be->caps.host_memory) be->ops->download(be, rows, y, sizeof(float) * (size_t)n * V);
+        if (top_out) be_logits_top_host(be, top_out + (size_t)c0 * words, rows, V, n, V, top);
     }
 }
 
@@ -288,6 +293,10 @@ static int fwd_check(const mtplx_model *m, const model_state *s, const int32_t *
                            tokens[t], t, V);
     if (req && req->logits && (req->logits_from < 0 || req->logits_from > T))
         return err_set(err, MTPLX_EINVAL, "model_forward: logits_from %d outside [0, %d]", req->logits_from, T);
+    if (req && req->top_out && (!req->logits || req->logits_top < 1 || req->logits_top > BE_TOP_MAX ||
+                                req->logits_top >= V))
+        return err_set(err, MTPLX_EINVAL, "model_forward: logits lists need logits rows and logits_top in [1, %d], got %d",
+                       V - 1 < BE_TOP_MAX ? V - 1 : BE_TOP_MAX, req->logits_top);
     if (req && req->capture && T > s->max_rows)
         return err_set(err, MTPLX_EINVAL, "model_forward: capturing %d rows, state holds captures for %d", T,
                        s->max_rows);
@@ -328,7 +337,9 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
             int t0 = logits_from > c0 ? logits_from - c0 : 0;
             if (t0 < R)
                 fwd_head_rows(m, req->logits + (size_t)(c0 + t0 - logits_from) * V, hn + (size_t)t0 * H, R - t0,
-                              &m->lm_head, &s->scr, req->logits_top);
+                              &m->lm_head, &s->scr, req->logits_top,
+                              req->top_out ? req->top_out + (size_t)(c0 + t0 - logits_from) * (2 * req->logits_top + 2)
+                                           : NULL);
         }
         s->len += R;
     }
@@ -349,8 +360,9 @@ int model_batch_new(const mtplx_model *m, int rows, int capacity, model_batch **
     if (!rc) {
         b->tokens = mem_alloc((size_t)rows, sizeof *b->tokens, "batch tokens", err);
         b->logits = mem_aligned((size_t)rows * m->cfg.vocab_size * sizeof(float), "batch logits", err);
+        b->tops = mem_alloc((size_t)rows * (2 * BE_TOP_MAX + 2), sizeof *b->tops, "batch logits lists", err);
         b->segs = mem_alloc(BATCH_SEQS_MAX, sizeof *b->segs, "batch sequences", err);
-        if (!b->tokens || !b->logits || !b->segs) rc = MTPLX_ENOMEM;
+        if (!b->tokens || !b->logits || !b->tops || !b->segs) rc = MTPLX_ENOMEM;
     }
     if (rc) {
         model_batch_free(b);
@@ -365,6 +377,7 @@ void model_batch_free(model_batch *b) {
     fwd_scratch_free(&b->scr);
     free(b->tokens);
     free(b->logits);
+    free(b->tops);
     free(b->segs);
     free(b);
 }
@@ -429,9 +442,10 @@ void batch_rows_in(const mtplx_model *m, model_batch *b, float *dev, int R, cons
     if (host) m->be->ops->upload(m->be, dev, host, sizeof(float) * (size_t)R * H);
 }
 
-/* The logits of every sequence that wants them: runs of consecutive wanted rows go through the head
- * together (the head's weights are read once per run), into the caller's array when the run is one
- * sequence's, else into the batch's staging rows and copied out. */
+/* The logits of every sequence that wants them: runs of consecutive wanted rows (the same logits_top,
+ * lists or rows alike) go through the head together (the head's weights are read once per run), into
+ * the caller's array when the run is one sequence's, else into the batch's staging rows (b->logits,
+ * b->tops) and copied out. */
 static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q, int n) {
     int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     const float *hn = b->scr.a;
@@ -442,16 +456,27 @@ static void batch_logits(const mtplx_model *m, model_batch *b, const fwd_seq *q,
             continue;
         }
         int j = i + 1, first = r0 + q[i].req.logits_from, end = r0 + q[i].T, top = q[i].req.logits_top;
-        while (j < n && q[j].req.logits && q[j].req.logits_from == 0 && q[j].req.logits_top == top) end += q[j++].T;
+        int lists = top > 0 && q[i].req.top_out;
+        while (j < n && q[j].req.logits && q[j].req.logits_from == 0 && q[j].req.logits_top == top &&
+               (top > 0 && q[j].req.top_out) == lists)
+            end += q[j++].T;
         if (j == i + 1) {
-            fwd_head_rows(m, q[i].req.logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr, top);
+            fwd_head_rows(m, q[i].req.logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr, top,
+                          lists ? q[i].req.top_out : NULL);
         } else {
-            fwd_head_rows(m, b->logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr, top);
+            fwd_head_rows(m, b->logits, hn + (size_t)first * H, end - first, &m->lm_head, &b->scr, top,
+                          lists ? b->tops : NULL);
             const float *src = b->logits;
+            const int32_t *tsrc = b->tops;
             for (int k = i; k < j; k++) {
-                size_t nf = (size_t)(q[k].T - q[k].req.logits_from) * V;
-                memcpy(q[k].req.logits, src, nf * sizeof(float));
-                src += nf;
+                size_t rows = (size_t)(q[k].T - q[k].req.logits_from);
+                if (lists) {
+                    memcpy(q[k].req.top_out, tsrc, rows * (2 * (size_t)top + 2) * sizeof(int32_t));
+                    tsrc += rows * (2 * (size_t)top + 2);
+                } else {
+                    memcpy(q[k].req.logits, src, rows * V * sizeof(float));
+                    src += rows * V;
+                }
             }
         }
         for (int k = i; k < j; k++) r0 += q[k].T;
@@ -526,27 +551,35 @@ static int head_staging(mtplx_model *mm, int T, mtplx_err *err) {
     return rc;
 }
 
-int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
-                      mtplx_err *err) {
+_Static_assert(MODEL_TOP_MAX == BE_TOP_MAX, "model.h's list size is the backend's");
+
+void model_logits_list(const float *row, int V, int k, int32_t *out) { be_logits_top_host(NULL, out, row, V, 1, V, k); }
+
+/* model_lm_head_top, or with top_out model_lm_head_list. */
+static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                        int32_t *top_out, mtplx_err *err) {
     if (T < 0) return err_set(err, MTPLX_EINVAL, "model_lm_head: T = %d", T);
     if (which != HEAD_TARGET && which != HEAD_DRAFT && which != HEAD_MTP)
         return err_set(err, MTPLX_EINVAL, "model_lm_head: unknown head %d", (int)which);
+    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    if (top_out && (top < 1 || top > BE_TOP_MAX || top >= V))
+        return err_set(err, MTPLX_EINVAL, "model_lm_head_list: top %d outside [1, %d]", top,
+                       V - 1 < BE_TOP_MAX ? V - 1 : BE_TOP_MAX);
     const be_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
     if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
     if (T <= 0) return 0;
     be_backend *be = m->be;
-    int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     if (be->caps.host_memory) {
         be_matmul(be, logits, V, hidden, H, T, w);
         if (which == HEAD_DRAFT && m->draft_ids)
             for (int t = 0; t < T; t++) head_spread_subset(logits + (size_t)t * V, V, m->draft_ids, m->draft_n);
+        if (top_out) be_logits_top_host(be, top_out, logits, V, T, V, top);
         return 0;
     }
     /* a device backend: the rows go up, the logits come down (whole rows, or each row's `top` best
      * through logits_top, as fwd_head_rows), through the model's head staging */
-    if (!be->caps.logits_top || V < be->caps.logits_top_min_vocab || top <= 0 || top > BE_TOP_MAX || top >= V ||
-        w->rows != V)
-        top = 0;
+    int dev_top = be->caps.logits_top && V >= be->caps.logits_top_min_vocab && top > 0 && top <= BE_TOP_MAX &&
+                  top < V && w->rows == V;
     mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
     pthread_mutex_lock(&mm->head_lock);
     int rc = head_staging(mm, T, err);
@@ -554,15 +587,27 @@ int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden
         float *x = be_buf_addr(be, mm->head_x), *y = be_buf_addr(be, mm->head_y);
         be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
         be_matmul(be, y, V, x, H, T, w);
-        if (top) {
-            int32_t *o = be_buf_addr(be, mm->head_top);
+        if (dev_top) {
+            int32_t *o = be_buf_addr(be, mm->head_top), *lists = top_out ? top_out : mm->head_top_host;
             be->ops->logits_top(be, o, y, V, T, V, top);
-            be->ops->download(be, mm->head_top_host, o, sizeof(int32_t) * (size_t)T * (2 * top + 2));
-            top_expand(logits, V, mm->head_top_host, T, top);
+            be->ops->download(be, lists, o, sizeof(int32_t) * (size_t)T * (2 * top + 2));
+            if (!top_out) top_expand(logits, V, lists, T, top);
         } else {
             be->ops->download(be, logits, y, sizeof(float) * (size_t)T * V);
+            if (top_out) be_logits_top_host(be, top_out, logits, V, T, V, top);
         }
     }
     pthread_mutex_unlock(&mm->head_lock);
     return rc;
+}
+
+int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                      mtplx_err *err) {
+    return lm_head_rows(m, which, hidden, T, logits, top, NULL, err);
+}
+
+int model_lm_head_list(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                       int32_t *top_out, mtplx_err *err) {
+    if (!top_out) return err_set(err, MTPLX_EINVAL, "model_lm_head_list: no list output");
+    return lm_head_rows(m, which, hidden, T, logits, top, top_out, err);
 }

@@ -60,6 +60,9 @@ void model_state_reset(model_state *s);           /* empty the sequence, keep th
  * (dst too small). */
 int model_state_copy(model_state *dst, const model_state *src, mtplx_err *err);
 
+/* The most entries a logits_top list holds (fwd_request.logits_top, top_out); BE_TOP_MAX. */
+#define MODEL_TOP_MAX 64
+
 /* What a forward returns. Any pointer may be NULL to skip that output. */
 typedef struct {
     float *logits;        /* [T - logits_from][V]: row t - logits_from = logits after token t */
@@ -72,6 +75,12 @@ typedef struct {
                              exact, every other entry reads -inf: all that sampler_build reads with
                              top_k k (greedy: 1) and no penalties or mask, and a device backend then
                              downloads 2k+2 words a row instead of V floats */
+    int32_t *top_out;     /* with logits_top = k > 0, or NULL: [T - logits_from][2k + 2] each row's list
+                             in be_ops.logits_top's layout (k ids best first, -1 past the last; their
+                             values as float bits; the first NaN / +inf id or -1, its value) instead
+                             of the logits rows, which are then scratch (unspecified); what
+                             sampler_build_top reads. Every backend fills it (a host-memory one from
+                             its rows), a device one without copying a row's V floats to the host */
 } fwd_request;
 
 /* Run T new tokens at positions len..len+T-1 against the state, append them (KV and recurrent
@@ -187,6 +196,13 @@ int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, in
  * step's sampler (no penalties, top_k or greedy) reads nothing else (sampler_top_needed). */
 int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
                       mtplx_err *err);
+/* The same with the rows' lists in top_out ([T][2·top + 2], fwd_request.top_out's layout; top in
+ * 1..BE_TOP_MAX and < V) instead of expanded rows: logits[T][V] is scratch (unspecified after). */
+int model_lm_head_list(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                       int32_t *top_out, mtplx_err *err);
+/* The list of a host row of V logits (fwd_request.top_out's layout, k in 1..MODEL_TOP_MAX, k < V): what
+ * a forward would return for it. */
+void model_logits_list(const float *row, int V, int k, int32_t *out);
 
 /* ---- MTP head ---- */
 

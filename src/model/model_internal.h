@@ -266,6 +266,7 @@ struct model_batch {
     fwd_scratch scr;
     int32_t *tokens;  /* [rows] the rows' tokens, gathered */
     float *logits;    /* [rows][V] host staging of the LM head when rows of several sequences share a run */
+    int32_t *tops;    /* [rows][2·BE_TOP_MAX + 2] the same for runs of logits lists (fwd_request.top_out) */
     attn_seg *segs;   /* [BATCH_SEQS_MAX] */
 };
 

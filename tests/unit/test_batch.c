@@ -2,7 +2,8 @@
  * bit, on every family's golden checkpoint:
  *   - sequences run together through model_forward_batch (random subsets per forward, prefill
  *     chunks mixed with 1..4-row capturing verify steps, random commits, late joins, early leaves)
- *     give exactly the logits and hiddens each gives alone through model_forward;
+ *     give exactly the logits and hiddens each gives alone through model_forward (some sequences
+ *     taking their rows as logits_top lists: those of the solo rows);
  *   - MTP rows of several sequences through model_mtp_forward_batch equal model_mtp_forward alone;
  *   - a fork shares pages copy-on-write: both branches continue exactly as unshared copies would,
  *     and the parent's earlier positions are not disturbed by the child's writes;
@@ -25,6 +26,8 @@ static const char *k_dirs[] = {"tests/data/goldens/qwen3_5_dense", "tests/data/g
                                "tests/data/goldens/qwen3_dense",   "tests/data/goldens/llama"};
 
 /* xorshift: the plan's randomness (fixed seed per family, so a failure reproduces). */
+#define LIST_K 20 /* logits_top of the sequences that take their rows as lists */
+
 static uint32_t rnd(uint32_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 17;
@@ -98,6 +101,8 @@ static void batch_family(const char *dir) {
     int next[NSEQ] = {0}, join[NSEQ], done = 0, forwards = 0, multi = 0;
     for (int i = 0; i < NSEQ; i++) join[i] = i < 2 ? 0 : (int)(rnd(&seed) % 6); /* late joins */
     float *lg = malloc(sizeof(float) * 24 * V * NSEQ), *hd = malloc(sizeof(float) * 24 * H * NSEQ);
+    int32_t *ls = malloc(sizeof(int32_t) * 24 * (2 * LIST_K + 2) * NSEQ);
+    int lists = 0;
     for (int tick = 0; done < NSEQ && tick < 200; tick++) {
         fwd_seq q[NSEQ];
         int who[NSEQ], n = 0;
@@ -106,6 +111,8 @@ static void batch_family(const char *dir) {
             if (!s[i]) REQUIRE(model_state_new_in(pool, CAP, 4, &s[i], &err) == 0);
             step *t = &p[i].st[next[i]];
             fwd_request r = {lg + (size_t)n * 24 * V, 0, hd + (size_t)n * 24 * H, t->capture};
+            if (i % 3 && V > LIST_K) /* rows as logits_top lists: runs of list and row sequences mixed */
+                r.logits_top = LIST_K, r.top_out = ls + (size_t)n * 24 * (2 * LIST_K + 2);
             q[n] = (fwd_seq){s[i], t->tok, t->T, r};
             who[n++] = i;
         }
@@ -115,8 +122,18 @@ static void batch_family(const char *dir) {
         for (int j = 0; j < n; j++) {
             int i = who[j], k = next[i];
             step *t = &p[i].st[k];
-            CHECK_MSG(!memcmp(q[j].req.logits, p[i].logits[k], sizeof(float) * t->T * V),
-                      "%s: seq %d step %d (%d rows, batch of %d): logits differ from solo", dir, i, k, t->T, n);
+            if (q[j].req.top_out) {
+                for (int r = 0; r < t->T; r++) {
+                    int32_t want[2 * LIST_K + 2];
+                    model_logits_list(p[i].logits[k] + (size_t)r * V, V, LIST_K, want);
+                    CHECK_MSG(!memcmp(q[j].req.top_out + (size_t)r * (2 * LIST_K + 2), want, sizeof want),
+                              "%s: seq %d step %d row %d (batch of %d): logits list differs from solo's row", dir, i,
+                              k, r, n);
+                }
+                lists++;
+            } else
+                CHECK_MSG(!memcmp(q[j].req.logits, p[i].logits[k], sizeof(float) * t->T * V),
+                          "%s: seq %d step %d (%d rows, batch of %d): logits differ from solo", dir, i, k, t->T, n);
             CHECK_MSG(!memcmp(q[j].req.hidden, p[i].hidden[k], sizeof(float) * t->T * H),
                       "%s: seq %d step %d: hidden differs from solo", dir, i, k);
             if (t->capture) REQUIRE(model_state_commit(s[i], t->keep, &err) == 0);
@@ -133,7 +150,8 @@ static void batch_family(const char *dir) {
     int used, total;
     seq_pool_pages(pool, &used, &total);
     CHECK_MSG(used == 0, "%s: %d of %d pages still held after every state was freed", dir, used, total);
-    free(lg), free(hd);
+    CHECK_MSG(lists > 0 || V <= LIST_K, "%s: no sequence took its rows as lists", dir);
+    free(lg), free(hd), free(ls);
     for (int i = 0; i < NSEQ; i++) plan_free(&p[i]);
     model_batch_free(b);
     seq_pool_free(pool);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "../../src/backend/backend.h"
 #include "../../src/engine/rng.h"
 #include "../../src/engine/sampler.h"
 #include "test.h"
@@ -356,6 +357,78 @@ TEST(test_large_vocabulary_matches_a_full_sort) {
     sampler_free(big);
 }
 
+/* sampler_build_top over the logits_top list of a row (be_logits_top_host, the reference of the
+ * device op) gives bit for bit sampler_build's distribution on the whole row: rows with ties, -0 and
+ * +0, -inf entries (some rows with fewer finite entries than top_k), lists longer than top_k; a
+ * NaN / +inf gives the same error; a list shorter than top_k or a non-truncating sampler is refused. */
+TEST(test_build_from_top_list_matches_the_whole_row) {
+    enum { TV = 3000, KMAX = 64 };
+    sampler *s2;
+    sampler_dist a, b;
+    mtplx_err e;
+    REQUIRE(sampler_new(TV, &s2, &e) == 0);
+    REQUIRE(sampler_dist_init(&a, TV, &e) == 0);
+    REQUIRE(sampler_dist_init(&b, TV, &e) == 0);
+    static float l[TV];
+    static int32_t top[2 * KMAX + 2];
+    const sampler_params cfgs[] = {
+        {0, 1, 0, 0, 0, 0, 1},          {0.6f, 0.95f, 20, 0, 0, 0, 1}, {1, 1, 5, 0.1f, 0, 0, 1},
+        {0.7f, 0.5f, 50, 0.05f, 0, 0, 1}, {1.3f, 1, 1, 0, 0, 0, 1},     {0.2f, 0.9f, 64, 0, 0, 0, 1}};
+    rng_state r;
+    rng_seed(&r, 7);
+    int compared = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        int live = trial % 5 == 0 ? 3 + trial % 17 : TV; /* the rest -inf */
+        for (int j = 0; j < TV; j++) {
+            double u = rng_uniform(&r);
+            l[j] = trial % 3 == 0 ? (float)(int)(u * 12) - 6.0f : (float)(u * 8 - 4); /* many ties */
+            if (l[j] == 0.0f && (j & 1)) l[j] = -0.0f;
+        }
+        if (live < TV)
+            for (int j = 0; j < TV; j++)
+                if ((int)(rng_uniform(&r) * TV) >= live) l[j] = -INFINITY;
+        l[(int)(rng_uniform(&r) * TV)] = 9.0f; /* at least one finite entry */
+        for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+            int k = sampler_top_needed(&cfgs[c], 0, TV);
+            REQUIRE(k > 0);
+            int kl = trial % 2 ? KMAX : k; /* the list may hold more than top_k */
+            be_logits_top_host(NULL, top, l, TV, 1, TV, kl);
+            int ra = sampler_build(s2, l, &cfgs[c], 0, &a, &e);
+            int rb = sampler_build_top(s2, top, kl, &cfgs[c], &b, &e);
+            CHECK_INT(rb, ra);
+            if (ra || rb) continue;
+            CHECK_MSG(a.n == b.n, "trial %d cfg %zu: support %d vs %d", trial, c, a.n, b.n);
+            CHECK(memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n) == 0);
+            CHECK(memcmp(a.probs, b.probs, sizeof(double) * (size_t)a.n) == 0);
+            compared++;
+        }
+    }
+    CHECK(compared > 300);
+    /* NaN / +inf: the same message, with the first bad index */
+    for (int inf = 0; inf < 2; inf++) {
+        for (int j = 0; j < TV; j++) l[j] = (float)(j % 11);
+        l[1234] = inf ? INFINITY : NAN;
+        l[2345] = NAN;
+        be_logits_top_host(NULL, top, l, TV, 1, TV, 20);
+        char ma[sizeof e.msg], mb[sizeof e.msg];
+        CHECK_INT(sampler_build(s2, l, &cfgs[1], 0, &a, &e), MTPLX_EINVAL);
+        snprintf(ma, sizeof ma, "%s", e.msg);
+        CHECK_INT(sampler_build_top(s2, top, 20, &cfgs[1], &b, &e), MTPLX_EINVAL);
+        snprintf(mb, sizeof mb, "%s", e.msg);
+        CHECK_MSG(strcmp(ma, mb) == 0, "'%s' vs '%s'", ma, mb);
+        CHECK(strstr(mb, "logit 1234 ") != NULL);
+    }
+    /* a list that cannot serve the sampler */
+    for (int j = 0; j < TV; j++) l[j] = (float)(j % 11);
+    be_logits_top_host(NULL, top, l, TV, 1, TV, 10);
+    CHECK_INT(sampler_build_top(s2, top, 10, &cfgs[1], &b, &e), MTPLX_EINVAL); /* top_k 20 > 10 listed */
+    const sampler_params whole = {0.8f, 0.9f, 0, 0, 0, 0, 1};
+    CHECK_INT(sampler_build_top(s2, top, 10, &whole, &b, &e), MTPLX_EINVAL); /* top_k off: reads every id */
+    sampler_dist_free(&a);
+    sampler_dist_free(&b);
+    sampler_free(s2);
+}
+
 int main(void) {
     mtplx_err e;
     if (sampler_new(8, &S, &e) || sampler_dist_init(&D, 8, &e)) return 1;
@@ -373,6 +446,7 @@ int main(void) {
     RUN(test_sample_walks_the_cumulative_mass);
     RUN(test_empirical_frequencies_match_the_distribution);
     RUN(test_large_vocabulary_matches_a_full_sort);
+    RUN(test_build_from_top_list_matches_the_whole_row);
     sampler_dist_free(&D);
     sampler_free(S);
     return TEST_SUMMARY();

@@ -427,10 +427,10 @@ static void *phase_main(void *arg) {
     pthread_barrier_wait(j->go); /* everyone has joined: every step now waits for all of them */
     int32_t toks[CYC_DRAFTS + 1] = {101, 202, 303, 404}, nx = 7;
     for (int d = 0; !j->rc && d < j->i % (CYC_DRAFTS + 1); d++)
-        j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, &e);
+        j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, NULL, &e);
     for (int c = 0; !j->rc && c < CYCLES; c++) {
         j->rc = sched_forward(j->x, st, toks, CYC_DRAFTS + 1, NULL, &e);
-        for (int d = 0; !j->rc && d < CYC_DRAFTS; d++) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, &e);
+        for (int d = 0; !j->rc && d < CYC_DRAFTS; d++) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, 0, NULL, &e);
     }
     model_state_free(st);
     if (mt) mtp_state_free(mt);
@@ -491,7 +491,8 @@ TEST(test_rendezvous_aligns_cycles) {
  * for different k, once with one asking for whole rows (top 0: the step downloads whole rows) and
  * once without (the step downloads the largest k). Each one's distribution, from the merged step's
  * logits, against sampler_build over the whole row of its own model_lm_head call. One row of zeros
- * makes every logit 0: a full tie, ranked by id. */
+ * makes every logit 0: a full tie, ranked by id. The same with rows given as logits_top lists
+ * (sched_mtp's list, sampler_build_top): all of a step's, or some. */
 #define NTOP 4
 
 typedef struct {
@@ -499,6 +500,7 @@ typedef struct {
     int top;           /* model_lm_head_top k asked (0: whole rows) */
     int top_k;         /* the draft sampler's top_k (0: greedy) */
     int zero;          /* 1: a hidden row of zeros */
+    int list;          /* 1: the row's logits_top list (sched_mtp's list; sampler_build_top) */
     pthread_barrier_t *go;
     int rc, same;      /* 1: the distributions are bit-identical */
 } top_job;
@@ -517,16 +519,22 @@ static void *top_main(void *arg) {
     if (!j->rc) j->rc = mtp_state_new_in(sched_pool(j->x), cap, &mt, &e);
     pthread_barrier_wait(j->go);
     int32_t nx = 5 + j->top;
-    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, j->top, &e);
+    int32_t lst[2 * MODEL_TOP_MAX + 2];
+    int32_t *list = j->list ? lst : NULL;
+    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, &nx, 1, ho, HEAD_DRAFT, 0, lg, j->top, list, &e);
     if (j->zero) memset(ho, 0, sizeof(float) * (size_t)H); /* the head's input, for the reference too */
-    if (!j->rc && j->zero) j->rc = model_lm_head_top(M, HEAD_DRAFT, ho, 1, lg, j->top, &e);
+    if (!j->rc && j->zero)
+        j->rc = list ? model_lm_head_list(M, HEAD_DRAFT, ho, 1, lg, j->top, list, &e)
+                     : model_lm_head_top(M, HEAD_DRAFT, ho, 1, lg, j->top, &e);
     if (!j->rc) j->rc = model_lm_head(M, HEAD_DRAFT, ho, 1, whole, &e);
     sampler *smp = NULL;
     sampler_dist a, b;
     memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
     if (!j->rc) j->rc = sampler_new(V, &smp, &e) || sampler_dist_init(&a, V, &e) || sampler_dist_init(&b, V, &e);
     sampler_params sp = {j->top_k ? 0.6f : 0.0f, 0.95f, j->top_k, 0, 0, 0, 1};
-    if (!j->rc) j->rc = sampler_build(smp, lg, &sp, 0, &a, &e) || sampler_build(smp, whole, &sp, 0, &b, &e);
+    if (!j->rc)
+        j->rc = (list ? sampler_build_top(smp, list, j->top, &sp, &a, &e) : sampler_build(smp, lg, &sp, 0, &a, &e)) ||
+                sampler_build(smp, whole, &sp, 0, &b, &e);
     j->same = !j->rc && a.n == b.n && a.n > 0 && !memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n) &&
               !memcmp(a.probs, b.probs, sizeof(double) * (size_t)a.n);
     if (j->zero && j->same) j->same = a.ids[0] == 0; /* a full tie goes to the lowest id */
@@ -539,9 +547,12 @@ static void *top_main(void *arg) {
 }
 
 TEST(test_draft_top_rows) {
-    /* per configuration: the k each sequence asks for (= its sampler's top_k; 1 = greedy) */
-    const int tops[2][NTOP] = {{1, 5, 20, 64}, {20, 0, 5, 1}};
-    for (int cfgi = 0; cfgi < 2; cfgi++) {
+    /* per configuration: the k each sequence asks for (= its sampler's top_k; 1 = greedy), and which
+     * take their row as a list (configuration 2: all of them, so the step's head gives lists;
+     * configuration 3: some, so lists are made from the step's rows) */
+    const int tops[4][NTOP] = {{1, 5, 20, 64}, {20, 0, 5, 1}, {1, 5, 20, 64}, {20, 5, 1, 64}};
+    const int lists[4][NTOP] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1}, {1, 0, 1, 1}};
+    for (int cfgi = 0; cfgi < 4; cfgi++) {
         sched_config c;
         sched_config_default(&c, NTOP, 16);
         c.wait_ms = 600000; /* every draft row in one merged step */
@@ -554,7 +565,7 @@ TEST(test_draft_top_rows) {
         pthread_t th[NTOP];
         for (int i = 0; i < NTOP; i++) {
             int k = tops[cfgi][i];
-            j[i] = (top_job){x, k, k == 1 ? 0 : k ? k : 20, i == NTOP - 1, &go, 0, 0};
+            j[i] = (top_job){x, k, k == 1 ? 0 : k ? k : 20, i == NTOP - 1, lists[cfgi][i], &go, 0, 0};
             REQUIRE(pthread_create(&th[i], NULL, top_main, &j[i]) == 0);
         }
         for (int i = 0; i < NTOP; i++) pthread_join(th[i], NULL);

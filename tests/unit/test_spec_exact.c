@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "../../src/engine/cycle.h"
+#include "../../src/model/model.h"
 #include "test.h"
 
 #define V 4
@@ -102,7 +103,19 @@ typedef struct {
     int broken;           /* a protocol violation was seen */
 } stand_in;
 
-static int si_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *err) {
+static int LISTS;           /* 1: the cycle takes its rows as logits_top lists (cycle_use_lists) */
+static long g_list_rows;    /* rows the stand-in gave as lists */
+static int g_top, g_dtop;   /* the list sizes the cycle asked for (cycle_state.top / dtop) */
+
+/* With lists: row's list of k entries into list, then row poisoned with NaN (a cycle that read the row
+ * instead of its list would fail with EINVAL). */
+static void si_list(float *row, int k, int32_t *list) {
+    model_logits_list(row, V, k, list);
+    for (int j = 0; j < V; j++) row[j] = NAN;
+    g_list_rows++;
+}
+
+static int si_draft(void *ctx, int d, int32_t prev, float *logits, int32_t *list, mtplx_err *err) {
     stand_in *m = ctx;
     if (d == 1) {
         memcpy(m->chain, m->ctx, sizeof(int32_t) * (size_t)m->len);
@@ -116,11 +129,12 @@ static int si_draft(void *ctx, int d, int32_t prev, float *logits, mtplx_err *er
         for (int j = 0; j < V; j++) logits[j] = m->f->t[r][j] + m->f->d[r][j];
     } else
         memcpy(logits, m->f->d[draft_row(m->chain, m->chain_len, d)], sizeof(float) * V);
+    if (list) si_list(logits, g_dtop, list);
     (void)err;
     return 0;
 }
 
-static int si_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_err *err) {
+static int si_verify(void *ctx, const int32_t *seq, int n, float *logits, int32_t *lists, mtplx_err *err) {
     stand_in *m = ctx;
     if (m->last_n || m->len + n > CTX_MAX) {
         m->broken = 1;
@@ -129,6 +143,7 @@ static int si_verify(void *ctx, const int32_t *seq, int n, float *logits, mtplx_
     for (int r = 0; r < n; r++) {
         m->ctx[m->len++] = seq[r];
         memcpy(logits + (size_t)r * V, m->f->t[target_row(m->ctx, m->len)], sizeof(float) * V);
+        if (lists) si_list(logits + (size_t)r * V, g_top, lists + (size_t)r * (2 * g_top + 2));
     }
     m->last_n = n;
     return 0;
@@ -269,6 +284,7 @@ typedef struct {
     sampler *smp;
     sampler_dist pd, q[GEN_MAX_DEPTH], resid;
     float logits[(GEN_MAX_DEPTH + 1) * V], dlogits[V];
+    int32_t tops[(GEN_MAX_DEPTH + 1) * (2 * MODEL_TOP_MAX + 2)], dtops[2 * MODEL_TOP_MAX + 2];
     int32_t toks[NMAX];
     gen_stats st;
     cycle_state c;
@@ -444,6 +460,8 @@ static int exact_law(const family *f, const setting *s, int depth, float conf, i
     sampler_reset(G.smp);
     sampler_note_prompt(G.smp, k_prompt, 2);
     cycle_init(&G.c, &G.p, V, G.smp, &G.pd, G.q, &G.resid, G.logits, G.dlogits, G.toks, NULL, NULL, &G.st);
+    if (LISTS) cycle_use_lists(&G.c, G.tops, G.dtops);
+    g_top = G.c.top, g_dtop = G.c.dtop;
     memset(&G.m, 0, sizeof G.m);
     G.m.f = f;
     memcpy(G.m.ctx, k_prompt, sizeof k_prompt);
@@ -662,6 +680,21 @@ TEST(test_exact_law_under_a_constraint) {
     CHECK_INT(configs, 3 * N_SETTINGS * 4);
 }
 
+/* The same proof with the verify and draft rows given as logits_top lists (cycle_use_lists: what a
+ * GPU with a large vocabulary downloads): the settings that truncate (greedy, top_k) build p and q
+ * from the lists, the rest keep whole rows; every law still equals the AR law. */
+TEST(test_exact_law_with_logits_lists) {
+    LISTS = 1;
+    g_list_rows = 0;
+    for (int fi = 0; fi < N_FAMILIES; fi++)
+        for (int si = 0; si < N_SETTINGS; si++) {
+            check_config(fi, si, 3, 0, 6);
+            check_config(fi, si, 1, 0, 6);
+        }
+    LISTS = 0;
+    CHECK_MSG(g_list_rows > 1000, "only %ld rows came as lists", g_list_rows);
+}
+
 int main(void) {
     mtplx_err e;
     if (sampler_new(V, &G.smp, &e) || sampler_dist_init(&G.pd, V, &e) || sampler_dist_init(&G.resid, V, &e)) return 1;
@@ -672,6 +705,7 @@ int main(void) {
     RUN(test_enumeration_covers_position3_and_bonus);
     RUN(test_broken_residual_is_not_the_ar_law);
     RUN(test_exact_law_under_a_constraint);
+    RUN(test_exact_law_with_logits_lists);
     fprintf(stderr, "  largest |speculative law - AR law| over all configurations: %.3g (depth-0 enumeration: %.3g)\n",
             g_worst, g_worst_ar);
     sampler_free(G.smp);
