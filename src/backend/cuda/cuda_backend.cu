@@ -72,7 +72,10 @@ static int steps_on(void) {
 static void graph_begin(int rows);
 static int prof_on(void);
 
+static thread_local int t_fwd_rows; /* rows of the forward the calling thread is issuing (profile_rows) */
+
 void cu_step_begin(int rows) {
+    t_fwd_rows = rows;
     if (!steps_on()) {
         graph_begin(rows);
         return;
@@ -403,7 +406,7 @@ cu_prof::cu_prof(const char *name, int keep_add) {
     cu_op_seq++;
     thread_note();
     if (!keep_add) add_flush();
-    if (!prof_on()) return;
+    if (!prof_on() || (cu_set.profile_rows && t_fwd_rows != cu_set.profile_rows)) return;
     pthread_mutex_lock(&g_prof.lock);
     int i = 0;
     while (i < g_prof.n && g_prof.name[i] != name) i++;
@@ -1051,6 +1054,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->top_min_vocab = env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") ? env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") : 65536;
     s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
     s->profile = env_set("MTPLX_CUDA_PROFILE") ? (env_pos("MTPLX_CUDA_PROFILE") == 2 ? 2 : 1) : 0;
+    s->profile_rows = env_pos("MTPLX_CUDA_PROFILE_ROWS");
     s->steps = env_set("MTPLX_CUDA_STEPS");
     s->verbose = env_set("MTPLX_CUDA_VERBOSE");
     s->mma = env_not0("MTPLX_CUDA_MMA");

@@ -32,6 +32,8 @@ typedef struct {
                        shared-memory one */
     int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit; =2: also one
                        row per matmul shape */
+    int profile_rows; /* MTPLX_CUDA_PROFILE_ROWS=N: the profile counts only the ops of forwards of N rows
+                         (from the embedding that starts a forward to the next one's) */
     int steps;      /* MTPLX_CUDA_STEPS=1: host / GPU time per forward, a table at exit */
     int verbose;    /* MTPLX_CUDA_VERBOSE=1: say which GPU the backend runs on */
     /* matmul kernel choice and sweeps (cuda_mma.cu, cuda_mma_sk.cu; never a function of R) */
