@@ -7,8 +7,9 @@
  * the one-page case (page 0, page_size = capacity), so the kernels are already the paged ones.
  *
  * Row invariance (DESIGN.md §3): a query's keys are cut into chunks of ATT_CHUNK positions, one block
- * per (row, head, chunk), each with a fixed assignment of the chunk's keys to warps (key j to warp
- * j mod 4, online softmax) and a fixed merge of the warps, then of the chunks in order; the cut depends
+ * per (row, head, chunk), each with a fixed assignment of the chunk's keys to warps (tile i of 32 keys to
+ * warp i mod 4, online softmax a tile at a time) and a fixed merge of the warps, then of the chunks in
+ * order; the cut depends
  * only on the query's own key count, so its bits depend only on its keys (never on the rows beside
  * it); the delta rule runs a head's rows in order in one block; the state update is one function
  * shared by the step and the replay, so the replay is bit-identical. */
@@ -27,9 +28,10 @@ static inline void seq_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t
 
 #define ATT_WARPS 4
 #define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
+#define ATT_TILE 32   /* keys a warp scores at once, one a lane */
 #define ATT_CHUNK 256 /* keys per attention block: a query over n keys is ceil(n / ATT_CHUNK) blocks, merged
-                       * by k_attn_merge (a warp walks its keys as a dependent chain, so one block per
-                       * query left long contexts latency-bound: 0.65 ms a layer at 3,000 keys) */
+                       * by k_attn_merge (one block per query left long contexts latency-bound: 0.65 ms a
+                       * layer at 3,000 keys when a warp still walked its keys one at a time) */
 #define ATT_PART_BUDGET ((size_t)64 << 20) /* floats of chunk partials one launch may write (256 MB) */
 
 /* A sequence's KV cache of one layer as the kernels address it. */
@@ -136,7 +138,7 @@ __device__ __forceinline__ float *attn_part_slot(const attn_core_args &a, int z,
  * floats) to att_off; otherwise the chunk's (max, sum, unnormalized o) go to its partial slot
  * (sequence z) for k_attn_merge. */
 __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h, int c, int z) {
-    extern __shared__ float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
+    extern __shared__ __align__(16) float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, nk = a.pos0 + t + 1;
     int chunks = (nk + ATT_CHUNK - 1) / ATT_CHUNK;
@@ -150,55 +152,51 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
     float m = -INFINITY, l = 0.f, o[ATT_MAXO];
 #pragma unroll
     for (int i = 0; i < ATT_MAXO; i++) o[i] = 0.f;
-    if (Dk <= 32 * ATT_MAXO) {
-        /* the same arithmetic as the loop below, with key j + ATT_WARPS's K and V rows loaded while key j
-         * is processed (a warp's keys form a dependent chain: without this each waits for its loads) */
-        float kc[ATT_MAXO], vc[ATT_MAXO], kn[ATT_MAXO], vn[ATT_MAXO];
-        auto load = [&](int j, float *kk, float *vv) {
-            const float *kr = kv.k + kv_slot(kv, kvh, j, Dk), *vr = kv.v + kv_slot(kv, kvh, j, Dv);
-#pragma unroll
-            for (int i = 0; i < ATT_MAXO; i++) {
-                int dd = lane + 32 * i;
-                kk[i] = dd < Dk ? kr[dd] : 0.f;
-                vv[i] = dd < Dv ? vr[dd] : 0.f;
-            }
-        };
-        if (j0 + w < n) load(j0 + w, kc, vc);
-        for (int j = j0 + w; j < n; j += ATT_WARPS) {
-            if (j + ATT_WARPS < n) load(j + ATT_WARPS, kn, vn);
+    const bool vec = Dk % 4 == 0 && (uintptr_t)kv.k % 16 == 0; /* the key rows as float4 */
+    /* tile i of ATT_TILE keys (from j0) goes to warp i mod ATT_WARPS: lane u scores key jt + u (its whole
+     * dot product), the warp takes the tile's max and sum (online softmax, one rescale a tile), then adds
+     * the tile's value rows in key order, each lane owning value dims lane + 32 i */
+    for (int jt = j0 + w * ATT_TILE; jt < n; jt += ATT_WARPS * ATT_TILE) {
+        const int nt = min(ATT_TILE, n - jt);
+        float sc = -INFINITY;
+        if (lane < nt) {
+            const float *kr = kv.k + kv_slot(kv, kvh, jt + lane, Dk);
             float d = 0.f;
+            if (vec) {
+                const float4 *k4 = (const float4 *)kr, *q4 = (const float4 *)q;
+#pragma unroll 8
+                for (int i = 0; i < Dk / 4; i++) {
+                    float4 x = q4[i], y = k4[i];
+                    d = fmaf(x.x, y.x, d);
+                    d = fmaf(x.y, y.y, d);
+                    d = fmaf(x.z, y.z, d);
+                    d = fmaf(x.w, y.w, d);
+                }
+            } else {
+                for (int i = 0; i < Dk; i++) d = fmaf(q[i], kr[i], d);
+            }
+            sc = d * a.scale;
+        }
+        float mt = sc;
 #pragma unroll
-            for (int i = 0; i < ATT_MAXO; i++)
-                if (lane + 32 * i < Dk) d = fmaf(q[lane + 32 * i], kc[i], d);
+        for (int s = 16; s > 0; s >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, s));
+        const float mn = fmaxf(m, mt), corr = expf(m - mn);
+        const float p = lane < nt ? expf(sc - mn) : 0.f;
+        float ps = p;
 #pragma unroll
-            for (int s = 16; s > 0; s >>= 1) d += __shfl_xor_sync(0xffffffffu, d, s);
-            float sc = d * a.scale, mn = fmaxf(m, sc);
-            float corr = expf(m - mn), p = expf(sc - mn);
-            l = l * corr + p;
+        for (int s = 16; s > 0; s >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, s);
+        l = l * corr + ps;
+#pragma unroll
+        for (int i = 0; i < ATT_MAXO; i++) o[i] *= corr;
+#pragma unroll 4
+        for (int u = 0; u < nt; u++) {
+            const float pu = __shfl_sync(0xffffffffu, p, u);
+            const float *vr = kv.v + kv_slot(kv, kvh, jt + u, Dv);
 #pragma unroll
             for (int i = 0; i < ATT_MAXO; i++) {
                 int dd = lane + 32 * i;
-                if (dd < Dv) o[i] = o[i] * corr + p * vc[i];
+                if (dd < Dv) o[i] = fmaf(pu, vr[dd], o[i]);
             }
-            m = mn;
-#pragma unroll
-            for (int i = 0; i < ATT_MAXO; i++) kc[i] = kn[i], vc[i] = vn[i];
-        }
-    } else
-    for (int j = j0 + w; j < n; j += ATT_WARPS) {
-        const float *kr = kv.k + kv_slot(kv, kvh, j, Dk);
-        float d = 0.f;
-        for (int i = lane; i < Dk; i += 32) d = fmaf(q[i], kr[i], d);
-#pragma unroll
-        for (int s = 16; s > 0; s >>= 1) d += __shfl_xor_sync(0xffffffffu, d, s);
-        float sc = d * a.scale, mn = fmaxf(m, sc);
-        float corr = expf(m - mn), p = expf(sc - mn);
-        l = l * corr + p;
-        const float *vr = kv.v + kv_slot(kv, kvh, j, Dv);
-#pragma unroll
-        for (int i = 0; i < ATT_MAXO; i++) {
-            int dd = lane + 32 * i;
-            if (dd < Dv) o[i] = o[i] * corr + p * vr[dd];
         }
         m = mn;
     }
