@@ -140,18 +140,35 @@ void be_gdn_seqs_loop(be_backend *be, const be_gdn_args *a, const be_conv_args *
     }
 }
 
+/* Entry j of row v into the best-first list o[0..*n) of at most k ids, and the first NaN / +inf into
+ * *bad: a later id never wins a tie, so an entry that is not larger than the k-th is not taken. */
+static inline void top_insert(const float *v, int j, int32_t *o, int *n, int k, int32_t *bad) {
+    if (!(v[j] < INFINITY) && *bad < 0) *bad = j;
+    if (isnan(v[j]) || (*n == k && !(v[j] > v[o[*n - 1]]))) return;
+    int i = *n < k ? (*n)++ : k - 1;
+    for (; i > 0 && v[j] > v[o[i - 1]]; i--) o[i] = o[i - 1];
+    o[i] = j;
+}
+
+#define TOP_BLOCK 16
+
 void be_logits_top_host(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k) {
     (void)be;
     for (int t = 0; t < R; t++) {
         const float *v = x + (size_t)t * ldx;
-        int32_t *o = out + (size_t)t * (2 * k + 2), n = 0, bad = -1;
-        for (int j = 0; j < V; j++) { /* insertion into o[0..n), best first */
-            if (!(v[j] < INFINITY) && bad < 0) bad = j;
-            if (isnan(v[j]) || (n == k && !(v[j] > v[o[n - 1]]))) continue; /* a later id never wins a tie */
-            int i = n < k ? n++ : k - 1;
-            for (; i > 0 && v[j] > v[o[i - 1]]; i--) o[i] = o[i - 1];
-            o[i] = j;
+        int32_t *o = out + (size_t)t * (2 * k + 2), bad = -1;
+        int n = 0, j = 0;
+        for (; j < V && n < k; j++) top_insert(v, j, o, &n, k, &bad);
+        /* a full list: a block of TOP_BLOCK entries none larger than the k-th and all finite changes
+         * nothing (one branch-free test); otherwise its entries go in one by one, as above */
+        for (; j + TOP_BLOCK <= V; j += TOP_BLOCK) {
+            const float thr = v[o[k - 1]];
+            int hit = 0;
+            for (int i = 0; i < TOP_BLOCK; i++) hit |= (v[j + i] > thr) | !(v[j + i] < INFINITY);
+            if (!hit) continue;
+            for (int i = j; i < j + TOP_BLOCK; i++) top_insert(v, i, o, &n, k, &bad);
         }
+        for (; j < V; j++) top_insert(v, j, o, &n, k, &bad);
         for (int i = 0; i < k; i++) {
             float f = i < n ? v[o[i]] : 0.0f;
             if (i >= n) o[i] = -1;

@@ -364,6 +364,55 @@ TEST(test_pack_cache_round_trip) {
     free(q), free(sc), free(bi), free(x);
 }
 
+/* be_logits_top_host (the CPU's logits_top and the reference of a device's) against a plain
+ * reference: every id ranked by a full selection (larger value first, lower id on ties, -0 == +0, NaN
+ * never listed), the list padded with -1 when fewer than k ids are not NaN, and the first NaN / +inf.
+ * Rows with ties, -inf runs, NaN and +inf at the start, inside a skipped block and in the tail;
+ * lengths that are not a multiple of the 16-entry blocks; k from 1 to 64; several rows at once. */
+TEST(test_logits_top_host_matches_a_full_ranking) {
+    enum { LV = 1000, R = 3 };
+    static float x[R * LV];
+    static int32_t got[R * (2 * BE_TOP_MAX + 2)];
+    const int ks[] = {1, 2, 7, 20, 64};
+    int checked = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        int V = trial % 4 == 0 ? 50 + trial : LV - trial; /* short and long rows, ragged lengths */
+        for (int i = 0; i < R * LV; i++) {
+            float f = frand();
+            x[i] = trial % 3 == 0 ? (float)(int)(f * 6) : f; /* many ties */
+            if (x[i] == 0.0f && (i & 1)) x[i] = -0.0f;
+            if (trial % 5 == 1 && (i % 7) < 5) x[i] = -INFINITY; /* mostly -inf */
+        }
+        if (trial % 6 == 2) x[3] = NAN, x[LV + 500] = INFINITY, x[2 * LV + V - 1] = NAN;
+        if (trial % 6 == 4) x[LV + 37] = NAN, x[LV + 38] = INFINITY;
+        for (int c = 0; c < 5; c++) {
+            int k = ks[c];
+            if (k >= V) continue;
+            be_logits_top_host(NULL, got, x, LV, R, V, k);
+            for (int t = 0; t < R; t++) {
+                const float *v = x + (size_t)t * LV;
+                const int32_t *o = got + (size_t)t * (2 * k + 2);
+                int used[LV] = {0}, bad = -1;
+                for (int j = 0; j < V; j++)
+                    if (!(v[j] < INFINITY) && bad < 0) bad = j;
+                for (int i = 0; i < k; i++) { /* the i-th best not yet taken, by a full scan */
+                    int best = -1;
+                    for (int j = 0; j < V; j++)
+                        if (!used[j] && !isnan(v[j]) && (best < 0 || v[j] > v[best])) best = j;
+                    if (best >= 0) used[best] = 1;
+                    float want = best >= 0 ? v[best] : 0.0f, have;
+                    memcpy(&have, &o[k + i], sizeof have);
+                    CHECK_MSG(o[i] == best && (best < 0 || !memcmp(&have, &want, sizeof have)),
+                              "trial %d k %d row %d entry %d: id %d, want %d", trial, k, t, i, o[i], best);
+                }
+                CHECK_MSG(o[2 * k] == bad, "trial %d k %d row %d: first bad %d, want %d", trial, k, t, o[2 * k], bad);
+                checked++;
+            }
+        }
+    }
+    CHECK(checked > 400);
+}
+
 int main(void) {
     RUN(test_unknown_backend_refused_with_the_available_ones);
     RUN(test_cpu_settings_read_from_the_environment);
@@ -374,5 +423,6 @@ int main(void) {
     RUN(test_attention_op_prefill_equals_decode);
     RUN(test_model_without_host_memory_gives_the_same_bits);
     RUN(test_pack_cache_round_trip);
+    RUN(test_logits_top_host_matches_a_full_ranking);
     return TEST_SUMMARY();
 }
