@@ -489,16 +489,17 @@ __global__ void k_gdn(gdn_k_args a) {
  * from qn / kn, which the block of the key head's first value head then writes (the tape and the
  * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
 #define GDN_RPW 8 /* value rows per warp */
+#define GDN_REG_THREADS 512 /* the register kernel's largest block (value heads up to 16 · GDN_RPW = 128 wide): its
+                             * launch bounds, so the compiler keeps a thread's registers within what 512 threads
+                             * may hold (the state, the row in flight and the next row's inputs) */
 
-/* Lane l's share of the L2-normalised head at src (Dk = 32·JK floats; entries l + 32m) into out[m],
+/* Lane l's share of the L2-normalised head (Dk = 32·JK floats; the lane's entries l + 32m in x[m]) into out[m],
  * × mul: k_gdn_l2's arithmetic with its 128 threads (Dk <= 128: thread i owns entry i, so warp m holds
  * entries 32m..32m+31): each entry's square, the same butterfly per warp, the warp sums added in warp
  * order to 0 (warps past JK add their zero), then (x · inv) · mul. Every warp calls it whole. */
 template <int JK>
-__device__ __forceinline__ void gdn_l2_lane(const float *src, float mul, float *out) {
-    float x[JK], tot = 0.f;
-#pragma unroll
-    for (int m = 0; m < JK; m++) x[m] = src[(threadIdx.x & 31) + 32 * m];
+__device__ __forceinline__ void gdn_l2_vals(const float *x, float mul, float *out) {
+    float tot = 0.f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         float v = 0.f;
@@ -526,13 +527,32 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
     for (int r = 0; r < GDN_RPW; r++)
 #pragma unroll
         for (int m = 0; m < JK; m++) S[r][m] = i0 + r < Dv ? src[(size_t)(i0 + r) * Dk + lane + 32 * m] : 0.f;
+    /* row t + 1's q, k, b, a are loaded while row t's state update runs, its value inputs and z gate
+     * while row t's output is normalised (the rows are a dependent chain: without this each step waits
+     * for its global loads; same arithmetic) */
+    const float dtb = a.dt_bias[hv], nA = a.neg_A[hv];
+    float nq[JK], nk[JK], nu[GDN_RPW], nb = 0.f, na = 0.f, nz = 0.f;
+    auto fetch_qk = [&](int t) {
+        const float *row = a.big + (size_t)t * a.ldb;
+        const float *qs = L2 ? row + a.u_off + (size_t)hk * Dk : a.qn + (size_t)t * kd + (size_t)hk * Dk;
+        const float *ks = L2 ? qs + kd : a.kn + (size_t)t * kd + (size_t)hk * Dk;
+#pragma unroll
+        for (int m = 0; m < JK; m++) nq[m] = qs[lane + 32 * m], nk[m] = ks[lane + 32 * m];
+        nb = row[a.b_off + hv], na = row[a.a_off + hv];
+    };
+    auto fetch_u = [&](int t) {
+        const float *row = a.big + (size_t)t * a.ldb;
+#pragma unroll
+        for (int r = 0; r < GDN_RPW; r++) nu[r] = i0 + r < Dv ? row[a.u_off + 2 * kd + hv * Dv + i0 + r] : 0.f;
+        nz = (int)threadIdx.x < Dv ? row[hv * Dv + threadIdx.x] : 0.f;
+    };
+    if (a.R > 0) fetch_qk(0), fetch_u(0);
     for (int t = 0; t < a.R; t++) {
         float *row = a.big + (size_t)t * a.ldb;
-        float kr[JK], qr[JK];
+        float kr[JK], qr[JK], braw = nb, araw = na;
         if (L2) {
-            const float *u = row + a.u_off + (size_t)hk * Dk;
-            gdn_l2_lane<JK>(u, 1.0f / sqrtf((float)Dk), qr);
-            gdn_l2_lane<JK>(u + kd, 1.0f, kr);
+            gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
+            gdn_l2_vals<JK>(nk, 1.0f, kr);
             if (w == 0 && hv % (a.Hv / a.Hk) == 0) {
 #pragma unroll
                 for (int m = 0; m < JK; m++) {
@@ -542,15 +562,13 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
             }
         } else {
 #pragma unroll
-            for (int m = 0; m < JK; m++) {
-                kr[m] = a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
-                qr[m] = a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m];
-            }
+            for (int m = 0; m < JK; m++) kr[m] = nk[m], qr[m] = nq[m];
         }
-        float beta = cu_sigmoid(row[a.b_off + hv]);
-        float sp = row[a.a_off + hv] + a.dt_bias[hv];
+        if (t + 1 < a.R) fetch_qk(t + 1);
+        float beta = cu_sigmoid(braw);
+        float sp = araw + dtb;
         sp = sp > 20.0f ? sp : log1pf(expf(sp));
-        float g = expf(a.neg_A[hv] * sp);
+        float g = expf(nA * sp);
         if (a.tape_g && threadIdx.x == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
 #pragma unroll
         for (int r = 0; r < GDN_RPW; r++) {
@@ -561,7 +579,7 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
             for (int m = 0; m < JK; m++) kv = fmaf(S[r][m], kr[m], kv);
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
-            float d = beta * (row[a.u_off + 2 * kd + hv * Dv + i] - g * kv);
+            float d = beta * (nu[r] - g * kv);
             float y = 0.f;
 #pragma unroll
             for (int m = 0; m < JK; m++) {
@@ -575,11 +593,13 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
                 if (a.tape_d) a.tape_d[((size_t)t * a.Hv + hv) * Dv + i] = d;
             }
         }
+        const float zg = nz;
+        if (t + 1 < a.R) fetch_u(t + 1);
         __syncthreads();
         int i = threadIdx.x;
         float yi = i < Dv ? yv[i] : 0.f;
         float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + a.eps);
-        if (i < Dv) row[a.y_off + hv * Dv + i] = ((yi * inv) * a.norm[i]) * cu_silu(row[hv * Dv + i]);
+        if (i < Dv) row[a.y_off + hv * Dv + i] = ((yi * inv) * a.norm[i]) * cu_silu(zg);
         __syncthreads();
     }
     float *dst = a.dst + (size_t)hv * Dv * Dk;
@@ -591,7 +611,7 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
 }
 
 template <int JK, int L2>
-__global__ void k_gdn_reg(gdn_k_args a) {
+__global__ void __launch_bounds__(GDN_REG_THREADS) k_gdn_reg(gdn_k_args a) {
     CU_PDL_ENTRY();
     gdn_reg_body<JK, L2>(a, blockIdx.x);
 }
@@ -616,7 +636,7 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
                     cu_vec(c, a->norm, sizeof(float) * a->Dv), a->eps, a->src, a->qn, a->kn, a->dst, a->tape_g,
                     a->tape_d};
     int JK = Dk / 32, warps = (a->Dv + GDN_RPW - 1) / GDN_RPW;
-    if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && a->Dv <= 32 * GDN_RPW && gdn_reg_on()) {
+    if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && a->Dv <= GDN_REG_THREADS / 32 * GDN_RPW && gdn_reg_on()) {
         /* the register kernel, q / k normalised inside: warps rows-of-8 each, at least one full warp for the
          * block sums */
         int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
@@ -973,7 +993,8 @@ __device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_se
 
 /* Block (hv, i): k_gdn_reg's block hv for sequence i. */
 template <int JK, int L2>
-__global__ void k_gdn_reg_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+__global__ void __launch_bounds__(GDN_REG_THREADS)
+    k_gdn_reg_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
     cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
@@ -1016,7 +1037,7 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
                     cu_vec(c, a->neg_A, sizeof(float) * Hv), cu_vec(c, a->dt_bias, sizeof(float) * Hv),
                     cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL};
     int JK = Dk / 32, warps = (Dv + GDN_RPW - 1) / GDN_RPW;
-    if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= 32 * GDN_RPW && gdn_reg_on()) {
+    if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= GDN_REG_THREADS / 32 * GDN_RPW && gdn_reg_on()) {
         /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches ($MTPLX_CUDA_GDN_L2=0: 3) */
         int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
         dim3 g(Hv, n);
