@@ -484,7 +484,8 @@ __global__ void k_gdn(gdn_k_args a) {
 /* The same step with the state in registers: block hv, warp w owns value rows 8w .. 8w+7, lane l holds
  * S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are a lane
  * partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit for
- * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 256.
+ * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 128
+ * (GDN_REG_THREADS).
  * L2 = 1: the row's q and k are L2-normalised here from the conv output (gdn_l2_fused) instead of read
  * from qn / kn, which the block of the key head's first value head then writes (the tape and the
  * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
