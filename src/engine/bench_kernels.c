@@ -78,8 +78,10 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
     if (rc) return rc;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(context > max_rows ? context : max_rows));
     float *logits = malloc(sizeof(float) * (size_t)max_rows * c->vocab_size);
+    /* with a top: each row's list, as the engine takes a verify's rows (fwd_request.top_out) */
+    int32_t *lists = malloc(sizeof(int32_t) * (size_t)max_rows * (2 * BE_TOP_MAX + 2));
     double *times = malloc(sizeof(double) * (size_t)reps * (max_rows + 2)); /* [R][reps], then GB/s [reps] */
-    if (!tok || !logits || !times) {
+    if (!tok || !logits || !lists || !times) {
         rc = err_set(err, MTPLX_ENOMEM, "verify-cost: out of memory");
         goto done;
     }
@@ -96,7 +98,8 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
                 times[(size_t)(max_rows + 1) * reps + rep] = bw_bytes / (clock_now() - t0) / 1e9;
             }
             for (int i = 0; i < R; i++) tok[i] = (int32_t)(next_rand(&seed) % (uint64_t)c->vocab_size);
-            fwd_request req = {.logits = logits, .logits_from = 0, .capture = 1, .logits_top = logits_top};
+            fwd_request req = {.logits = logits, .logits_from = 0, .capture = 1, .logits_top = logits_top,
+                               .top_out = logits_top > 0 && logits_top < c->vocab_size ? lists : NULL};
             double t0 = clock_now();
             rc = model_forward(m, s, tok, R, &req, err);
             double dt = clock_now() - t0;
@@ -120,7 +123,7 @@ int bench_verify_cost(const mtplx_model *m, int max_rows, int context, int reps,
         out->membw_gbs = reps % 2 ? g[reps / 2] : 0.5 * (g[reps / 2 - 1] + g[reps / 2]);
     }
 done:
-    free(tok), free(logits), free(times);
+    free(tok), free(logits), free(lists), free(times);
     model_state_free(s);
     return rc;
 }
