@@ -21,7 +21,9 @@
  * id; depths 1-5 and adaptive depth 3, 6 tokens, for every family and setting.
  * Structured output (docs/structured-output.md): with a toy gen_constraint whose allowed set depends
  * on every token before it (and that can end the generation), the speculative law equals the AR law
- * of the masked target, for the families with finite logits, every setting and depths 1-4. */
+ * of the masked target, for the families with finite logits, every setting and depths 1-4. The
+ * same proof runs with the verify and draft rows given as logits_top lists (cycle_use_lists), as a
+ * GPU with a large vocabulary gives them. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
