@@ -875,18 +875,24 @@ TEST(test_logits_top_cpu_gives_the_sampler_the_same_distribution) {
     be_free(cpu);
 }
 
-/* logits_top of R rows of V logits with k on the CPU (host x into o1) and on be (device dx into dout,
- * downloaded into o2): every word equal (ids, value bits, first NaN / +inf). */
-static void top_compare(be_backend *cpu, be_backend *be, const float *x, const float *dx, float *dout, int32_t *o1,
-                        int32_t *o2, int V, int R, int k) {
+/* logits_top of R rows of V logits (ldx apart) with k on the CPU (host x into o1) and on be (device dx
+ * into dout, downloaded into o2): every word equal (ids, value bits, first NaN / +inf). */
+static void top_compare_ld(be_backend *cpu, be_backend *be, const float *x, const float *dx, float *dout,
+                           int32_t *o1, int32_t *o2, int V, int ldx, int R, int k) {
     size_t words = (size_t)R * (2 * k + 2);
-    cpu->ops->logits_top(cpu, o1, x, V, R, V, k);
-    be->ops->logits_top(be, (int32_t *)dout, dx, V, R, V, k);
+    cpu->ops->logits_top(cpu, o1, x, ldx, R, V, k);
+    be->ops->logits_top(be, (int32_t *)dout, dx, ldx, R, V, k);
     be->ops->download(be, o2, dout, sizeof(int32_t) * words);
     size_t first = 0, differ = 0;
     for (size_t i = 0; i < words; i++)
         if (o1[i] != o2[i] && differ++ == 0) first = i;
-    CHECK_MSG(differ == 0, "k %d: %zu words differ from the CPU's (first at %zu)", k, differ, first);
+    CHECK_MSG(differ == 0, "V %d k %d: %zu words differ from the CPU's (first at %zu)", V, k, differ, first);
+}
+
+/* top_compare_ld of rows stored V apart. */
+static void top_compare(be_backend *cpu, be_backend *be, const float *x, const float *dx, float *dout, int32_t *o1,
+                        int32_t *o2, int V, int R, int k) {
+    top_compare_ld(cpu, be, x, dx, dout, o1, o2, V, V, R, k);
 }
 
 /* The CUDA backend's logits_top equals the CPU's word for word (ids, value bits, first NaN / +inf). */
@@ -937,6 +943,56 @@ TEST(test_logits_top_cuda_long_rows_equal_cpu) {
     CHECK(o2[(2 * 64 + 2) + 2 * 64] == 5); /* row 1's first NaN / +inf */
     be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
     free(x), free(o1), free(o2);
+    be_free(cpu);
+    be_free(be);
+}
+
+/* Rows of a real vocabulary (248,320 ids, 61 slices of the GPU's cut, stored 16 floats apart) and a
+ * 1,100,003-id row (its slices' lists need a second level of merges): the CUDA top-k equals the CPU's
+ * word for word for k = 1 / 20 / 64 — logit-like values, a row of five distinct values (ties across
+ * slices), a +inf late in the first row, a row of NaN but for 13 finite entries (fewer than k: the list
+ * ends in -1), a row of -inf, -0 and +0 — and a row's answer does not depend on the rows beside it. */
+TEST(test_logits_top_cuda_vocab_rows_equal_cpu) {
+    enum { VV = 248320, VLD = VV + 16, VR = 4, BV = 1100003 };
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    size_t W = (size_t)VR * (2 * BE_TOP_MAX + 2);
+    float *x = malloc(sizeof(float) * (size_t)VR * VLD), *y = malloc(sizeof(float) * BV);
+    int32_t *o1 = malloc(sizeof(int32_t) * W), *o2 = malloc(sizeof(int32_t) * W), *o3 = malloc(sizeof(int32_t) * W);
+    REQUIRE(x && y && o1 && o2 && o3);
+    g_rng = 0x70b5eed1u;
+    for (int j = 0; j < VLD; j++) {
+        x[j] = 4.0f * (frand() + frand() + frand()); /* logit-like: a bell of values */
+        x[VLD + j] = (float)(int)(frand() * 2.5f);   /* -2 .. 2: five values, ties everywhere */
+        x[2 * (size_t)VLD + j] = j % 20000 == 7 ? frand() : NAN;
+        x[3 * (size_t)VLD + j] = j % 3 == 0 ? -INFINITY : j % 3 == 1 ? -0.0f : 0.0f;
+    }
+    x[200001] = INFINITY; /* row 0: its best and its first bad index */
+    for (int j = 0; j < BV; j++) y[j] = frand() * 30.0f;
+    y[BV - 1] = 31.0f, y[3] = 31.0f; /* the best value twice, in the first and the last slice */
+    be_buf *bx, *by, *bo;
+    float *dx = dev_floats(be, x, (size_t)VR * VLD, &bx), *dy = dev_floats(be, y, BV, &by);
+    float *dout = dev_floats(be, NULL, W, &bo);
+    REQUIRE(dx && dy && dout);
+    static const int ks[] = {1, 20, 64};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        int k = ks[ki];
+        top_compare_ld(cpu, be, x, dx, dout, o1, o2, VV, VLD, VR, k);
+        top_compare_ld(cpu, be, y, dy, dout, o1, o3, BV, BV, 1, k);
+        CHECK_INT(o3[0], 3); /* the tie of the best value goes to the lower id */
+        size_t rw = (size_t)(2 * k + 2);
+        be->ops->logits_top(be, (int32_t *)dout, dx + 2 * (size_t)VLD, VLD, 1, VV, k); /* row 2 alone */
+        be->ops->download(be, o3, dout, sizeof(int32_t) * rw);
+        CHECK_MSG(!memcmp(o3, o2 + 2 * rw, sizeof(int32_t) * rw), "k %d: row 2 alone differs from row 2 of 4", k);
+    }
+    /* k 64: row 0 starts with its +inf, which is also its first bad index; row 2 holds 13 ids, then -1,
+     * and its first NaN at 0 */
+    CHECK(o2[0] == 200001 && o2[128] == 200001);
+    CHECK(o2[2 * 130 + 12] >= 0 && o2[2 * 130 + 13] == -1 && o2[2 * 130 + 128] == 0);
+    be->ops->buf_free(be, bx), be->ops->buf_free(be, by), be->ops->buf_free(be, bo);
+    free(x), free(y), free(o1), free(o2), free(o3);
     be_free(cpu);
     be_free(be);
 }
@@ -1172,6 +1228,7 @@ int main(void) {
     RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);
     RUN(test_logits_top_cuda_equals_cpu);
     RUN(test_logits_top_cuda_long_rows_equal_cpu);
+    RUN(test_logits_top_cuda_vocab_rows_equal_cpu);
     RUN(test_rmsnorm_matches_cpu_and_is_row_invariant);
     RUN(test_moe_cuda_matches_cpu_and_is_row_invariant);
     return TEST_SUMMARY();

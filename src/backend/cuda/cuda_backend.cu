@@ -1011,7 +1011,7 @@ extern "C" int be_cuda_mem_info(int device, size_t *free_bytes, size_t *total_by
 /* the defaults until a backend installs its own */
 cu_settings cu_set = [] {
     cu_settings s = {}; /* by name: a positional list went stale when fields were added in the middle */
-    s.stream = 1, s.seq_batch = 1, s.commit = 1, s.top = 1, s.top_min_vocab = 65536, s.gdn_reg = 1;
+    s.stream = 1, s.seq_batch = 1, s.commit = 1, s.top = 1, s.top_min_vocab = 1, s.gdn_reg = 1;
     s.mma = 1, s.sk = 1, s.sk_group = 1, s.gemm = 1, s.moe = 1;
     s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1;
     return s;
@@ -1051,7 +1051,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->seq_batch = env_not0("MTPLX_CUDA_SEQ_BATCH");
     s->commit = env_not0("MTPLX_CUDA_COMMIT");
     s->top = env_not0("MTPLX_CUDA_TOP");
-    s->top_min_vocab = env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") ? env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") : 65536;
+    s->top_min_vocab = env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") ? env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") : 1;
     s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
     s->profile = env_set("MTPLX_CUDA_PROFILE") ? (env_pos("MTPLX_CUDA_PROFILE") == 2 ? 2 : 1) : 0;
     s->profile_rows = env_pos("MTPLX_CUDA_PROFILE_ROWS");

@@ -26,8 +26,9 @@ typedef struct {
     int commit;     /* 1: gdn_commit as one launch; MTPLX_CUDA_COMMIT=0: a copy + gdn_replay per item */
     int top;        /* 1: be_caps.logits_top (verify rows of a top-k / greedy sampler download only
                        their best logits); MTPLX_CUDA_TOP=0: whole rows */
-    int top_min_vocab; /* be_caps.logits_top_min_vocab; MTPLX_CUDA_TOP_MIN_VOCAB=N, default 65536 (at 8,192
-                          ids whole rows were 5-10% faster: bench/cuda.md, "Session 6, final run") */
+    int top_min_vocab; /* be_caps.logits_top_min_vocab; MTPLX_CUDA_TOP_MIN_VOCAB=N, default 1 (every
+                          vocabulary: with the sliced top-k an 8,192-id model's D3 ran 3-4% faster,
+                          bench/cuda.md "Session 11"; one block a row had lost 5-10% there) */
     int gdn_reg;    /* 1: the register GDN kernel where the head shape allows; MTPLX_CUDA_GDN=0: the
                        shared-memory one */
     int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit; =2: also one
