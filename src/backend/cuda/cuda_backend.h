@@ -47,7 +47,7 @@ typedef struct {
     int sk_rows;    /* MTPLX_CUDA_SK_ROWS=16: bf16 stream-K launches of at most 16 activation rows (a comparison
                      * knob; default SK_ROWS = 32; same bits either way) */
     int sk_minu;    /* MTPLX_CUDA_SK_MINU=N: fewer stream-K warps for a weight of under N units (K spans /
-                       blocks of a 16-row tile) per warp; 0: 2 batches' worth (2·U) */
+                       blocks of a 16-row tile) per warp; 0: a fifth of a tile, at most 2·U (sk_minu) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:
                        one at a time (same bits); 0: 4 */
     int gemm;       /* 1: calls of at least gemm_min rows on the many-row GEMM (cuda_gemm.cu, same bits as the

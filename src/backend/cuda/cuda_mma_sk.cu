@@ -378,13 +378,26 @@ int cu_sm_count(void) {
     return sms;
 }
 
-/* Blocks of the launch: the blocks the GPU holds at once (occ: resident blocks per multiprocessor of
- * the kernel's 1..8-row instance; the 9..16- and bf16's 17..32-row ones, with U / 2 and U / 4 spans per
- * batch, may hold fewer and then run in more than one wave), fewer when the weight has under 2·U units per warp
- * ($MTPLX_CUDA_SK_MINU: under that many; a sweep knob). A function of the shape and the GPU only. */
-static int sk_grid(int occ, long long units, int U) {
+/* The fewest units a warp takes of a weight whose tiles are P spans long: about a fifth of a tile, at
+ * most 2·U ($MTPLX_CUDA_SK_MINU=N: N). A small weight is then cut into many short ranges (a tile in
+ * about five partials) instead of few long ones: the tiny models' matmuls are latency chains, and
+ * the ranges' batches of loads are their links (small-model shape, 1-row forward: bf16 0.71 -> 0.57-0.66
+ * ms, q4 0.86-0.89 -> 0.63 ms against the old 2·U floor; bench/cuda.md "Session 11"); a large weight
+ * keeps 2·U (the 27B's P = 40..544; fewer units a warp there cost 1-3% at 8 rows). */
+static int sk_minu(int P, int U) {
+    if (cu_set.sk_minu > 0) return cu_set.sk_minu;
+    int m = (P + 4) / 5;
+    return m < 1 ? 1 : m > 2 * U ? 2 * U : m;
+}
+
+/* Blocks of the launch for a weight of `units` (tile, span) units with tiles of P spans: the blocks the
+ * GPU holds at once (occ: resident blocks per multiprocessor of the kernel's 1..8-row instance; the 9..16-
+ * and bf16's 17..32-row ones, with U / 2 and U / 4 spans per batch, may hold fewer and then run in more
+ * than one wave), fewer when a warp would get under sk_minu units. A function of the shape and the GPU
+ * only. */
+static int sk_grid(int occ, long long units, int P, int U) {
     long long blocks = (long long)cu_sm_count() * knob_or(cu_set.sk_bps, occ);
-    long long most = units / ((long long)knob_or(cu_set.sk_minu, 2 * U) * SK_WARPS);
+    long long most = units / ((long long)sk_minu(P, U) * SK_WARPS);
     if (blocks > most) blocks = most;
     return blocks < 1 ? 1 : (int)blocks;
 }
@@ -444,7 +457,7 @@ template <int BITS, int GS, int U>
 static int sk_q_blocks(int N, int K) {
     static int occ = 0;
     if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U>);
-    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 128), U);
+    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 128), K / 128, U);
 }
 
 template <int BITS, int GS, int U>
@@ -503,7 +516,7 @@ template <int U>
 static int sk_bf16_blocks(int N, int K) {
     static int occ = 0;
     if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
-    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 32), U);
+    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 32), K / 32, U);
 }
 
 template <int U>
