@@ -38,7 +38,9 @@ static void usage(FILE *f) {
             "                  reported as a fraction of the median of those reads\n"
             "  --verify-cost   median time of an R-row decode-position forward (all rows' logits) / median\n"
             "                  1-row time, R = 1..--rows (default 8), --reps (default 9) interleaved rounds\n"
-            "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s;\n"
+            "                  after --context (default 256) prefilled tokens; also AR decode tok/s and GB/s\n"
+            "                  of weights, and with the sequence state a token moves (GDN states read and\n"
+            "                  written, KV read: model_state_bytes_per_token) counted as memory traffic;\n"
             "                  --logits-top K (1..64): each row's K best logits only, as lists, as a top_k = K\n"
             "                  verify takes them (a GPU then downloads 2K+2 words a row, not the vocabulary)\n"
             "  --prefill N     seconds and tokens/s to prefill N random tokens: the best of --reps\n"
@@ -359,6 +361,9 @@ int cmd_bench_kernels(int argc, char **argv) {
     const char *qact = getenv("MTPLX_QACT") && !strcmp(getenv("MTPLX_QACT"), "f32") ? "f32" : "int8";
     int threads = tpool_threads(tpool_global());
     double dec_gbs = verify ? wbytes / vc.median_s[1] / 1e9 : 0;
+    /* the sequence state a token moves besides the weights (GDN states, KV over the context) */
+    uint64_t sbytes = m && verify ? model_state_bytes_per_token(m, context) : 0;
+    double all_gbs = verify ? (double)(wbytes + sbytes) / vc.median_s[1] / 1e9 : 0;
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"quant_activations\": \"%s\"", isa, threads, qact);
         printf(", \"device\": \"%s\"", be_device_resolved());
@@ -372,10 +377,12 @@ int cmd_bench_kernels(int argc, char **argv) {
             printf("}, \"forward_ms\": {");
             for (int R = 1; R <= rows; R++) printf("%s\"%d\": %.3f", R > 1 ? ", " : "", R, vc.median_s[R] * 1e3);
             printf("}, \"reps\": %d, \"context\": %d, \"logits_top\": %d, \"ar_decode_tok_s\": %.3f, "
-                   "\"ar_decode_gbs\": %.2f", reps, context, logits_top, 1.0 / vc.median_s[1], dec_gbs);
+                   "\"ar_decode_gbs\": %.2f, \"state_bytes_per_token\": %llu, \"ar_decode_with_state_gbs\": %.2f",
+                   reps, context, logits_top, 1.0 / vc.median_s[1], dec_gbs, (unsigned long long)sbytes, all_gbs);
             if (membw)
-                printf(", \"membw_interleaved_gbs\": %.2f, \"ar_decode_fraction_of_membw\": %.3f", vc.membw_gbs,
-                       dec_gbs / vc.membw_gbs);
+                printf(", \"membw_interleaved_gbs\": %.2f, \"ar_decode_fraction_of_membw\": %.3f, "
+                       "\"ar_decode_with_state_fraction_of_membw\": %.3f",
+                       vc.membw_gbs, dec_gbs / vc.membw_gbs, all_gbs / vc.membw_gbs);
         }
         if (prefill) printf(", \"prefill\": {\"tokens\": %d, \"seconds\": %.3f, \"tok_s\": %.2f}", prefill, pre_s, prefill / pre_s);
         printf("}\n");
@@ -389,7 +396,8 @@ int cmd_bench_kernels(int argc, char **argv) {
             printf("memory read bandwidth (%zu MB buffer): %.1f GB/s one thread, %.1f GB/s %d threads\n", bw.bytes >> 20,
                    bw.gbs_one, bw.gbs_all, bw.threads);
         if (verify) {
-            printf("%s: %.3f GB of weights read per decoded token\n", dir, wbytes / 1e9);
+            printf("%s: %.3f GB of weights read per decoded token; %.1f MB of sequence state moved per token at "
+                   "context %d (GDN states read and written, KV read)\n", dir, wbytes / 1e9, sbytes / 1e6, context);
             if (logits_top) printf("logits: each row's %d best only (--logits-top)\n", logits_top);
             for (int R = 1; R <= rows; R++)
                 printf("  %2d-row forward: %8.2f ms  (%.3fx 1-row)\n", R, vc.median_s[R] * 1e3, vc.ratio[R]);
@@ -400,6 +408,8 @@ int cmd_bench_kernels(int argc, char **argv) {
                 printf(" = %.0f%% of the %.1f GB/s read between the forwards (median of %d rounds)",
                        100.0 * dec_gbs / vc.membw_gbs, vc.membw_gbs, reps);
             printf("\n");
+            if (membw)
+                printf("  with the sequence state: %.1f GB/s = %.0f%%\n", all_gbs, 100.0 * all_gbs / vc.membw_gbs);
         }
         if (prefill) printf("prefill %d tokens: %.2f s = %.1f tok/s\n", prefill, pre_s, prefill / pre_s);
     }

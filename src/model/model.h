@@ -54,6 +54,12 @@ int model_state_len(const model_state *s);        /* committed positions held */
 int model_state_capacity(const model_state *s);
 void model_state_reset(model_state *s);           /* empty the sequence, keep the buffers */
 
+/* Bytes of a sequence's state that one decoded token moves besides the weights, at `context`
+ * positions: every GDN layer's recurrent state (Hv·Dv·Dk fp32) and conv window read and written, every
+ * attention layer's KV cache (fp32, family_kv_shape) read over the context and its new row written.
+ * For bandwidth accounting (`mtplx bench --verify-cost`); the per-row captures of a verify are not in it. */
+uint64_t model_state_bytes_per_token(const mtplx_model *m, int context);
+
 /* Copy src's committed sequence into dst (same model, dst capacity >= src's length): the KV rows
  * 0..len-1, the GDN conv and recurrent states. dst's captures are dropped. For snapshots, forks and
  * prefix reuse; the copy continues bit-identically to src. Returns 0, EINVAL (other model) or ERANGE

@@ -78,6 +78,17 @@ fail:
     return err->code ? err->code : MTPLX_ENOMEM;
 }
 
+uint64_t model_state_bytes_per_token(const mtplx_model *m, int context) {
+    const model_config *c = &m->cfg;
+    int heads, kw, vw;
+    family_kv_shape(m, &heads, &kw, &vw);
+    uint64_t kv_pos = (uint64_t)heads * (uint64_t)(kw + vw) * sizeof(float);
+    uint64_t rec = (uint64_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * sizeof(float);
+    uint64_t conv_ch = 2ull * c->lin_k_heads * c->lin_k_dim + (uint64_t)c->lin_v_heads * c->lin_v_dim;
+    uint64_t conv = (uint64_t)(c->conv_kernel > 1 ? c->conv_kernel - 1 : 0) * conv_ch * sizeof(float);
+    return (uint64_t)m->n_gdn * 2 * (rec + conv) + (uint64_t)m->n_attn * kv_pos * ((uint64_t)context + 1);
+}
+
 int model_state_new(const mtplx_model *m, int capacity, int max_rows, model_state **out, mtplx_err *err) {
     mtplx_err local;
     if (!err) err = &local;

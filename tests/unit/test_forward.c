@@ -156,6 +156,30 @@ TEST(test_tiny_code_greedy_continuation) {
     golden_close(&g);
 }
 
+/* model_state_bytes_per_token (bench's bandwidth accounting) on the embedded model: one more
+ * position adds one KV row of every trunk attention layer — a KV page's bytes over its positions,
+ * less the MTP layer's share (seq_pool_page_bytes, the allocator's own figure) — and at context 0 it
+ * is that row plus every GDN layer's recurrent state and conv window, read and written. */
+TEST(test_state_bytes_per_token) {
+    mtplx_model *m = NULL;
+    mtplx_err err = {0};
+    REQUIRE(model_load(k_tiny_dir, &m, &err) == 0);
+    const model_config *c = model_config_of(m);
+    int n_attn = 0;
+    for (int l = 0; l < c->n_layers; l++) n_attn += c->layer_kinds[l] == LAYER_ATTN;
+    REQUIRE(n_attn > 0 && n_attn < c->n_layers); /* both kinds of layer */
+    uint64_t pos = seq_pool_page_bytes(m) / (uint64_t)model_kv_page_size() / (uint64_t)(n_attn + model_has_mtp(m)) *
+                   (uint64_t)n_attn;
+    uint64_t rec = (uint64_t)c->lin_v_heads * c->lin_v_dim * c->lin_k_dim * 4;
+    uint64_t conv = (uint64_t)(c->conv_kernel - 1) * (2u * c->lin_k_heads * c->lin_k_dim + c->lin_v_heads * c->lin_v_dim) * 4;
+    uint64_t b0 = model_state_bytes_per_token(m, 0), b100 = model_state_bytes_per_token(m, 100);
+    CHECK_MSG(b100 - b0 == 100 * pos, "100 positions add %llu bytes, the KV pages say %llu",
+              (unsigned long long)(b100 - b0), (unsigned long long)(100 * pos));
+    CHECK_MSG(b0 == (uint64_t)(c->n_layers - n_attn) * 2 * (rec + conv) + pos, "context 0: %llu bytes",
+              (unsigned long long)b0);
+    model_free(m);
+}
+
 int main(void) {
     RUN(test_golden_qwen3_5_dense_prefill);
     RUN(test_golden_qwen3_5_dense_stepwise);
@@ -166,5 +190,6 @@ int main(void) {
     RUN(test_golden_tiny_code_prefill);
     RUN(test_golden_tiny_code_stepwise);
     RUN(test_tiny_code_greedy_continuation);
+    RUN(test_state_bytes_per_token);
     return TEST_SUMMARY();
 }
