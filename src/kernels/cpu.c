@@ -49,6 +49,8 @@ static void cpu_detect_arch(void) {
         g_feat.amd = (b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u) ||
                      (b == 0x6f677948u && d == 0x6e65476eu && c == 0x656e6975u);
     if (!__get_cpuid(1, &a, &b, &c, &d)) goto choose;
+    unsigned family = (a >> 8) & 0xf;
+    if (family == 0xf) family += (a >> 20) & 0xff; /* the display family */
     int osxsave = (c >> 27) & 1;
     uint64_t xcr0 = osxsave ? read_xcr0() : 0;
     int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;
@@ -61,6 +63,7 @@ static void cpu_detect_arch(void) {
         g_feat.avx512f = os_avx512 && ((b >> 16) & 1);
         g_feat.avx512bw = os_avx512 && ((b >> 30) & 1);
         g_feat.avx512vl = os_avx512 && ((b >> 31) & 1);
+        g_feat.zmm_halves = g_feat.amd && family == 0x19 && g_feat.avx512f; /* Zen 3 has no AVX-512 */
         g_feat.avx512vnni = os_avx512 && ((c >> 11) & 1);
         g_feat.amx_bf16 = os_amx && ((d >> 22) & 1);
         g_feat.amx_tile = os_amx && ((d >> 24) & 1);

@@ -33,6 +33,8 @@ typedef struct {
     int avxvnni;                         /* vpdpbusd on ymm (VEX encoding) */
     int amx_tile, amx_int8, amx_bf16;    /* CPUID + XCR0; Linux also wants an arch_prctl permission request before use */
     int amd;                             /* x86 vendor AMD (or Hygon): tuning defaults only, never correctness */
+    int zmm_halves;                      /* AVX-512 run as two 256-bit halves (AMD family 19h: Zen 4):
+                                            tuning only (matmul_qpack.c's q4 activation broadcasts) */
     int asimd;                           /* AArch64 Advanced SIMD (HWCAP_ASIMD) */
     int asimddp;                         /* SDOT/UDOT (HWCAP_ASIMDDP) */
     int i8mm;                            /* SMMLA/UMMLA/USMMLA (HWCAP2_I8MM) */

@@ -22,6 +22,8 @@ typedef struct {
     int bf16dp;     /* 1: bf16 weights take the AVX512-BF16 dot-product kernel where the CPU has
                        avx512_bf16 and the AMX path is not in use; 0: the AVX-512 FMA kernel */
     int bf16_pf;    /* 1: that kernel prefetches the next 4-row weight block into L2; 0: off */
+    int qpack_mix;  /* q4 VNNI calls of 2+ rows: 1 half the activation quads by shuffles (dp_quad_mix),
+                       0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, else 1) */
 } kern_knobs;
 
 /* The values used when nothing was set (the documented defaults of each knob). */

@@ -374,9 +374,12 @@ INL void qp_prefetch_group(const kern_qpack *p, const uint8_t *qg, int pf, int p
  * compile-time after inlining so the group is one straight run of code (a run-time group loop made
  * GCC rotate the chain accumulators through register copies and spill, ~1.5× the instructions).
  * Chains: vector j feeds chains (j & 1)·2 + {0: low nibbles, 1: high nibbles} of each row (NC = 4)
- * or just {0, 1} (NC = 2, from 3 rows, to stay in registers). */
-INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int HALF, float *y,
-                     int ldy, int nr) {
+ * or just {0, 1} (NC = 2, from 3 rows, to stay in registers). MIX (compile-time): from 2 rows, half
+ * the activation quads by dp_quad_mix's shuffles (faster where the vector loads are the bound: Zen 5)
+ * instead of broadcast operands only (faster where 512-bit ops are split in two and the shuffles take
+ * the vpdpbusd's slots: Zen 4, cpu_features.zmm_halves; bench/zen.md "Session 11"). Same sums. */
+INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int HALF, const int MIX,
+                     float *y, int ldy, int nr) {
     const int G = p->G, K = qa->K, NC = TT <= 2 ? 4 : 2;
     int pf, pf2;
     kern_qpack_prefetch(qa->T, &pf, &pf2);
@@ -397,7 +400,7 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
             __m512i w0 = _mm512_and_si512(v, lo), w1 = _mm512_and_si512(v, hi);
             QP_UNROLL(8) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
-                if (TT >= 2) { /* 1 row: memory-bound, the broadcast operands suffice */
+                if (TT >= 2 && MIX) { /* 1 row: memory-bound, the broadcast operands suffice */
                     is[t][c] = dp_quad_mix(is[t][c], w0, at, j);
                     is[t][c + 1] = dp_quad_mix(is[t][c + 1], w1, at, j + HALF);
                     continue;
@@ -461,34 +464,40 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
  * the chain count does not change any result. q4 high nibbles are used in place (byte & 0xf0 =
  * 16·q) and their sum shifted right by 4 (exact), saving a shift per vector. The group size is 32,
  * 64 or 128 (kern_pack_set_add packs only quant_format_ok formats). */
-INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
+INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, int mix, float *y, int ldy,
+                  int nr) {
 #ifdef QP_SANITIZED
     if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, p->gs / 4, y, ldy, nr);
-    else qp_block_q4(p, qa, bi, t0, TT, p->gs / 8, y, ldy, nr);
+    else qp_block_q4(p, qa, bi, t0, TT, p->gs / 8, mix, y, ldy, nr);
 #else
     if (p->bits == 8 && p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, y, ldy, nr);
     else if (p->bits == 8 && p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, y, ldy, nr);
     else if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, 32, y, ldy, nr);
-    else if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, y, ldy, nr);
-    else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, y, ldy, nr);
-    else qp_block_q4(p, qa, bi, t0, TT, 16, y, ldy, nr);
+    else if (TT == 1 || mix) { /* 1 row never mixes: one instance serves both */
+        if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, 1, y, ldy, nr);
+        else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, 1, y, ldy, nr);
+        else qp_block_q4(p, qa, bi, t0, TT, 16, 1, y, ldy, nr);
+    } else if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, 0, y, ldy, nr);
+    else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, 0, y, ldy, nr);
+    else qp_block_q4(p, qa, bi, t0, TT, 16, 0, y, ldy, nr);
 #endif
 }
 
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
+    const int knob = kern_knobs_get()->qpack_mix, mix = knob >= 0 ? knob : !cpu_get_features()->zmm_halves;
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
         int t = 0;
-        for (; t + 8 <= qa->T; t += 8) qp_block(p, qa, bi, t, 8, y, ldy, nr);
+        for (; t + 8 <= qa->T; t += 8) qp_block(p, qa, bi, t, 8, mix, y, ldy, nr);
         switch (qa->T - t) {
-        case 7: qp_block(p, qa, bi, t, 7, y, ldy, nr); break;
-        case 6: qp_block(p, qa, bi, t, 6, y, ldy, nr); break;
-        case 5: qp_block(p, qa, bi, t, 5, y, ldy, nr); break;
-        case 4: qp_block(p, qa, bi, t, 4, y, ldy, nr); break;
-        case 3: qp_block(p, qa, bi, t, 3, y, ldy, nr); break;
-        case 2: qp_block(p, qa, bi, t, 2, y, ldy, nr); break;
-        case 1: qp_block(p, qa, bi, t, 1, y, ldy, nr); break;
+        case 7: qp_block(p, qa, bi, t, 7, mix, y, ldy, nr); break;
+        case 6: qp_block(p, qa, bi, t, 6, mix, y, ldy, nr); break;
+        case 5: qp_block(p, qa, bi, t, 5, mix, y, ldy, nr); break;
+        case 4: qp_block(p, qa, bi, t, 4, mix, y, ldy, nr); break;
+        case 3: qp_block(p, qa, bi, t, 3, mix, y, ldy, nr); break;
+        case 2: qp_block(p, qa, bi, t, 2, mix, y, ldy, nr); break;
+        case 1: qp_block(p, qa, bi, t, 1, mix, y, ldy, nr); break;
         default: break;
         }
     }

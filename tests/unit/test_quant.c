@@ -273,12 +273,22 @@ TEST(test_avx512_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 0);
     check_path(KERN_ISA_AVX512);
 }
+/* The VNNI packed kernel with both ways of feeding q4's activation quads from 2 rows on (shuffle mix
+ * and broadcast operands only, $MTPLX_QPACK_MIX: which one a CPU takes by default depends on it), so
+ * every machine checks both: row invariance (T = 2..40 against T = 1) and the int8 bound each time. */
 TEST(test_avx512_packed_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 1);
+    kern_knobs saved = *kern_knobs_get(), k = saved;
     g_packed = 1;
-    check_path(KERN_ISA_AVX512);
-    check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block */
+    for (int mix = 0; mix <= 1; mix++) {
+        k.qpack_mix = mix;
+        kern_knobs_set(&k);
+        CHECK_INT(kern_knobs_get()->qpack_mix, mix);
+        check_path(KERN_ISA_AVX512);
+        check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block */
+    }
     g_packed = 0;
+    kern_knobs_set(&saved);
 }
 
 /* AMX-INT8 on the repacked weights (T >= $MTPLX_QAMX_MIN, default 9): the T = 1 rows come from the
