@@ -43,6 +43,7 @@
 #endif
 #endif
 #define QA2_B4_ROWS 1 /* activation rows up to which q4 sums 4 vectors in int16 (group_q4) */
+
 #ifdef QA2_SANITIZED
 #define UNROLL(n)
 #else
@@ -91,7 +92,7 @@ INL void epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int t0
     }
 }
 
-/* Exact int32 group sums of half h (8 rows) for TT activation rows, q4 with HALF = gs/8 vectors:
+/* Exact int32 group sums of half h (8 rows) for TT (3-4: block) activation rows, q4 with HALF = gs/8 vectors:
  * vector j's low nibbles are inputs 4j..4j+3, its high nibbles 4(j+HALF)..; ag = the group's inputs.
  * The int16 pair sums of B consecutive vectors (B = 4 for one row; 1 from 2 rows on, where the int16
  * chains cost more in register pressure than the saved vpmaddwd: 512 x 2048 in L2, one thread, 2 rows
@@ -118,6 +119,37 @@ INL void group_q4(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, c
     }
 }
 
+/* group_q4 for both 8-row halves of a 16-row block at once (1-2 activation rows): each activation quad
+ * is broadcast once for the two halves (group_q4 per half loaded every broadcast twice), the 64-byte
+ * vector's two halves are separate operands. The same int16 / int32 sums per half as group_q4. */
+INL void group_q4_both(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is0,
+                       __m256i *is1) {
+    const __m256i lo = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const int B = TT <= QA2_B4_ROWS ? 4 : 1;
+    UNROLL(16) for (int jb = 0; jb < HALF; jb += B) {
+        __m256i s0[2], s1[2];
+        UNROLL(4) for (int j = jb; j < jb + B; j++) {
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64));
+            __m256i v1 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32));
+            __m256i a0 = _mm256_and_si256(v0, lo), b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), lo);
+            __m256i a1 = _mm256_and_si256(v1, lo), b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), lo);
+            UNROLL(2) for (int t = 0; t < TT; t++) {
+                const int8_t *at = ag + (size_t)t * K;
+                __m256i x = bcast4(at + 4 * j), z = bcast4(at + 4 * (j + HALF));
+                __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, x), _mm256_maddubs_epi16(b0, z));
+                __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(a1, x), _mm256_maddubs_epi16(b1, z));
+                s0[t] = j == jb ? p0 : _mm256_add_epi16(s0[t], p0); /* |.| <= 4 · 7620 = 30480 */
+                s1[t] = j == jb ? p1 : _mm256_add_epi16(s1[t], p1);
+            }
+        }
+        UNROLL(2) for (int t = 0; t < TT; t++) {
+            __m256i w0 = _mm256_madd_epi16(s0[t], ones), w1 = _mm256_madd_epi16(s1[t], ones);
+            is0[t] = jb == 0 ? w0 : _mm256_add_epi32(is0[t], w0);
+            is1[t] = jb == 0 ? w1 : _mm256_add_epi32(is1[t], w1);
+        }
+    }
+}
+
 /* The same for q8 with QV = gs/4 vectors (vector j: inputs 4j..4j+3); asum[t] = Σ a over the group. */
 INL void group_q8(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, const int QV, const int32_t *asum,
                   size_t G, __m256i *is) {
@@ -135,6 +167,28 @@ INL void group_q8(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, c
         is[t] = _mm256_add_epi32(is[t], _mm256_slli_epi32(_mm256_set1_epi32(asum[(size_t)t * G]), 7));
 }
 
+/* group_q8 for both 8-row halves at once (1-2 activation rows): each activation quad broadcast once. */
+INL void group_q8_both(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int QV, const int32_t *asum,
+                       size_t G, __m256i *is0, __m256i *is1) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    UNROLL(32) for (int j = 0; j < QV; j++) {
+        __m256i ws0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64)), bias);
+        __m256i ws1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32)), bias);
+        __m256i wa0 = _mm256_abs_epi8(ws0), wa1 = _mm256_abs_epi8(ws1);
+        UNROLL(2) for (int t = 0; t < TT; t++) {
+            __m256i x = bcast4(ag + (size_t)t * K + 4 * j);
+            __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa0, _mm256_sign_epi8(x, ws0)), ones);
+            __m256i s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa1, _mm256_sign_epi8(x, ws1)), ones);
+            is0[t] = j == 0 ? s0 : _mm256_add_epi32(is0[t], s0);
+            is1[t] = j == 0 ? s1 : _mm256_add_epi32(is1[t], s1);
+        }
+    }
+    UNROLL(2) for (int t = 0; t < TT; t++) {
+        __m256i a7 = _mm256_slli_epi32(_mm256_set1_epi32(asum[(size_t)t * G]), 7);
+        is0[t] = _mm256_add_epi32(is0[t], a7), is1[t] = _mm256_add_epi32(is1[t], a7);
+    }
+}
+
 /* Store the first nr (of 8) rows of half h of block bi for TT activation rows. */
 INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int nr, const __m256 *acc) {
     for (int t = 0; t < TT; t++) {
@@ -150,7 +204,10 @@ INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int 
 }
 
 /* One 16-row block (its first nr rows real) × TT activation rows from t0; BITS and NV = vectors per
- * group (q4: gs/8, q8: gs/4) compile-time after inlining. */
+ * group (q4: gs/8, q8: gs/4) compile-time after inlining. 1-2 rows: both 8-row halves in one pass,
+ * each activation broadcast shared by the halves (group_q4_both / group_q8_both: L2-resident, one
+ * thread, Zen 4, q4 21.8 -> 24.7 GB/s at 1 row and 12.0 -> 14.7 at 2, q8 26.9 -> 31.4 and 14.3 -> 16.3;
+ * bench/zen.md "Session 11"); 3-4 rows: the halves one after the other (registers). */
 INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int BITS, const int NV,
                float *y, int ldy, int nr) {
     const int G = p->G, K = qa->K, f32 = p->sdt == DT_F32;
@@ -184,12 +241,11 @@ INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT
     const int8_t *ag = ab;
     for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
         prefetch_group(qg, pf, pf2, NV, f32);
-        UNROLL(2) for (int h = 0; h < 2; h++) {
-            __m256i is[4];
-            if (BITS == 4) group_q4(qg + 32 * h, ag, (size_t)K, TT, NV, is);
-            else group_q8(qg + 32 * h, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is);
-            epilogue(p, qg, qa, t0, g, h, TT, is, acc[h]);
-        }
+        __m256i is0[2], is1[2];
+        if (BITS == 4) group_q4_both(qg, ag, (size_t)K, TT, NV, is0, is1);
+        else group_q8_both(qg, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is0, is1);
+        epilogue(p, qg, qa, t0, g, 0, TT, is0, acc[0]);
+        epilogue(p, qg, qa, t0, g, 1, TT, is1, acc[1]);
     }
     store_half(y, ldy, bi, 0, t0, TT, nr, acc[0]);
     if (nr > 8) store_half(y, ldy, bi, 1, t0, TT, nr - 8, acc[1]);
