@@ -6,8 +6,8 @@
  * compute-bound at a fraction of the memory bandwidth. In the repacked layout one 32-byte half of a
  * 64-byte vector holds 4 consecutive inputs of 8 output rows, so one broadcast activation quad feeds 8
  * rows per vpmaddubsw, the integer sums run over a whole group, and the float work is per (group, 8
- * rows). A 16-row block is walked as its two 8-row halves (rows 0-7: bytes 0-31 of each vector, rows
- * 8-15: bytes 32-63), both per group, so the weights stream in order.
+ * rows). A 16-row block's vector holds two 8-row halves (rows 0-7: bytes 0-31, rows 8-15: bytes 32-63),
+ * taken in one pass per group so each activation broadcast serves both and the weights stream in order.
  *
  * Integer group sums (exact, so they equal the VNNI kernel's vpdpbusd sums):
  *   q4: the nibbles (0..15) are vpmaddubsw's unsigned operand, the activations (-127..127) its signed
@@ -42,7 +42,7 @@
 #define QA2_SANITIZED 1
 #endif
 #endif
-#define QA2_B4_ROWS 1 /* activation rows up to which q4 sums 4 vectors in int16 (group_q4) */
+#define QA2_B4_ROWS 1 /* activation rows up to which q4 sums 4 vectors in int16 (group_q4_both) */
 
 #ifdef QA2_SANITIZED
 #define UNROLL(n)
@@ -92,48 +92,24 @@ INL void epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int t0
     }
 }
 
-/* Exact int32 group sums of half h (8 rows) for TT (3-4: block) activation rows, q4 with HALF = gs/8 vectors:
- * vector j's low nibbles are inputs 4j..4j+3, its high nibbles 4(j+HALF)..; ag = the group's inputs.
- * The int16 pair sums of B consecutive vectors (B = 4 for one row; 1 from 2 rows on, where the int16
- * chains cost more in register pressure than the saved vpmaddwd: 512 x 2048 in L2, one thread, 2 rows
- * 0.046 -> 0.042 ms, 3-4 rows slower with B = 4) are added before one vpmaddwd widens them. */
-INL void group_q4(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is) {
-    const __m256i lo = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const int B = TT <= QA2_B4_ROWS ? 4 : 1;
-    UNROLL(16) for (int jb = 0; jb < HALF; jb += B) {
-        __m256i s16[4];
-        UNROLL(4) for (int j = jb; j < jb + B; j++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(qh + (size_t)j * 64));
-            __m256i w0 = _mm256_and_si256(v, lo), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo);
-            UNROLL(4) for (int t = 0; t < TT; t++) {
-                const int8_t *at = ag + (size_t)t * K;
-                __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(w0, bcast4(at + 4 * j)),
-                                              _mm256_maddubs_epi16(w1, bcast4(at + 4 * (j + HALF))));
-                s16[t] = j == jb ? pr : _mm256_add_epi16(s16[t], pr); /* |.| <= 4 · 7620 = 30480 */
-            }
-        }
-        UNROLL(4) for (int t = 0; t < TT; t++) {
-            __m256i s32 = _mm256_madd_epi16(s16[t], ones);
-            is[t] = jb == 0 ? s32 : _mm256_add_epi32(is[t], s32);
-        }
-    }
-}
-
-/* group_q4 for both 8-row halves of a 16-row block at once (1-2 activation rows): each activation quad
- * is broadcast once for the two halves (group_q4 per half loaded every broadcast twice), the 64-byte
- * vector's two halves are separate operands. The same int16 / int32 sums per half as group_q4. */
+/* Exact int32 group sums of both 8-row halves of a 16-row block (is0: rows 0-7, is1: rows 8-15) for TT
+ * (1-4) activation rows, q4 with HALF = gs/8 vectors: vector j's low nibbles are inputs 4j..4j+3, its
+ * high nibbles 4(j+HALF)..; ag = the group's inputs. Each activation quad is broadcast once for both
+ * halves (the 64-byte vector's two 32-byte halves are separate operands). The int16 pair sums of B
+ * consecutive vectors (B = 4 for one row; 1 from 2 rows on, where the int16 chains cost more in
+ * register pressure than the saved vpmaddwd) are added before one vpmaddwd widens them. */
 INL void group_q4_both(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is0,
                        __m256i *is1) {
     const __m256i lo = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const int B = TT <= QA2_B4_ROWS ? 4 : 1;
     UNROLL(16) for (int jb = 0; jb < HALF; jb += B) {
-        __m256i s0[2], s1[2];
+        __m256i s0[4], s1[4];
         UNROLL(4) for (int j = jb; j < jb + B; j++) {
             __m256i v0 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64));
             __m256i v1 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32));
             __m256i a0 = _mm256_and_si256(v0, lo), b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), lo);
             __m256i a1 = _mm256_and_si256(v1, lo), b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), lo);
-            UNROLL(2) for (int t = 0; t < TT; t++) {
+            UNROLL(4) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
                 __m256i x = bcast4(at + 4 * j), z = bcast4(at + 4 * (j + HALF));
                 __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(a0, x), _mm256_maddubs_epi16(b0, z));
@@ -142,7 +118,7 @@ INL void group_q4_both(const uint8_t *qg, const int8_t *ag, size_t K, const int 
                 s1[t] = j == jb ? p1 : _mm256_add_epi16(s1[t], p1);
             }
         }
-        UNROLL(2) for (int t = 0; t < TT; t++) {
+        UNROLL(4) for (int t = 0; t < TT; t++) {
             __m256i w0 = _mm256_madd_epi16(s0[t], ones), w1 = _mm256_madd_epi16(s1[t], ones);
             is0[t] = jb == 0 ? w0 : _mm256_add_epi32(is0[t], w0);
             is1[t] = jb == 0 ? w1 : _mm256_add_epi32(is1[t], w1);
@@ -151,23 +127,6 @@ INL void group_q4_both(const uint8_t *qg, const int8_t *ag, size_t K, const int 
 }
 
 /* The same for q8 with QV = gs/4 vectors (vector j: inputs 4j..4j+3); asum[t] = Σ a over the group. */
-INL void group_q8(const uint8_t *qh, const int8_t *ag, size_t K, const int TT, const int QV, const int32_t *asum,
-                  size_t G, __m256i *is) {
-    const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    UNROLL(32) for (int j = 0; j < QV; j++) {
-        __m256i ws = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qh + (size_t)j * 64)), bias);
-        __m256i wa = _mm256_abs_epi8(ws); /* |q - 128|: -128 becomes 0x80 = 128 as unsigned */
-        UNROLL(4) for (int t = 0; t < TT; t++) {
-            __m256i av = _mm256_sign_epi8(bcast4(ag + (size_t)t * K + 4 * j), ws);
-            __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, av), ones);
-            is[t] = j == 0 ? s32 : _mm256_add_epi32(is[t], s32);
-        }
-    }
-    UNROLL(4) for (int t = 0; t < TT; t++)
-        is[t] = _mm256_add_epi32(is[t], _mm256_slli_epi32(_mm256_set1_epi32(asum[(size_t)t * G]), 7));
-}
-
-/* group_q8 for both 8-row halves at once (1-2 activation rows): each activation quad broadcast once. */
 INL void group_q8_both(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int QV, const int32_t *asum,
                        size_t G, __m256i *is0, __m256i *is1) {
     const __m256i bias = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
@@ -175,7 +134,7 @@ INL void group_q8_both(const uint8_t *qg, const int8_t *ag, size_t K, const int 
         __m256i ws0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64)), bias);
         __m256i ws1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32)), bias);
         __m256i wa0 = _mm256_abs_epi8(ws0), wa1 = _mm256_abs_epi8(ws1);
-        UNROLL(2) for (int t = 0; t < TT; t++) {
+        UNROLL(4) for (int t = 0; t < TT; t++) {
             __m256i x = bcast4(ag + (size_t)t * K + 4 * j);
             __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa0, _mm256_sign_epi8(x, ws0)), ones);
             __m256i s1 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa1, _mm256_sign_epi8(x, ws1)), ones);
@@ -183,7 +142,7 @@ INL void group_q8_both(const uint8_t *qg, const int8_t *ag, size_t K, const int 
             is1[t] = j == 0 ? s1 : _mm256_add_epi32(is1[t], s1);
         }
     }
-    UNROLL(2) for (int t = 0; t < TT; t++) {
+    UNROLL(4) for (int t = 0; t < TT; t++) {
         __m256i a7 = _mm256_slli_epi32(_mm256_set1_epi32(asum[(size_t)t * G]), 7);
         is0[t] = _mm256_add_epi32(is0[t], a7), is1[t] = _mm256_add_epi32(is1[t], a7);
     }
@@ -203,11 +162,11 @@ INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int 
     }
 }
 
-/* One 16-row block (its first nr rows real) × TT activation rows from t0; BITS and NV = vectors per
- * group (q4: gs/8, q8: gs/4) compile-time after inlining. 1-2 rows: both 8-row halves in one pass,
- * each activation broadcast shared by the halves (group_q4_both / group_q8_both: L2-resident, one
- * thread, Zen 4, q4 21.8 -> 24.7 GB/s at 1 row and 12.0 -> 14.7 at 2, q8 26.9 -> 31.4 and 14.3 -> 16.3;
- * bench/zen.md "Session 11"); 3-4 rows: the halves one after the other (registers). */
+/* One 16-row block (its first nr rows real) × TT (1-4) activation rows from t0; BITS and NV = vectors
+ * per group (q4: gs/8, q8: gs/4) compile-time after inlining. Both 8-row halves in one pass, sharing
+ * each activation broadcast (the halves used to be two passes, each broadcasting again: L2-resident,
+ * one thread, Zen 4, q4 +7 / +17 / +27-32 / +1-12% at 1 / 2 / 3 / 4 rows, q8 +5-12 / +5 / +4-6 / 0-6%;
+ * bench/zen.md "Session 11"). */
 INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int BITS, const int NV,
                float *y, int ldy, int nr) {
     const int G = p->G, K = qa->K, f32 = p->sdt == DT_F32;
@@ -215,25 +174,6 @@ INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT
     kern_qpack_prefetch(qa->T, &pf, &pf2);
     const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
     const int8_t *ab = qa->a + (size_t)t0 * K;
-    if (TT >= 3) {
-        /* halves outer: the second pass reads the block from L1/L2, and the activation scales of a
-         * group are not held across the other half's integer loop (GCC shared them and spilled) */
-        for (int h = 0; h < 2 && 8 * h < nr; h++) {
-            __m256 acc[4];
-            UNROLL(4) for (int t = 0; t < TT; t++) acc[t] = _mm256_setzero_ps();
-            const uint8_t *qg = qb;
-            const int8_t *ag = ab;
-            for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
-                if (h == 0) prefetch_group(qg, pf, pf2, NV, f32);
-                __m256i is[4];
-                if (BITS == 4) group_q4(qg + 32 * h, ag, (size_t)K, TT, NV, is);
-                else group_q8(qg + 32 * h, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is);
-                epilogue(p, qg, qa, t0, g, h, TT, is, acc);
-            }
-            store_half(y, ldy, bi, h, t0, TT, nr - 8 * h, acc);
-        }
-        return;
-    }
     __m256 acc[2][4];
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < TT; t++) acc[h][t] = _mm256_setzero_ps();
@@ -241,7 +181,7 @@ INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT
     const int8_t *ag = ab;
     for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
         prefetch_group(qg, pf, pf2, NV, f32);
-        __m256i is0[2], is1[2];
+        __m256i is0[4], is1[4];
         if (BITS == 4) group_q4_both(qg, ag, (size_t)K, TT, NV, is0, is1);
         else group_q8_both(qg, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is0, is1);
         epilogue(p, qg, qa, t0, g, 0, TT, is0, acc[0]);
