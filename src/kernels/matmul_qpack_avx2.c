@@ -133,7 +133,7 @@ INL void group_q8_both(const uint8_t *qg, const int8_t *ag, size_t K, const int 
     UNROLL(32) for (int j = 0; j < QV; j++) {
         __m256i ws0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64)), bias);
         __m256i ws1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32)), bias);
-        __m256i wa0 = _mm256_abs_epi8(ws0), wa1 = _mm256_abs_epi8(ws1);
+        __m256i wa0 = _mm256_abs_epi8(ws0), wa1 = _mm256_abs_epi8(ws1); /* |q - 128|: -128 is 0x80 = 128 unsigned */
         UNROLL(4) for (int t = 0; t < TT; t++) {
             __m256i x = bcast4(ag + (size_t)t * K + 4 * j);
             __m256i s0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wa0, _mm256_sign_epi8(x, ws0)), ones);
