@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# session 11 call 5 (lead): NOT RUN — refused (too little device time left to start a machine); kept to run next
-# floor against the old 2U one (bf16 16, q8 4, q4 8), alternated
+# session 11 call 5 (lead): NOT RUN — refused (too little device time left to start a machine); kept to run next.
+# The embedded model in bf16 / q8 / q4, `bench --depths 0,3`, the new stream-K floor against the old 2U one
+# (bf16 16, q8 4, q4 8), alternated
 set -uo pipefail
 t0=$(date +%s); L=$OUT/log.txt
 scripts/device-build.sh build model build/mtplx CUDA=1 > /tmp/build.txt 2>&1 || { tail -30 /tmp/build.txt; exit 1; }
