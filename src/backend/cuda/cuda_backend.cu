@@ -249,6 +249,16 @@ static void graph_begin(int rows) {
     cu_stream_t = t_graph.s;
 }
 
+void cu_scratch_grow(void **p, size_t *cap, size_t bytes, size_t min, const char *what) {
+    if (bytes <= *cap) return;
+    size_t nc = bytes < min ? min : bytes + bytes / 2;
+    cu_graph_break();
+    CU_CHECK(cudaFree(*p), what);
+    *p = NULL;
+    CU_CHECK(cudaMalloc(p, nc), what);
+    *cap = nc;
+}
+
 void cu_graph_break(void) {
     if (!t_graph.active) return;
     t_graph.active = 0;

@@ -75,6 +75,11 @@ extern thread_local cudaStream_t cu_stream_t;
  * and launches what was captured (no-op when this thread is not capturing). */
 void cu_graph_break(void);
 
+/* Grows the device scratch buffer *p (capacity *cap bytes) to hold `bytes`: at least `min` bytes, then
+ * 1.5x what is asked, so growth is rare. Contents are lost when it grows (the old buffer is freed after
+ * a graph break and the synchronizing cudaFree: no kernel still uses it). Aborts with `what` on error. */
+void cu_scratch_grow(void **p, size_t *cap, size_t bytes, size_t min, const char *what);
+
 /* Programmatic dependent launch (sm_90): cu_launch queues kernel k on CU_STREAM with the
  * programmatic-serialization attribute, so the GPU may launch it (and make its blocks resident) while
  * the kernel before it finishes, instead of after. Every kernel launched this way starts with

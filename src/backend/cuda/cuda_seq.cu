@@ -266,17 +266,10 @@ __global__ void k_attn_merge(attn_core_args a) {
 
 /* Per-thread device buffer for the chunk partials (grown as needed; contents lost when it grows). */
 static float *attn_part_buf(size_t floats) {
-    static thread_local float *buf = NULL;
-    static thread_local size_t cap = 0;
-    if (floats > cap) {
-        size_t nc = floats < ((size_t)1 << 18) ? ((size_t)1 << 18) : floats + floats / 2;
-        cu_graph_break();
-        CU_CHECK(cudaFree(buf), "attention partials"); /* synchronizes: no kernel still uses it */
-        buf = NULL;
-        CU_CHECK(cudaMalloc((void **)&buf, nc * sizeof(float)), "attention partials");
-        cap = nc;
-    }
-    return buf;
+    static thread_local void *buf = NULL;
+    static thread_local size_t cap = 0; /* bytes */
+    cu_scratch_grow(&buf, &cap, floats * sizeof(float), ((size_t)1 << 18) * sizeof(float), "attention partials");
+    return (float *)buf;
 }
 
 /* The launches of a call whose longest query sees max_keys keys (nseq sequences of at most maxR rows,

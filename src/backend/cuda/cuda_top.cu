@@ -198,14 +198,7 @@ __global__ void __launch_bounds__(TOP_THREADS)
 static void *top_buf(size_t bytes) {
     static thread_local void *buf = NULL;
     static thread_local size_t cap = 0;
-    if (bytes > cap) {
-        size_t nc = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes + bytes / 2;
-        cu_graph_break();
-        CU_CHECK(cudaFree(buf), "logits top lists"); /* synchronizes: no kernel still uses it */
-        buf = NULL;
-        CU_CHECK(cudaMalloc(&buf, nc), "logits top lists");
-        cap = nc;
-    }
+    cu_scratch_grow(&buf, &cap, bytes, (size_t)1 << 20, "logits top lists");
     return buf;
 }
 
