@@ -147,15 +147,19 @@ __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N
     if (lane == 0) cnt[tile] = 0;
 }
 
-__device__ __forceinline__ float sk_half(uint32_t h, int f16) {
-    return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
+/* A 16-bit scale or bias as a float: F16 = 1 f16, else bf16 (a template argument, so the conversion is one
+ * instruction instead of both and a select). */
+template <int F16>
+__device__ __forceinline__ float sk_half(uint32_t h) {
+    return F16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
 }
 
 /* ------------------------------------------------------------------ q4 / q8 */
 
 /* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g] for j < R (<= 8·NT).
- * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). */
-template <int BITS, int GS, int NT, int U>
+ * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). F16: every job's scales and
+ * biases are f16 (else bf16). */
+template <int BITS, int GS, int NT, int U, int F16>
 __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     k_sk_q(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
     CU_PDL_ENTRY();
@@ -167,7 +171,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     unsigned *cnt = jb.cnt;
     const uint32_t *W = (const uint32_t *)jb.W;
     const uint2 *sbt = jb.sbt;
-    const int ldy = jb.ldy, N = jb.N, f16 = jb.f16;
+    const int ldy = jb.ldy, N = jb.N;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int P = K / 128, G = K / GS, T = (N + 15) / 16;
     const long long TU = (long long)T * P;
@@ -259,8 +263,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
                             cu_mma_u8s8(ic[nt], a0, a1, a2, a3, xw[nt][2 * j] & m, xw[nt][2 * j + 1] & m);
                     }
                     const uint2 q = SB[v][s]; /* rows g, g+8: scale | bias << 16 */
-                    const float sa = sk_half(q.x & 0xffffu, f16), ba = sk_half(q.x >> 16, f16);
-                    const float sbb = sk_half(q.y & 0xffffu, f16), bb = sk_half(q.y >> 16, f16);
+                    const float sa = sk_half<F16>(q.x & 0xffffu), ba = sk_half<F16>(q.x >> 16);
+                    const float sbb = sk_half<F16>(q.y & 0xffffu), bb = sk_half<F16>(q.y >> 16);
                     const int gi = sp * S + s;
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) {
@@ -456,7 +460,7 @@ int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
 template <int BITS, int GS, int U>
 static int sk_q_blocks(int N, int K) {
     static int occ = 0;
-    if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U>);
+    if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U, 0>); /* both scale types: one grid, one split */
     return sk_grid(occ, (long long)((N + 15) / 16) * (K / 128), K / 128, U);
 }
 
@@ -468,8 +472,14 @@ static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int
     int blocks = sk_blocks_of(&js);
     const uint4 *a = (const uint4 *)xa;
     const float2 *d = (const float2 *)xdb;
-    if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
-    else cu_launch(k_sk_q<BITS, GS, 2, (U > 1 ? U / 2 : 1)>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    constexpr int U2 = U > 1 ? U / 2 : 1;
+    if (js.j[0].f16) { /* cu_sk_q_n puts only weights of one scale type in a launch */
+        if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 1>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+        else cu_launch(k_sk_q<BITS, GS, 2, U2, 1>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    } else {
+        if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 0>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+        else cu_launch(k_sk_q<BITS, GS, 2, U2, 0>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    }
     CU_LAUNCHED("matmul sk q");
 }
 
@@ -484,13 +494,15 @@ static void sk_q_u(const sk_jobs &js, int K, const void *xa, const float *xdb, i
 }
 
 void cu_sk_q_n(const cu_sk_out *outs, int n, const void *xa, const float *xdb, int R) {
-    for (int i0 = 0; i0 < n; i0 += SK_JOBS_MAX) {
+    for (int i0 = 0; i0 < n;) {
+        /* up to SK_JOBS_MAX weights a launch, all with the same scale type (the kernel's F16) */
         sk_jobs js = {};
-        js.n = n - i0 < SK_JOBS_MAX ? n - i0 : SK_JOBS_MAX;
-        for (int i = 0; i < js.n; i++) {
-            const cu_sk_out *o = &outs[i0 + i];
-            js.j[i].y = o->y, js.j[i].ldy = o->ldy, js.j[i].N = o->w->rows;
-            js.j[i].f16 = o->w->scale_dtype == DT_F16, js.j[i].W = o->dv->data, js.j[i].sbt = (const uint2 *)o->dv->sbt;
+        const int f16 = outs[i0].w->scale_dtype == DT_F16;
+        while (js.n < SK_JOBS_MAX && i0 + js.n < n && (outs[i0 + js.n].w->scale_dtype == DT_F16) == f16) {
+            const cu_sk_out *o = &outs[i0 + js.n];
+            sk_job *jb = &js.j[js.n++];
+            jb->y = o->y, jb->ldy = o->ldy, jb->N = o->w->rows;
+            jb->f16 = f16, jb->W = o->dv->data, jb->sbt = (const uint2 *)o->dv->sbt;
         }
         const be_weight *w = outs[i0].w;
         int K = w->cols, gs = w->group_size;
@@ -503,6 +515,7 @@ void cu_sk_q_n(const cu_sk_out *outs, int n, const void *xa, const float *xdb, i
             else if (gs == 64) sk_q_u<8, 64>(js, K, xa, xdb, R);
             else sk_q_u<8, 128>(js, K, xa, xdb, R);
         }
+        i0 += js.n;
     }
 }
 

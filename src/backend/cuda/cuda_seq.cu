@@ -8,7 +8,7 @@
  *
  * Row invariance (DESIGN.md §3): a query's keys are cut into chunks of ATT_CHUNK positions, one block
  * per (row, head, chunk), each with a fixed assignment of the chunk's keys to warps (tile i of 32 keys to
- * warp i mod 4, online softmax a tile at a time) and a fixed merge of the warps, then of the chunks in
+ * warp i mod ATT_WARPS, online softmax a tile at a time) and a fixed merge of the warps, then of the chunks in
  * order; the cut depends
  * only on the query's own key count, so its bits depend only on its keys (never on the rows beside
  * it); the delta rule runs a head's rows in order in one block; the state update is one function
@@ -26,7 +26,7 @@ static inline void seq_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t
     cu_launch_pdl(cu_pdl_enabled() && cu_set.seq_pdl, k, grid, block, smem, args...);
 }
 
-#define ATT_WARPS 4
+#define ATT_WARPS 8 /* a chunk's 8 tiles, one a warp: a decode query's latency is one tile's chain */
 #define ATT_MAXO 8   /* value dims per lane: head widths up to 256 */
 #define ATT_TILE 32   /* keys a warp scores at once, one a lane */
 #define ATT_CHUNK 256 /* keys per attention block: a query over n keys is ceil(n / ATT_CHUNK) blocks, merged
@@ -56,9 +56,14 @@ static kv_view kv_view_of(cu_ctx *c, const be_seq_kv *kv, int heads, int kw, int
     return v;
 }
 
-__device__ __forceinline__ size_t kv_slot(const kv_view &kv, int h, int pos, int width) {
+/* The cache row of position pos of head h: its first float is at row · width of k (or v). */
+__device__ __forceinline__ long long kv_row(const kv_view &kv, int h, int pos) {
     int page = kv.pages ? kv.pages[pos / kv.page_size] : 0;
-    return (((size_t)page * kv.heads + h) * kv.page_size + pos % kv.page_size) * width;
+    return ((long long)page * kv.heads + h) * kv.page_size + pos % kv.page_size;
+}
+
+__device__ __forceinline__ size_t kv_slot(const kv_view &kv, int h, int pos, int width) {
+    return (size_t)kv_row(kv, h, pos) * width;
 }
 
 /* cos / sin of RoPE frequency i at pos, as kern_rope_cos_sin (double-precision cos of the fp32
@@ -152,29 +157,55 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
     float m = -INFINITY, l = 0.f, o[ATT_MAXO];
 #pragma unroll
     for (int i = 0; i < ATT_MAXO; i++) o[i] = 0.f;
-    const bool vec = Dk % 4 == 0 && (uintptr_t)kv.k % 16 == 0; /* the key rows as float4 */
-    /* tile i of ATT_TILE keys (from j0) goes to warp i mod ATT_WARPS: lane u scores key jt + u (its whole
-     * dot product), the warp takes the tile's max and sum (online softmax, one rescale a tile), then adds
-     * the tile's value rows in key order, each lane owning value dims lane + 32 i */
+    /* the key rows as float4, a key scored by four lanes (Dk % 16 == 0), else by one lane */
+    const bool k4q = Dk % 16 == 0 && (uintptr_t)kv.k % 16 == 0;
+    /* the value rows as float4 when Dv is a multiple of 128: lane owns dims 4·lane + 128·i .. + 3 (else
+     * lane + 32·i); either way each dim's sum runs over the keys in the same order */
+    const bool v4 = Dv % 128 == 0 && (uintptr_t)kv.v % 16 == 0;
+    /* tile i of ATT_TILE keys (from j0) goes to warp i mod ATT_WARPS. Its scores: in round r (of 4) the
+     * lanes 4u'..4u'+3 score key 8r + u', lane p of the four summing the float4s p, p + 4, ... of the key
+     * row (each x, y, z, w in turn), the four partials added as (p0 + p1) + (p2 + p3); so a warp load
+     * reads 64 contiguous bytes of 8 key rows instead of 16 bytes of 32. Lane u then holds key u's
+     * score and cache row. The warp takes the tile's max and sum (online softmax, one rescale a tile),
+     * then adds the tile's value rows in key order, each key's cache row passed from its lane (no page
+     * lookup a key) */
     for (int jt = j0 + w * ATT_TILE; jt < n; jt += ATT_WARPS * ATT_TILE) {
         const int nt = min(ATT_TILE, n - jt);
         float sc = -INFINITY;
-        if (lane < nt) {
-            const float *kr = kv.k + kv_slot(kv, kvh, jt + lane, Dk);
-            float d = 0.f;
-            if (vec) {
-                const float4 *k4 = (const float4 *)kr, *q4 = (const float4 *)q;
+        long long kr_row = 0;
+        if (k4q) {
+            const float4 *q4 = (const float4 *)q;
+            const int part = lane & 3;
+            float raw = 0.f;
+#pragma unroll
+            for (int r = 0; r < ATT_TILE / 8; r++) {
+                const int u = 8 * r + (lane >> 2);
+                float d = 0.f;
+                long long ru = 0;
+                if (u < nt) {
+                    ru = kv_row(kv, kvh, jt + u);
+                    const float4 *k4 = (const float4 *)(kv.k + ru * Dk);
 #pragma unroll 8
-                for (int i = 0; i < Dk / 4; i++) {
-                    float4 x = q4[i], y = k4[i];
-                    d = fmaf(x.x, y.x, d);
-                    d = fmaf(x.y, y.y, d);
-                    d = fmaf(x.z, y.z, d);
-                    d = fmaf(x.w, y.w, d);
+                    for (int i = part; i < Dk / 4; i += 4) {
+                        const float4 x = q4[i], y = k4[i];
+                        d = fmaf(x.x, y.x, d);
+                        d = fmaf(x.y, y.y, d);
+                        d = fmaf(x.z, y.z, d);
+                        d = fmaf(x.w, y.w, d);
+                    }
                 }
-            } else {
-                for (int i = 0; i < Dk; i++) d = fmaf(q[i], kr[i], d);
+                d += __shfl_xor_sync(0xffffffffu, d, 1);
+                d += __shfl_xor_sync(0xffffffffu, d, 2);
+                const float dl = __shfl_sync(0xffffffffu, d, 4 * (lane & 7));
+                const long long rl = __shfl_sync(0xffffffffu, ru, 4 * (lane & 7));
+                if ((lane >> 3) == r) raw = dl, kr_row = rl;
             }
+            if (lane < nt) sc = raw * a.scale;
+        } else if (lane < nt) {
+            kr_row = kv_row(kv, kvh, jt + lane);
+            const float *kr = kv.k + kr_row * Dk;
+            float d = 0.f;
+            for (int i = 0; i < Dk; i++) d = fmaf(q[i], kr[i], d);
             sc = d * a.scale;
         }
         float mt = sc;
@@ -188,14 +219,33 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
         l = l * corr + ps;
 #pragma unroll
         for (int i = 0; i < ATT_MAXO; i++) o[i] *= corr;
-#pragma unroll 4
-        for (int u = 0; u < nt; u++) {
-            const float pu = __shfl_sync(0xffffffffu, p, u);
-            const float *vr = kv.v + kv_slot(kv, kvh, jt + u, Dv);
+        if (v4) {
+#pragma unroll 8
+            for (int u = 0; u < nt; u++) {
+                const float pu = __shfl_sync(0xffffffffu, p, u);
+                const float *vr = kv.v + __shfl_sync(0xffffffffu, kr_row, u) * Dv;
 #pragma unroll
-            for (int i = 0; i < ATT_MAXO; i++) {
-                int dd = lane + 32 * i;
-                if (dd < Dv) o[i] = fmaf(pu, vr[dd], o[i]);
+                for (int i = 0; i < ATT_MAXO / 4; i++) {
+                    int dd = 4 * lane + 128 * i;
+                    if (dd < Dv) {
+                        const float4 x = *(const float4 *)(vr + dd);
+                        o[4 * i] = fmaf(pu, x.x, o[4 * i]);
+                        o[4 * i + 1] = fmaf(pu, x.y, o[4 * i + 1]);
+                        o[4 * i + 2] = fmaf(pu, x.z, o[4 * i + 2]);
+                        o[4 * i + 3] = fmaf(pu, x.w, o[4 * i + 3]);
+                    }
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (int u = 0; u < nt; u++) {
+                const float pu = __shfl_sync(0xffffffffu, p, u);
+                const float *vr = kv.v + __shfl_sync(0xffffffffu, kr_row, u) * Dv;
+#pragma unroll
+                for (int i = 0; i < ATT_MAXO; i++) {
+                    int dd = lane + 32 * i;
+                    if (dd < Dv) o[i] = fmaf(pu, vr[dd], o[i]);
+                }
             }
         }
         m = mn;
@@ -204,7 +254,7 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
     if (lane == 0) mine[0] = m, mine[1] = l;
 #pragma unroll
     for (int i = 0; i < ATT_MAXO; i++) {
-        int dd = lane + 32 * i;
+        int dd = v4 ? 4 * lane + 128 * (i >> 2) + (i & 3) : lane + 32 * i;
         if (dd < Dv) mine[2 + dd] = o[i];
     }
     __syncthreads();
