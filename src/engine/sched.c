@@ -129,7 +129,7 @@ int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_er
         else {
             setvbuf(s->trace, NULL, _IOLBF, 0); /* each step's line is on disk when the step ends */
             fprintf(s->trace, "# t_ms gap_ms lock_ms | trunk seqs rows prompt_rows ms | mtp seqs rows prompt_rows ms "
-                              "| running waiting\n");
+                              "| running waiting\n# t_ms from clock_now() = %.3f ms\n", s->t0 * 1e3);
         }
     }
     if (!rc) rc = model_batch_new(m, s->cfg.max_batch_rows, s->cfg.capacity, &s->batch, err);

@@ -7,6 +7,7 @@
  * wake every 250 ms to poll the socket (POLLRDHUP), so a client that goes away cancels its
  * generation at the engine's next cycle even when nothing is being written. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -47,6 +48,8 @@ struct srv_server {
     atomic_int        inflight;    /* requests received and not yet completed (server_drain waits on it) */
     atomic_int        draining;    /* 1 after server_drain_begin: new requests get 503 */
     int               listen_fd;   /* the quiesced listening socket, closed by server_stop; -1 before */
+    srv_trace         trace;       /* the delivery trace (cfg.sse_trace); fp NULL when off */
+    atomic_ulong      trace_next;  /* the next request's number in it */
 };
 
 typedef struct {
@@ -68,6 +71,8 @@ void server_config_default(srv_config *c) {
     c->depth = -1;
     c->temperature = -1;
     c->max_connections = 1024;
+    const char *tr = getenv("MTPLX_SSE_TRACE");
+    c->sse_trace = tr && *tr ? tr : NULL;
     c->idle_timeout = 60;
 }
 
@@ -237,6 +242,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             sbuf_consume(&j->out, n);
             pthread_mutex_unlock(&j->mu);
             sc->last_send = clock_now();
+            srv_trace_event(j->trace, 'w', j->trace_id, n);
             return (ssize_t)n;
         }
         if (j->done) {
@@ -434,6 +440,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     j->model_id = s->be->model_id;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->conn_fd = ci ? ci->connect_fd : -1;
+    if (s->trace.fp) j->trace = &s->trace, j->trace_id = atomic_fetch_add(&s->trace_next, 1);
 
     if (queue_push(&s->q, j)) {
         job_unref(j);
@@ -756,6 +763,7 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     s->depth = cfg->depth >= 0 ? cfg->depth : be->default_depth;
     pthread_mutex_init(&s->be_mu, NULL);
     pthread_mutex_init(&s->log_mu, NULL);
+    pthread_mutex_init(&s->trace.mu, NULL);
     s->ignored_seen = json_object();
     metrics_init(&s->m);
     if (has_key) {
@@ -765,6 +773,16 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     s->host = strdup(cfg->host);
     s->cfg.host = s->host;
     s->cfg.api_key = s->api_key;
+    if (cfg->sse_trace) {
+        s->trace.fp = fopen(cfg->sse_trace, "w");
+        if (!s->trace.fp) {
+            int rc = err_set(err, MTPLX_EIO, "delivery trace %s: %s", cfg->sse_trace, strerror(errno));
+            server_stop(s);
+            return rc;
+        }
+        setvbuf(s->trace.fp, NULL, _IOLBF, 0); /* each event on disk as it happens, as the step trace */
+        fprintf(s->trace.fp, "# t_ms kind job bytes (f: worker -> HTTP thread, w: HTTP thread -> socket)\n");
+    }
 
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
     char portstr[16];
@@ -838,6 +856,8 @@ void server_stop(srv_server *s) {
     if (s->listen_fd >= 0) close(s->listen_fd);
     pthread_mutex_destroy(&s->be_mu);
     pthread_mutex_destroy(&s->log_mu);
+    if (s->trace.fp) fclose(s->trace.fp);
+    pthread_mutex_destroy(&s->trace.mu);
     json_decref(s->ignored_seen);
     pthread_mutex_destroy(&s->m.mu);
     free(s->api_key);

@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../base/sbuf.h"
 #include "../chat/reasoning.h"
@@ -47,6 +48,20 @@ char *metrics_render(srv_metrics *m, int queue_waiting, int queue_running, int q
 
 typedef struct srv_job srv_job;
 
+/* The delivery trace ($MTPLX_SSE_TRACE, srv_config.sse_trace): one line per stream event, "t_ms kind job
+ * bytes", t_ms = clock_now() in ms (the clock of the scheduler's step trace, whose header gives its own
+ * origin), kind 'f' when the worker hands a stream's bytes to its HTTP thread, 'w' when that thread
+ * gives them to the socket; job: the request's number in this server. Tells a client's delivery
+ * gap apart: no step (the step trace), the worker's hand-off ('f'), or the socket and the client ('w').
+ * One sink per server; NULL fp: off. */
+typedef struct {
+    FILE           *fp;
+    pthread_mutex_t mu; /* one line at a time */
+} srv_trace;
+
+/* Appends one event line to t (no-op when t or t->fp is NULL). */
+void srv_trace_event(srv_trace *t, char kind, unsigned long job, size_t bytes);
+
 typedef struct {
     char  *id;            /* tool call id */
     char  *name;
@@ -71,6 +86,8 @@ struct srv_job {
     long long   created;
     const char *model_id;
     int         conn_fd;          /* client socket, polled for hang-up; -1 unknown */
+    srv_trace  *trace;            /* the server's delivery trace (borrowed), or NULL */
+    unsigned long trace_id;       /* this request's number in the trace */
     grammar    *grammar;          /* structured output (structured.c), owned; NULL = unconstrained */
     int         think_budget;     /* thinking tokens before the answer is forced; -1 = no budget */
     grammar_matcher *matcher;     /* per-request automaton state; params.constraint points at con */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/clock.h"
 #include "internal.h"
 
 enum { PIPE_STOP = 2 };
@@ -83,10 +84,20 @@ static void job_cut_locked(srv_job *j) {
 static void job_flush(srv_job *j) {
     if (!j->stage.len) return;
     pthread_mutex_lock(&j->mu);
-    if (!j->cancelled && sbuf_append(&j->out, j->stage.p, j->stage.len)) job_cut_locked(j);
+    size_t handed = j->cancelled ? 0 : j->stage.len;
+    if (!j->cancelled && sbuf_append(&j->out, j->stage.p, j->stage.len)) job_cut_locked(j), handed = 0;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    if (j->stream && handed) srv_trace_event(j->trace, 'f', j->trace_id, handed);
     sbuf_clear(&j->stage);
+}
+
+void srv_trace_event(srv_trace *t, char kind, unsigned long job, size_t bytes) {
+    if (!t || !t->fp) return;
+    double ms = clock_now() * 1e3;
+    pthread_mutex_lock(&t->mu);
+    fprintf(t->fp, "%.3f %c %lu %zu\n", ms, kind, job, bytes);
+    pthread_mutex_unlock(&t->mu);
 }
 
 /* ---- stages, last to first ---- */
@@ -324,11 +335,14 @@ void pipeline_run(srv_job *j, srv_backend *be, int slot) {
      * without `done`, so a client that hangs up right after reading it had a complete answer and the
      * generation is not counted as cancelled. */
     pthread_mutex_lock(&j->mu);
-    if (stream_failed || (!j->cancelled && j->stage.len && sbuf_append(&j->out, j->stage.p, j->stage.len))) job_cut_locked(j);
+    size_t handed = stream_failed || j->cancelled ? 0 : j->stage.len;
+    if (stream_failed || (!j->cancelled && j->stage.len && sbuf_append(&j->out, j->stage.p, j->stage.len)))
+        job_cut_locked(j), handed = 0;
     j->cancelled_before_done = j->cancelled;
     j->done = 1;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
+    if (j->stream && handed) srv_trace_event(j->trace, 'f', j->trace_id, handed);
     sbuf_clear(&j->stage);
     if (j->decoder) be->decoder_free(j->decoder);
     j->decoder = NULL;

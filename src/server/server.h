@@ -27,10 +27,12 @@ typedef struct {
     int         max_connections;        /* open client connections at most (one thread each); more wait in the listen backlog */
     int         max_connections_per_ip; /* per client address; 0 = no per-address limit */
     int         idle_timeout;           /* seconds a connection may stay silent (no bytes either way); 0 = none */
+    const char *sse_trace;    /* a file for the delivery trace (internal.h, srv_trace); NULL = none;
+                               * server_config_default takes $MTPLX_SSE_TRACE */
 } srv_config;
 
 /* Neutral defaults: 127.0.0.1:8000, no key, queue 128, body 8 MiB, depth -1, ctx 0, 1024 connections
- * (no per-address limit), 60 s idle timeout. */
+ * (no per-address limit), 60 s idle timeout, the delivery trace from $MTPLX_SSE_TRACE. */
 void server_config_default(srv_config *c);
 
 /* 1 when host names a loopback address ("localhost", 127.x.y.z, ::1). */

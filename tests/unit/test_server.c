@@ -1130,6 +1130,60 @@ TEST(test_server_max_tokens_temperature_and_deferred_tools) {
     server_stop(s);
 }
 
+/* $MTPLX_SSE_TRACE (srv_config.sse_trace): a streamed request's bytes appear once as the worker's
+ * hand-offs ('f') and once as socket writes ('w'), both adding up to the body the client got; a
+ * non-streamed request writes no line; an unwritable path refuses to start. */
+TEST(test_delivery_trace_counts_every_streamed_byte) {
+    script("def f():\n    return 1\n", 3, 0);
+    char path[] = "/tmp/mtplx-sse-trace-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    srv_config c;
+    server_config_default(&c);
+    c.port = 0, c.quiet = 1, c.sse_trace = path;
+    srv_server *s = NULL;
+    mtplx_err e = {0};
+    REQUIRE(server_start(&c, &BE, &s, &e) == 0);
+    resp r = http(server_port(s), "POST", "/v1/completions", NULL, "{\"prompt\":\"def\",\"max_tokens\":100}");
+    CHECK_INT(r.status, 200);
+    resp_free(&r);
+    r = http(server_port(s), "POST", "/v1/completions", NULL, "{\"prompt\":\"def\",\"max_tokens\":6,\"stream\":true}");
+    CHECK_INT(r.status, 200);
+    size_t body = strlen(r.body);
+    resp_free(&r);
+    server_stop(s);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f);
+    char line[256];
+    size_t fb = 0, wb = 0;
+    int nf = 0, nw = 0, other = 0;
+    double last = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        double t;
+        char kind;
+        unsigned long job;
+        size_t n;
+        CHECK_MSG(sscanf(line, "%lf %c %lu %zu", &t, &kind, &job, &n) == 4, "bad trace line: %s", line);
+        CHECK_MSG(t >= last, "time went back: %s", line);
+        last = t;
+        if (job != 1) other++; /* the streamed request was the second: number 1 */
+        if (kind == 'f') fb += n, nf++;
+        else if (kind == 'w') wb += n, nw++;
+        else other++;
+    }
+    fclose(f);
+    unlink(path);
+    CHECK(nf > 1 && nw >= 1);
+    CHECK_INT(other, 0);
+    CHECK_INT((long long)fb, (long long)body);
+    CHECK_INT((long long)wb, (long long)body);
+    c.sse_trace = "/nonexistent-mtplx-dir/trace.txt";
+    CHECK(server_start(&c, &BE, &s, &e) == MTPLX_EIO);
+    CHECK(strstr(e.msg, "delivery trace") != NULL);
+}
+
 TEST(test_health_models_metrics) {
     script("x", 1, 0);
     srv_server *s = start(NULL, 0, 0, 0);
@@ -1186,5 +1240,6 @@ int main(void) {
     RUN(test_log_lines_for_refusals_and_ignored_fields);
     RUN(test_server_max_tokens_temperature_and_deferred_tools);
     RUN(test_health_models_metrics);
+    RUN(test_delivery_trace_counts_every_streamed_byte);
     return TEST_SUMMARY();
 }
