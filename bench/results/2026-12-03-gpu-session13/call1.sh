@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (the knobs MTPLX_CUDA_SK_RING / MTPLX_CUDA_SK_DB these calls compared existed only in the tree of that call:
+# the kernels behind them were slower or level and were not committed; bench/cuda.md "Session 13")
 # session 13 call 1 (lead): gpu-test with the cp.async weight rings (k_sk_qr / k_sk_bf16r, default 8 KB a
 # warp); then the same binary with MTPLX_CUDA_SK_RING=8 / 4 / 0 (0: the batched-register kernels of
 # before), alternated: the matmul alone (27B shapes), 27B-16l q4 / bf16 AR + verify, the embedded model

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (the knobs MTPLX_CUDA_SK_RING / MTPLX_CUDA_SK_DB these calls compared existed only in the tree of that call:
+# the kernels behind them were slower or level and were not committed; bench/cuda.md "Session 13")
 # session 13 call 2 (lead): why the cp.async ring kernels read slower than the batched ones (call 1:
 # bf16 2.29 vs 3.24 TB/s, q8 1.73 vs 2.96): ncu full sections of both on the 27B FFN shape, 1 row, and
 # the matmul alone with the blocks per multiprocessor forced (MTPLX_CUDA_SK_BPS) for both

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (the knobs MTPLX_CUDA_SK_RING / MTPLX_CUDA_SK_DB these calls compared existed only in the tree of that call:
+# the kernels behind them were slower or level and were not committed; bench/cuda.md "Session 13")
 # session 13 call 3 (lead): gpu-test with the cp.async rings holding everything a span reads (weights,
 # activations, scales, d; 12 KB a warp); then MTPLX_CUDA_SK_RING=12 / 6 / 0 (0: the batched-register kernels of
 # before), alternated: the matmul alone (27B shapes), 27B-16l q4 / bf16 AR + verify, the embedded model

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (the knobs MTPLX_CUDA_SK_RING / MTPLX_CUDA_SK_DB these calls compared existed only in the tree of that call:
+# the kernels behind them were slower or level and were not committed; bench/cuda.md "Session 13")
 # session 13 call 4 (lead), HEAD (the ring kernels reverted): is the stream-K matmul's read rate set by
 # where its rows lie? (the same bytes as 16-row tiles of 1 KB rows, of 10 KB rows and of 80 KB rows);
 # the embedded model through serve (1..16 streams, a 4,000-token prompt beside 4) and its prefill after
