@@ -8,17 +8,20 @@ Usage (repo root):
 
 Same measurement as streams.mjs (docs/architecture.md "The scheduler"): each round starts N streaming
 /v1/completions at once (T 0.6, top_p 0.95, top_k 20, distinct code prompts cut from this repo's C
-sources, fixed seeds), one thread per stream. Per stream: time to the first token and the gaps between
-deliveries (server events less than 1 ms apart are one delivery: an MTP cycle commits several tokens
-at once). Aggregate tok/s = completion tokens of all streams / wall time of the round. With
+sources, fixed seeds), all read by one thread (a selector loop over plain sockets, HTTP/1.1 chunked
+responses decoded here): an event is timed when its bytes are received. Per stream: time to the first
+token and the gaps between deliveries (server events less than 1 ms apart are one delivery: an MTP
+cycle commits several tokens at once). One thread per stream, as before, lost up to tens of ms per
+gap to the threads' turns on a busy host where the server's own trace showed no such gap
+(bench/batching.md "Session 13"). Aggregate tok/s = completion tokens of all streams / wall time of the round. With
 --long-prompt T, one more request with a ~T-token prompt joins --long-delay seconds (default 0.3) after
 the others started, and the others' longest gap while it is read (from its start to its first token)
 is reported against their median gap, as streams.mjs does (issue 12's chunked-prefill bar: <= 5x).
 """
 import argparse
-import http.client
 import json
-import threading
+import selectors
+import socket
 import time
 import urllib.parse
 
@@ -41,40 +44,110 @@ def prompt(src, i):
     return src[at:at + 600]
 
 
-def stream(url, body, out):
-    """Runs one streaming completion; fills out with t0, ttft, end, tokens, deliveries (seconds)."""
-    u = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=3600)
-    t0 = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body),
-                 {"Content-Type": "application/json", "Authorization": "Bearer x"})
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
-    arrivals, tokens = [], 0
-    for raw in resp:
-        line = raw.decode("utf-8", "replace").strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        ev = json.loads(line[6:])
-        t = time.perf_counter()
-        ch = ev.get("choices") or []
-        if ch and ch[0].get("text"):
-            arrivals.append(t)
-        if ev.get("usage"):
-            tokens = ev["usage"]["completion_tokens"]
-    conn.close()
-    deliveries = [t for k, t in enumerate(arrivals) if k == 0 or t - arrivals[k - 1] >= 1e-3]
-    out.update(t0=t0, ttft=(deliveries[0] - t0) if deliveries else float("nan"),
-               end=arrivals[-1] if arrivals else time.perf_counter(), tokens=tokens,
-               gaps=[b - a for a, b in zip(deliveries, deliveries[1:])], deliveries=len(deliveries),
-               arrivals=deliveries)
+class Stream:
+    """One streaming completion on its own socket, read by the caller's selector loop; fills out with
+    t0, ttft, end, tokens, gaps, deliveries, arrivals (seconds) when the response ends."""
+
+    def __init__(self, url, body, out):
+        u = urllib.parse.urlparse(url)
+        self.out, self.raw, self.text = out, b"", ""
+        self.head, self.done, self.arrivals, self.tokens = False, False, [], 0
+        self.t0 = time.perf_counter()
+        data = json.dumps(body).encode()
+        self.sock = socket.create_connection((u.hostname, u.port))
+        self.sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                          b"Authorization: Bearer x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n"
+                          % (u.hostname.encode(), len(data)) + data)
+        self.sock.setblocking(False)
+
+    def feed(self, data, t):
+        """Takes bytes received at time t (b"" at the end of the connection); returns True when the
+        response has ended."""
+        if not data:
+            self.lines(t, self.text + "\n")
+            return self.finish()
+        self.raw += data
+        if not self.head:
+            end = self.raw.find(b"\r\n\r\n")
+            if end < 0:
+                return False
+            head, self.raw = self.raw[:end].decode("latin-1"), self.raw[end + 4:]
+            status = head.split("\r\n")[0]
+            if " 200 " not in status + " ":
+                raise RuntimeError(f"{status}: {self.raw[:300]!r}")
+            if "chunked" not in head.lower():
+                raise RuntimeError("expected a chunked event stream")
+            self.head = True
+        ended = False
+        while True:  # whole chunks of the chunked body
+            nl = self.raw.find(b"\r\n")
+            if nl < 0:
+                break
+            size = int(self.raw[:nl].split(b";")[0], 16)
+            if size == 0:
+                ended = True
+                break
+            if len(self.raw) < nl + 2 + size + 2:
+                break
+            self.text += self.raw[nl + 2:nl + 2 + size].decode("utf-8", "replace")
+            self.raw = self.raw[nl + 2 + size + 2:]
+        *lines, self.text = self.text.split("\n")
+        self.lines(t, "\n".join(lines))
+        return self.finish() if ended else False
+
+    def lines(self, t, text):
+        """The SSE lines in text, received at time t."""
+        for line in text.split("\n"):
+            line = line.strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            ev = json.loads(line[6:])
+            ch = ev.get("choices") or []
+            if ch and ch[0].get("text"):
+                self.arrivals.append(t)
+            if ev.get("usage"):
+                self.tokens = ev["usage"]["completion_tokens"]
+
+    def finish(self):
+        """Records the stream's figures in out; returns True (the caller closes the socket)."""
+        self.done = True
+        a = self.arrivals
+        deliveries = [t for k, t in enumerate(a) if k == 0 or t - a[k - 1] >= 1e-3]
+        self.out.update(t0=self.t0, ttft=(deliveries[0] - self.t0) if deliveries else float("nan"),
+                        end=a[-1] if a else time.perf_counter(), tokens=self.tokens,
+                        gaps=[y - x for x, y in zip(deliveries, deliveries[1:])], deliveries=len(deliveries),
+                        arrivals=deliveries)
+        return True
+
+
+def run_streams(starts):
+    """Runs streams to their ends in one selector loop; starts: (start time, url, body, out), the start
+    time a perf_counter() value (a stream is opened once it has come)."""
+    sel, pending, live = selectors.DefaultSelector(), sorted(starts, key=lambda x: x[0]), 0
+    while pending or live:
+        now = time.perf_counter()
+        while pending and pending[0][0] <= now:
+            _, url, body, out = pending.pop(0)
+            st = Stream(url, body, out)
+            sel.register(st.sock, selectors.EVENT_READ, st)
+            live += 1
+        timeout = max(0.0, pending[0][0] - time.perf_counter()) if pending else None
+        for key, _ in sel.select(timeout):
+            st = key.data
+            try:
+                data = st.sock.recv(1 << 16)
+            except BlockingIOError:
+                continue
+            if st.feed(data, time.perf_counter()):
+                sel.unregister(st.sock)
+                st.sock.close()
+                live -= 1
 
 
 def run_round(args, src, n, r):
     """One round of n concurrent streams; returns its summary row (times in ms, rates per second)."""
     results = [dict() for _ in range(n)]
-    threads = []
+    starts = []
     t0 = time.perf_counter()
     for i in range(n):
         body = {"model": "m", "prompt": prompt(src, i + 31 * r), "max_tokens": args.max_tokens,
@@ -82,21 +155,15 @@ def run_round(args, src, n, r):
                 "stream_options": {"include_usage": True}}
         if args.depth is not None:
             body["mtplx"] = {"depth": args.depth}
-        th = threading.Thread(target=stream, args=(args.url, body, results[i]))
-        th.start()
-        threads.append(th)
+        starts.append((t0, args.url, body, results[i]))
     long = {}
-    if args.long_prompt:
-        time.sleep(args.long_delay)  # the others are decoding by now
+    if args.long_prompt:  # joins when the others are decoding
         body = {"model": "m", "prompt": (src * 4)[:args.long_prompt * 4], "max_tokens": 16, "temperature": 0.6,
                 "top_p": 0.95, "top_k": 20, "seed": 7, "stream": True, "stream_options": {"include_usage": True}}
-        th = threading.Thread(target=stream, args=(args.url, body, long))
-        th.start()
-        threads.append(th)
-    for th in threads:
-        th.join()
+        starts.append((t0 + args.long_delay, args.url, body, long))
+    run_streams(starts)
     if any("tokens" not in x for x in results) or (args.long_prompt and "tokens" not in long):
-        raise RuntimeError("a stream failed (see the traceback above)")
+        raise RuntimeError("a stream ended without its usage event")
     wall = max(x["end"] for x in results) - t0
     tokens = sum(x["tokens"] for x in results)
     first = min(x["t0"] + x["ttft"] for x in results)
