@@ -94,9 +94,8 @@ static void job_flush(srv_job *j) {
 
 void srv_trace_event(srv_trace *t, char kind, unsigned long job, size_t bytes) {
     if (!t || !t->fp) return;
-    double ms = clock_now() * 1e3;
-    pthread_mutex_lock(&t->mu);
-    fprintf(t->fp, "%.3f %c %lu %zu\n", ms, kind, job, bytes);
+    pthread_mutex_lock(&t->mu); /* the time taken under the lock: the file's lines are in time order */
+    fprintf(t->fp, "%.3f %c %lu %zu\n", clock_now() * 1e3, kind, job, bytes);
     pthread_mutex_unlock(&t->mu);
 }
 
