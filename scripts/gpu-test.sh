@@ -16,7 +16,8 @@
 #      (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM, _RMS_BATCH, _GDN_L2, _SEQ_INLINE, _DL_PIPE, _UP_ASYNC,
 #      _SEQ_PDL) off ≡ on, bit for bit;
 #   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
-#      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off).
+#      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off);
+#   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -126,6 +127,25 @@ gemm_equal() {
     done
 }
 check gemm_bit_identical gemm_equal
+
+# 7. the two span layouts of the stream-K q kernels (cuda_mma_sk.cu: a piece of every group per thread,
+#    or a quarter of the span with the other groups masked) give the same bits: logits of the same
+#    prefill (launches of 16 rows and of 4) with every matmul on stream-K, MTPLX_CUDA_SK_GA=1 against
+#    =0, in q4 with groups of 64 (gemm_equal's conversion) and 32, and q8 with groups of 64
+layouts_equal() {
+    local T=$(seq -s, 11 37 3674) m mode
+    rm -rf /tmp/gpu-q4g32 /tmp/gpu-q8; build/mtplx convert --q-bits 4 --group-size 32 --out /tmp/gpu-q4g32 --quiet &&
+        build/mtplx convert --q-bits 8 --out /tmp/gpu-q8 --quiet || return 1
+    for m in /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
+        for mode in "" "--mtp"; do
+            MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_GA=1 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_GA=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "$m logits [$mode] differ"; return 1; }
+            echo "$m logits [$mode]: group pieces == masked quarters"
+        done
+    done
+}
+check sk_layouts_bit_identical layouts_equal
 
 # 4. memcheck on a short MTP run
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

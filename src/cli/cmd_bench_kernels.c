@@ -31,7 +31,8 @@ static void usage(FILE *f) {
             "                   [--reps N] [--context N] [--membw-mb MB] [--steps N] [--chain N]\n"
             "                   [--draft-quants LIST] [--draft-accept] [--depth D] [--prompts N]\n"
             "                   [--prompt-len N] [--generate N] [--seed S] [--json]\n"
-            "       mtplx bench --matmul q4|q8|bf16 [--shape NxK] [--count N] [--rows R] [--reps N] [--json]\n"
+            "       mtplx bench --matmul q4|q8|bf16 [--shape NxK] [--group-size G] [--count N] [--rows R] [--reps N]\n"
+            "                   [--json]\n"
             "  --membw         streaming read bandwidth over a buffer of --membw-mb MB (default 2048), one\n"
             "                  thread and all pool threads ($MTPLX_THREADS), best of 3; with --verify-cost the\n"
             "                  buffer is also read once per round between the forwards, and AR decode is\n"
@@ -58,10 +59,11 @@ static void usage(FILE *f) {
             "                  same sampler flags and --draft-quants as --draft-cost; --generate N: score N\n"
             "                  tokens sampled from the model after each text instead (seeds --seed + i)\n"
             "  --matmul F      the matmul kernel alone: --count (default 20) random [N x K] weights of\n"
-            "                  format F (--shape, default 12352x2048; q4/q8: MLX affine, group 64, repacked\n"
-            "                  as at load), one pass over all of them per round for T = 1..--rows (default\n"
-            "                  8, at most 256) activation rows, --reps (default 9) interleaved rounds; median\n"
-            "                  ms, GB/s of weights, TFLOP/s (2·N·K·T per weight) and the ratio to T = 1\n"
+            "                  format F (--shape, default 12352x2048; q4/q8: MLX affine, groups of\n"
+            "                  --group-size 32, 64 (default) or 128 inputs, repacked as at load), one pass\n"
+            "                  over all of them per round for T = 1..--rows (default 8, at most 256)\n"
+            "                  activation rows, --reps (default 9) interleaved rounds; median ms, GB/s of\n"
+            "                  weights, TFLOP/s (2·N·K·T per weight) and the ratio to T = 1\n"
             "Timings are wall clock. Kernel path: $MTPLX_KERNEL; quantized activations: $MTPLX_QACT.\n"
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
@@ -220,10 +222,10 @@ out:
 
 /* --matmul: one kernel on random weights; prints one line per T (or one JSON object). Returns the
  * exit code. */
-static int matmul_bench(const char *format, int n, int k, int count, int rows, int reps, uint64_t seed, int json) {
+static int matmul_bench(const char *format, int gs, int n, int k, int count, int rows, int reps, uint64_t seed, int json) {
     mtplx_err err = {0};
     bench_matmul_out o;
-    if (bench_matmul(format, n, k, count, rows, reps, seed, &o, &err)) {
+    if (bench_matmul(format, gs, n, k, count, rows, reps, seed, &o, &err)) {
         cli_error("bench", "%s", err.msg);
         return err.code == MTPLX_EINVAL ? 2 : 1;
     }
@@ -232,15 +234,17 @@ static int matmul_bench(const char *format, int n, int k, int count, int rows, i
     int threads = tpool_threads(tpool_global());
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"format\": \"%s\", \"shape\": [%d, %d], \"count\": %d, "
-               "\"bytes\": %.0f, \"reps\": %d, \"ms\": {", isa, threads, format, n, k, count, o.bytes, reps);
+               "\"group_size\": %d, \"bytes\": %.0f, \"reps\": %d, \"ms\": {", isa, threads, format, n, k, count, gs,
+               o.bytes, reps);
         for (int T = 1; T <= rows; T++) printf("%s\"%d\": %.4f", T > 1 ? ", " : "", T, o.median_s[T] * 1e3);
         printf("}, \"ratio\": {");
         for (int T = 1; T <= rows; T++) printf("%s\"%d\": %.4f", T > 1 ? ", " : "", T, o.median_s[T] / o.median_s[1]);
         printf("}}\n");
         return 0;
     }
-    printf("kernel %s, %d threads: %d x [%d x %d] %s, %.1f MB per pass, median of %d rounds\n", isa, threads, count, n,
-           k, format, o.bytes / 1e6, reps);
+    printf("kernel %s, %d threads: %d x [%d x %d] %s%s%.0d, %.1f MB per pass, median of %d rounds\n", isa, threads,
+           count, n, k, format, strcmp(format, "bf16") ? " group " : "", strcmp(format, "bf16") ? gs : 0, o.bytes / 1e6,
+           reps);
     for (int T = 1; T <= rows; T++)
         printf("  T=%-2d %9.3f ms  %6.1f GB/s  %7.2f TFLOP/s  %.3fx T=1\n", T, o.median_s[T] * 1e3,
                o.bytes / o.median_s[T] / 1e9, 2.0 * count * n * (double)k * T / o.median_s[T] / 1e12,
@@ -263,7 +267,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     long membw_mb = 2048;
     unsigned long long seed = 1;
     const char *dir = NULL, *mm_format = NULL;
-    int mm_n = 12352, mm_k = 2048, mm_count = 20;
+    int mm_n = 12352, mm_k = 2048, mm_count = 20, mm_gs = 64;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout), 0;
@@ -293,6 +297,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--matmul")) mm_format = v, i++;
         else if (!strcmp(a, "--count")) mm_count = atoi(v), i++;
+        else if (!strcmp(a, "--group-size")) mm_gs = atoi(v), i++;
         else if (!strcmp(a, "--shape")) {
             if (sscanf(v, "%dx%d", &mm_n, &mm_k) != 2) return cli_error("bench", "--shape wants NxK, got '%s'", v), 2;
             i++;
@@ -300,14 +305,14 @@ int cmd_bench_kernels(int argc, char **argv) {
         else return cli_error("bench", "unknown option %s", a), usage(stderr), 2;
     }
     if (mm_format && rows >= 1 && rows <= BENCH_MATMUL_MAX_ROWS && reps >= 1)
-        return matmul_bench(mm_format, mm_n, mm_k, mm_count, rows, reps, seed, json);
+        return matmul_bench(mm_format, mm_gs, mm_n, mm_k, mm_count, rows, reps, seed, json);
     if (mm_format) return cli_error("bench", "--matmul: --rows 1..%d, --reps >= 1", BENCH_MATMUL_MAX_ROWS), 2;
     if (rows < 1 || rows > BENCH_MAX_ROWS || reps < 1 || context < 1 || membw_mb < 1 || prefill < 0)
         return cli_error("bench", "--rows 1..%d, --reps >= 1, --context >= 1, --membw-mb >= 1, --prefill >= 1",
                          BENCH_MAX_ROWS), 2;
     if (logits_top < 0 || logits_top > BE_TOP_MAX || (logits_top && !verify))
         return cli_error("bench", "--logits-top: 1..%d, with --verify-cost", BE_TOP_MAX), 2;
-    if (mm_format) return matmul_bench(mm_format, mm_n, mm_k, mm_count, rows, reps, seed, json);
+    if (mm_format) return matmul_bench(mm_format, mm_gs, mm_n, mm_k, mm_count, rows, reps, seed, json);
     if (!dir) dir = cli_default_model();
     if (dcost || daccept) {
         if (steps < 1 || chain < 1 || context < 2 || depth < 1 || depth > 16 || n_prompts < 1 || n_prompts > 1000 ||

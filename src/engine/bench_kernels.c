@@ -378,8 +378,8 @@ int bench_draft_accept(const mtplx_model *const *models, int n, const int32_t *c
 }
 
 /* One random weight of bench_matmul's format; its buffers go to mem[0..2]. Returns 0 or ENOMEM. */
-static int bench_matmul_weight(int bits, int n, int k, uint64_t *seed, kern_weight *w, void **mem, mtplx_err *err) {
-    const int gs = 64;
+static int bench_matmul_weight(int bits, int gs, int n, int k, uint64_t *seed, kern_weight *w, void **mem,
+                               mtplx_err *err) {
     size_t elems = (size_t)n * k, words = bits ? elems * bits / 32 : (elems + 1) / 2, groups = elems / gs;
     uint32_t *q = malloc(words * 4);
     uint16_t *s = bits ? malloc(groups * 2) : NULL, *b = bits ? malloc(groups * 2) : NULL;
@@ -428,12 +428,13 @@ static int bench_matmul_device(const kern_weight *w, int count, int n, int k, co
     return rc;
 }
 
-int bench_matmul(const char *format, int n, int k, int count, int max_rows, int reps, uint64_t seed,
+int bench_matmul(const char *format, int gs, int n, int k, int count, int max_rows, int reps, uint64_t seed,
                  bench_matmul_out *out, mtplx_err *err) {
     int bits = !strcmp(format, "q4") ? 4 : !strcmp(format, "q8") ? 8 : !strcmp(format, "bf16") ? 0 : -1;
     if (bits < 0) return err_set(err, MTPLX_EINVAL, "matmul bench: format '%s' (q4, q8 or bf16)", format);
-    if (n < 1 || k < 64 || k % 64 || count < 1 || max_rows < 1 || max_rows > BENCH_MATMUL_MAX_ROWS || reps < 1)
-        return err_set(err, MTPLX_EINVAL, "matmul bench: need rows >= 1, cols a multiple of 64, count >= 1, "
+    if (gs != 32 && gs != 64 && gs != 128) return err_set(err, MTPLX_EINVAL, "matmul bench: group size 32, 64 or 128");
+    if (n < 1 || k < 64 || k % 64 || k % gs || count < 1 || max_rows < 1 || max_rows > BENCH_MATMUL_MAX_ROWS || reps < 1)
+        return err_set(err, MTPLX_EINVAL, "matmul bench: need rows >= 1, cols a multiple of 64 and of the group size, count >= 1, "
                                           "1..%d activation rows, reps >= 1", BENCH_MATMUL_MAX_ROWS);
     int rc = 0;
     kern_weight *w = calloc((size_t)count, sizeof *w);
@@ -447,7 +448,7 @@ int bench_matmul(const char *format, int n, int k, int count, int max_rows, int 
     }
     int on_gpu = strcmp(be_device_resolved(), "cpu") != 0;
     for (int i = 0; i < count && !rc; i++)
-        if (!(rc = bench_matmul_weight(bits, n, k, &seed, &w[i], mem + 3 * i, err)) && !on_gpu)
+        if (!(rc = bench_matmul_weight(bits, gs, n, k, &seed, &w[i], mem + 3 * i, err)) && !on_gpu)
             rc = kern_pack_set_add(&packs, &w[i], err);
     if (rc) goto done;
     for (size_t i = 0; i < (size_t)max_rows * k; i++) x[i] = (float)(next_rand(&seed) % 2001) / 1000.0f - 1.0f;
@@ -460,7 +461,7 @@ int bench_matmul(const char *format, int n, int k, int count, int max_rows, int 
         }
     memset(out, 0, sizeof *out);
     out->count = count, out->max_rows = max_rows, out->reps = reps;
-    out->bytes = (double)count * n * k * (bits ? bits / 8.0 + 4.0 / 64 : 2.0);
+    out->bytes = (double)count * n * k * (bits ? bits / 8.0 + 4.0 / gs : 2.0);
     for (int T = 1; T <= max_rows; T++) {
         double *t = times + (size_t)T * reps;
         qsort(t, (size_t)reps, sizeof(double), cmp_double);

@@ -60,11 +60,11 @@ typedef struct {
     double median_s[BENCH_MATMUL_MAX_ROWS + 1]; /* median seconds of a pass with T = 1..max_rows rows */
 } bench_matmul_out;
 
-/* Kernel speed alone: `count` random [n x k] weights of `format` ("q4" / "q8": MLX affine, group 64,
- * bf16 scales, repacked as at load; "bf16": with its AMX copy where the CPU has AMX), more bytes than
+/* Kernel speed alone: `count` random [n x k] weights of `format` ("q4" / "q8": MLX affine, groups of
+ * gs = 32 / 64 / 128 inputs, bf16 scales, repacked as at load; "bf16": with its AMX copy where the CPU has AMX), more bytes than
  * the caches hold when count·n·k is large. Each round runs one pass of kern_matmul over all of them
  * for T = 1..max_rows (interleaved), `reps` rounds. Returns 0, EINVAL or ENOMEM. */
-int bench_matmul(const char *format, int n, int k, int count, int max_rows, int reps, uint64_t seed,
+int bench_matmul(const char *format, int gs, int n, int k, int count, int max_rows, int reps, uint64_t seed,
                  bench_matmul_out *out, mtplx_err *err);
 
 /* Bytes of weights one decode step reads: every tensor of the checkpoint in `dir` except the

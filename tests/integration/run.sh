@@ -156,9 +156,18 @@ done
 "$MA" bench --matmul q4 --shape 64x128 --count 1 --rows 40 --reps 1 --json >"$tmp/mm" || fail "bench --matmul --rows 40"
 node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])); if (!(j.ms["40"]>0)) process.exit(1)' "$tmp/mm" ||
     fail "bench --matmul --rows 40 (many-row calls, up to 256): $(cat "$tmp/mm")"
-for bad in "--matmul q5" "--matmul q4 --shape 64x100" "--matmul q4 --shape 64" "--matmul q4 --rows 257"; do
+# --group-size: the weights' groups (bytes per pass: 4 bits + a 16-bit scale and bias per group)
+for gb in 32:10240 128:8704; do
+    "$MA" bench --matmul q4 --group-size ${gb%%:*} --shape 64x128 --count 2 --rows 2 --reps 1 --json >"$tmp/mm" ||
+        fail "bench --matmul q4 --group-size ${gb%%:*}"
+    node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+      if (j.group_size!==+process.argv[2]||j.bytes!==+process.argv[3]||!(j.ms["2"]>0)) process.exit(1)' \
+        "$tmp/mm" ${gb%%:*} ${gb##*:} || fail "bench --matmul q4 --group-size ${gb%%:*}: $(cat "$tmp/mm")"
+done
+for bad in "--matmul q5" "--matmul q4 --shape 64x100" "--matmul q4 --shape 64" "--matmul q4 --rows 257" \
+    "--matmul q4 --group-size 48" "--matmul q8 --group-size 128 --shape 64x192"; do
     rc=0; "$MA" bench $bad >/dev/null 2>"$tmp/err" || rc=$?
-    [ "$rc" = 2 ] && grep -q "matmul\|shape" "$tmp/err" || fail "bench $bad: exit $rc, $(cat "$tmp/err")"
+    [ "$rc" = 2 ] && grep -q "matmul\|shape\|group" "$tmp/err" || fail "bench $bad: exit $rc, $(cat "$tmp/err")"
 done
 echo "bench --matmul ok"
 

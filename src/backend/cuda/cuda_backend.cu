@@ -1071,6 +1071,8 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->sk = env_not0("MTPLX_CUDA_SK");
     s->sk_group = env_not0("MTPLX_CUDA_SK_GROUP");
     s->sk_u = env_pos("MTPLX_CUDA_SK_U");
+    const char *ga = getenv("MTPLX_CUDA_SK_GA");
+    s->sk_ga = ga && !strcmp(ga, "0") ? 0 : ga && !strcmp(ga, "1") ? 1 : -1;
     s->sk_bu = env_pos("MTPLX_CUDA_SK_BU");
     s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
     s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");

@@ -42,6 +42,9 @@ typedef struct {
     int sk;         /* 1: the stream-K split (cuda_mma_sk.cu); MTPLX_CUDA_SK=0: the fixed-ksplit kernels */
     int sk_group;   /* 1: a matmul_n of one weight kind is one launch; MTPLX_CUDA_SK_GROUP=0: one per weight */
     int sk_u;       /* MTPLX_CUDA_SK_U=2|4|8: q spans per batch; 0: per format */
+    int sk_ga;      /* q span layout (same bits either way): MTPLX_CUDA_SK_GA=1 a piece of every group per
+                     * thread, =0 a quarter of the span per thread with the other groups masked; -1 (unset):
+                     * the faster one for the launch's rows and format (cuda_mma_sk.cu, sk_q_ga) */
     int sk_bu;      /* MTPLX_CUDA_SK_BU=2|4|8: bf16 K blocks per batch; 0: 8 */
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
     int sk_rows;    /* MTPLX_CUDA_SK_ROWS=16: bf16 stream-K launches of at most 16 activation rows (a comparison

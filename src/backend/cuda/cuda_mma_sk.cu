@@ -25,9 +25,13 @@
  * activation layout of cuda_mma.cu's k_qact makes mma j take bytes [8j, 8j+8) of them). A quarter
  * lies in one group (groups of 32 / 64 / 128 hold 1 / 2 / 4 quarters), so a span is S = 128 / GS
  * groups and each group's integer sums come from the span's 4 mmas with the activations of the other
- * groups' quarters masked to zero: S · 4 mmas per span, each exact. Scales and biases come from the
- * tile-interleaved copy made at upload (cu_wdev.sbt: per tile and group, rows i and i+8 side by side),
- * one 8-byte load per group for both of a thread's rows. */
+ * groups' quarters masked to zero: S · 4 mmas per span, each exact ("masked quarters"). The other
+ * layout ("group pieces", GA) gives thread t the t-th quarter of every group of the span instead
+ * (S pieces of 16 / S or 32 / S bytes a row, and of 32 / S activation bytes), so mma j lies in group
+ * j·S / 4 and a span takes 4 mmas, unmasked. Both give each group the same integer sum and then the
+ * same float steps, so the same bits; sk_q_ga picks the faster one per launch. Scales and biases come
+ * from the tile-interleaved copy made at upload (cu_wdev.sbt: per tile and group, rows i and i+8 side
+ * by side), one 8-byte load per group for both of a thread's rows. */
 #include "cuda_internal.cuh"
 
 #include <stdlib.h>
@@ -156,15 +160,40 @@ __device__ __forceinline__ float sk_half(uint32_t h) {
 
 /* ------------------------------------------------------------------ q4 / q8 */
 
+/* NW 32-bit words from p (aligned to their size) into d, or zeros when !ok (a select, not a branch, so
+ * that a batch's loads issue together): streamed (weights, read once) or through the read-only cache
+ * (activations, read by every warp). */
+template <int NW, bool STREAM>
+__device__ __forceinline__ void sk_words(uint32_t *d, const uint32_t *p, bool ok) {
+    if constexpr (NW == 1) {
+        d[0] = ok ? (STREAM ? __ldcs(p) : __ldg(p)) : 0u;
+    } else if constexpr (NW == 2) {
+        const uint2 z = make_uint2(0, 0);
+        const uint2 v = ok ? (STREAM ? __ldcs((const uint2 *)p) : __ldg((const uint2 *)p)) : z;
+        d[0] = v.x, d[1] = v.y;
+    } else {
+        const uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < NW / 4; i++) {
+            const uint4 v = ok ? (STREAM ? __ldcs((const uint4 *)p + i) : __ldg((const uint4 *)p + i)) : z;
+            d[4 * i] = v.x, d[4 * i + 1] = v.y, d[4 * i + 2] = v.z, d[4 * i + 3] = v.w;
+        }
+    }
+}
+
 /* y[j][n] = Σ_g (Σ_{k∈g} q[n][k]·a[j][k]) · (s[n][g]·d[j][g]) + Σ_g b[n][g]·bd[j][g] for j < R (<= 8·NT).
  * xa: int8 activations [R][K] (k_qact's layout), xdb: [R][G] (d, d·Σa). F16: every job's scales and
- * biases are f16 (else bf16). */
-template <int BITS, int GS, int NT, int U, int F16>
+ * biases are f16 (else bf16). GA: the span layout where a thread takes a piece of every group (the
+ * header's), else a quarter of the span each with the other groups masked; the same integer sums per
+ * group, so the same bits. */
+template <int BITS, int GS, int NT, int U, int F16, int GA>
 __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     k_sk_q(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
     CU_PDL_ENTRY();
-    constexpr int S = 128 / GS;  /* groups per span */
-    constexpr int CV = BITS / 4; /* uint4 per thread, row and span: q4 1 (16 bytes), q8 2 */
+    constexpr int S = 128 / GS;          /* groups per span */
+    constexpr int WW = BITS;             /* weight words a thread takes of a row's span (16 or 32 bytes) */
+    constexpr int NP = GA ? S : 1;       /* pieces those words come in: one per group, or one quarter */
+    constexpr int PW = WW / NP, XW = 8 / NP; /* words of a weight piece and of an activation piece */
     int bid = blockIdx.x;
     const sk_job jb = sk_job_of(jobs, bid);
     float *y = jb.y, *ws = jb.ws;
@@ -180,25 +209,23 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     if (w >= Wn) return;
     long long u = (long long)w * TU / Wn;
     const long long end = (long long)(w + 1) * TU / Wn;
-    const int quarter_group = t * 32 / GS; /* the group of the span that this thread's quarter lies in */
-    const size_t row_v = (size_t)K * BITS / 128; /* uint4 per weight row */
-    const uint4 *ap[NT];
+    const int quarter_group = t * 32 / GS; /* !GA: the group of the span that this thread's quarter lies in */
+    const size_t row_w = (size_t)K * BITS / 32; /* words per weight row */
+    const uint32_t *ap[NT];
     bool av[NT], cv[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         int row = nt * 8 + g;
         av[nt] = row < R;
-        ap[nt] = xa + (size_t)(av[nt] ? row : 0) * (K / 16) + 2 * t;
+        ap[nt] = (const uint32_t *)xa + (size_t)(av[nt] ? row : 0) * (K / 4) + t * XW;
         cv[nt][0] = nt * 8 + 2 * t < R, cv[nt][1] = nt * 8 + 2 * t + 1 < R;
     }
-    const uint4 z4 = make_uint4(0, 0, 0, 0);
     while (u < end) {
         const int tile = (int)(u / P), a = (int)(u - (long long)tile * P);
         const long long tend = (long long)(tile + 1) * P;
         const int b = (int)((end < tend ? end : tend) - (long long)tile * P);
         const int n0 = tile * 16, ra = min(n0 + g, N - 1), rb = min(n0 + g + 8, N - 1);
-        const uint4 *wa = (const uint4 *)W + (size_t)ra * row_v + t * CV;
-        const uint4 *wb = (const uint4 *)W + (size_t)rb * row_v + t * CV;
+        const uint32_t *wa = W + (size_t)ra * row_w + t * PW, *wb = W + (size_t)rb * row_w + t * PW;
         const uint2 *sb = sbt + (size_t)tile * G * 8 + g;
         float acc[NT][4], bacc[NT][4];
 #pragma unroll
@@ -206,21 +233,22 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[nt][e] = bacc[nt][e] = 0.f;
         for (int s0 = a; s0 < b; s0 += U) {
-            uint4 WA[U][CV], WB[U][CV], X[U][NT][2];
+            uint32_t WA[U][WW], WB[U][WW], X[U][NT][8];
             uint2 SB[U][S];
 #pragma unroll
             for (int v = 0; v < U; v++) { /* every load of U spans first: bytes in flight */
                 const int sp = s0 + v;
                 const bool ok = sp < b;
 #pragma unroll
-                for (int c = 0; c < CV; c++) {
-                    WA[v][c] = ok ? __ldcs(wa + (size_t)sp * 4 * CV + c) : z4;
-                    WB[v][c] = ok ? __ldcs(wb + (size_t)sp * 4 * CV + c) : z4;
+                for (int h = 0; h < NP; h++) {
+                    sk_words<PW, true>(WA[v] + h * PW, wa + (size_t)sp * 4 * WW + h * (WW * 4 / NP), ok);
+                    sk_words<PW, true>(WB[v] + h * PW, wb + (size_t)sp * 4 * WW + h * (WW * 4 / NP), ok);
                 }
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                    for (int c = 0; c < 2; c++) X[v][nt][c] = ok && av[nt] ? __ldg(ap[nt] + (size_t)sp * 8 + c) : z4;
+                    for (int h = 0; h < NP; h++)
+                        sk_words<XW, false>(X[v][nt] + h * XW, ap[nt] + (size_t)sp * 32 + h * (32 / NP), ok && av[nt]);
 #pragma unroll
                 for (int s = 0; s < S; s++) SB[v][s] = ok ? __ldg(sb + (size_t)(sp * S + s) * 8) : make_uint2(0, 0);
             }
@@ -228,39 +256,26 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
             for (int v = 0; v < U; v++) {
                 const int sp = s0 + v;
                 if (sp >= b) break;
-                uint32_t wa_[4 * CV], wb_[4 * CV], xw[NT][8];
-#pragma unroll
-                for (int c = 0; c < CV; c++) {
-                    wa_[4 * c] = WA[v][c].x, wa_[4 * c + 1] = WA[v][c].y, wa_[4 * c + 2] = WA[v][c].z;
-                    wa_[4 * c + 3] = WA[v][c].w;
-                    wb_[4 * c] = WB[v][c].x, wb_[4 * c + 1] = WB[v][c].y, wb_[4 * c + 2] = WB[v][c].z;
-                    wb_[4 * c + 3] = WB[v][c].w;
-                }
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int c = 0; c < 2; c++) {
-                        xw[nt][4 * c] = X[v][nt][c].x, xw[nt][4 * c + 1] = X[v][nt][c].y;
-                        xw[nt][4 * c + 2] = X[v][nt][c].z, xw[nt][4 * c + 3] = X[v][nt][c].w;
-                    }
 #pragma unroll
                 for (int s = 0; s < S; s++) {
-                    const uint32_t m = (S == 1 || quarter_group == s) ? 0xffffffffu : 0u;
+                    /* mma j takes weight word j (q4: low nibbles = even inputs, high = odd) or words 2j, 2j+1
+                     * (q8), and activation words 2j, 2j+1; under GA mmas j of group s are s·4/S .. */
+                    const uint32_t m = (GA || S == 1 || quarter_group == s) ? 0xffffffffu : 0u;
                     int ic[NT][4];
 #pragma unroll
                     for (int nt = 0; nt < NT; nt++) ic[nt][0] = ic[nt][1] = ic[nt][2] = ic[nt][3] = 0;
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
+                    for (int j = GA ? s * 4 / S : 0; j < (GA ? (s + 1) * 4 / S : 4); j++) {
                         uint32_t a0, a1, a2, a3;
                         if (BITS == 4) {
-                            a0 = wa_[j] & 0x0F0F0F0Fu, a1 = wb_[j] & 0x0F0F0F0Fu;
-                            a2 = (wa_[j] >> 4) & 0x0F0F0F0Fu, a3 = (wb_[j] >> 4) & 0x0F0F0F0Fu;
+                            a0 = WA[v][j] & 0x0F0F0F0Fu, a1 = WB[v][j] & 0x0F0F0F0Fu;
+                            a2 = (WA[v][j] >> 4) & 0x0F0F0F0Fu, a3 = (WB[v][j] >> 4) & 0x0F0F0F0Fu;
                         } else {
-                            a0 = wa_[2 * j], a1 = wb_[2 * j], a2 = wa_[2 * j + 1], a3 = wb_[2 * j + 1];
+                            a0 = WA[v][2 * j], a1 = WB[v][2 * j], a2 = WA[v][2 * j + 1], a3 = WB[v][2 * j + 1];
                         }
 #pragma unroll
                         for (int nt = 0; nt < NT; nt++)
-                            cu_mma_u8s8(ic[nt], a0, a1, a2, a3, xw[nt][2 * j] & m, xw[nt][2 * j + 1] & m);
+                            cu_mma_u8s8(ic[nt], a0, a1, a2, a3, X[v][nt][2 * j] & m, X[v][nt][2 * j + 1] & m);
                     }
                     const uint2 q = SB[v][s]; /* rows g, g+8: scale | bias << 16 */
                     const float sa = sk_half<F16>(q.x & 0xffffu), ba = sk_half<F16>(q.x >> 16);
@@ -460,8 +475,35 @@ int cu_sk_q_handles(const be_weight *w, const cu_wdev *dv) {
 template <int BITS, int GS, int U>
 static int sk_q_blocks(int N, int K) {
     static int occ = 0;
-    if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U, 0>); /* both scale types: one grid, one split */
+    if (!occ) occ = sk_occ(k_sk_q<BITS, GS, 1, U, 0, 0>); /* both scale types and layouts: one grid, one split */
     return sk_grid(occ, (long long)((N + 15) / 16) * (K / 128), K / 128, U);
+}
+
+/* Whether a launch of R rows takes the group-piece span layout (GA). Both layouts give the same bits,
+ * so this is a speed choice and may depend on R. Measured on an H200 (bench/cuda.md, "Session 14"),
+ * 16 weights of 17408 x 5120 and the 27B-16l step: with 9..16 rows (two mma column tiles, twice the
+ * mmas a span) group pieces are faster for groups of 64 (q4 9 rows 1.46 against 1.34 TB/s, 27B 9-row
+ * forward 4.42 -> 4.00 ms; q8 2.47 against 2.06 TB/s) and q8 with groups of 32; with 1..8 rows the
+ * masked quarters are (q4 g64 1 row 2.08 against 1.97 TB/s, q8 3.0 against 2.78: a warp's weight loads
+ * are twice as many and half as wide, and the mmas saved were not what bound it), except q4 with
+ * groups of 32 at 1..2 rows (1.85 against 1.76 TB/s, 27B 1-row forward 3.25 -> 3.07 ms), whose 4-byte
+ * pieces lose from 4 rows on. $MTPLX_CUDA_SK_GA = 0 / 1 forces one. */
+static int sk_q_ga(int bits, int gs, int R) {
+    if (cu_set.sk_ga >= 0) return cu_set.sk_ga;
+    if (gs == 128) return 1; /* one layout */
+    return bits == 4 && gs == 32 ? R <= 2 : R > 8;
+}
+
+template <int BITS, int GS, int U, int GA>
+static void sk_q_go(const sk_jobs &js, int blocks, int K, const uint4 *a, const float2 *d, int R) {
+    constexpr int U2 = U > 1 ? U / 2 : 1;
+    if (js.j[0].f16) { /* cu_sk_q_n puts only weights of one scale type in a launch */
+        if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 1, GA>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+        else cu_launch(k_sk_q<BITS, GS, 2, U2, 1, GA>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    } else {
+        if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 0, GA>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+        else cu_launch(k_sk_q<BITS, GS, 2, U2, 0, GA>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    }
 }
 
 template <int BITS, int GS, int U>
@@ -472,14 +514,8 @@ static void sk_q_launch(sk_jobs js, int K, const void *xa, const float *xdb, int
     int blocks = sk_blocks_of(&js);
     const uint4 *a = (const uint4 *)xa;
     const float2 *d = (const float2 *)xdb;
-    constexpr int U2 = U > 1 ? U / 2 : 1;
-    if (js.j[0].f16) { /* cu_sk_q_n puts only weights of one scale type in a launch */
-        if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 1>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
-        else cu_launch(k_sk_q<BITS, GS, 2, U2, 1>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
-    } else {
-        if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 0>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
-        else cu_launch(k_sk_q<BITS, GS, 2, U2, 0>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
-    }
+    if (sk_q_ga(BITS, GS, R)) sk_q_go<BITS, GS, U, 1>(js, blocks, K, a, d, R);
+    else sk_q_go<BITS, GS, U, 0>(js, blocks, K, a, d, R);
     CU_LAUNCHED("matmul sk q");
 }
 
