@@ -259,7 +259,8 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
 #pragma unroll
                 for (int s = 0; s < S; s++) {
                     /* mma j takes weight word j (q4: low nibbles = even inputs, high = odd) or words 2j, 2j+1
-                     * (q8), and activation words 2j, 2j+1; under GA mmas j of group s are s·4/S .. */
+                     * (q8), and activation words 2j, 2j+1; under GA group s's mmas are j = s·4/S ..
+                     * (s+1)·4/S − 1, else all four, masked to the thread's quarter's group */
                     const uint32_t m = (GA || S == 1 || quarter_group == s) ? 0xffffffffu : 0u;
                     int ic[NT][4];
 #pragma unroll
