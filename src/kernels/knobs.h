@@ -24,6 +24,8 @@ typedef struct {
     int bf16_pf;    /* 1: that kernel prefetches the next 4-row weight block into L2; 0: off */
     int qpack_mix;  /* q4 VNNI calls of 2+ rows: 1 half the activation quads by shuffles (dp_quad_mix),
                        0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, else 1) */
+    int mm_guided;  /* 1: a matmul's rows go to the pool in shrinking pieces (mm_cut_pieces); 0: ~4
+                       equal pieces a thread (the split before; same bits either way) */
 } kern_knobs;
 
 /* The values used when nothing was set (the documented defaults of each knob). */

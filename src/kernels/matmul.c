@@ -100,24 +100,80 @@ static double mm_cost_ns(const kern_weight *w, int T) {
  * cache-resident matrix really takes. */
 #define MM_N_SPLIT_NS 8000.0
 
+typedef struct {
+    int job, r0, r1; /* rows [r0, r1) of jobs[job] */
+} mm_piece;
+
+typedef struct {
+    const mm_job *jobs;
+    const mm_piece *pieces;
+} mm_multi;
+
+static void mm_multi_task(void *ctx, int i, int n) {
+    (void)n;
+    const mm_multi *m = ctx;
+    const mm_piece *p = &m->pieces[i];
+    mm_job_rows(&m->jobs[p->job], p->r0, p->r1);
+}
+
+#define MM_N_PIECES 256
+
+/* Rows a piece of job j must be a multiple of: 16 (the packed layouts' row blocks), 64 on AMX. */
+static int mm_row_align(const mm_job *j) { return j->xp && j->xp->row_align > 16 ? j->xp->row_align : 16; }
+
+/* Cuts the rows of jobs[0..n) (cost[k] ns for the whole of weight k) into pieces that `threads`
+ * threads claim in order, into out[] (MM_N_PIECES); returns their count. Guided (knob mm_guided):
+ * each piece is about half of one thread's share of the work still uncut, at least a sixteenth of a
+ * thread's share of the call, so the pieces shrink toward the end and the threads finish within one
+ * small piece of each other (with ~4 equal pieces a thread, the last-claimed piece left the other
+ * thread idle for up to an eighth of a 2-thread call: bench/zen.md "Session 14"). Otherwise each
+ * weight gets ~4 equal pieces a thread in proportion to its cost. Pieces are aligned to the job's
+ * row blocks and never span two weights, so a row's arithmetic is the same for any split. */
+static int mm_cut_pieces(const mm_job *jobs, const double *cost, int n, int threads, mm_piece *out) {
+    double total = 0;
+    for (int k = 0; k < n; k++) total += cost[k];
+    const int guided = kern_knobs_get()->mm_guided;
+    const double floor = total / threads / 16;
+    double left = total;
+    int np = 0;
+    for (int k = 0; k < n; k++) {
+        int rows = jobs[k].w->rows, al = mm_row_align(&jobs[k]);
+        double per_row = cost[k] / rows;
+        int want = (int)(cost[k] / total * threads * 4 + 0.5), rpt;
+        if (want < 1 || rows < 32) want = 1;
+        rpt = ((rows + want - 1) / want + al - 1) / al * al;
+        for (int r0 = 0; r0 < rows;) {
+            if (guided) {
+                double ns = left / (2.0 * threads);
+                rpt = (int)((ns < floor ? floor : ns) / per_row);
+                rpt = (rpt + al - 1) / al * al;
+                if (rpt < al) rpt = al;
+            }
+            int r1 = r0 + rpt < rows && np < MM_N_PIECES - KERN_MM_N_MAX ? r0 + rpt : rows;
+            out[np++] = (mm_piece){k, r0, r1};
+            left -= (r1 - r0) * per_row;
+            r0 = r1;
+        }
+    }
+    return np;
+}
+
 /* Run rows [0, rows) of one T-block, split over the pool when worth it. */
 static void mm_run(mm_job *j) {
     tpool *pool = tpool_global();
     int threads = tpool_threads(pool);
     const kern_weight *w = j->w;
-    if (threads == 1 || w->rows < 32 || mm_cost_ns(w, j->T) < 20000.0) {
+    double cost = mm_cost_ns(w, j->T);
+    if (threads == 1 || w->rows < 32 || cost < 20000.0) {
         j->rows_per_task = w->rows;
         mm_task(j, 0, 1);
         return;
     }
-    /* ~4 tasks per thread so a core taken by another process does not stall the call */
-    int n_tasks = threads * 4;
-    int rpt = (w->rows + n_tasks - 1) / n_tasks;
-    int al = j->xpack && j->xp->row_align > 16 ? j->xp->row_align : 16; /* AMX: whole 64-row groups */
-    rpt = (rpt + al - 1) / al * al;
-    n_tasks = (w->rows + rpt - 1) / rpt;
-    j->rows_per_task = rpt;
-    tpool_run(pool, n_tasks, mm_task, j);
+    /* several pieces a thread, so a core taken by another process does not stall the call */
+    mm_piece pieces[MM_N_PIECES];
+    int n = mm_cut_pieces(j, &cost, 1, threads, pieces);
+    mm_multi m = {j, pieces};
+    tpool_run(pool, n, mm_multi_task, &m);
 }
 
 /* ---- quantized weights ---- */
@@ -422,24 +478,6 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
 /* ---- several weights over the same activations ---- */
 
 /* One contiguous block of output rows of one job of a kern_matmul_n call. */
-typedef struct {
-    int job, r0, r1;
-} mm_piece;
-
-typedef struct {
-    const mm_job *jobs;
-    const mm_piece *pieces;
-} mm_multi;
-
-static void mm_multi_task(void *ctx, int i, int n) {
-    (void)n;
-    const mm_multi *m = ctx;
-    const mm_piece *p = &m->pieces[i];
-    mm_job_rows(&m->jobs[p->job], p->r0, p->r1);
-}
-
-#define MM_N_PIECES 256
-
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
     assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
     if (T == 0 || n == 0) return;
@@ -528,7 +566,7 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
         }
     }
 
-    /* split every weight's rows in proportion to its cost: ~4 pieces per thread in all */
+    /* split every weight's rows over the pool (mm_cut_pieces) */
     tpool *pool = tpool_global();
     int threads = tpool_threads(pool);
     double cost[KERN_MM_N_MAX], total = 0;
@@ -538,19 +576,7 @@ void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int 
         return;
     }
     mm_piece pieces[MM_N_PIECES];
-    int n_pieces = 0;
-    for (int k = 0; k < n_fast; k++) {
-        int rows = jobs[k].w->rows;
-        int want = (int)(cost[k] / total * threads * 4 + 0.5);
-        if (want < 1 || rows < 32) want = 1;
-        int rpt = (rows + want - 1) / want;
-        int al = jobs[k].xp && jobs[k].xp->row_align > 16 ? jobs[k].xp->row_align : 16; /* AMX: 64-row groups */
-        rpt = (rpt + al - 1) / al * al;
-        for (int r0 = 0; r0 < rows && n_pieces < MM_N_PIECES; r0 += rpt)
-            pieces[n_pieces++] = (mm_piece){k, r0, r0 + rpt < rows ? r0 + rpt : rows};
-        if (n_pieces == MM_N_PIECES && pieces[n_pieces - 1].r1 < rows) /* cannot happen with n <= 8 */
-            pieces[n_pieces - 1].r1 = rows;
-    }
+    int n_pieces = mm_cut_pieces(jobs, cost, n_fast, threads, pieces);
     mm_multi m = {jobs, pieces};
     tpool_run(pool, n_pieces, mm_multi_task, &m);
 }

@@ -44,6 +44,7 @@ void cpu_settings_from_env(cpu_settings *s) {
     k.bf16dp = env_int("MTPLX_BF16DP", k.bf16dp);
     k.bf16_pf = env_int("MTPLX_BF16_PF", k.bf16_pf);
     k.qpack_mix = env_int("MTPLX_QPACK_MIX", k.qpack_mix);
+    k.mm_guided = env_int("MTPLX_MM_GUIDED", k.mm_guided);
     s->knobs = k;
     e = getenv("MTPLX_FUSE");
     s->fuse = !(e && !strcmp(e, "0"));
