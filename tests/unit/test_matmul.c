@@ -129,6 +129,16 @@ static void check_split_invariance(kern_isa isa) {
         }
         CHECK_MSG(mism == 0, "%s %s: %d elements differ between the split and the 1-row call",
                   cpu_isa_name(isa), dtype_name(w.dtype), mism);
+        /* the pool's other way to cut the rows (equal pieces instead of guided ones): the same bits */
+        kern_knobs k = *kern_knobs_get(), k0 = k;
+        k0.mm_guided = !k.mm_guided;
+        kern_knobs_set(&k0);
+        float *y2 = malloc(sizeof(float) * T * N);
+        kern_matmul(y2, N, x, K, T, &w);
+        kern_knobs_set(&k);
+        CHECK_MSG(!memcmp(y, y2, sizeof(float) * T * N), "%s %s: guided and equal pieces differ", cpu_isa_name(isa),
+                  dtype_name(w.dtype));
+        free(y2);
         if (isa == KERN_ISA_AMX && w.dtype == DT_BF16) CHECK(w.amx != NULL); /* the AMX path really ran */
         free(x), free(y), free(store);
         kern_pack_set_free(packs);
