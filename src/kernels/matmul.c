@@ -124,7 +124,7 @@ static int mm_row_align(const mm_job *j) { return j->xp && j->xp->row_align > 16
 /* Cuts the rows of jobs[0..n) (cost[k] ns for the whole of weight k) into pieces that `threads`
  * threads claim in order, into out[] (MM_N_PIECES); returns their count. Guided (knob mm_guided):
  * each piece is about half of one thread's share of the work still uncut, at least a sixteenth of a
- * thread's share of the call, so the pieces shrink toward the end and the threads finish within one
+ * thread's share of the call (and a 128th of the call), so the pieces shrink toward the end and the threads finish within one
  * small piece of each other (with ~4 equal pieces a thread, the last-claimed piece left the other
  * thread idle for up to an eighth of a 2-thread call: bench/zen.md "Session 14"). Otherwise each
  * weight gets ~4 equal pieces a thread in proportion to its cost. Pieces are aligned to the job's
@@ -133,7 +133,8 @@ static int mm_cut_pieces(const mm_job *jobs, const double *cost, int n, int thre
     double total = 0;
     for (int k = 0; k < n; k++) total += cost[k];
     const int guided = kern_knobs_get()->mm_guided;
-    const double floor = total / threads / 16;
+    /* pieces no smaller than a sixteenth of a thread's share, and no more than ~128 in all (many threads) */
+    const double floor = total / threads / 16 > total / 128 ? total / threads / 16 : total / 128;
     double left = total;
     int np = 0;
     for (int k = 0; k < n; k++) {
