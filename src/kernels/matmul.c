@@ -124,9 +124,10 @@ static int mm_row_align(const mm_job *j) { return j->xp && j->xp->row_align > 16
 /* Cuts the rows of jobs[0..n) (cost[k] ns for the whole of weight k) into pieces that `threads`
  * threads claim in order, into out[] (MM_N_PIECES); returns their count. Guided (knob mm_guided):
  * each piece is about half of one thread's share of the work still uncut, at least a sixteenth of a
- * thread's share of the call (and a 128th of the call), so the pieces shrink toward the end and the threads finish within one
- * small piece of each other (with ~4 equal pieces a thread, the last-claimed piece left the other
- * thread idle for up to an eighth of a 2-thread call: bench/zen.md "Session 14"). Otherwise each
+ * thread's share of the call (and a 128th of the call), so the pieces shrink toward the end and the
+ * threads finish within one small piece of each other (with ~4 equal pieces a thread, the
+ * last-claimed piece left the other thread idle for up to an eighth of a 2-thread call: bench/zen.md
+ * "Session 14"). Otherwise each
  * weight gets ~4 equal pieces a thread in proportion to its cost. Pieces are aligned to the job's
  * row blocks and never span two weights, so a row's arithmetic is the same for any split. */
 static int mm_cut_pieces(const mm_job *jobs, const double *cost, int n, int threads, mm_piece *out) {
@@ -134,7 +135,7 @@ static int mm_cut_pieces(const mm_job *jobs, const double *cost, int n, int thre
     for (int k = 0; k < n; k++) total += cost[k];
     const int guided = kern_knobs_get()->mm_guided;
     /* pieces no smaller than a sixteenth of a thread's share, and no more than ~128 in all (many threads) */
-    const double floor = total / threads / 16 > total / 128 ? total / threads / 16 : total / 128;
+    const double least = total / threads / 16 > total / 128 ? total / threads / 16 : total / 128;
     double left = total;
     int np = 0;
     for (int k = 0; k < n; k++) {
@@ -146,7 +147,7 @@ static int mm_cut_pieces(const mm_job *jobs, const double *cost, int n, int thre
         for (int r0 = 0; r0 < rows;) {
             if (guided) {
                 double ns = left / (2.0 * threads);
-                rpt = (int)((ns < floor ? floor : ns) / per_row);
+                rpt = (int)((ns < least ? least : ns) / per_row);
                 rpt = (rpt + al - 1) / al * al;
                 if (rpt < al) rpt = al;
             }
@@ -478,7 +479,6 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
 
 /* ---- several weights over the same activations ---- */
 
-/* One contiguous block of output rows of one job of a kern_matmul_n call. */
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
     assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
     if (T == 0 || n == 0) return;
