@@ -460,12 +460,18 @@ TEST(test_attention_prefill_equals_decode_and_cpu) {
 /* GDN: a capturing R-row call replayed to keep = 0..R rows gives the state of a plain keep-row call
  * bit for bit; the outputs match the CPU backend within fp32 rounding. Key / value heads of 32 and of
  * 128, the real models' width (JK = 4 in cuda_seq.cu's register kernel; the goldens' heads are 8-64). */
-static void gdn_replay_case(be_backend *be, be_backend *cpu, int R, int Dk, int Dv) {
-    enum { Hk = 2, Hv = 4, DMAX = 128 };
+enum { GR_HK = 2, GR_HV = 4, GR_DMAX = 128, GR_CASES = 2 };
+/* The per-layer host arrays of each case: static and one set per case, because a device backend
+ * keeps its copy of such an array keyed by the host address (weights do not change): two cases
+ * sharing stack addresses would give the second case the first one's dt_bias. */
+static float gr_negA[GR_CASES][GR_HV], gr_dtb[GR_CASES][GR_HV], gr_nrm[GR_CASES][GR_DMAX];
+
+static void gdn_replay_case(be_backend *be, be_backend *cpu, int slot, int R, int Dk, int Dv) {
+    enum { Hk = GR_HK, Hv = GR_HV };
     int kd = Hk * Dk, vd = Hv * Dv, b_off = vd, a_off = b_off + Hv, u_off = a_off + Hv, y_off = u_off + 2 * kd + vd;
     int bw = y_off + vd;
     size_t sn = (size_t)Hv * Dv * Dk;
-    float negA[Hv], dtb[Hv], nrm[DMAX];
+    float *negA = gr_negA[slot], *dtb = gr_dtb[slot], *nrm = gr_nrm[slot];
     for (int i = 0; i < Hv; i++) negA[i] = -0.5f - 0.1f * i, dtb[i] = 0.1f * frand();
     for (int i = 0; i < Dv; i++) nrm[i] = 1.0f + 0.1f * frand();
     float *big = malloc(sizeof(float) * R * bw), *cbig = malloc(sizeof(float) * R * bw), *s0 = malloc(4 * sn);
@@ -531,8 +537,8 @@ TEST(test_gdn_replay_bit_identical_and_matches_cpu) {
     if (!be) SKIP("%s", g_why);
     mtplx_err err = {0};
     REQUIRE(be_create("cpu", &cpu, &err) == 0);
-    gdn_replay_case(be, cpu, 5, 32, 32);
-    gdn_replay_case(be, cpu, 9, 128, 128);
+    gdn_replay_case(be, cpu, 0, 5, 32, 32);
+    gdn_replay_case(be, cpu, 1, 9, 128, 128);
     be_free(cpu);
     be_free(be);
 }
