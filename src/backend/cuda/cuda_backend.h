@@ -72,6 +72,11 @@ typedef struct {
     int rms_threads; /* MTPLX_CUDA_RMS_THREADS=N (a multiple of 32 up to 1024): threads of a row's rmsnorm
                         block; 0: about 4 entries a thread (cu_rms_threads; session 6: 256). Bits differ
                         between counts */
+    int gdn_split;  /* MTPLX_CUDA_GDN_SPLIT=N: blocks per value head of the register GDN step (1: one block with
+                       the norm inside; capped at one warp a block); 0: cuda_seq.cu's gdn_split rule (same bits
+                       for every N) */
+    int gdn_xpose;  /* 1: the register GDN step's warp sums by halving exchanges (cuda_seq.cu, warp_sum8: 9-17
+                       shuffles for 8 rows); MTPLX_CUDA_GDN_XPOSE=0: a 5-shuffle butterfly per row (same bits) */
     int up_async;   /* 1: uploads up to 256 KB through the pinned index ring, in stream order, without a
                        wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;

@@ -475,6 +475,8 @@ typedef struct {
     const float *src;
     float *qn, *kn; /* read, or with gdn_reg_body's L2 written */
     float *dst, *tape_g, *tape_d;
+    int split;      /* blocks per value head of the register step (gdn_split); 1 for the others */
+    int xp;         /* 1: the register step's warp sums by warp_sum8 (cu_set.gdn_xpose), 0: by butterflies */
 } gdn_k_args;
 
 /* Block hv: value head hv's rows in order. Thread i owns value row i of the state, kept transposed
@@ -524,15 +526,22 @@ __global__ void k_gdn(gdn_k_args a) {
     gdn_smem_body(a, blockIdx.x);
 }
 
-/* The same step with the state in registers: block hv, warp w owns value rows 8w .. 8w+7, lane l holds
- * S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are a lane
- * partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit for
- * bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 128
+/* The same step with the state in registers: warp w of value head hv owns value rows 8w .. 8w+7, lane l
+ * holds S[i][l + 32m] (m < JK = Dk / 32) of each, read and written coalesced. Per row: kv_i and y_i are
+ * a lane partial (FMA over m) then a warp butterfly, the update is gdn_upd (so the replay matches bit
+ * for bit), then the gated RMSNorm over the head (cu_block_sum). Dk a multiple of 32 up to 128, Dv <= 128
  * (GDN_REG_THREADS).
+ * FUSED = 1: block hv holds the whole head and normalises each row's output itself. FUSED = 0: the head's
+ * warps are cut into a.split blocks (block hv·split + p takes warps p·ceil(W / split) .. of the head's W),
+ * which write the raw outputs; k_gdn_norm then normalises them with the fused step's arithmetic. A value
+ * row's numbers never leave its warp, so both give the same bits; the cut spreads a long prompt's or a
+ * verify's row chain over more multiprocessors (one block per head used 48 of 132 on the 27B shape, each
+ * issuing 16 warps' ~850 instructions a row: bench/cuda.md, "Session 14").
  * L2 = 1: the row's q and k are L2-normalised here from the conv output (gdn_l2_fused) instead of read
  * from qn / kn, which the block of the key head's first value head then writes (the tape and the
  * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
-#define GDN_RPW 8 /* value rows per warp */
+#define GDN_RPW 8 /* value rows per warp (warp_sum8 sums 8 values) */
+static_assert(GDN_RPW == 8, "gdn_reg_body's warp sums take 8 rows");
 #define GDN_REG_THREADS 512 /* the register kernel's largest block (value heads up to 16 · GDN_RPW = 128 wide): its
                              * launch bounds, so the compiler keeps a thread's registers within what 512 threads
                              * may hold (the state, the row in flight and the next row's inputs) */
@@ -541,6 +550,52 @@ __global__ void k_gdn(gdn_k_args a) {
  * × mul: k_gdn_l2's arithmetic with its 128 threads (Dk <= 128: thread i owns entry i, so warp m holds
  * entries 32m..32m+31): each entry's square, the same butterfly per warp, the warp sums added in warp
  * order to 0 (warps past JK add their zero), then (x · inv) · mul. Every warp calls it whole. */
+#define CU_FULL 0xffffffffu
+
+/* The warp's 32-lane sums of 8 values a lane with 9 shuffles where 8 xor butterflies (v += shfl_xor(v,
+ * o), o = 16 .. 1) take 40, and the same bits: at o = 16, 8 and 4 a lane keeps the half of its values
+ * that its lane bit picks and adds the partner's value of each (the butterfly's pair, in its order),
+ * so lane L ends with the sum of value 4·L₄ + 2·L₃ + L₂ (its lane bits 4, 3, 2), which o = 2, 1 finish.
+ * Returns that sum (warp_sum8_lane says which lane holds value r). */
+__device__ __forceinline__ float warp_sum8_spread(const float *v, int lane) {
+    const bool h4 = lane & 16, h3 = lane & 8, h2 = lane & 4;
+    float a[4], b[2];
+#pragma unroll
+    for (int j = 0; j < 4; j++) a[j] = (h4 ? v[j + 4] : v[j]) + __shfl_xor_sync(CU_FULL, h4 ? v[j] : v[j + 4], 16);
+#pragma unroll
+    for (int j = 0; j < 2; j++) b[j] = (h3 ? a[j + 2] : a[j]) + __shfl_xor_sync(CU_FULL, h3 ? a[j] : a[j + 2], 8);
+    float c = (h2 ? b[1] : b[0]) + __shfl_xor_sync(CU_FULL, h2 ? b[0] : b[1], 4);
+    c += __shfl_xor_sync(CU_FULL, c, 2);
+    return c + __shfl_xor_sync(CU_FULL, c, 1);
+}
+
+/* The lowest lane holding value r's sum after warp_sum8_spread. */
+__device__ __forceinline__ int warp_sum8_lane(int r) { return (r >> 2 & 1) << 4 | (r >> 1 & 1) << 3 | (r & 1) << 2; }
+
+/* v[r] -> its 32-lane sum s[r] on every lane, the bits of 8 butterflies: warp_sum8_spread, then each
+ * sum read from a lane holding it (17 shuffles). */
+__device__ __forceinline__ void warp_sum8(const float *v, float *s, int lane) {
+    const float c = warp_sum8_spread(v, lane);
+#pragma unroll
+    for (int r = 0; r < 8; r++) s[r] = __shfl_sync(CU_FULL, c, warp_sum8_lane(r));
+}
+
+/* gdn_l2_vals for q and k at once with warp_sum8 (the same bits): the 2·JK squares' sums, zeros up to 8. */
+template <int JK>
+__device__ __forceinline__ void gdn_l2_vals2(const float *xq, float mulq, float *outq, const float *xk, float *outk,
+                                             int lane) {
+    float v[8], sm[8];
+#pragma unroll
+    for (int m = 0; m < 4; m++) v[m] = m < JK ? fmaf(xq[m], xq[m], 0.f) : 0.f, v[4 + m] = m < JK ? fmaf(xk[m], xk[m], 0.f) : 0.f;
+    warp_sum8(v, sm, lane);
+    float tq = 0.f, tk = 0.f;
+#pragma unroll
+    for (int m = 0; m < 4; m++) tq += sm[m], tk += sm[4 + m];
+    const float iq = 1.0f / sqrtf(tq + 1e-6f), ik = 1.0f / sqrtf(tk + 1e-6f);
+#pragma unroll
+    for (int m = 0; m < JK; m++) outq[m] = (xq[m] * iq) * mulq, outk[m] = (xk[m] * ik) * 1.0f;
+}
+
 template <int JK>
 __device__ __forceinline__ void gdn_l2_vals(const float *x, float mul, float *out) {
     float tot = 0.f;
@@ -559,12 +614,14 @@ __device__ __forceinline__ void gdn_l2_vals(const float *x, float mul, float *ou
     for (int m = 0; m < JK; m++) out[m] = (x[m] * inv) * mul;
 }
 
-template <int JK, int L2>
-__device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
-    __shared__ float yv[32 * GDN_RPW];
+template <int JK, int L2, int FUSED>
+__device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
+    __shared__ float yv[FUSED ? 32 * GDN_RPW : 1];
     __shared__ float sh[33];
+    const int hv = FUSED ? bx : bx / a.split, part = FUSED ? 0 : bx - hv * a.split;
+    const int wpb = FUSED ? 0 : ((a.Dv + GDN_RPW - 1) / GDN_RPW + a.split - 1) / a.split; /* warps a block */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, Dk = a.Dk, Dv = a.Dv;
-    int kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk), i0 = w * GDN_RPW;
+    int kd = a.Hk * Dk, hk = hv / (a.Hv / a.Hk), i0 = (part * wpb + w) * GDN_RPW;
     float S[GDN_RPW][JK];
     const float *src = a.src + (size_t)hv * Dv * Dk;
 #pragma unroll
@@ -588,16 +645,20 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
         const float *row = a.big + (size_t)t * a.ldb;
 #pragma unroll
         for (int r = 0; r < GDN_RPW; r++) nu[r] = i0 + r < Dv ? row[a.u_off + 2 * kd + hv * Dv + i0 + r] : 0.f;
-        nz = (int)threadIdx.x < Dv ? row[hv * Dv + threadIdx.x] : 0.f;
+        if (FUSED) nz = (int)threadIdx.x < Dv ? row[hv * Dv + threadIdx.x] : 0.f;
     };
     if (a.R > 0) fetch_qk(0), fetch_u(0);
     for (int t = 0; t < a.R; t++) {
         float *row = a.big + (size_t)t * a.ldb;
         float kr[JK], qr[JK], braw = nb, araw = na;
         if (L2) {
-            gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
-            gdn_l2_vals<JK>(nk, 1.0f, kr);
-            if (w == 0 && hv % (a.Hv / a.Hk) == 0) {
+            if (a.xp) {
+                gdn_l2_vals2<JK>(nq, 1.0f / sqrtf((float)Dk), qr, nk, kr, lane);
+            } else {
+                gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
+                gdn_l2_vals<JK>(nk, 1.0f, kr);
+            }
+            if (w == 0 && part == 0 && hv % (a.Hv / a.Hk) == 0) {
 #pragma unroll
                 for (int m = 0; m < JK; m++) {
                     a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
@@ -613,32 +674,62 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
         float sp = araw + dtb;
         sp = sp > 20.0f ? sp : log1pf(expf(sp));
         float g = expf(nA * sp);
-        if (a.tape_g && threadIdx.x == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+        if (a.tape_g && threadIdx.x == 0 && part == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+        /* the warp's GDN_RPW value rows are independent chains: each phase runs them side by side (a row
+         * past Dv holds zeros and stores nothing), so their butterflies overlap instead of queueing; every
+         * row's numbers are those of one row at a time */
+        float kv[GDN_RPW], d[GDN_RPW], y[GDN_RPW];
 #pragma unroll
         for (int r = 0; r < GDN_RPW; r++) {
-            int i = i0 + r;
-            if (i >= Dv) break;
-            float kv = 0.f;
+            kv[r] = 0.f;
 #pragma unroll
-            for (int m = 0; m < JK; m++) kv = fmaf(S[r][m], kr[m], kv);
+            for (int m = 0; m < JK; m++) kv[r] = fmaf(S[r][m], kr[m], kv[r]);
+        }
+        if (a.xp) {
+            float kp[GDN_RPW];
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
-            float d = beta * (nu[r] - g * kv);
-            float y = 0.f;
+            for (int r = 0; r < GDN_RPW; r++) kp[r] = kv[r];
+            warp_sum8(kp, kv, lane);
+        } else {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int r = 0; r < GDN_RPW; r++) kv[r] += __shfl_xor_sync(0xffffffffu, kv[r], o);
+        }
+#pragma unroll
+        for (int r = 0; r < GDN_RPW; r++) {
+            d[r] = beta * (nu[r] - g * kv[r]);
+            y[r] = 0.f;
 #pragma unroll
             for (int m = 0; m < JK; m++) {
-                S[r][m] = gdn_upd(S[r][m], g, d, kr[m]);
-                y = fmaf(S[r][m], qr[m], y);
+                S[r][m] = gdn_upd(S[r][m], g, d[r], kr[m]);
+                y[r] = fmaf(S[r][m], qr[m], y[r]);
             }
+        }
+        /* xp: lane warp_sum8_lane(r) stores row r's sums; else every lane holds every sum and lane r does */
+        int ro = lane;
+        if (a.xp) {
+            y[0] = warp_sum8_spread(y, lane);
+            ro = (lane & 3) ? GDN_RPW : 4 * (lane >> 4 & 1) + 2 * (lane >> 3 & 1) + (lane >> 2 & 1);
+        } else {
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
-            if (lane == 0) {
-                yv[i] = y;
-                if (a.tape_d) a.tape_d[((size_t)t * a.Hv + hv) * Dv + i] = d;
-            }
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int r = 0; r < GDN_RPW; r++) y[r] += __shfl_xor_sync(0xffffffffu, y[r], o);
+        }
+        if (ro < GDN_RPW && i0 + ro < Dv) {
+            float yo = y[0], dd = d[0];
+#pragma unroll
+            for (int r = 1; r < GDN_RPW; r++)
+                if (ro == r) yo = a.xp ? yo : y[r], dd = d[r];
+            const int i = i0 + ro;
+            if (FUSED) yv[i] = yo;
+            else row[a.y_off + hv * Dv + i] = yo; /* raw: k_gdn_norm normalises it */
+            if (a.tape_d) a.tape_d[((size_t)t * a.Hv + hv) * Dv + i] = dd;
         }
         const float zg = nz;
         if (t + 1 < a.R) fetch_u(t + 1);
+        if (!FUSED) continue;
         __syncthreads();
         int i = threadIdx.x;
         float yi = i < Dv ? yv[i] : 0.f;
@@ -654,10 +745,40 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int hv) {
             if (i0 + r < Dv) dst[(size_t)(i0 + r) * Dk + lane + 32 * m] = S[r][m];
 }
 
-template <int JK, int L2>
+template <int JK, int L2, int FUSED>
 __global__ void __launch_bounds__(GDN_REG_THREADS) k_gdn_reg(gdn_k_args a) {
     CU_PDL_ENTRY();
-    gdn_reg_body<JK, L2>(a, blockIdx.x);
+    gdn_reg_body<JK, L2, FUSED>(a, blockIdx.x);
+}
+
+/* Block (t, hv): the gated RMSNorm of value head hv's raw output in row t (the split step's), with the
+ * fused step's arithmetic: thread i < Dv holds y_i, the same warp sums (the fused block's warps past Dv
+ * add zero) in the same order, then ((y·inv)·norm)·silu(z). Threads: (Dv + 31) / 32 · 32. */
+__device__ __forceinline__ void gdn_norm_body(float *big, int ldb, int y_off, int Dv, const float *norm, float eps, int t,
+                                              int hv) {
+    __shared__ float sh[33];
+    const int i = threadIdx.x;
+    float *row = big + (size_t)t * ldb;
+    const float yi = i < Dv ? row[y_off + hv * Dv + i] : 0.f, zg = i < Dv ? row[hv * Dv + i] : 0.f;
+    const float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + eps);
+    if (i < Dv) row[y_off + hv * Dv + i] = ((yi * inv) * norm[i]) * cu_silu(zg);
+}
+
+__global__ void k_gdn_norm(float *big, int ldb, int y_off, int Dv, const float *norm, float eps) {
+    CU_PDL_ENTRY();
+    gdn_norm_body(big, ldb, y_off, Dv, norm, eps, blockIdx.x, blockIdx.y);
+}
+
+/* Blocks per value head for the register step (gdn_reg_body): $MTPLX_CUDA_GDN_SPLIT when set (capped at
+ * one warp a block), else the least power of two that gives the call's heads (Hv per sequence, n
+ * sequences) at least one block per multiprocessor, for calls of at least 2 rows a sequence (a 1-row
+ * step keeps its fused norm: no extra launch). Any choice gives the same bits (gdn_reg_body). */
+static int gdn_split(int Hv, int Dv, int n, int max_rows) {
+    int W = (Dv + GDN_RPW - 1) / GDN_RPW, s = 1;
+    if (cu_set.gdn_split) return cu_set.gdn_split < W ? cu_set.gdn_split : W;
+    if (max_rows < 2) return 1;
+    while (2 * s <= W && (long long)Hv * n * s < cu_sm_count()) s *= 2;
+    return s;
 }
 
 static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv + 2 * (size_t)Dk); }
@@ -678,18 +799,23 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, a->Hv, Dk, a->Dv, R,
                     cu_vec(c, a->neg_A, sizeof(float) * a->Hv), cu_vec(c, a->dt_bias, sizeof(float) * a->Hv),
                     cu_vec(c, a->norm, sizeof(float) * a->Dv), a->eps, a->src, a->qn, a->kn, a->dst, a->tape_g,
-                    a->tape_d};
+                    a->tape_d, 1, cu_set.gdn_xpose};
     int JK = Dk / 32, warps = (a->Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && a->Dv <= GDN_REG_THREADS / 32 * GDN_RPW && gdn_reg_on()) {
-        /* the register kernel, q / k normalised inside: warps rows-of-8 each, at least one full warp for the
-         * block sums */
-        int threads = 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32);
+        /* the register kernel, q / k normalised inside: warps rows-of-8 each; fused, at least one full warp
+         * for the block sums; split, a block's share of the warps, then the norm launch */
+        k.split = gdn_split(a->Hv, a->Dv, 1, R);
+        const int fused = k.split == 1;
+        int threads = fused ? 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32)
+                            : 32 * ((warps + k.split - 1) / k.split);
         if (!cu_set.gdn_l2) {
             seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
             CU_LAUNCHED("gdn l2norm");
         }
-#define GDN_L(JK_) cu_set.gdn_l2 ? seq_launch(k_gdn_reg<JK_, 1>, dim3(a->Hv), threads, 0, k) \
-                                 : seq_launch(k_gdn_reg<JK_, 0>, dim3(a->Hv), threads, 0, k)
+        const dim3 g(a->Hv * k.split);
+#define GDN_F(JK_, L2_) fused ? seq_launch(k_gdn_reg<JK_, L2_, 1>, g, threads, 0, k) \
+                              : seq_launch(k_gdn_reg<JK_, L2_, 0>, g, threads, 0, k)
+#define GDN_L(JK_) cu_set.gdn_l2 ? GDN_F(JK_, 1) : GDN_F(JK_, 0)
         switch (JK) {
         case 1: GDN_L(1); break;
         case 2: GDN_L(2); break;
@@ -697,7 +823,13 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
         default: GDN_L(4); break;
         }
 #undef GDN_L
+#undef GDN_F
         CU_LAUNCHED("gdn");
+        if (!fused) {
+            seq_launch(k_gdn_norm, dim3(R, a->Hv), (a->Dv + 31) / 32 * 32, 0, a->big, a->ldb, a->y_off, a->Dv, k.norm,
+                       a->eps);
+            CU_LAUNCHED("gdn norm");
+        }
         return;
     }
     seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
@@ -1035,14 +1167,23 @@ __device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_se
     return a;
 }
 
-/* Block (hv, i): k_gdn_reg's block hv for sequence i. */
-template <int JK, int L2>
+/* Block (b, i): k_gdn_reg's block b for sequence i. */
+template <int JK, int L2, int FUSED>
 __global__ void __launch_bounds__(GDN_REG_THREADS)
     k_gdn_reg_seqs(gdn_k_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
     cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
-    gdn_reg_body<JK, L2>(gdn_seq_args(a, q), blockIdx.x);
+    gdn_reg_body<JK, L2, FUSED>(gdn_seq_args(a, q), blockIdx.x);
+}
+
+/* Block (t, hv, i): k_gdn_norm's block (t, hv) for sequence i. */
+__global__ void k_gdn_norm_seqs(const __grid_constant__ seq_tab inl, const int32_t *dtab, float *big, int ldb, int y_off,
+                                int Dv, const float *norm, float eps) {
+    CU_PDL_ENTRY();
+    cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.z];
+    if ((int)blockIdx.x >= q.R) return;
+    gdn_norm_body(big + (size_t)q.r0 * ldb, ldb, y_off, Dv, norm, eps, blockIdx.x, blockIdx.y);
 }
 
 /* Block (hv, i): k_gdn's block hv for sequence i. */
@@ -1079,19 +1220,24 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
     CU_LAUNCHED("gdn conv");
     gdn_k_args k = {a->big, a->ldb, a->b_off, a->a_off, a->u_off, a->y_off, Hk, Hv, Dk, Dv, 0,
                     cu_vec(c, a->neg_A, sizeof(float) * Hv), cu_vec(c, a->dt_bias, sizeof(float) * Hv),
-                    cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL};
+                    cu_vec(c, a->norm, sizeof(float) * Dv), a->eps, NULL, NULL, NULL, NULL, NULL, NULL, 1,
+                    cu_set.gdn_xpose};
     int JK = Dk / 32, warps = (Dv + GDN_RPW - 1) / GDN_RPW;
     if (Dk % 32 == 0 && JK >= 1 && JK <= 4 && Dv <= GDN_REG_THREADS / 32 * GDN_RPW && gdn_reg_on()) {
-        /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches ($MTPLX_CUDA_GDN_L2=0: 3) */
-        int threads = 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32);
-        dim3 g(Hv, n);
+        /* q / k normalised inside the step (gdn_reg_body's L2): 2 launches ($MTPLX_CUDA_GDN_L2=0: 3), and
+         * the norm's when the heads are split (gdn_split) */
+        k.split = gdn_split(Hv, Dv, n, maxR);
+        const int fused = k.split == 1;
+        int threads = fused ? 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32) : 32 * ((warps + k.split - 1) / k.split);
+        dim3 g(Hv * k.split, n);
         if (!cu_set.gdn_l2) {
             seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk,
                       Dk);
             CU_LAUNCHED("gdn l2norm");
         }
-#define GDN_L(JK_) cu_set.gdn_l2 ? seq_launch(k_gdn_reg_seqs<JK_, 1>, g, threads, 0, k, inl, d) \
-                                 : seq_launch(k_gdn_reg_seqs<JK_, 0>, g, threads, 0, k, inl, d)
+#define GDN_F(JK_, L2_) fused ? seq_launch(k_gdn_reg_seqs<JK_, L2_, 1>, g, threads, 0, k, inl, d) \
+                              : seq_launch(k_gdn_reg_seqs<JK_, L2_, 0>, g, threads, 0, k, inl, d)
+#define GDN_L(JK_) cu_set.gdn_l2 ? GDN_F(JK_, 1) : GDN_F(JK_, 0)
         switch (JK) {
         case 1: GDN_L(1); break;
         case 2: GDN_L(2); break;
@@ -1099,7 +1245,13 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         default: GDN_L(4); break;
         }
 #undef GDN_L
+#undef GDN_F
         CU_LAUNCHED("gdn");
+        if (!fused) {
+            seq_launch(k_gdn_norm_seqs, dim3(maxR, Hv, n), (Dv + 31) / 32 * 32, 0, inl, d, a->big, a->ldb, a->y_off, Dv,
+                       k.norm, a->eps);
+            CU_LAUNCHED("gdn norm");
+        }
         return;
     }
     seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
