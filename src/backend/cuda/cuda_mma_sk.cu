@@ -256,6 +256,30 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
             for (int v = 0; v < U; v++) {
                 const int sp = s0 + v;
                 if (sp >= b) break;
+                /* XV: the span's (d, d·Σa) of both of the thread's columns up front, S groups side by side
+                 * in the [R][G] rows: one 16-byte load per two groups (G and sp·S are even when S >= 2); else
+                 * one 8-byte load per group and column where the group's mmas are done. Measured (H200, bench
+                 * --matmul, bench/cuda.md "Session 15"): q4 g32 1 row 1.85 -> 2.10 TB/s, q4 g64 8 rows +2%;
+                 * lost 3% for q4 g64 at 9..16 rows and 6% for q8 (their registers are fuller) */
+                constexpr bool XV = BITS == 4 && (NT == 1 || GS == 32);
+                float2 DX[NT][2][XV ? S : 1];
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const float2 *src = xdb + (size_t)(nt * 8 + 2 * t + e) * G + (size_t)sp * S;
+                        if constexpr (!XV) {
+                            (void)src;
+                        } else if constexpr (S == 1) {
+                            DX[nt][e][0] = cv[nt][e] ? __ldg(src) : make_float2(0.f, 0.f);
+                        } else {
+#pragma unroll
+                            for (int h = 0; h < S / 2; h++) {
+                                const float4 q4 = cv[nt][e] ? __ldg((const float4 *)src + h) : make_float4(0.f, 0.f, 0.f, 0.f);
+                                DX[nt][e][2 * h] = make_float2(q4.x, q4.y), DX[nt][e][2 * h + 1] = make_float2(q4.z, q4.w);
+                            }
+                        }
+                    }
 #pragma unroll
                 for (int s = 0; s < S; s++) {
                     /* mma j takes weight word j (q4: low nibbles = even inputs, high = odd) or words 2j, 2j+1
@@ -286,8 +310,13 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
                     for (int nt = 0; nt < NT; nt++) {
                         const int c0 = nt * 8 + 2 * t;
                         const float2 z2 = make_float2(0.f, 0.f);
-                        const float2 D0 = cv[nt][0] ? __ldg(xdb + (size_t)c0 * G + gi) : z2;
-                        const float2 D1 = cv[nt][1] ? __ldg(xdb + (size_t)(c0 + 1) * G + gi) : z2;
+                        float2 D0, D1;
+                        if constexpr (XV) {
+                            D0 = DX[nt][0][s], D1 = DX[nt][1][s];
+                        } else {
+                            D0 = cv[nt][0] ? __ldg(xdb + (size_t)c0 * G + gi) : z2;
+                            D1 = cv[nt][1] ? __ldg(xdb + (size_t)(c0 + 1) * G + gi) : z2;
+                        }
                         acc[nt][0] = fmaf((float)ic[nt][0], __fmul_rn(sa, D0.x), acc[nt][0]);
                         acc[nt][1] = fmaf((float)ic[nt][1], __fmul_rn(sa, D1.x), acc[nt][1]);
                         acc[nt][2] = fmaf((float)ic[nt][2], __fmul_rn(sbb, D0.x), acc[nt][2]);
