@@ -178,8 +178,9 @@ int model_draft_vocab(mtplx_model *m, const int32_t *ids, int n, mtplx_err *err)
     const int V = m->cfg.vocab_size;
     if (!m->has_mtp) return err_set(err, MTPLX_EUNSUPPORTED, "%s: no MTP head, nothing drafts", m->dir);
     if (m->draft_ids) return err_set(err, MTPLX_EINVAL, "draft vocabulary: already set");
-    if (!m->be->caps.host_memory)
-        return err_set(err, MTPLX_EUNSUPPORTED, "draft vocabulary: only on host-memory backends (CPU)");
+    /* the rows are gathered from the head's host copy (a be_weight's data is host memory on every
+     * backend: the checkpoint's mapping or a quantized copy; a device backend keys its own copy by it),
+     * and weight_prepare gives the subset its backend copy */
     if (n < 1 || n > V || src->rows != V)
         return err_set(err, MTPLX_EINVAL, "draft vocabulary: %d ids for a head of %d rows (vocabulary %d)", n,
                        src->rows, V);

@@ -527,6 +527,27 @@ static void head_spread_subset(float *row, int V, const int32_t *ids, int n) {
     for (int j = hi; j >= 0; j--) row[j] = -INFINITY;
 }
 
+/* T compact rows of n subset logits (logits[t·n + i] is id ids[i]'s) spread in place to T rows of V
+ * (row t at logits + t·V, −inf outside the subset); logits holds T·V floats. Rows are moved last
+ * first: row t's destination starts at t·V >= t·n and ends past the compact rows before it. */
+static void head_rows_to_vocab(float *logits, int T, int V, const int32_t *ids, int n) {
+    for (int t = T - 1; t >= 0; t--) {
+        float *row = logits + (size_t)t * V;
+        memmove(row, logits + (size_t)t * n, sizeof(float) * (size_t)n);
+        head_spread_subset(row, V, ids, n);
+    }
+}
+
+/* The lists of T rows of subset logits (be_ops.logits_top's layout: k ids, k values, the first
+ * NaN / +inf index and its bits) with their indices into the subset replaced by vocabulary ids. */
+static void head_lists_to_vocab(int32_t *lists, int T, int k, const int32_t *ids) {
+    for (int t = 0; t < T; t++, lists += 2 * k + 2) {
+        for (int i = 0; i < k; i++)
+            if (lists[i] >= 0) lists[i] = ids[lists[i]];
+        if (lists[2 * k] >= 0) lists[2 * k] = ids[lists[2 * k]];
+    }
+}
+
 int model_lm_head(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, mtplx_err *err) {
     return model_lm_head_top(m, which, hidden, T, logits, 0, err);
 }
@@ -569,31 +590,41 @@ static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidd
     if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
     if (T <= 0) return 0;
     be_backend *be = m->be;
+    /* A draft vocabulary subset's head has Vw = draft_n rows: its logits are computed Vw to a row, then
+     * listed with the lists' ids mapped to the vocabulary (head_lists_to_vocab), or spread to their ids
+     * as whole rows (head_rows_to_vocab) */
+    const int sub = which == HEAD_DRAFT && m->draft_ids, Vw = sub ? m->draft_n : V;
     if (be->caps.host_memory) {
-        be_matmul(be, logits, V, hidden, H, T, w);
-        if (which == HEAD_DRAFT && m->draft_ids)
-            for (int t = 0; t < T; t++) head_spread_subset(logits + (size_t)t * V, V, m->draft_ids, m->draft_n);
+        be_matmul(be, logits, Vw, hidden, H, T, w);
+        if (sub && top_out && top < Vw) { /* the lists straight from the compact rows (logits: scratch) */
+            be_logits_top_host(be, top_out, logits, Vw, T, Vw, top);
+            head_lists_to_vocab(top_out, T, top, m->draft_ids);
+            return 0;
+        }
+        if (sub) head_rows_to_vocab(logits, T, V, m->draft_ids, Vw);
         if (top_out) be_logits_top_host(be, top_out, logits, V, T, V, top);
         return 0;
     }
     /* a device backend: the rows go up, the logits come down (whole rows, or each row's `top` best
      * through logits_top, as fwd_head_rows), through the model's head staging */
-    int dev_top = be->caps.logits_top && V >= be->caps.logits_top_min_vocab && top > 0 && top <= BE_TOP_MAX &&
-                  top < V && w->rows == V;
+    int dev_top = be->caps.logits_top && Vw >= be->caps.logits_top_min_vocab && top > 0 && top <= BE_TOP_MAX &&
+                  top < Vw && w->rows == Vw;
     mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
     pthread_mutex_lock(&mm->head_lock);
     int rc = head_staging(mm, T, err);
     if (!rc) {
         float *x = be_buf_addr(be, mm->head_x), *y = be_buf_addr(be, mm->head_y);
         be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
-        be_matmul(be, y, V, x, H, T, w);
+        be_matmul(be, y, Vw, x, H, T, w);
         if (dev_top) {
             int32_t *o = be_buf_addr(be, mm->head_top), *lists = top_out ? top_out : mm->head_top_host;
-            be->ops->logits_top(be, o, y, V, T, V, top);
+            be->ops->logits_top(be, o, y, Vw, T, Vw, top);
             be->ops->download(be, lists, o, sizeof(int32_t) * (size_t)T * (2 * top + 2));
+            if (sub) head_lists_to_vocab(lists, T, top, m->draft_ids);
             if (!top_out) top_expand(logits, V, lists, T, top);
         } else {
-            be->ops->download(be, logits, y, sizeof(float) * (size_t)T * V);
+            be->ops->download(be, logits, y, sizeof(float) * (size_t)T * Vw);
+            if (sub) head_rows_to_vocab(logits, T, V, m->draft_ids, Vw);
             if (top_out) be_logits_top_host(be, top_out, logits, V, T, V, top);
         }
     }

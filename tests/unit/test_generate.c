@@ -303,6 +303,29 @@ TEST(test_quantized_draft_keeps_greedy_identical) {
     model_free(mq);
 }
 
+/* The subset draft head's T-row call (3 rows spread from compact rows) gives each row's single-row
+ * logits, and its lists (model_lm_head_list, made from the compact rows with subset indices mapped to
+ * ids) equal the lists of those spread rows. */
+static void head_rows_and_lists_agree(mtplx_model *mv, int H, int V, int n) {
+    enum { T = 3, K = 8 };
+    mtplx_err e;
+    float *hid = malloc(sizeof(float) * T * H), *rows = malloc(sizeof(float) * T * V), *one = malloc(sizeof(float) * V);
+    float *scr = malloc(sizeof(float) * T * V); /* model_lm_head_list's scratch: T rows */
+    int32_t lists[T][2 * K + 2], want[2 * K + 2];
+    REQUIRE(hid && rows && one && scr);
+    for (int i = 0; i < T * H; i++) hid[i] = (float)cos(0.11 * i + 0.5);
+    REQUIRE(model_lm_head(mv, HEAD_DRAFT, hid, T, rows, &e) == 0);
+    REQUIRE(model_lm_head_list(mv, HEAD_DRAFT, hid, T, scr, K, &lists[0][0], &e) == 0);
+    for (int t = 0; t < T; t++) {
+        REQUIRE(model_lm_head(mv, HEAD_DRAFT, hid + (size_t)t * H, 1, one, &e) == 0);
+        CHECK_MSG(!memcmp(one, rows + (size_t)t * V, sizeof(float) * V), "subset %d: row %d of a %d-row call differs", n,
+                  t, T);
+        model_logits_list(rows + (size_t)t * V, V, K, want);
+        CHECK_MSG(!memcmp(want, lists[t], sizeof want), "subset %d: row %d's list differs from its row's", n, t);
+    }
+    free(hid), free(rows), free(one), free(scr);
+}
+
 /* The draft head over a vocabulary subset (docs/speculative.md, "Draft vocabulary subset"):
  * tok_common_ids ranks the added tokens first, then this tokenizer's ids in merge order (its
  * vocabulary ids follow its merges list, checked in tokenizer.json); the subset head's logits are the
@@ -338,7 +361,7 @@ TEST(test_draft_vocab_subset_keeps_greedy_identical) {
         mtplx_model *mv;
         REQUIRE(model_load(MODEL_DIR, &mv, &e) == 0);
         int rc = model_draft_vocab(mv, ids, n, &e);
-        if (rc == MTPLX_EUNSUPPORTED) { /* the CUDA backend has no draft vocabulary (src/model/draft.c) */
+        if (rc == MTPLX_EUNSUPPORTED) { /* a backend without a draft vocabulary (none today) */
             model_free(mv);
             free(hid), free(full), free(sub);
             tok_free(tok);
@@ -353,6 +376,7 @@ TEST(test_draft_vocab_subset_keeps_greedy_identical) {
             else bad += !(isinf(sub[j]) && sub[j] < 0);
         }
         CHECK_MSG(bad == 0, "subset %d: %d logits differ from the full head's (or are not -inf outside)", n, bad);
+        head_rows_and_lists_agree(mv, H, V, n);
         mtplx_err e2;
         CHECK_INT(model_draft_vocab(mv, ids, n, &e2), MTPLX_EINVAL); /* only once */
         if (c == 1) REQUIRE(model_quantize_draft(mv, 4, 64, 1, &e) == 0); /* quantizes the subset rows only */
