@@ -546,10 +546,6 @@ static_assert(GDN_RPW == 8, "gdn_reg_body's warp sums take 8 rows");
                              * launch bounds, so the compiler keeps a thread's registers within what 512 threads
                              * may hold (the state, the row in flight and the next row's inputs) */
 
-/* Lane l's share of the L2-normalised head (Dk = 32·JK floats; the lane's entries l + 32m in x[m]) into out[m],
- * × mul: k_gdn_l2's arithmetic with its 128 threads (Dk <= 128: thread i owns entry i, so warp m holds
- * entries 32m..32m+31): each entry's square, the same butterfly per warp, the warp sums added in warp
- * order to 0 (warps past JK add their zero), then (x · inv) · mul. Every warp calls it whole. */
 #define CU_FULL 0xffffffffu
 
 /* The warp's 32-lane sums of 8 values a lane with 9 shuffles where 8 xor butterflies (v += shfl_xor(v,
@@ -596,6 +592,10 @@ __device__ __forceinline__ void gdn_l2_vals2(const float *xq, float mulq, float 
     for (int m = 0; m < JK; m++) outq[m] = (xq[m] * iq) * mulq, outk[m] = (xk[m] * ik) * 1.0f;
 }
 
+/* Lane l's share of the L2-normalised head (Dk = 32·JK floats; the lane's entries l + 32m in x[m]) into out[m],
+ * × mul: k_gdn_l2's arithmetic with its 128 threads (Dk <= 128: thread i owns entry i, so warp m holds
+ * entries 32m..32m+31): each entry's square, the same butterfly per warp, the warp sums added in warp
+ * order to 0 (warps past JK add their zero), then (x · inv) · mul. Every warp calls it whole. */
 template <int JK>
 __device__ __forceinline__ void gdn_l2_vals(const float *x, float mul, float *out) {
     float tot = 0.f;
