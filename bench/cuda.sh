@@ -7,6 +7,9 @@
 #     for each format in $FORMATS (default "bf16 q4");
 #   - the matmul kernel alone per format, stream-K (default) against the previous kernels
 #     (MTPLX_CUDA_SK=0) in the same run, 1..16 rows;
+#   - per format, the D3 cycle through `run` (random weights: D3 accepts nothing, so its tok/s is one token
+#     a cycle) with the full draft head and over 32768 ids (--draft-vocab: ids 0..32767 on a synthetic
+#     checkpoint), and the draft step alone (bench --draft-cost, q4 draft full / q4@32768);
 #   - MTP speed on the embedded model (mtplx bench: AR vs depths 1..3, real acceptance).
 # Every command is echoed before it runs, so the log is the record of what was measured.
 set -euo pipefail
@@ -24,5 +27,12 @@ for f in $FORMATS; do
     d=$SYNTH/qwen35-27b-16l-$f
     [ -f "$d/config.json" ] || run build/mtplx synth --preset qwen35-27b-16l --dtype "$f" --out "$d" --quiet
     run build/mtplx bench --device cuda --membw --verify-cost --rows 8 --reps 7 --context 512 --model "$d"
+    for dv in 0 32768; do
+        for depth in 0 3; do
+            run build/mtplx run --device cuda --model "$d" --prompt-tokens 1,2,3,4,5,6,7,8 --max-tokens 300 \
+                --temperature 0.6 --top-k 20 --top-p 0.95 --depth $depth --draft-vocab $dv
+        done
+    done
+    run build/mtplx bench --device cuda --draft-cost --model "$d" --draft-quants q4,q4@32768 --steps 60 --chain 3 --context 4
 done
 run build/mtplx bench --device cuda --prompts 4 --max-tokens 128 --depths 0,1,2,3
