@@ -17,7 +17,8 @@
 #      _DL_PIPE, _UP_ASYNC, _SEQ_PDL, _GDN_SPLIT=1, _GDN_XPOSE) off ≡ on, bit for bit;
 #   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
 #      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off);
-#   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8.
+#   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
+#   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4).
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -146,6 +147,26 @@ layouts_equal() {
     done
 }
 check sk_layouts_bit_identical layouts_equal
+
+# 8. the integer-pipe decode kernel (cuda_mma_sk.cu, k_sk_qdp: launches of up to MTPLX_CUDA_SK_DP rows)
+#    gives the mma kernel's bits: decode-step logits (1-row launches) and the MTP head's, with it off
+#    (MTPLX_CUDA_SK_DP=0), by default and up to 4 rows, in q4 groups of 64 and 32 and q8 groups of 64;
+#    and the ops' row-invariance checks with it taking 1..4-row launches
+dp_equal() {
+    local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
+    for m in /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
+        for mode in "--step" "--step --mtp"; do
+            MTPLX_CUDA_SK_DP=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+            MTPLX_CUDA_SK_DP=4 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
+                { echo "$m logits [$mode] differ"; return 1; }
+            echo "$m logits [$mode]: mma == integer pipe"
+        done
+    done
+    MTPLX_CUDA_SK_DP=4 build/tests/test_backend_cuda
+}
+check sk_integer_pipe_bit_identical dp_equal
 
 # 4. memcheck on a short MTP run
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

@@ -1073,6 +1073,9 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->sk_u = env_pos("MTPLX_CUDA_SK_U");
     const char *ga = getenv("MTPLX_CUDA_SK_GA");
     s->sk_ga = ga && !strcmp(ga, "0") ? 0 : ga && !strcmp(ga, "1") ? 1 : -1;
+    const char *dp = getenv("MTPLX_CUDA_SK_DP");
+    s->sk_dp = dp && *dp ? atoi(dp) : -1;
+    s->sk_dp = s->sk_dp > 4 ? 4 : s->sk_dp;
     s->sk_bu = env_pos("MTPLX_CUDA_SK_BU");
     s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
     s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");

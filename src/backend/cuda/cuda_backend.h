@@ -45,6 +45,8 @@ typedef struct {
     int sk_ga;      /* q span layout (same bits either way): MTPLX_CUDA_SK_GA=1 a piece of every group per
                      * thread, =0 a quarter of the span per thread with the other groups masked; -1 (unset):
                      * the faster one for the launch's rows and format (cuda_mma_sk.cu, sk_q_ga) */
+    int sk_dp;      /* q launches of up to this many rows on the integer-pipe kernel (same bits as the mma one):
+                     * MTPLX_CUDA_SK_DP=0|1|2|4; -1 (unset): cuda_mma_sk.cu's sk_dp_rows */
     int sk_bu;      /* MTPLX_CUDA_SK_BU=2|4|8: bf16 K blocks per batch; 0: 8 */
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
     int sk_rows;    /* MTPLX_CUDA_SK_ROWS=16: bf16 stream-K launches of at most 16 activation rows (a comparison

@@ -107,6 +107,28 @@ __device__ __forceinline__ int sk_owner(long long u, int Wn, long long TU) {
     return (int)(((u + 1) * Wn + TU - 1) / TU - 1);
 }
 
+/* After warp w (of wf..wl, the warps holding parts of tile `tile`) stored its partial: the tile's last warp
+ * to get here adds the partials in warp order into y and resets the tile's counter. */
+__device__ __forceinline__ void sk_flush_last(float *y, int ldy, int N, int R, int tile, int wf, int wl, float *ws,
+                                              unsigned *cnt) {
+    const int lane = threadIdx.x & 31, n0 = tile * 16;
+    __threadfence();
+    __syncwarp();
+    unsigned last = 0;
+    if (lane == 0) last = atomicAdd(&cnt[tile], 1u) == (unsigned)(wl - wf);
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (!last) return;
+    __threadfence();
+    for (int e = lane; e < 16 * R; e += 32) {
+        int i = e & 15, col = e >> 4;
+        if (n0 + i >= N) continue;
+        float v = __ldcg(ws + (size_t)(tile + wf) * SK_SLOT + e);
+        for (int ww = wf + 1; ww <= wl; ww++) v += __ldcg(ws + (size_t)(tile + ww) * SK_SLOT + e);
+        y[(size_t)col * ldy + n0 + i] = v;
+    }
+    if (lane == 0) cnt[tile] = 0;
+}
+
 /* Ends warp w's part of tile `tile` (P units): c holds this thread's fragment (rows g / g+8, columns
  * 2t / 2t+1 of each N tile). Writes y directly when the warp covers the whole tile, else stores the
  * partial, and the tile's last warp adds the partials in warp order into y. */
@@ -134,21 +156,7 @@ __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N
             int i = g + 8 * (e >> 1), col = nt * 8 + 2 * t + (e & 1);
             if (col < R) p[col * 16 + i] = c[nt][e];
         }
-    __threadfence();
-    __syncwarp();
-    unsigned last = 0;
-    if (lane == 0) last = atomicAdd(&cnt[tile], 1u) == (unsigned)(wl - wf);
-    last = __shfl_sync(0xffffffffu, last, 0);
-    if (!last) return;
-    __threadfence();
-    for (int e = lane; e < 16 * R; e += 32) {
-        int i = e & 15, col = e >> 4;
-        if (n0 + i >= N) continue;
-        float v = __ldcg(ws + (size_t)(tile + wf) * SK_SLOT + e);
-        for (int ww = wf + 1; ww <= wl; ww++) v += __ldcg(ws + (size_t)(tile + ww) * SK_SLOT + e);
-        y[(size_t)col * ldy + n0 + i] = v;
-    }
-    if (lane == 0) cnt[tile] = 0;
+    sk_flush_last(y, ldy, N, R, tile, wf, wl, ws, cnt);
 }
 
 /* A 16-bit scale or bias as a float: F16 = 1 f16, else bf16 (a template argument, so the conversion is one
@@ -339,6 +347,149 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     }
 }
 
+/* c + Σ_i a.byte[i] · b.byte[i], a's bytes unsigned (q weights), b's signed (k_qact's activations). */
+__device__ __forceinline__ int sk_dp4a(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* k_sk_q's y for R <= NR rows on the integer pipe (dp4a) instead of tensor cores. The mma kernel at one
+ * row issues ~200 warp instructions per (tile, span) unit of 1 KB (q4; bench/cuda.md "Session 12": the
+ * unpacking and masks of 8 mmas whose 7 other columns are empty, and a per-group epilogue for 4 (row,
+ * column) pairs of which one is wanted), about 2 TB/s; this one issues about a third. Same launch (the
+ * caller passes the mma kernel's grid, so the same warps get the same ranges), each group's integer sum
+ * is exact in both, and the float steps after it are the same in the same order for every (row,
+ * column): the same bits, so R = 1 here and R > 1 there agree (DESIGN.md §3).
+ *
+ * Lane (r, h) = (lane / 2, lane % 2) takes weight row n0 + r of the tile, and of each span the 16-byte
+ * chunks at bytes 32c + 16h (c < CH): a warp load reads 16 rows x 32 contiguous bytes. Activation bytes
+ * follow the weight bytes (k_qact: q4 words 2i / 2i + 1 hold the inputs of weight word i's low / high
+ * nibbles; q8 word i those of word i). The two lanes of a row trade their chunks' sums (one shuffle a
+ * chunk), so both hold every group's sum and both run the row's float chain; lane h = 0 writes. */
+template <int BITS, int GS, int U, int F16, int NR>
+__global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
+    k_sk_qdp(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
+    CU_PDL_ENTRY();
+    constexpr int S = 128 / GS, CH = BITS / 2; /* groups per span, 16-byte chunks per lane and span */
+    constexpr int AC = BITS == 4 ? 2 : 1;      /* 16-byte activation pieces per chunk */
+    constexpr int CB = BITS == 4 ? 64 : 32;    /* inputs of a chunk pair (c, both h): its group is c·CB/GS.. */
+    int bid = blockIdx.x;
+    const sk_job jb = sk_job_of(jobs, bid);
+    float *y = jb.y, *ws = jb.ws;
+    unsigned *cnt = jb.cnt;
+    const uint4 *W = (const uint4 *)jb.W;
+    const uint2 *sbt = jb.sbt;
+    const int ldy = jb.ldy, N = jb.N;
+    const int lane = threadIdx.x & 31, r = lane >> 1, h = lane & 1;
+    const int P = K / 128, G = K / GS, T = (N + 15) / 16;
+    const long long TU = (long long)T * P;
+    const int Wn = (int)min((long long)jb.blocks * SK_WARPS, TU), w = bid * SK_WARPS + (threadIdx.x >> 5);
+    if (w >= Wn) return;
+    long long u = (long long)w * TU / Wn;
+    const long long end = (long long)(w + 1) * TU / Wn;
+    const size_t row_v = (size_t)K * BITS / 128, xrow = (size_t)K / 16; /* uint4 a weight / activation row */
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    while (u < end) {
+        const int tile = (int)(u / P), a = (int)(u - (long long)tile * P);
+        const long long tend = (long long)(tile + 1) * P;
+        const int b = (int)((end < tend ? end : tend) - (long long)tile * P);
+        const int n0 = tile * 16;
+        const uint4 *wr = W + (size_t)min(n0 + r, N - 1) * row_v + h;
+        const uint2 *sb = sbt + (size_t)tile * G * 8 + (r & 7);
+        float acc[NR], bacc[NR];
+#pragma unroll
+        for (int j = 0; j < NR; j++) acc[j] = bacc[j] = 0.f;
+        for (int s0 = a; s0 < b; s0 += U) {
+            uint4 WV[U][CH];
+            uint2 SB[U][S];
+            float2 DX[U][NR][S];
+#pragma unroll
+            for (int v = 0; v < U; v++) { /* every load of U spans first: bytes in flight */
+                const int sp = s0 + v;
+                const bool ok = sp < b;
+#pragma unroll
+                for (int c = 0; c < CH; c++) WV[v][c] = ok ? __ldcs(wr + (size_t)sp * BITS + 2 * c) : z;
+#pragma unroll
+                for (int j = 0; j < NR; j++) {
+#pragma unroll
+                    for (int s = 0; s < S; s++)
+                        DX[v][j][s] = ok && j < R ? __ldg(xdb + (size_t)j * G + sp * S + s) : make_float2(0.f, 0.f);
+                }
+#pragma unroll
+                for (int s = 0; s < S; s++) SB[v][s] = ok ? __ldg(sb + (size_t)(sp * S + s) * 8) : make_uint2(0, 0);
+            }
+#pragma unroll
+            for (int v = 0; v < U; v++) {
+                if (s0 + v >= b) break;
+                int ic[NR][S];
+#pragma unroll
+                for (int j = 0; j < NR; j++) {
+                    /* the activations here, not with the batch: every warp of the multiprocessor reads the
+                     * same bytes (L1 hits), and holding U spans of them took the registers the weights need */
+                    uint4 XV[CH][AC];
+#pragma unroll
+                    for (int c = 0; c < CH; c++)
+#pragma unroll
+                        for (int e = 0; e < AC; e++)
+                            XV[c][e] = j < R ? __ldg(xa + j * xrow + (size_t)(s0 + v) * 8 + (2 * c + h) * AC + e) : z;
+                    int cs[CH];
+#pragma unroll
+                    for (int c = 0; c < CH; c++) {
+                        const uint32_t wv[4] = {WV[v][c].x, WV[v][c].y, WV[v][c].z, WV[v][c].w};
+                        const uint32_t xv[8] = {XV[c][0].x, XV[c][0].y, XV[c][0].z,
+                                                XV[c][0].w, XV[c][AC - 1].x, XV[c][AC - 1].y,
+                                                XV[c][AC - 1].z, XV[c][AC - 1].w}; /* q8: 4 used */
+                        int sum = 0;
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            if (BITS == 4) {
+                                sum = sk_dp4a(wv[i] & 0x0F0F0F0Fu, xv[2 * i], sum);
+                                sum = sk_dp4a((wv[i] >> 4) & 0x0F0F0F0Fu, xv[2 * i + 1], sum);
+                            } else {
+                                sum = sk_dp4a(wv[i], xv[i], sum);
+                            }
+                        }
+                        cs[c] = sum;
+                    }
+#pragma unroll
+                    for (int s = 0; s < S; s++) ic[j][s] = 0;
+#pragma unroll
+                    for (int c = 0; c < CH; c++) { /* integer sums: exact in any order */
+                        const int other = __shfl_xor_sync(0xffffffffu, cs[c], 1);
+                        if constexpr (CB <= GS) {
+                            ic[j][c * CB / GS] += cs[c] + other; /* both lanes' chunk c in one group */
+                        } else {                                 /* lane h's in group c·CB/GS + h */
+                            ic[j][c * CB / GS] += h ? other : cs[c];
+                            ic[j][c * CB / GS + 1] += h ? cs[c] : other;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < S; s++) { /* k_sk_q's float steps, group by group */
+                    const uint32_t q = r < 8 ? SB[v][s].x : SB[v][s].y; /* scale | bias << 16 */
+                    const float sa = sk_half<F16>(q & 0xffffu), ba = sk_half<F16>(q >> 16);
+#pragma unroll
+                    for (int j = 0; j < NR; j++) {
+                        acc[j] = fmaf((float)ic[j][s], __fmul_rn(sa, DX[v][j][s].x), acc[j]);
+                        bacc[j] = fmaf(ba, DX[v][j][s].y, bacc[j]);
+                    }
+                }
+            }
+        }
+        const long long f = (long long)tile * P;
+        const int wf = sk_owner(f, Wn, TU), wl = sk_owner(f + P - 1, Wn, TU);
+        float *p = wf == wl ? y + n0 + r : ws + (size_t)(tile + w) * SK_SLOT + r;
+        const int ld = wf == wl ? ldy : 16;
+        if (h == 0 && (wf != wl || n0 + r < N))
+#pragma unroll
+            for (int j = 0; j < NR; j++)
+                if (j < R) p[(size_t)j * ld] = __fadd_rn(acc[j], bacc[j]);
+        if (wf != wl) sk_flush_last(y, ldy, N, R, tile, wf, wl, ws, cnt);
+        u = (long long)tile * P + b;
+    }
+}
+
 /* ------------------------------------------------------------------ bf16 */
 
 /* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R (<= 8·NT), K % 32 == 0; the span is one 32-wide
@@ -524,9 +675,25 @@ static int sk_q_ga(int bits, int gs, int R) {
     return bits == 4 && gs == 32 ? R <= 2 : R > 8;
 }
 
+/* Launches k_sk_qdp for R <= NR rows (the smallest instance of 1 / 2 / 4 that holds R), F16 from the jobs. */
+template <int BITS, int GS, int NR>
+static void sk_qdp_go(const sk_jobs &js, int blocks, int K, const uint4 *a, const float2 *d, int R) {
+    constexpr int U = (BITS == 4 ? 4 : 2) / NR > 0 ? (BITS == 4 ? 4 : 2) / NR : 1; /* no spills at 128 registers */
+    if (NR > 1 && R <= NR / 2) return sk_qdp_go<BITS, GS, (NR > 1 ? NR / 2 : 1)>(js, blocks, K, a, d, R);
+    if (js.j[0].f16) cu_launch(k_sk_qdp<BITS, GS, U, 1, NR>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    else cu_launch(k_sk_qdp<BITS, GS, U, 0, NR>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+}
+
+/* The rows up to which k_sk_qdp takes a launch instead of the mma kernel (same bits either way, so a
+ * speed choice): $MTPLX_CUDA_SK_DP = 0 (never) / 1 / 2 / 4, else 1 (bench/cuda.md "Session 16"). */
+static int sk_dp_rows(void) {
+    return cu_set.sk_dp >= 0 ? cu_set.sk_dp : 1;
+}
+
 template <int BITS, int GS, int U, int GA>
 static void sk_q_go(const sk_jobs &js, int blocks, int K, const uint4 *a, const float2 *d, int R) {
     constexpr int U2 = U > 1 ? U / 2 : 1;
+    if (R <= sk_dp_rows()) return sk_qdp_go<BITS, GS, 4>(js, blocks, K, a, d, R);
     if (js.j[0].f16) { /* cu_sk_q_n puts only weights of one scale type in a launch */
         if (R <= 8) cu_launch(k_sk_q<BITS, GS, 1, U, 1, GA>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
         else cu_launch(k_sk_q<BITS, GS, 2, U2, 1, GA>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
