@@ -242,7 +242,7 @@ int bench_draft_cost(const mtplx_model *const *models, int n, int context, int s
         /* MTP history: pairs (h_j, x_{j+1}), j < context - 1 (outputs unused, written in place) */
         rc = model_mtp_forward(m, d->mst, d->hidden, tok + 1, context - 1, d->hidden, err);
     }
-    const int base = context - 1;
+    const int base = context - 1, top = sampler_top_needed(sp, 0, V);
     int32_t cur[BENCH_MAX_DRAFT_MODELS];
     const float *hin[BENCH_MAX_DRAFT_MODELS];
     for (int i = -chain; i < steps && !rc; i++) { /* one untimed chain warms caches and buffers */
@@ -259,7 +259,9 @@ int bench_draft_cost(const mtplx_model *const *models, int n, int context, int s
             double t0 = clock_now();
             rc = model_mtp_forward(m, d->mst, hin[k], &cur[k], 1, hout, err);
             double t1 = clock_now();
-            if (!rc) rc = model_lm_head(m, HEAD_DRAFT, hout, 1, d->logits, err);
+            /* as a generation's draft step reads it: each row's k best only when the sampler needs no
+             * more (a device backend then downloads lists, not the V-wide row) */
+            if (!rc) rc = model_lm_head_top(m, HEAD_DRAFT, hout, 1, d->logits, top, err);
             double t2 = clock_now();
             if (!rc) rc = sampler_build(d->smp, d->logits, sp, 0, &d->q, err);
             if (!rc) cur[k] = sampler_dist_sample(&d->q, rng_uniform(&rng));
