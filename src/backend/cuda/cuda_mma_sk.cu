@@ -357,10 +357,11 @@ __device__ __forceinline__ int sk_dp4a(uint32_t a, uint32_t b, int c) {
 /* k_sk_q's y for R <= NR rows on the integer pipe (dp4a) instead of tensor cores. The mma kernel at one
  * row issues ~200 warp instructions per (tile, span) unit of 1 KB (q4; bench/cuda.md "Session 12": the
  * unpacking and masks of 8 mmas whose 7 other columns are empty, and a per-group epilogue for 4 (row,
- * column) pairs of which one is wanted), about 2 TB/s; this one issues about a third. Same launch (the
- * caller passes the mma kernel's grid, so the same warps get the same ranges), each group's integer sum
- * is exact in both, and the float steps after it are the same in the same order for every (row,
- * column): the same bits, so R = 1 here and R > 1 there agree (DESIGN.md §3).
+ * column) pairs of which one is wanted), about 2 TB/s; this one issues a third fewer (ncu: 135; 1 row
+ * +7%, 2..4 rows slower: "Session 16"). Same launch (the caller passes the mma kernel's grid, so the
+ * same warps get the same ranges), each group's integer sum is exact in both, and the float steps
+ * after it are the same in the same order for every (row, column): the same bits, so R = 1 here and
+ * R > 1 there agree (DESIGN.md §3).
  *
  * Lane (r, h) = (lane / 2, lane % 2) takes weight row n0 + r of the tile, and of each span the 16-byte
  * chunks at bytes 32c + 16h (c < CH): a warp load reads 16 rows x 32 contiguous bytes. Activation bytes
