@@ -5,6 +5,8 @@
 # /tmp/mtplx-synth, ~17 GB for bf16, ~5 GB for q4), then:
 #   - GPU read bandwidth and AR decode / verify cost at 1..8 rows (mtplx bench --membw --verify-cost)
 #     for each format in $FORMATS (default "bf16 q4");
+#   - the q4 1-row matmul on the mma kernel against the integer pipe, and at four sizes (a launch's
+#     fixed cost);
 #   - the matmul kernel alone per format, stream-K (default) against the previous kernels
 #     (MTPLX_CUDA_SK=0) in the same run, 1..16 rows;
 #   - per format, the D3 cycle through `run` (random weights: D3 accepts nothing, so its tok/s is one token
@@ -18,6 +20,14 @@ SYNTH=${SYNTH:-/tmp/mtplx-synth}
 FORMATS=${FORMATS:-bf16 q4}
 mkdir -p "$SYNTH"
 run() { echo "+ $*"; "$@"; }
+# the q4 1-row launch: mma kernel (MTPLX_CUDA_SK_DP=0) against the integer pipe (default), and what a
+# launch costs by size (bench/cuda.md "Session 16": ~6 us + the bytes at ~3.1 TB/s)
+for dp in 0 1; do
+    run env MTPLX_CUDA_SK_DP=$dp build/mtplx bench --device cuda --matmul q4 --shape 17408x5120 --count 16 --rows 2 --reps 5
+done
+for shape in 1024x5120:64 6144x5120:32 69632x5120:4 248320x5120:1; do
+    run build/mtplx bench --device cuda --matmul q4 --shape "${shape%:*}" --count "${shape#*:}" --rows 1 --reps 5
+done
 for sk in 0 1; do
     run env MTPLX_CUDA_SK=$sk build/mtplx bench --device cuda --matmul q4 --shape 17408x5120 --count 16 --rows 16 --reps 5
     run env MTPLX_CUDA_SK=$sk build/mtplx bench --device cuda --matmul q8 --shape 17408x5120 --count 8 --rows 16 --reps 5
