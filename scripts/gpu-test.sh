@@ -18,7 +18,8 @@
 #   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
 #      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off);
 #   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
-#   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4).
+#   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4);
+#   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -167,6 +168,25 @@ dp_equal() {
     MTPLX_CUDA_SK_DP=4 build/tests/test_backend_cuda
 }
 check sk_integer_pipe_bit_identical dp_equal
+
+# 9. step graphs replayed and patched in place (cuda_graph.cu) generate what eager launches do: sampled
+#    text (T 0.6, one seed) at depths 0 and 3 on the embedded model and its q4 conversion, graphs off vs
+#    on, and the graphed runs really replayed patched graphs (the step table's counts)
+graphs_equal() {
+    local m d
+    for m in models/qwen35-tiny-code /tmp/gpu-q4; do
+        for d in 0 3; do
+            MTPLX_CUDA_GRAPH=0 build/mtplx run --model $m --prompt "$P" --max-tokens 96 --temperature 0.6 --seed 11 \
+                --depth $d --quiet > /tmp/gpu-gr0.txt 2>/dev/null || return 1
+            MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_STEPS=1 build/mtplx run --model $m --prompt "$P" --max-tokens 96 --temperature 0.6 \
+                --seed 11 --depth $d --quiet > /tmp/gpu-gr1.txt 2> /tmp/gpu-gr1.err || return 1
+            cmp /tmp/gpu-gr0.txt /tmp/gpu-gr1.txt || { echo "$m depth $d: graphs change the text"; return 1; }
+            grep -E "step graphs: [1-9][0-9]* launched, .* [1-9][0-9]* patched in place" /tmp/gpu-gr1.err ||
+                { echo "$m depth $d: no patched graph replays"; cat /tmp/gpu-gr1.err; return 1; }
+        done
+    done
+}
+check graph_replays_generate_the_same graphs_equal
 
 # 4. memcheck on a short MTP run
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)

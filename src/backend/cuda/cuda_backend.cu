@@ -47,7 +47,6 @@ typedef struct {
 
 static step_table g_step = {.on = -1};
 static long g_launches, g_syncs; /* every launch / host synchronization of the process (relaxed) */
-static long g_graph_launches, g_graph_builds, g_graph_updates; /* step graphs ("step graphs" below) */
 
 static double host_now(void) {
     struct timespec ts;
@@ -176,8 +175,10 @@ static void step_print(void) {
     launch_cost(1000, &su, &gu, &hu);
     fprintf(stderr, "  back-to-back empty kernels: %.2f us each on the GPU from the stream, %.2f us from a graph; "
                     "%.2f us of host time to queue one\n", su, gu, hu);
-    fprintf(stderr, "  step graphs: %ld launched, %ld built, %ld updated\n", g_graph_launches, g_graph_builds,
-            g_graph_updates);
+    long nl, nb, nu, np, ne;
+    cu_graph_counts(&nl, &nb, &nu, &np, &ne);
+    fprintf(stderr, "  step graphs: %ld launched, %ld built (captured), %ld patched in place (%ld nodes); %ld forwards "
+                    "issued eagerly (first met)\n", nl, nb, nu, np, ne);
 }
 
 int cu_fuse_enabled(void) { return cu_set.fuse; }
@@ -188,45 +189,16 @@ int cu_pdl_enabled(void) { return cu_set.pdl; }
  *
  * A forward's ops, from its embedding (cu_step_begin) to the first call that makes the host wait or
  * touches device allocations (cu_graph_break: the logits download, an upload, a first-use weight copy,
- * a scratch that grows, ...), are captured from this thread's own capture stream (CU_STREAM points at
- * it meanwhile) into a graph, which is then launched on the backend's stream: the host issues one
- * graph launch instead of ~300 kernel launches, and the GPU runs the kernels with a shorter gap
- * between them (0.5 instead of 1.4 us measured). The captured graph replaces the parameters of an
- * executable graph kept per thread for the same row count and node count (cudaGraphExecUpdate: same
- * kernels and copies, new arguments — token staging, page tables, positions, state pointers), or is
- * instantiated when the sequence of ops changed; so the model layer does not change, and a replay
- * runs exactly the kernels and arguments an eager step would queue (bit-identical).
- *
- * Off by default: $MTPLX_CUDA_GRAPH=1 (read once) turns them on. Capturing every step anew costs the
- * host about what launching costs, and the GPU starts only when the capture ends: measured, graphs
- * gained 2% on the 27B shape's step but lost 10–20% of the embedded model's generation against
- * eager launches with PDL (bench/cuda.md, "Session 4"); a replay without re-capture (the design in
- * docs/architecture.md) should make them pay everywhere, and then the default. Also off with the legacy stream, with $MTPLX_CUDA_PROFILE (events per
- * op), and for good once a second thread has used the CUDA backend (an op, a buffer, a weight): a
- * capture is this thread's until its next synchronizing call, and work another thread queues in the
- * meantime would run before it. So graphs serve a process that drives the GPU from one thread (`run`,
- * `bench`, `logits`); a server whose executor is not the loading thread runs eagerly. A capture in
- * flight also keeps the shared index ring from wrapping under it (stage_ring). */
-#define GRAPH_SLOTS 8
-
-typedef struct {
-    cudaGraphExec_t exec; /* NULL: free */
-    int rows;
-    size_t nodes;
-    unsigned long used;   /* LRU tick */
-} graph_slot;
-
-typedef struct {
-    cudaStream_t s;       /* capture stream, created on first use */
-    int active, rows;
-    graph_slot slot[GRAPH_SLOTS];
-    unsigned long tick;
-} graph_state;
-
-static thread_local graph_state t_graph;
+ * a scratch that grows, ...), are recorded and replayed as one CUDA graph, patched in place when only
+ * arguments changed (cuda_graph.cu). $MTPLX_CUDA_GRAPH=0 (read once) issues them eagerly instead. Also
+ * eager with the legacy stream, with $MTPLX_CUDA_PROFILE (events per op), and for good once a second
+ * thread has used the CUDA backend (an op, a buffer, a weight): a recording is this thread's until its
+ * next synchronizing call, and work another thread queues in the meantime would run before it. So
+ * graphs serve a process that drives the GPU from one thread (`run`, `bench`, `logits`); a server
+ * whose executor is not the loading thread runs eagerly. A recording in flight also keeps the shared
+ * index ring from wrapping under it (stage_ring). */
+static int g_threads; /* threads that have used the backend (atomic) */
 static thread_local int t_seen;
-static int g_threads;                   /* threads that have used the backend (atomic) */
-static int g_captures;                  /* captures in flight (atomic) */
 
 static int graph_enabled(void) { return cu_set.graph && cu_stream_g && !prof_on(); }
 
@@ -241,12 +213,7 @@ static void graph_begin(int rows) {
     thread_note();
     cu_graph_break(); /* a forward without a download (a prefill chunk) ends at the next one's start */
     if (!graph_enabled() || __atomic_load_n(&g_threads, __ATOMIC_SEQ_CST) != 1) return;
-    if (!t_graph.s) CU_CHECK(cudaStreamCreateWithFlags(&t_graph.s, cudaStreamNonBlocking), "graph stream");
-    __atomic_fetch_add(&g_captures, 1, __ATOMIC_SEQ_CST);
-    CU_CHECK(cudaStreamBeginCapture(t_graph.s, cudaStreamCaptureModeRelaxed), "graph capture");
-    t_graph.active = 1;
-    t_graph.rows = rows;
-    cu_stream_t = t_graph.s;
+    cu_graph_record(rows);
 }
 
 void cu_scratch_grow(void **p, size_t *cap, size_t bytes, size_t min, const char *what) {
@@ -257,48 +224,6 @@ void cu_scratch_grow(void **p, size_t *cap, size_t bytes, size_t min, const char
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), what);
     *cap = nc;
-}
-
-void cu_graph_break(void) {
-    if (!t_graph.active) return;
-    t_graph.active = 0;
-    cu_stream_t = 0;
-    cudaGraph_t g = NULL;
-    CU_CHECK(cudaStreamEndCapture(t_graph.s, &g), "graph capture");
-    size_t nodes = 0;
-    CU_CHECK(cudaGraphGetNodes(g, NULL, &nodes), "graph capture");
-    graph_slot *hit = NULL, *lru = &t_graph.slot[0];
-    for (int i = 0; i < GRAPH_SLOTS && nodes; i++) {
-        graph_slot *e = &t_graph.slot[i];
-        if (e->exec && e->rows == t_graph.rows && e->nodes == nodes) hit = e;
-        if (!e->exec || (lru->exec && e->used < lru->used)) lru = e;
-    }
-    if (hit) {
-        cudaGraphExecUpdateResultInfo info;
-        if (cudaGraphExecUpdate(hit->exec, g, &info) == cudaSuccess) {
-            g_graph_updates++;
-        } else { /* another sequence of ops with the same counts: build it anew */
-            cudaGetLastError();
-            cudaGraphExecDestroy(hit->exec);
-            hit->exec = NULL;
-        }
-    }
-    if (nodes && (!hit || !hit->exec)) {
-        graph_slot *e = hit ? hit : lru;
-        if (e->exec) cudaGraphExecDestroy(e->exec);
-        CU_CHECK(cudaGraphInstantiate(&e->exec, g, 0), "graph instantiate");
-        e->rows = t_graph.rows;
-        e->nodes = nodes;
-        hit = e;
-        g_graph_builds++;
-    }
-    if (nodes) {
-        hit->used = ++t_graph.tick;
-        CU_CHECK(cudaGraphLaunch(hit->exec, cu_stream_g), "graph launch");
-        g_graph_launches++;
-    }
-    cudaGraphDestroy(g);
-    __atomic_fetch_sub(&g_captures, 1, __ATOMIC_SEQ_CST);
 }
 
 void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what) {
@@ -444,6 +369,7 @@ cu_prof::~cu_prof() {
 }
 
 void cu_launched(const char *what) {
+    if (cu_rec_on) cu_rec_name(what); /* recorded, not launched: errors show at the graph's capture */
     cu_check(cudaGetLastError(), what);
     __atomic_fetch_add(&g_launches, 1, __ATOMIC_RELAXED);
     if (g_prof_on > 0 && t_prof_slot >= 0) __atomic_fetch_add(&g_prof.launches[t_prof_slot], 1, __ATOMIC_RELAXED);
@@ -649,15 +575,14 @@ static const int32_t *stage_ring_to(cu_ctx *c, void *dst, const void *h, size_t 
     if (c->ring_at + n > CU_IDX_RING) {
         cu_graph_break();
         /* another thread's capture may still hold regions it has not launched: stage the blocking way */
-        if (__atomic_load_n(&g_captures, __ATOMIC_SEQ_CST)) return NULL;
+        if (cu_graph_in_flight()) return NULL;
         CU_CHECK(cudaStreamSynchronize(CU_STREAM), "index staging");
         c->ring_at = 0;
     }
     size_t at = c->ring_at;
     c->ring_at = (at + n + 31) & ~(size_t)31; /* 128-byte aligned starts */
     memcpy(c->h_ring + at, h, bytes);
-    CU_CHECK(cudaMemcpyAsync(dst ? dst : c->d_ring + at, c->h_ring + at, bytes, cudaMemcpyHostToDevice, CU_STREAM),
-             "index staging");
+    cu_copy_async(dst ? dst : c->d_ring + at, c->h_ring + at, bytes, cudaMemcpyHostToDevice, "index staging");
     return c->d_ring + at;
 }
 
@@ -812,13 +737,13 @@ static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
 static void cu_copy(be_backend *be, void *dst, const void *src, size_t n) {
     CU_PROF("copy");
     (void)be;
-    if (n && dst != src) CU_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, CU_STREAM), "copy");
+    if (n && dst != src) cu_copy_async(dst, src, n, cudaMemcpyDeviceToDevice, "copy");
 }
 
 static void cu_fill_zero(be_backend *be, void *dst, size_t n) {
     CU_PROF("fill_zero");
     (void)be;
-    if (n) CU_CHECK(cudaMemsetAsync(dst, 0, n, CU_STREAM), "fill_zero");
+    cu_zero_async(dst, n, "fill_zero");
 }
 
 /* ------------------------------------------------------------------ load time */

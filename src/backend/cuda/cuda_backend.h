@@ -20,7 +20,7 @@ typedef struct {
     int stream;     /* 1: a non-blocking stream; MTPLX_CUDA_STREAM=0: the legacy default stream */
     int fuse;       /* MTPLX_CUDA_FUSE=1: deferred residual add + activation preparation shared across ops */
     int pdl;        /* MTPLX_CUDA_PDL=1: programmatic dependent launch */
-    int graph;      /* MTPLX_CUDA_GRAPH=1: step graphs (re-captured every step) */
+    int graph;      /* MTPLX_CUDA_GRAPH=1: step graphs (recorded, replayed and patched in place: cuda_graph.cu) */
     int seq_batch;  /* 1: attention_seqs / mla_seqs / gdn_seqs as one grid over the sequences;
                        MTPLX_CUDA_SEQ_BATCH=0: per-sequence calls */
     int commit;     /* 1: gdn_commit as one launch; MTPLX_CUDA_COMMIT=0: a copy + gdn_replay per item */

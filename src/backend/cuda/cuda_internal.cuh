@@ -94,8 +94,37 @@ int cu_pdl_enabled(void);
 #define CU_PDL_ENTRY() ((void)0)
 #endif
 
+/* Step graphs (cuda_graph.cu): while cu_rec_on, this thread's launches, device copies and zero fills
+ * are recorded, not issued, and cu_graph_break replays them as one graph. cu_rec_kernel starts a
+ * kernel's record, cu_rec_arg appends one argument's bytes as the kernel takes it; cu_copy_async /
+ * cu_zero_async record or issue a copy / fill on CU_STREAM (abort on error with `what`). */
+extern thread_local int cu_rec_on;
+void cu_rec_kernel(const void *func, dim3 grid, dim3 block, size_t smem, int pdl);
+void cu_rec_arg(const void *p, size_t size, size_t align);
+void cu_rec_name(const char *what);
+void cu_copy_async(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what);
+void cu_zero_async(void *dst, size_t n, const char *what);
+/* Starts recording a forward of `rows` rows on this thread (cu_graph_break launches it). */
+void cu_graph_record(int rows);
+/* Recordings in flight on any thread (the index ring must not wrap under one). */
+int cu_graph_in_flight(void);
+/* Step graphs launched, built (captured), updated in place, nodes patched, and recorded forwards issued
+ * eagerly (met for the first time), since start. */
+void cu_graph_counts(long *launches, long *builds, long *updates, long *patched, long *eager);
+
+template <typename T>
+static inline void cu_rec_arg_t(const T &v) {
+    cu_rec_arg(&v, sizeof(T), alignof(T));
+}
+
 template <typename... KArgs, typename... Args>
 static inline void cu_launch_pdl(int pdl, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    static_assert(sizeof...(KArgs) == sizeof...(Args), "cu_launch: one value per kernel parameter");
+    if (cu_rec_on) { /* each value converted to its parameter's type, as a launch would */
+        cu_rec_kernel((const void *)k, grid, block, smem, pdl);
+        (cu_rec_arg_t<KArgs>(args), ...);
+        return;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;

@@ -233,10 +233,10 @@ static void moe_host_routed(be_backend *be, float *out, int ldo, const float *x,
     for (int e = 0; e < E; e++) {
         int c = f->count[e];
         if (!c) continue;
-        k_gather<<<dim3((H + 255) / 256, c), 256, 0, CU_STREAM>>>(f->d_xg, x, ldx, f->d_list + at, H);
+        cu_launch_pdl(0, k_gather, dim3((H + 255) / 256, c), dim3(256), 0, f->d_xg, x, ldx, (const int32_t *)f->d_list + at, H);
         CU_LAUNCHED("moe gather");
         expert_rows(be, &w->experts[e], f->d_xg, H, c, f->d_xo, f);
-        k_scatter<<<dim3((H + 255) / 256, c), 256, 0, CU_STREAM>>>(f->d_yk, f->d_xo, f->d_list + n + at, H);
+        cu_launch_pdl(0, k_scatter, dim3((H + 255) / 256, c), dim3(256), 0, f->d_yk, (const float *)f->d_xo, (const int32_t *)f->d_list + n + at, H);
         CU_LAUNCHED("moe scatter");
         at += c;
     }
