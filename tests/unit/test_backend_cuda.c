@@ -300,6 +300,77 @@ static void matmul_n_check(be_backend *be, fmt f) {
     free(x), free(a), free(b);
 }
 
+/* A matmul_n over quantized and thin bf16 weights (a q checkpoint's GDN in-projection: qkv and z in
+ * q4, b and a of a few rows in bf16, which cuda_mma.cu's k_thin_bf16 computes from the fp32 rows): the
+ * q outputs equal one matmul per weight bit for bit; the thin ones are Σ w·x within fp32 rounding of
+ * the exact sum (|Δ| <= 1e-5 · Σ|w·x|); and every row of every output is bit-identical whether 1..20
+ * rows share the call (the kernel takes rows in blocks of 8). */
+TEST(test_matmul_n_mixed_thin_weights) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    enum { NW = 4, RMAX = 20, K = 1536 };
+    const int rows[NW] = {300, 136, 12, 7};
+    const fmt fm[NW] = {{DT_U32, 4, 64, 0}, {DT_U32, 4, 64, 0}, {DT_BF16, 0, 0, 0}, {DT_BF16, 0, 0, 0}};
+    be_weight w[NW];
+    void *store[NW];
+    be_buf *by[2 * NW], *bx;
+    float *dy[2 * NW], *all[NW];
+    float *x = malloc(sizeof(float) * RMAX * K), *a = malloc(sizeof(float) * RMAX * 300), *b = malloc(sizeof(float) * RMAX * 300);
+    REQUIRE(x && a && b);
+    fill(x, (size_t)RMAX * K);
+    float *dx = dev_floats(be, x, (size_t)RMAX * K, &bx);
+    REQUIRE(dx);
+    for (int i = 0; i < NW; i++) {
+        float *wf = malloc(sizeof(float) * rows[i] * K);
+        all[i] = malloc(sizeof(float) * RMAX * rows[i]);
+        REQUIRE(wf && all[i]);
+        fill(wf, (size_t)rows[i] * K);
+        mtplx_err err = {0};
+        REQUIRE(make_weight(wf, rows[i], K, fm[i], &w[i], &store[i]) == 0);
+        REQUIRE(be->ops->weight_prepare(be, &w[i], &err) == 0);
+        free(wf);
+        dy[i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[i]);
+        dy[NW + i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[NW + i]);
+        REQUIRE(dy[i] && dy[NW + i]);
+    }
+    for (int R = RMAX; R >= 1; R--) {
+        be_mm_out outs[NW];
+        for (int i = 0; i < NW; i++) outs[i] = (be_mm_out){dy[i], rows[i], &w[i]};
+        be->ops->matmul_n(be, outs, NW, dx, K, R);
+        for (int i = 0; i < NW; i++) {
+            be->ops->download(be, a, dy[i], sizeof(float) * R * rows[i]);
+            if (R == RMAX) memcpy(all[i], a, sizeof(float) * R * rows[i]);
+            CHECK_MSG(memcmp(a, all[i], sizeof(float) * R * rows[i]) == 0,
+                      "weight %d (%d rows): a %d-row call differs from the %d-row call", i, rows[i], R, RMAX);
+            if (i >= 2) continue;
+            be->ops->matmul(be, dy[NW + i], rows[i], dx, K, R, &w[i]);
+            be->ops->download(be, b, dy[NW + i], sizeof(float) * R * rows[i]);
+            CHECK_MSG(memcmp(a, b, sizeof(float) * R * rows[i]) == 0, "R=%d q weight %d of a mixed matmul_n differs from matmul", R, i);
+        }
+    }
+    for (int i = 2; i < NW; i++) { /* the thin outputs against the exact sums of the bf16 weights */
+        const uint16_t *wb = (const uint16_t *)w[i].data;
+        double worst = 0;
+        for (int t = 0; t < RMAX; t++)
+            for (int n = 0; n < rows[i]; n++) {
+                double sum = 0, mag = 0;
+                for (int k = 0; k < K; k++) {
+                    uint32_t u = (uint32_t)wb[(size_t)n * K + k] << 16;
+                    float wv;
+                    memcpy(&wv, &u, 4);
+                    sum += (double)wv * x[(size_t)t * K + k], mag += fabs((double)wv * x[(size_t)t * K + k]);
+                }
+                double d = fabs(all[i][(size_t)t * rows[i] + n] - sum) / (mag + 1e-30);
+                if (d > worst) worst = d;
+            }
+        CHECK_MSG(worst <= 1e-5, "thin weight %d: worst |error| / sum|w·x| %.3g", i, worst);
+    }
+    for (int i = 0; i < NW; i++) be->ops->buf_free(be, by[i]), be->ops->buf_free(be, by[NW + i]), free(store[i]), free(all[i]);
+    be->ops->buf_free(be, bx);
+    free(x), free(a), free(b);
+    be_free(be);
+}
+
 TEST(test_matmul_n_equals_matmul_per_weight) {
     be_backend *be = cuda_new();
     if (!be) SKIP("%s", g_why);
@@ -1231,6 +1302,7 @@ TEST(test_moe_cuda_matches_cpu_and_is_row_invariant) {
 int main(void) {
     RUN(test_matmul_every_format_matches_reference_and_is_row_invariant);
     RUN(test_matmul_n_equals_matmul_per_weight);
+    RUN(test_matmul_n_mixed_thin_weights);
     RUN(test_gemm_bit_identical_to_stream_k);
     RUN(test_attention_long_cpu_matches_naive);
     RUN(test_attention_prefill_equals_decode_and_cpu);

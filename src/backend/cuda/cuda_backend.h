@@ -51,6 +51,8 @@ typedef struct {
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
     int sk_rows;    /* MTPLX_CUDA_SK_ROWS=16: bf16 stream-K launches of at most 16 activation rows (a comparison
                      * knob; default SK_ROWS = 32; same bits either way) */
+    int thin;       /* 1: thin bf16 weights (<= 64 rows) of a matmul_n that also holds quantized weights run on
+                       k_thin_bf16 (cuda_mma.cu); MTPLX_CUDA_THIN=0: on the mma kernels (other bits) */
     int sk_minu;    /* MTPLX_CUDA_SK_MINU=N: fewer stream-K warps for a weight of under N units (K spans /
                        blocks of a 16-row tile) per warp; 0: a fifth of a tile, at most 2·U (sk_minu) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:

@@ -798,14 +798,120 @@ static void mma_run_sk_n(be_backend *be, const be_mm_out *outs, int m, int R) {
     for (int j = 0; j < m; j++) prep_clobber(outs[j].y, outs[j].ldy, R, outs[j].w->rows);
 }
 
+/* ------------------------------------------------------------------ thin bf16 weights beside q ones */
+
+#define THIN_N 64      /* output rows at most of a "thin" weight */
+#define THIN_THREADS 256
+#define THIN_ROWS 8    /* activation rows a block takes (each reads the weight row once for them) */
+
+typedef struct {
+    float *y;
+    int ldy, N;
+    const uint16_t *w; /* bf16 [N][K] */
+} thin_job;
+
+typedef struct {
+    thin_job j[MMA_GROUP_MAX];
+    int n;
+} thin_jobs;
+
+/* Block (ob, rb): outputs ob·opb .. ob·opb + opb - 1 of the jobs' outputs in order (one after another),
+ * activation rows THIN_ROWS·rb .. + THIN_ROWS - 1: y[t][n] = Σ_k x[t][k]·w[n][k] in fp32 — thread i sums
+ * k = i, i + THIN_THREADS, ... with FMA in k order, the warps fold by xor butterflies, and warp sums
+ * add in warp order. An output's arithmetic is the same whatever rows or outputs share the block or
+ * the launch (DESIGN.md §3); opb only trades blocks for re-reads of the activations (from L1). */
+__global__ void __launch_bounds__(THIN_THREADS) k_thin_bf16(thin_jobs js, int total, int opb, const float *x, int ldx,
+                                                            int K, int R) {
+    CU_PDL_ENTRY();
+    __shared__ float sh[THIN_THREADS / 32][THIN_ROWS];
+    const int t0 = blockIdx.y * THIN_ROWS, nr = R - t0 < THIN_ROWS ? R - t0 : THIN_ROWS;
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+    for (int q = 0; q < opb; q++) {
+        int o = blockIdx.x * opb + q;
+        if (o >= total) break;
+        thin_job jb = js.j[0];
+#pragma unroll
+        for (int i = 1; i < MMA_GROUP_MAX; i++) /* unrolled: the jobs stay in parameter space */
+            if (i < js.n && o >= jb.N) o -= jb.N, jb = js.j[i];
+        const uint16_t *wr = jb.w + (size_t)o * K;
+        float acc[THIN_ROWS];
+#pragma unroll
+        for (int r = 0; r < THIN_ROWS; r++) acc[r] = 0.f;
+        for (int k = threadIdx.x; k < K; k += THIN_THREADS) {
+            const float wv = __uint_as_float((uint32_t)wr[k] << 16);
+#pragma unroll
+            for (int r = 0; r < THIN_ROWS; r++)
+                if (r < nr) acc[r] = fmaf(wv, __ldg(x + (size_t)(t0 + r) * ldx + k), acc[r]);
+        }
+#pragma unroll
+        for (int r = 0; r < THIN_ROWS; r++) {
+            for (int off = 16; off > 0; off >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+            if (lane == 0) sh[wp][r] = acc[r];
+        }
+        __syncthreads();
+        if (threadIdx.x < nr) {
+            float v = 0.f;
+            for (int i = 0; i < THIN_THREADS / 32; i++) v += sh[i][threadIdx.x];
+            jb.y[(size_t)(t0 + threadIdx.x) * jb.ldy + o] = v;
+        }
+        __syncthreads();
+    }
+}
+
+/* 1 when w is a thin bf16 weight: a matmul_n that also holds quantized weights (a q checkpoint keeps a
+ * GDN layer's b / a projections in bf16) computes it with k_thin_bf16 from the fp32 activations — no
+ * bf16 preparation of them and no stream-K launch of its own (27B-16l q4: 4k prefill +6%, decode +0.5%;
+ * bench/cuda.md, "Session 17"). Which kernel computes a weight then depends on the call's weights only, never on its
+ * row count, and a model computes such a weight through one call. $MTPLX_CUDA_THIN=0: every weight
+ * through the mma kernels (other bits for the thin weights: a comparison knob). */
+static int thin_weight(const be_weight *w) {
+    return cu_set.thin && w->dtype == DT_BF16 && w->rows > 0 && w->rows <= THIN_N && w->cols % 2 == 0;
+}
+
+/* Runs the thin weights of outs (all of them when the call also holds a quantized weight, else none) in
+ * launches of up to MMA_GROUP_MAX; returns 1 when it ran any. */
+static int thin_run(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
+    int mixed = 0, any = 0;
+    for (int i = 0; i < n; i++) {
+        const be_weight *w = outs[i].w;
+        if (w->rows > 0 && w->dtype != DT_BF16 && cu_mma_handles(w)) mixed = 1;
+        any |= thin_weight(w);
+    }
+    if (!mixed || !any) return 0;
+    thin_jobs js = {};
+    int rows = 0, K = 0;
+    for (int i = 0; i <= n; i++) {
+        if (i == n || js.n == MMA_GROUP_MAX) {
+            /* a decode / verify call: one output a block (latency); more rows: 8 a block, so the activations
+             * are read from L2 an eighth as often */
+            const int opb = R <= THIN_ROWS ? 1 : 8;
+            if (js.n) {
+                cu_launch(k_thin_bf16, dim3((rows + opb - 1) / opb, (R + THIN_ROWS - 1) / THIN_ROWS), THIN_THREADS, 0, js,
+                          rows, opb, x, ldx, K, R);
+                CU_LAUNCHED("matmul thin");
+            }
+            js.n = 0, rows = 0;
+            if (i == n) break;
+        }
+        const be_weight *w = outs[i].w;
+        if (!thin_weight(w)) continue;
+        js.j[js.n++] = (thin_job){outs[i].y, outs[i].ldy, w->rows, (const uint16_t *)cu_weight(cu_of(be), w)->data};
+        rows += w->rows, K = w->cols;
+    }
+    for (int i = 0; i < n; i++)
+        if (thin_weight(outs[i].w)) prep_clobber(outs[i].y, outs[i].ldy, R, outs[i].w->rows);
+    return 1;
+}
+
 /* Consecutive weights of one kind and K that the stream-K kernel runs go out as one grouped launch
  * ($MTPLX_CUDA_SK_GROUP=0: one launch per weight, a comparison knob; same bits either way). */
 void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R) {
     const int group = cu_set.sk_group;
+    const int thin = thin_run(be, outs, n, x, ldx, R);
     int prepared = -1, pk = 0;
     for (int i = 0; i < n;) {
         const be_weight *w = outs[i].w;
-        if (w->rows <= 0) {
+        if (w->rows <= 0 || (thin && thin_weight(w))) {
             i++;
             continue;
         }
@@ -819,7 +925,8 @@ void cu_mma_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *
         int m = 1;
         if (group && sk_runs(be, w))
             while (i + m < n && m < MMA_GROUP_MAX && outs[i + m].w->rows > 0 && cu_mma_handles(outs[i + m].w) &&
-                   prep_kind(outs[i + m].w) == kind && outs[i + m].w->cols == w->cols && sk_runs(be, outs[i + m].w))
+                   prep_kind(outs[i + m].w) == kind && outs[i + m].w->cols == w->cols && sk_runs(be, outs[i + m].w) &&
+                   !(thin && thin_weight(outs[i + m].w)))
                 m++;
         if (m > 1) mma_run_sk_n(be, outs + i, m, R);
         else mma_run(be, outs[i].y, outs[i].ldy, R, w);
