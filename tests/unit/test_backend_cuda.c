@@ -256,6 +256,18 @@ TEST(test_gemm_bit_identical_to_stream_k) {
     be_free(be);
 }
 
+/* A rows x K weight of random values in format f, prepared on be (*store: its host bytes, the caller
+ * frees). 0, or -1 when memory or the preparation failed. */
+static int random_weight(be_backend *be, int rows, int K, fmt f, be_weight *w, void **store) {
+    float *wf = malloc(sizeof(float) * rows * K);
+    if (!wf) return -1;
+    fill(wf, (size_t)rows * K);
+    mtplx_err err = {0};
+    int rc = make_weight(wf, rows, K, f, w, store) || be->ops->weight_prepare(be, w, &err) ? -1 : 0;
+    free(wf);
+    return rc;
+}
+
 /* matmul_n over weights of one format and mixed heights (a GDN in-projection's mix: two wide, two
  * of a few rows; cuda_mma_sk.cu runs them as one grouped launch) equals one matmul call per weight bit
  * for bit, for R = 1..36 rows; and two calls' outputs do not depend on each other. */
@@ -272,13 +284,7 @@ static void matmul_n_check(be_backend *be, fmt f) {
     float *dx = dev_floats(be, x, (size_t)RMAX * K, &bx);
     REQUIRE(dx);
     for (int i = 0; i < NW; i++) {
-        float *wf = malloc(sizeof(float) * rows[i] * K);
-        REQUIRE(wf);
-        fill(wf, (size_t)rows[i] * K);
-        mtplx_err err = {0};
-        REQUIRE(make_weight(wf, rows[i], K, f, &w[i], &store[i]) == 0);
-        REQUIRE(be->ops->weight_prepare(be, &w[i], &err) == 0);
-        free(wf);
+        REQUIRE(random_weight(be, rows[i], K, f, &w[i], &store[i]) == 0);
         dy[i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[i]);
         dy[NW + i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[NW + i]);
         REQUIRE(dy[i] && dy[NW + i]);
@@ -321,14 +327,8 @@ TEST(test_matmul_n_mixed_thin_weights) {
     float *dx = dev_floats(be, x, (size_t)RMAX * K, &bx);
     REQUIRE(dx);
     for (int i = 0; i < NW; i++) {
-        float *wf = malloc(sizeof(float) * rows[i] * K);
         all[i] = malloc(sizeof(float) * RMAX * rows[i]);
-        REQUIRE(wf && all[i]);
-        fill(wf, (size_t)rows[i] * K);
-        mtplx_err err = {0};
-        REQUIRE(make_weight(wf, rows[i], K, fm[i], &w[i], &store[i]) == 0);
-        REQUIRE(be->ops->weight_prepare(be, &w[i], &err) == 0);
-        free(wf);
+        REQUIRE(all[i] && random_weight(be, rows[i], K, fm[i], &w[i], &store[i]) == 0);
         dy[i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[i]);
         dy[NW + i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[NW + i]);
         REQUIRE(dy[i] && dy[NW + i]);
