@@ -12,7 +12,10 @@
 #   - per format, the D3 cycle through `run` (random weights: D3 accepts nothing, so its tok/s is one token
 #     a cycle) with the full draft head and over 32768 ids (--draft-vocab: ids 0..32767 on a synthetic
 #     checkpoint), and the draft step alone (bench --draft-cost, q4 draft full / q4@32768);
-#   - MTP speed on the embedded model (mtplx bench: AR vs depths 1..3, real acceptance).
+#   - per format, the 4,096-token prefill; in q4 also with the GDN's bf16 b / a projections on the
+#     stream-K kernels (MTPLX_CUDA_THIN=0) against the thin kernel (default);
+#   - MTP speed on the embedded model (mtplx bench: AR vs depths 1..3, real acceptance), with step graphs
+#     off (default) and on (MTPLX_CUDA_GRAPH=1, with the step table's host / GPU ms per forward).
 # Every command is echoed before it runs, so the log is the record of what was measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +47,8 @@ for f in $FORMATS; do
         done
     done
     run build/mtplx bench --device cuda --draft-cost --model "$d" --draft-quants q4,q4@32768 --steps 60 --chain 3 --context 4
+    run build/mtplx bench --device cuda --model "$d" --prefill 4096 --reps 2
+    [ "$f" = bf16 ] || run env MTPLX_CUDA_THIN=0 build/mtplx bench --device cuda --model "$d" --prefill 4096 --reps 2
 done
 run build/mtplx bench --device cuda --prompts 4 --max-tokens 128 --depths 0,1,2,3
+run env MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_STEPS=1 build/mtplx bench --device cuda --prompts 4 --max-tokens 128 --depths 0,1,2,3
