@@ -17,7 +17,6 @@ extern "C" {
 }
 
 cudaStream_t cu_stream_g = 0; /* the legacy default stream until the first be_cuda_new */
-thread_local cudaStream_t cu_stream_t;
 
 void cu_check(cudaError_t e, const char *what) {
     if (e == cudaSuccess) return;
@@ -79,7 +78,7 @@ void cu_step_begin(int rows) {
         graph_begin(rows);
         return;
     }
-    cu_graph_break(); /* the previous chunk's capture: ev0 must go to the real stream, not into a graph */
+    cu_graph_break(); /* the previous chunk's recording: launched before ev0 */
     g_step.active = 1;
     g_step.rows = rows < STEP_ROWS ? rows : STEP_ROWS - 1;
     g_step.launches0 = __atomic_load_n(&g_launches, __ATOMIC_RELAXED);
@@ -190,13 +189,14 @@ int cu_pdl_enabled(void) { return cu_set.pdl; }
  * A forward's ops, from its embedding (cu_step_begin) to the first call that makes the host wait or
  * touches device allocations (cu_graph_break: the logits download, an upload, a first-use weight copy,
  * a scratch that grows, ...), are recorded and replayed as one CUDA graph, patched in place when only
- * arguments changed (cuda_graph.cu). $MTPLX_CUDA_GRAPH=0 (read once) issues them eagerly instead. Also
- * eager with the legacy stream, with $MTPLX_CUDA_PROFILE (events per op), and for good once a second
- * thread has used the CUDA backend (an op, a buffer, a weight): a recording is this thread's until its
- * next synchronizing call, and work another thread queues in the meantime would run before it. So
- * graphs serve a process that drives the GPU from one thread (`run`, `bench`, `logits`); a server
- * whose executor is not the loading thread runs eagerly. A recording in flight also keeps the shared
- * index ring from wrapping under it (stage_ring). */
+ * arguments changed (cuda_graph.cu). Off by default ($MTPLX_CUDA_GRAPH=1, read once, turns them on):
+ * level with eager launches, whose gaps PDL already hides (bench/cuda.md, "Session 17"). Eager also
+ * with the legacy stream, with $MTPLX_CUDA_PROFILE (events per op), and for good once a second thread
+ * has used the CUDA backend (an op, a buffer, a weight): a recording is this thread's until its next
+ * synchronizing call, and work another thread queues in the meantime would run before it. So graphs
+ * serve a process that drives the GPU from one thread (`run`, `bench`, `logits`); a server whose
+ * executor is not the loading thread runs eagerly. A recording in flight also keeps the shared index
+ * ring from wrapping under it (stage_ring). */
 static int g_threads; /* threads that have used the backend (atomic) */
 static thread_local int t_seen;
 
@@ -574,7 +574,7 @@ static const int32_t *stage_ring_to(cu_ctx *c, void *dst, const void *h, size_t 
     }
     if (c->ring_at + n > CU_IDX_RING) {
         cu_graph_break();
-        /* another thread's capture may still hold regions it has not launched: stage the blocking way */
+        /* another thread's recording may still hold regions it has not launched: stage the blocking way */
         if (cu_graph_in_flight()) return NULL;
         CU_CHECK(cudaStreamSynchronize(CU_STREAM), "index staging");
         c->ring_at = 0;

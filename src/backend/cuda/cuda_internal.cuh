@@ -63,16 +63,14 @@ typedef struct {
  * files' switches below; no file reads the environment itself. */
 extern cu_settings cu_set;
 
-/* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new),
- * except while this thread captures a step into a graph (cu_stream_t: its capture stream). */
+/* The stream all of the backend's kernels and copies are queued on (set once, by the first be_cuda_new). */
 extern cudaStream_t cu_stream_g;
-extern thread_local cudaStream_t cu_stream_t;
-#define CU_STREAM (cu_stream_t ? cu_stream_t : cu_stream_g)
+#define CU_STREAM cu_stream_g
 
-/* Step graphs (cuda_backend.cu, "step graphs"): a forward's ops from its embedding to the first point
- * that needs the host to wait (its download) are captured and replayed as one CUDA graph. Anything that
- * synchronizes, allocates or frees device memory calls cu_graph_break first, which ends the capture
- * and launches what was captured (no-op when this thread is not capturing). */
+/* Step graphs (cuda_graph.cu): a forward's ops from its embedding to the first point that needs the
+ * host to wait (its download) are recorded and replayed as one CUDA graph. Anything that synchronizes,
+ * allocates or frees device memory calls cu_graph_break first, which ends the recording and launches
+ * what was recorded (no-op when this thread is not recording). */
 void cu_graph_break(void);
 
 /* Grows the device scratch buffer *p (capacity *cap bytes) to hold `bytes`: at least `min` bytes, then
