@@ -75,7 +75,7 @@ run_one() { # name, command...: one check now, in the foreground (in a subshell:
     report "$1"
 }
 
-# ---- The queue. Every check after the first two goes into one queue that runs JOBS checks at once
+# ---- The queue. Every check after the first three goes into one queue that runs JOBS checks at once
 # (MTPLX_TEST_JOBS, default the CPU count) on two rules:
 #   - the integration scripts run one at a time, in order (each starts servers and clients that use
 #     more than one core at moments, and some wait on wall-clock limits: idle timeouts, soak and load
@@ -97,6 +97,7 @@ queue() { # serial (0|1), name, command...: add a check to the queue
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_one repo_size bash scripts/check-size.sh
 run_one mutation_patches_apply bash tests/mutations/apply_check.sh
+run_one cuda_stream_ops bash scripts/check-cuda-stream-ops.sh
 for t in build/tests/test_*; do
     [ -x "$t" ] || continue
     queue 0 "$(basename "$t")" "$t"

@@ -126,9 +126,11 @@ static void launch_cost(int n, double *stream_us, double *graph_us, double *host
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     float ms = 0;
+    /* graph-safe: step_print ended any recording */
     k_spin<<<1, 1, 0, CU_STREAM>>>(20000000LL);
     cudaEventRecord(a, CU_STREAM);
     double t0 = host_now();
+    /* graph-safe: step_print ended any recording */
     for (int i = 0; i < n; i++) k_empty<<<1, 32, 0, CU_STREAM>>>(NULL);
     *host_us = 1e6 * (host_now() - t0) / n;
     cudaEventRecord(b, CU_STREAM);
@@ -139,9 +141,11 @@ static void launch_cost(int n, double *stream_us, double *graph_us, double *host
     cudaGraph_t g;
     cudaGraphExec_t ge;
     if (CU_STREAM && cudaStreamBeginCapture(CU_STREAM, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+        /* graph-safe: launch_cost's own capture */
         for (int i = 0; i < n; i++) k_empty<<<1, 32, 0, CU_STREAM>>>(NULL);
         if (cudaStreamEndCapture(CU_STREAM, &g) == cudaSuccess && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess) {
             cudaGraphLaunch(ge, CU_STREAM); /* the first launch uploads the graph */
+            /* graph-safe: step_print ended any recording */
             k_spin<<<1, 1, 0, CU_STREAM>>>(20000000LL);
             cudaEventRecord(a, CU_STREAM);
             cudaGraphLaunch(ge, CU_STREAM);
@@ -229,6 +233,7 @@ void cu_scratch_grow(void **p, size_t *cap, size_t bytes, size_t min, const char
 void cu_memcpy_sync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, const char *what) {
     if (!n) return;
     cu_graph_break();
+    /* graph-safe: after cu_graph_break above */
     CU_CHECK(cudaMemcpyAsync(dst, src, n, kind, CU_STREAM), what);
     CU_CHECK(cudaStreamSynchronize(CU_STREAM), what);
     __atomic_fetch_add(&g_syncs, 1, __ATOMIC_RELAXED);
@@ -628,6 +633,7 @@ static int cu_buf_alloc(be_backend *be, size_t bytes, int zero, const char *what
         return err_set(err, MTPLX_ENOMEM, "%s: %zu bytes do not fit on GPU %d (%.2f GiB free of %.2f GiB)", what,
                        bytes, cu_of(be)->device, fr / 1073741824.0, tot / 1073741824.0);
     }
+    /* graph-safe: after cu_graph_break above */
     if (zero) CU_CHECK(cudaMemsetAsync(b->p, 0, bytes ? bytes : 4, CU_STREAM), what);
     b->bytes = bytes;
     *out = b;
@@ -689,6 +695,7 @@ static void download_pieces(void *dst, const void *src, size_t k) {
     int np = (int)((k + piece - 1) / piece);
     for (int i = 0; i < np; i++) {
         size_t at = (size_t)i * piece, len = k - at < piece ? k - at : piece;
+        /* graph-safe: cu_download ended any recording */
         CU_CHECK(cudaMemcpyAsync((char *)t_stage + at, (const char *)src + at, len, cudaMemcpyDeviceToHost, CU_STREAM),
                  "download");
         CU_CHECK(cudaEventRecord(ev[i], CU_STREAM), "download");
@@ -1098,6 +1105,7 @@ __global__ void k_stream_read(const uint4 *p, size_t n, unsigned *sink) {
 
 extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mtplx_err *err) {
     *gbs = 0;
+    cu_graph_break();
     if (cudaSetDevice(device) != cudaSuccess) {
         cudaGetLastError();
         return err_set(err, MTPLX_EIO, "CUDA device %d cannot be used", device);
@@ -1110,6 +1118,7 @@ extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mt
         cudaFree(buf);
         return err_set(err, MTPLX_ENOMEM, "bandwidth buffer: %zu bytes do not fit on GPU %d", bytes, device);
     }
+    /* graph-safe: after cu_graph_break above */
     CU_CHECK(cudaMemsetAsync(buf, 1, n * sizeof(uint4), CU_STREAM), "membw");
     cudaDeviceProp p;
     CU_CHECK(cudaGetDeviceProperties(&p, device), "membw");
@@ -1118,6 +1127,7 @@ extern "C" int be_cuda_membw(int device, size_t bytes, int reps, double *gbs, mt
     cudaEventCreate(&e1);
     for (int r = 0; r < reps + 1; r++) { /* the first read warms up */
         cudaEventRecord(e0, CU_STREAM);
+        /* graph-safe: after cu_graph_break above */
         k_stream_read<<<p.multiProcessorCount * 8, 512, 0, CU_STREAM>>>(buf, n, sink);
         cudaEventRecord(e1, CU_STREAM);
         CU_CHECK(cudaEventSynchronize(e1), "membw");

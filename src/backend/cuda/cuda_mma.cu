@@ -64,6 +64,7 @@ static void scratch_grow(void **p, size_t *cap, size_t bytes, int zero) {
     CU_CHECK(cudaFree(*p), "matmul scratch"); /* synchronizes: no kernel still uses it */
     *p = NULL;
     CU_CHECK(cudaMalloc(p, nc), "matmul scratch");
+    /* graph-safe: after cu_graph_break above */
     if (zero) CU_CHECK(cudaMemsetAsync(*p, 0, nc, CU_STREAM), "matmul scratch");
     *cap = nc;
 }
