@@ -541,6 +541,7 @@ __global__ void k_gdn(gdn_k_args a) {
  * from qn / kn, which the block of the key head's first value head then writes (the tape and the
  * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
 #define GDN_RPW 8 /* value rows per warp (warp_sum8 sums 8 values) */
+#define GDN_PC 8  /* rows whose q / k norms and gates a GDN block computes ahead of the recurrence */
 static_assert(GDN_RPW == 8, "gdn_reg_body's warp sums take 8 rows");
 #define GDN_REG_THREADS 512 /* the register kernel's largest block (value heads up to 16 · GDN_RPW = 128 wide): its
                              * launch bounds, so the compiler keeps a thread's registers within what 512 threads
@@ -628,53 +629,70 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
     for (int r = 0; r < GDN_RPW; r++)
 #pragma unroll
         for (int m = 0; m < JK; m++) S[r][m] = i0 + r < Dv ? src[(size_t)(i0 + r) * Dk + lane + 32 * m] : 0.f;
-    /* row t + 1's q, k, b, a are loaded while row t's state update runs, its value inputs and z gate
-     * while row t's output is normalised (the rows are a dependent chain: without this each step waits
-     * for its global loads; same arithmetic) */
+    /* Each chunk of up to GDN_PC rows first has its q / k normalised and its beta / g computed, a row a
+     * warp, into shared memory (none of it depends on the state: taken off the rows' dependent chain,
+     * and done once a block instead of by every warp); then the rows run in order. A row's value inputs
+     * and z gate are loaded while the row before it is normalised (same arithmetic either way). */
     const float dtb = a.dt_bias[hv], nA = a.neg_A[hv];
-    float nq[JK], nk[JK], nu[GDN_RPW], nb = 0.f, na = 0.f, nz = 0.f;
-    auto fetch_qk = [&](int t) {
-        const float *row = a.big + (size_t)t * a.ldb;
-        const float *qs = L2 ? row + a.u_off + (size_t)hk * Dk : a.qn + (size_t)t * kd + (size_t)hk * Dk;
-        const float *ks = L2 ? qs + kd : a.kn + (size_t)t * kd + (size_t)hk * Dk;
-#pragma unroll
-        for (int m = 0; m < JK; m++) nq[m] = qs[lane + 32 * m], nk[m] = ks[lane + 32 * m];
-        nb = row[a.b_off + hv], na = row[a.a_off + hv];
-    };
+    __shared__ float pq[GDN_PC][32 * JK], pk[GDN_PC][32 * JK], pbg[GDN_PC][2];
+    const int nwarps = blockDim.x >> 5, tape_qk = part == 0 && hv % (a.Hv / a.Hk) == 0;
+    float nu[GDN_RPW], nz = 0.f;
     auto fetch_u = [&](int t) {
         const float *row = a.big + (size_t)t * a.ldb;
 #pragma unroll
         for (int r = 0; r < GDN_RPW; r++) nu[r] = i0 + r < Dv ? row[a.u_off + 2 * kd + hv * Dv + i0 + r] : 0.f;
         if (FUSED) nz = (int)threadIdx.x < Dv ? row[hv * Dv + threadIdx.x] : 0.f;
     };
-    if (a.R > 0) fetch_qk(0), fetch_u(0);
+    auto prep_rows = [&](int c0, int pc) { /* rows c0 .. c0 + pc - 1 into pq / pk / pbg */
+        __syncthreads(); /* the previous chunk's rows have been read */
+        for (int tt = w; tt < pc; tt += nwarps) {
+            const int t = c0 + tt;
+            const float *row = a.big + (size_t)t * a.ldb;
+            const float *qs = L2 ? row + a.u_off + (size_t)hk * Dk : a.qn + (size_t)t * kd + (size_t)hk * Dk;
+            const float *ks = L2 ? qs + kd : a.kn + (size_t)t * kd + (size_t)hk * Dk;
+            float nq[JK], nk[JK], qr[JK], kr[JK];
+#pragma unroll
+            for (int m = 0; m < JK; m++) nq[m] = qs[lane + 32 * m], nk[m] = ks[lane + 32 * m];
+            const float braw = row[a.b_off + hv], araw = row[a.a_off + hv];
+            if (L2) {
+                if (a.xp) {
+                    gdn_l2_vals2<JK>(nq, 1.0f / sqrtf((float)Dk), qr, nk, kr, lane);
+                } else {
+                    gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
+                    gdn_l2_vals<JK>(nk, 1.0f, kr);
+                }
+                if (tape_qk) {
+#pragma unroll
+                    for (int m = 0; m < JK; m++) {
+                        a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
+                        a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = kr[m];
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int m = 0; m < JK; m++) kr[m] = nk[m], qr[m] = nq[m];
+            }
+#pragma unroll
+            for (int m = 0; m < JK; m++) pq[tt][lane + 32 * m] = qr[m], pk[tt][lane + 32 * m] = kr[m];
+            if (lane == 0) {
+                float sp = araw + dtb;
+                sp = sp > 20.0f ? sp : log1pf(expf(sp));
+                const float g = expf(nA * sp);
+                pbg[tt][0] = cu_sigmoid(braw), pbg[tt][1] = g;
+                if (a.tape_g && part == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+            }
+        }
+        __syncthreads();
+    };
+    if (a.R > 0) fetch_u(0);
     for (int t = 0; t < a.R; t++) {
         float *row = a.big + (size_t)t * a.ldb;
-        float kr[JK], qr[JK], braw = nb, araw = na;
-        if (L2) {
-            if (a.xp) {
-                gdn_l2_vals2<JK>(nq, 1.0f / sqrtf((float)Dk), qr, nk, kr, lane);
-            } else {
-                gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
-                gdn_l2_vals<JK>(nk, 1.0f, kr);
-            }
-            if (w == 0 && part == 0 && hv % (a.Hv / a.Hk) == 0) {
+        const int tt = t % GDN_PC;
+        if (tt == 0) prep_rows(t, a.R - t < GDN_PC ? a.R - t : GDN_PC);
+        float kr[JK], qr[JK];
 #pragma unroll
-                for (int m = 0; m < JK; m++) {
-                    a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
-                    a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = kr[m];
-                }
-            }
-        } else {
-#pragma unroll
-            for (int m = 0; m < JK; m++) kr[m] = nk[m], qr[m] = nq[m];
-        }
-        if (t + 1 < a.R) fetch_qk(t + 1);
-        float beta = cu_sigmoid(braw);
-        float sp = araw + dtb;
-        sp = sp > 20.0f ? sp : log1pf(expf(sp));
-        float g = expf(nA * sp);
-        if (a.tape_g && threadIdx.x == 0 && part == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+        for (int m = 0; m < JK; m++) kr[m] = pk[tt][lane + 32 * m], qr[m] = pq[tt][lane + 32 * m];
+        const float beta = pbg[tt][0], g = pbg[tt][1];
         /* the warp's GDN_RPW value rows are independent chains: each phase runs them side by side (a row
          * past Dv holds zeros and stores nothing), so their butterflies overlap instead of queueing; every
          * row's numbers are those of one row at a time */
