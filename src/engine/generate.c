@@ -99,12 +99,8 @@ static int sess_forward(gen_session *s, const int32_t *tok, int T, const fwd_req
 static int sess_mtp(gen_session *s, const float *hidden, const int32_t *next, int T, float *out, head_kind head,
                     int lrow, float *logits, int top, int32_t *list, mtplx_err *err) {
     if (s->exec) return sched_mtp(s->exec, s->mst, hidden, next, T, out, head, lrow, logits, top, list, err);
-    int rc = model_mtp_forward(s->m, s->mst, hidden, next, T, out, err);
-    const float *h = out + (size_t)lrow * s->H;
-    if (!rc && logits)
-        rc = list ? model_lm_head_list(s->m, head, h, 1, logits, top, list, err)
-                  : model_lm_head_top(s->m, head, h, 1, logits, top, err);
-    return rc;
+    if (logits) return model_mtp_forward_head(s->m, s->mst, hidden, next, T, out, head, lrow, logits, top, list, err);
+    return model_mtp_forward(s->m, s->mst, hidden, next, T, out, err);
 }
 
 static void sess_lock(gen_session *s) {

@@ -332,7 +332,6 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
         attn_seg as = {&s->kv, s->len, 0, R};
         trunk_rows(m, &s->scr, &sg, &as, 1, tokens + c0, R);
         const float *hn = s->scr.a;
-        if (req && req->hidden) m->be->ops->download(m->be, req->hidden + (size_t)c0 * H, hn, sizeof(float) * (size_t)R * H);
         if (req && req->logits) {
             int t0 = logits_from > c0 ? logits_from - c0 : 0;
             if (t0 < R)
@@ -341,6 +340,9 @@ int model_forward(const mtplx_model *m, model_state *s, const int32_t *tokens, i
                               req->top_out ? req->top_out + (size_t)(c0 + t0 - logits_from) * (2 * req->logits_top + 2)
                                            : NULL);
         }
+        /* after the head (which writes only the staging rows and lists): a device's logits come down
+         * first, so the head was queued behind the trunk without a wait between them */
+        if (req && req->hidden) m->be->ops->download(m->be, req->hidden + (size_t)c0 * H, hn, sizeof(float) * (size_t)R * H);
         s->len += R;
     }
     s->len = base;
@@ -576,9 +578,19 @@ _Static_assert(MODEL_TOP_MAX == BE_TOP_MAX, "model.h's list size is the backend'
 
 void model_logits_list(const float *row, int V, int k, int32_t *out) { be_logits_top_host(NULL, out, row, V, 1, V, k); }
 
-/* model_lm_head_top, or with top_out model_lm_head_list. */
-static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
-                        int32_t *top_out, mtplx_err *err) {
+/* An extra download that a device head puts between its launch and its own download, so that one wait
+ * covers both: n floats from backend memory `dev` to host memory `host` (nothing when host is NULL). */
+typedef struct {
+    float *host;
+    const float *dev;
+    size_t n;
+} head_also;
+
+/* model_lm_head_top, or with top_out model_lm_head_list; the rows come from host memory (hidden) or,
+ * on a device backend, from backend memory (x_dev, then hidden is unused), and `also` is downloaded
+ * after the head's kernels were queued (model_mtp_forward_head). Returns 0 or an error. */
+static int lm_head_rows_in(const mtplx_model *m, head_kind which, const float *hidden, const float *x_dev, int T,
+                           float *logits, int top, int32_t *top_out, head_also also, mtplx_err *err) {
     if (T < 0) return err_set(err, MTPLX_EINVAL, "model_lm_head: T = %d", T);
     if (which != HEAD_TARGET && which != HEAD_DRAFT && which != HEAD_MTP)
         return err_set(err, MTPLX_EINVAL, "model_lm_head: unknown head %d", (int)which);
@@ -588,13 +600,17 @@ static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidd
                        V - 1 < BE_TOP_MAX ? V - 1 : BE_TOP_MAX);
     const be_weight *w = which == HEAD_DRAFT ? &m->draft_head : &m->lm_head;
     if (which == HEAD_MTP && m->fam.ds_mtp) w = &m->fam.ds_head; /* DeepSeek shared_head.head */
-    if (T <= 0) return 0;
     be_backend *be = m->be;
+    if (T <= 0) {
+        if (also.host) be->ops->download(be, also.host, also.dev, sizeof(float) * also.n);
+        return 0;
+    }
     /* A draft vocabulary subset's head has Vw = draft_n rows: its logits are computed Vw to a row, then
      * listed with the lists' ids mapped to the vocabulary (head_lists_to_vocab), or spread to their ids
      * as whole rows (head_rows_to_vocab) */
     const int sub = which == HEAD_DRAFT && m->draft_ids, Vw = sub ? m->draft_n : V;
     if (be->caps.host_memory) {
+        if (also.host && also.host != also.dev) memcpy(also.host, also.dev, sizeof(float) * also.n);
         be_matmul(be, logits, Vw, hidden, H, T, w);
         if (sub && top_out && top < Vw) { /* the lists straight from the compact rows (logits: scratch) */
             be_logits_top_host(be, top_out, logits, Vw, T, Vw, top);
@@ -605,8 +621,8 @@ static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidd
         if (top_out) be_logits_top_host(be, top_out, logits, V, T, V, top);
         return 0;
     }
-    /* a device backend: the rows go up, the logits come down (whole rows, or each row's `top` best
-     * through logits_top, as fwd_head_rows), through the model's head staging */
+    /* a device backend: the rows go up (unless they are there), the logits come down (whole rows, or each
+     * row's `top` best through logits_top, as fwd_head_rows), through the model's head staging */
     int dev_top = be->caps.logits_top && Vw >= be->caps.logits_top_min_vocab && top > 0 && top <= BE_TOP_MAX &&
                   top < Vw && w->rows == Vw;
     mtplx_model *mm = (mtplx_model *)m; /* head staging only (struct mtplx_model) */
@@ -614,11 +630,13 @@ static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidd
     int rc = head_staging(mm, T, err);
     if (!rc) {
         float *x = be_buf_addr(be, mm->head_x), *y = be_buf_addr(be, mm->head_y);
-        be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
+        if (x_dev) x = (float *)x_dev;
+        else be->ops->upload(be, x, hidden, sizeof(float) * (size_t)T * H);
         be_matmul(be, y, Vw, x, H, T, w);
+        int32_t *o = dev_top ? be_buf_addr(be, mm->head_top) : NULL, *lists = top_out ? top_out : mm->head_top_host;
+        if (dev_top) be->ops->logits_top(be, o, y, Vw, T, Vw, top);
+        if (also.host) be->ops->download(be, also.host, also.dev, sizeof(float) * also.n);
         if (dev_top) {
-            int32_t *o = be_buf_addr(be, mm->head_top), *lists = top_out ? top_out : mm->head_top_host;
-            be->ops->logits_top(be, o, y, Vw, T, Vw, top);
             be->ops->download(be, lists, o, sizeof(int32_t) * (size_t)T * (2 * top + 2));
             if (sub) head_lists_to_vocab(lists, T, top, m->draft_ids);
             if (!top_out) top_expand(logits, V, lists, T, top);
@@ -630,6 +648,17 @@ static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidd
     }
     pthread_mutex_unlock(&mm->head_lock);
     return rc;
+}
+
+static int lm_head_rows(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,
+                        int32_t *top_out, mtplx_err *err) {
+    return lm_head_rows_in(m, which, hidden, NULL, T, logits, top, top_out, (head_also){0}, err);
+}
+
+int fwd_head_device_rows(const mtplx_model *m, head_kind which, const float *x_dev, int T, float *logits, int top,
+                         int32_t *top_out, float *also_host, const float *also_dev, size_t also_n, mtplx_err *err) {
+    return lm_head_rows_in(m, which, x_dev, x_dev, T, logits, top, top_out, (head_also){also_host, also_dev, also_n},
+                           err);
 }
 
 int model_lm_head_top(const mtplx_model *m, head_kind which, const float *hidden, int T, float *logits, int top,

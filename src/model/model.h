@@ -228,5 +228,12 @@ int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err);
  * model has no MTP head). */
 int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens,
                       int T, float *hidden_out, mtplx_err *err);
+/* model_mtp_forward, then row lrow's logits through head `which` as model_lm_head_top (top_out NULL) or
+ * model_lm_head_list: the same numbers as those two calls. On a device backend the head reads the row
+ * where the MTP layer left it and the output rows come down once, behind the head (one wait instead of
+ * two, nothing uploaded in between). Returns 0 or an error. */
+int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
+                           float *hidden_out, head_kind which, int lrow, float *logits, int top, int32_t *top_out,
+                           mtplx_err *err);
 
 #endif

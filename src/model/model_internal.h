@@ -148,6 +148,13 @@ const float *fwd_stage_in(const mtplx_model *m, fwd_scratch *s, const float *hos
 float *fwd_stage_out(const mtplx_model *m, fwd_scratch *s, float *host);
 void fwd_stage_done(const mtplx_model *m, fwd_scratch *s, float *host, float *staged, size_t n);
 
+/* model_lm_head_top (top_out NULL) or model_lm_head_list over T rows that are already in backend memory
+ * (x_dev: a forward's staged output), so nothing goes up; when also_host is not NULL the also_n floats at
+ * also_dev are downloaded to it after the head's kernels were queued, so that one wait covers the
+ * forward, the head and both downloads (model_mtp_forward_head). Returns 0 or an error. */
+int fwd_head_device_rows(const mtplx_model *m, head_kind which, const float *x_dev, int T, float *logits, int top,
+                         int32_t *top_out, float *also_host, const float *also_dev, size_t also_n, mtplx_err *err);
+
 /* n floats of backend memory (zeroed when zero) owned by s; NULL with err set on failure. */
 float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, mtplx_err *err);
 

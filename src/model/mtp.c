@@ -128,6 +128,33 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
     return 0;
 }
 
+int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
+                           float *hidden_out, head_kind which, int lrow, float *logits, int top, int32_t *top_out,
+                           mtplx_err *err) {
+    if (lrow < 0 || lrow >= T)
+        return err_set(err, MTPLX_EINVAL, "model_mtp_forward_head: logits row %d outside [0, %d)", lrow, T);
+    int rc = mtp_check(m, s, next_tokens, T, err);
+    if (rc) return rc;
+    int H = m->cfg.hidden_size;
+    fwd_scratch *scr = &s->scr;
+    if (!scr->be || T > scr->rows) { /* a pooled state (the error) or rows in several chunks: in two calls */
+        rc = model_mtp_forward(m, s, hidden, next_tokens, T, hidden_out, err);
+        if (rc) return rc;
+        const float *h = hidden_out + (size_t)lrow * H;
+        return top_out ? model_lm_head_list(m, which, h, 1, logits, top, top_out, err)
+                       : model_lm_head_top(m, which, h, 1, logits, top, err);
+    }
+    if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
+    size_t RH = (size_t)T * H;
+    const float *hid = fwd_stage_in(m, scr, hidden, RH);
+    float *out = fwd_stage_out(m, scr, hidden_out);
+    attn_seg as = {&s->kv, s->len, 0, T};
+    m->family->mtp_rows(m, scr, &as, 1, hid, next_tokens, T, out); /* the family's MTP layer */
+    s->len += T;
+    /* the head reads its row where the layer left it; the output rows come down behind the head */
+    return fwd_head_device_rows(m, which, out + (size_t)lrow * H, 1, logits, top, top_out, hidden_out, out, RH, err);
+}
+
 int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, mtplx_err *err) {
     if (n < 1 || n > BATCH_SEQS_MAX)
         return err_set(err, MTPLX_EINVAL, "model_mtp_forward_batch: %d sequences (1..%d)", n, BATCH_SEQS_MAX);

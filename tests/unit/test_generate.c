@@ -303,6 +303,48 @@ TEST(test_quantized_draft_keeps_greedy_identical) {
     model_free(mq);
 }
 
+/* model_mtp_forward_head (the MTP layer, then one row through a head, with the output rows downloaded
+ * behind the head on a device) gives bit for bit what model_mtp_forward and then model_lm_head_top /
+ * model_lm_head_list give: hidden rows, expanded logits or lists, and the MTP KV rows it appends (the
+ * next step's outputs agree too); a logits row outside the call is EINVAL. */
+TEST(test_mtp_forward_head_equals_the_two_calls) {
+    enum { T = 3, K = 20 };
+    mtplx_err e;
+    const int V = model_config_of(M)->vocab_size, H = model_config_of(M)->hidden_size;
+    mtp_state *a = NULL, *b = NULL;
+    REQUIRE(mtp_state_new(M, 64, &a, &e) == 0 && mtp_state_new(M, 64, &b, &e) == 0);
+    float *hid = malloc(sizeof(float) * T * H), *ha = malloc(sizeof(float) * T * H), *hb = malloc(sizeof(float) * T * H);
+    float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
+    int32_t lista[2 * K + 2], listb[2 * K + 2];
+    REQUIRE(hid && ha && hb && la && lb);
+    for (int i = 0; i < T * H; i++) hid[i] = (float)sin(0.23 * i + 0.7);
+    const struct {
+        head_kind head;
+        int top, list, lrow;
+    } steps[] = {{HEAD_TARGET, K, 0, 2}, {HEAD_DRAFT, K, 1, 0}, {HEAD_DRAFT, 0, 0, 0}, {HEAD_TARGET, K, 1, 1}};
+    int32_t next[T] = {G[1], G[2], G[3]};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        const int n = k == 0 ? T : 1 + (int)(k % 2), lr = steps[k].lrow < n ? steps[k].lrow : n - 1;
+        const float *in = k == 0 ? hid : ha; /* chained: the last outputs go in again, both ways alike */
+        REQUIRE(model_mtp_forward(M, a, in, next, n, ha, &e) == 0);
+        int rc = steps[k].list ? model_lm_head_list(M, steps[k].head, ha + (size_t)lr * H, 1, la, steps[k].top, lista, &e)
+                               : model_lm_head_top(M, steps[k].head, ha + (size_t)lr * H, 1, la, steps[k].top, &e);
+        REQUIRE(rc == 0);
+        REQUIRE(model_mtp_forward_head(M, b, k == 0 ? hid : hb, next, n, hb, steps[k].head, lr, lb, steps[k].top,
+                                       steps[k].list ? listb : NULL, &e) == 0);
+        CHECK_MSG(!memcmp(ha, hb, sizeof(float) * (size_t)n * H), "step %zu: hidden rows differ", k);
+        if (steps[k].list)
+            CHECK_MSG(!memcmp(lista, listb, sizeof lista), "step %zu: lists differ", k);
+        else
+            CHECK_MSG(!memcmp(la, lb, sizeof(float) * V), "step %zu: logits differ", k);
+        CHECK_INT(mtp_state_len(a), mtp_state_len(b));
+        next[0] = G[4 + k];
+    }
+    CHECK_INT(model_mtp_forward_head(M, b, hid, next, 1, hb, HEAD_TARGET, 1, lb, K, NULL, &e), MTPLX_EINVAL);
+    mtp_state_free(a), mtp_state_free(b);
+    free(hid), free(ha), free(hb), free(la), free(lb);
+}
+
 /* The subset draft head's T-row call (3 rows spread from compact rows) gives each row's single-row
  * logits, and its lists (model_lm_head_list, made from the compact rows with subset indices mapped to
  * ids) equal the lists of those spread rows. */
@@ -558,6 +600,7 @@ int main(void) {
     RUN(test_greedy_mtp_identical_to_ar_on_distinct_prompts);
     RUN(test_quantized_draft_keeps_greedy_identical);
     RUN(test_draft_vocab_subset_keeps_greedy_identical);
+    RUN(test_mtp_forward_head_equals_the_two_calls);
     RUN(test_callback_sees_every_token_and_can_cancel);
     RUN(test_seeded_sampling_is_reproducible_and_reports_seed);
     RUN(test_adaptive_depth_stops_drafting_early);
