@@ -531,25 +531,31 @@ typedef struct {
     int dtop;          /* the draft rows' model_lm_head_top k (cycle_state.dtop) */
 } model_driver;
 
+/* Draft step d from token prev. Step 1 also appends the committed pairs of the last cycle: one MTP call
+ * of n_hist + 1 rows (row-invariant, so identical to separate calls; the MTP weights are read once).
+ * Alone (no scheduler) a draft's hidden row feeds only the next draft, so it stays in the MTP state
+ * (model_mtp_forward_head with NULL rows); under a scheduler it comes back to s->dh. */
 static int drv_draft(void *ctx, int d, int32_t prev, float *logits, int32_t *list, mtplx_err *err) {
     model_driver *v = ctx;
     gen_session *s = v->s;
     const size_t H = (size_t)s->H;
     float *hout = s->dh + (size_t)d * H;
-    int rc;
+    int rc, n = 1, lrow = 0;
+    const float *hin = v->h;
+    const int32_t *next = &prev;
     if (d == 1) {
-        /* step 1 also appends the committed pairs of the last cycle: one MTP call of n_hist + 1
-         * rows (row-invariant, so identical to separate calls; the MTP weights are read once) */
         memcpy(s->hist_h + (size_t)v->n_hist * H, s->cur_hidden, H * sizeof(float));
         s->hist_t[v->n_hist] = prev;
         v->O = mtp_state_len(s->mst) + v->n_hist; /* the row of the real pair (hidden, x0) */
         v->drafted = 1;
-        rc = sess_mtp(s, s->hist_h, s->hist_t, v->n_hist + 1, s->mtp_out, v->dhead, v->n_hist, logits, v->dtop, list,
-                      err);
-        memcpy(hout, s->mtp_out + (size_t)v->n_hist * H, H * sizeof(float));
+        hin = s->hist_h, next = s->hist_t, n = v->n_hist + 1, lrow = v->n_hist;
         v->n_hist = 0;
-    } else
-        rc = sess_mtp(s, v->h, &prev, 1, hout, v->dhead, 0, logits, v->dtop, list, err);
+    }
+    if (!s->exec)
+        return model_mtp_forward_head(s->m, s->mst, d == 1 ? hin : NULL, next, n, NULL, v->dhead, lrow, logits, v->dtop,
+                                      list, err);
+    rc = sess_mtp(s, hin, next, n, d == 1 ? s->mtp_out : hout, v->dhead, lrow, logits, v->dtop, list, err);
+    if (d == 1) memcpy(hout, s->mtp_out + (size_t)lrow * H, H * sizeof(float));
     v->h = hout;
     return rc;
 }

@@ -508,8 +508,10 @@ int model_forward_batch(const mtplx_model *m, model_batch *b, const fwd_seq *q, 
     float *hd[BATCH_SEQS_MAX];
     int r0[BATCH_SEQS_MAX], T[BATCH_SEQS_MAX], any = 0;
     for (int i = 0; i < n; i++) hd[i] = q[i].req.hidden, r0[i] = sg[i].r0, T[i] = q[i].T, any |= hd[i] != NULL;
-    if (any) batch_rows_out(m, b, b->scr.a, R, hd, r0, T, n); /* before batch_logits reuses b->logits */
+    /* the head first, queued right behind the layers; then the hidden rows come down (batch_logits has
+     * copied its rows out of b->logits, which batch_rows_out may use as staging) */
     batch_logits(m, b, q, n);
+    if (any) batch_rows_out(m, b, b->scr.a, R, hd, r0, T, n);
     for (int i = 0; i < n; i++) fwd_advance(q[i].s, q[i].T, q[i].req.capture, q[i].s->len);
     return 0;
 }

@@ -231,7 +231,11 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
 /* model_mtp_forward, then row lrow's logits through head `which` as model_lm_head_top (top_out NULL) or
  * model_lm_head_list: the same numbers as those two calls. On a device backend the head reads the row
  * where the MTP layer left it and the output rows come down once, behind the head (one wait instead of
- * two, nothing uploaded in between). Returns 0 or an error. */
+ * two, nothing uploaded in between). hidden_out NULL: the output rows are not wanted. hidden NULL (one
+ * row, a standalone state): the input is the previous call's row lrow, kept where it was computed —
+ * a chain of draft steps then moves no hidden row between host and device at all. Any other MTP call
+ * on the state ends what is kept. Returns 0 or an error (EINVAL when hidden is NULL and nothing is
+ * kept). */
 int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidden, const int32_t *next_tokens, int T,
                            float *hidden_out, head_kind which, int lrow, float *logits, int top, int32_t *top_out,
                            mtplx_err *err);

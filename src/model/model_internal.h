@@ -253,6 +253,7 @@ struct mtp_state {
     int len;
     kv_table kv;      /* the MTP layer's KV pages */
     fwd_scratch scr;  /* standalone only */
+    int kept_row;     /* row of scr.a that holds the last model_mtp_forward_head call's logits row, or -1 */
 };
 
 /* A sequence pool (model.h): the KV pages of every sequence drawn from it. */

@@ -33,6 +33,7 @@ static int mtp_state_make(const mtplx_model *m, kv_pool *pool, kv_pool *own, int
     s->m = m;
     s->own = own;
     s->capacity = capacity;
+    s->kept_row = -1;
     if (kv_table_init(&s->kv, pool, capacity, err) ||
         (own && fwd_scratch_init(&s->scr, m, MTP_CHUNK_ROWS, capacity, err))) {
         mtp_state_free(s);
@@ -81,12 +82,14 @@ int mtp_state_trim(mtp_state *s, int new_len, mtplx_err *err) {
     if (new_len < 0 || new_len > s->len)
         return err_set(err, MTPLX_EINVAL, "mtp_state_trim: new length %d outside [0, %d]", new_len, s->len);
     s->len = new_len;
+    s->kept_row = -1;
     kv_table_trim(&s->kv, new_len);
     return 0;
 }
 
 void mtp_state_reset(mtp_state *s) {
     s->len = 0;
+    s->kept_row = -1;
     kv_table_trim(&s->kv, 0);
 }
 
@@ -113,6 +116,7 @@ int model_mtp_forward(const mtplx_model *m, mtp_state *s, const float *hidden, c
     if (!s->scr.be)
         return err_set(err, MTPLX_EINVAL, "model_mtp_forward: a pooled state has no scratch (use the batch call)");
     if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
+    s->kept_row = -1; /* the layer works in the scratch */
     int H = m->cfg.hidden_size;
     fwd_scratch *scr = &s->scr;
     for (int c0 = 0; c0 < T; c0 += scr->rows) {
@@ -135,9 +139,13 @@ int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidd
         return err_set(err, MTPLX_EINVAL, "model_mtp_forward_head: logits row %d outside [0, %d)", lrow, T);
     int rc = mtp_check(m, s, next_tokens, T, err);
     if (rc) return rc;
-    int H = m->cfg.hidden_size;
-    fwd_scratch *scr = &s->scr;
-    if (!scr->be || T > scr->rows) { /* a pooled state (the error) or rows in several chunks: in two calls */
+    const int H = m->cfg.hidden_size, own = s->scr.be && T <= s->scr.rows;
+    if (!hidden && (!own || T != 1 || s->kept_row < 0))
+        return err_set(err, MTPLX_EINVAL, "model_mtp_forward_head: no kept row to continue from (%s)",
+                       !own ? "a pooled state or too many rows" : T != 1 ? "one row only" : "none kept");
+    const int kept = s->kept_row;
+    s->kept_row = -1;
+    if (!own) { /* a pooled state (the error) or rows in several chunks: in two calls */
         rc = model_mtp_forward(m, s, hidden, next_tokens, T, hidden_out, err);
         if (rc) return rc;
         const float *h = hidden_out + (size_t)lrow * H;
@@ -145,14 +153,23 @@ int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidd
                        : model_lm_head_top(m, which, h, 1, logits, top, err);
     }
     if ((rc = kv_table_prepare(&s->kv, s->len, T, err))) return rc;
+    fwd_scratch *scr = &s->scr;
     size_t RH = (size_t)T * H;
-    const float *hid = fwd_stage_in(m, scr, hidden, RH);
-    float *out = fwd_stage_out(m, scr, hidden_out);
+    const float *hid;
+    if (hidden) {
+        hid = fwd_stage_in(m, scr, hidden, RH);
+    } else { /* the last call's logits row, still in `a`: into `o`, where the layer takes its input */
+        m->be->ops->copy(m->be, scr->o, scr->a + (size_t)kept * H, sizeof(float) * (size_t)H);
+        hid = scr->o;
+    }
     attn_seg as = {&s->kv, s->len, 0, T};
-    m->family->mtp_rows(m, scr, &as, 1, hid, next_tokens, T, out); /* the family's MTP layer */
+    m->family->mtp_rows(m, scr, &as, 1, hid, next_tokens, T, scr->a); /* the family's MTP layer: out into `a` */
     s->len += T;
     /* the head reads its row where the layer left it; the output rows come down behind the head */
-    return fwd_head_device_rows(m, which, out + (size_t)lrow * H, 1, logits, top, top_out, hidden_out, out, RH, err);
+    rc = fwd_head_device_rows(m, which, scr->a + (size_t)lrow * H, 1, logits, top, top_out, hidden_out, scr->a, RH,
+                              err);
+    if (!rc) s->kept_row = lrow;
+    return rc;
 }
 
 int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, mtplx_err *err) {
@@ -197,6 +214,7 @@ int mtp_state_copy(mtp_state *dst, const mtp_state *src, mtplx_err *err) {
         return err_set(err, MTPLX_ERANGE, "mtp_state_copy: %d positions do not fit a capacity of %d", src->len,
                        dst->capacity);
     if (dst == src) return 0;
+    dst->kept_row = -1;
     int rc = kv_table_copy(&dst->kv, &src->kv, src->len, err);
     if (rc) return rc;
     dst->len = src->len;

@@ -306,7 +306,8 @@ TEST(test_quantized_draft_keeps_greedy_identical) {
 /* model_mtp_forward_head (the MTP layer, then one row through a head, with the output rows downloaded
  * behind the head on a device) gives bit for bit what model_mtp_forward and then model_lm_head_top /
  * model_lm_head_list give: hidden rows, expanded logits or lists, and the MTP KV rows it appends (the
- * next step's outputs agree too); a logits row outside the call is EINVAL. */
+ * next step's outputs agree too), also when it continues from its kept row with no rows in or out;
+ * continuing with more than one row or after a trim, or a logits row outside the call, is EINVAL. */
 TEST(test_mtp_forward_head_equals_the_two_calls) {
     enum { T = 3, K = 20 };
     mtplx_err e;
@@ -340,6 +341,22 @@ TEST(test_mtp_forward_head_equals_the_two_calls) {
         CHECK_INT(mtp_state_len(a), mtp_state_len(b));
         next[0] = G[4 + k];
     }
+    /* a chain of draft steps the way the engine runs them alone: b continues from its kept row (NULL rows
+     * in) and sends nothing back but the last step's rows; a trim ends what is kept */
+    int lr = 1; /* the last call's logits row */
+    for (int k = 0; k < 4; k++) {
+        REQUIRE(model_mtp_forward(M, a, ha + (size_t)lr * H, next, 1, ha, &e) == 0);
+        REQUIRE(model_lm_head_list(M, HEAD_DRAFT, ha, 1, la, K, lista, &e) == 0);
+        REQUIRE(model_mtp_forward_head(M, b, NULL, next, 1, k == 3 ? hb : NULL, HEAD_DRAFT, 0, lb, K, listb, &e) == 0);
+        CHECK_MSG(!memcmp(lista, listb, sizeof lista), "chained step %d: lists differ", k);
+        lr = 0;
+        next[0] = G[10 + k];
+    }
+    CHECK_MSG(!memcmp(ha, hb, sizeof(float) * H), "chained steps: hidden rows differ");
+    CHECK_INT(model_mtp_forward_head(M, b, NULL, next, 2, NULL, HEAD_DRAFT, 0, lb, K, listb, &e), MTPLX_EINVAL);
+    CHECK_INT(model_mtp_forward_head(M, b, NULL, next, 1, NULL, HEAD_DRAFT, 0, lb, K, listb, &e), 0); /* still kept */
+    REQUIRE(mtp_state_trim(b, mtp_state_len(b) - 1, &e) == 0);
+    CHECK_INT(model_mtp_forward_head(M, b, NULL, next, 1, NULL, HEAD_DRAFT, 0, lb, K, listb, &e), MTPLX_EINVAL);
     CHECK_INT(model_mtp_forward_head(M, b, hid, next, 1, hb, HEAD_TARGET, 1, lb, K, NULL, &e), MTPLX_EINVAL);
     mtp_state_free(a), mtp_state_free(b);
     free(hid), free(ha), free(hb), free(la), free(lb);
