@@ -47,6 +47,7 @@ extern "C" {
                        * q instance: at 2 blocks / SM (its 32 accumulators spill at 4) it was 12-17% slower than
                        * two 16-row passes on the 27B shape in q4 (bench/cuda.md, session 9) */
 #define SK_SLOT (16 * SK_ROWS) /* floats of one partial: 16 weight rows x up to SK_ROWS activation rows */
+#define SK_RG (SK_ROWS / 8)     /* block rows (row groups of 8 activation rows) a bf16 launch may have */
 
 /* Per-thread device scratch (see cuda_mma.cu's mma_scratch for why per thread): partials and tile
  * counters (zero between calls: the last warp of a tile resets its counter). */
@@ -108,10 +109,11 @@ __device__ __forceinline__ int sk_owner(long long u, int Wn, long long TU) {
     return (int)(((u + 1) * Wn + TU - 1) / TU - 1);
 }
 
-/* After warp w (of wf..wl, the warps holding parts of tile `tile`) stored its partial: the tile's last warp
- * to get here adds the partials in warp order into y and resets the tile's counter. */
-__device__ __forceinline__ void sk_flush_last(float *y, int ldy, int N, int R, int tile, int wf, int wl, float *ws,
-                                              unsigned *cnt) {
+/* After warp w (of wf..wl, the warps holding parts of tile `tile`) stored its partial of columns
+ * [c0, c1) (activation rows): the tile's last warp to get here adds the partials in warp order into y
+ * and resets the tile's counter. */
+__device__ __forceinline__ void sk_flush_last(float *y, int ldy, int N, int c0, int c1, int tile, int wf, int wl,
+                                              float *ws, unsigned *cnt) {
     const int lane = threadIdx.x & 31, n0 = tile * 16;
     __threadfence();
     __syncwarp();
@@ -120,7 +122,7 @@ __device__ __forceinline__ void sk_flush_last(float *y, int ldy, int N, int R, i
     last = __shfl_sync(0xffffffffu, last, 0);
     if (!last) return;
     __threadfence();
-    for (int e = lane; e < 16 * R; e += 32) {
+    for (int e = 16 * c0 + lane; e < 16 * c1; e += 32) {
         int i = e & 15, col = e >> 4;
         if (n0 + i >= N) continue;
         float v = __ldcg(ws + (size_t)(tile + wf) * SK_SLOT + e);
@@ -131,11 +133,12 @@ __device__ __forceinline__ void sk_flush_last(float *y, int ldy, int N, int R, i
 }
 
 /* Ends warp w's part of tile `tile` (P units): c holds this thread's fragment (rows g / g+8, columns
- * 2t / 2t+1 of each N tile). Writes y directly when the warp covers the whole tile, else stores the
- * partial, and the tile's last warp adds the partials in warp order into y. */
+ * r0 + 2t / 2t+1 of each N tile). Writes y directly when the warp covers the whole tile, else stores the
+ * partial, and the tile's last warp (of those with the same r0: cnt is their counters) adds the partials
+ * in warp order into y. */
 template <int NT>
 __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N, int R, int tile, int w, int Wn,
-                                         long long TU, int P, float *ws, unsigned *cnt) {
+                                         long long TU, int P, float *ws, unsigned *cnt, int r0 = 0) {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, n0 = tile * 16;
     long long f = (long long)tile * P;
     int wf = sk_owner(f, Wn, TU), wl = sk_owner(f + P - 1, Wn, TU);
@@ -144,7 +147,7 @@ __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int row = n0 + g + 8 * (e >> 1), col = nt * 8 + 2 * t + (e & 1);
+                int row = n0 + g + 8 * (e >> 1), col = r0 + nt * 8 + 2 * t + (e & 1);
                 if (col < R && row < N) y[(size_t)col * ldy + row] = c[nt][e];
             }
         return;
@@ -154,10 +157,10 @@ __device__ __forceinline__ void sk_flush(float (*c)[4], float *y, int ldy, int N
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            int i = g + 8 * (e >> 1), col = nt * 8 + 2 * t + (e & 1);
+            int i = g + 8 * (e >> 1), col = r0 + nt * 8 + 2 * t + (e & 1);
             if (col < R) p[col * 16 + i] = c[nt][e];
         }
-    sk_flush_last(y, ldy, N, R, tile, wf, wl, ws, cnt);
+    sk_flush_last(y, ldy, N, r0, min(R, r0 + 8 * NT), tile, wf, wl, ws, cnt);
 }
 
 /* A 16-bit scale or bias as a float: F16 = 1 f16, else bf16 (a template argument, so the conversion is one
@@ -487,15 +490,18 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
 #pragma unroll
             for (int j = 0; j < NR; j++)
                 if (j < R) p[(size_t)j * ld] = __fadd_rn(acc[j], bacc[j]);
-        if (wf != wl) sk_flush_last(y, ldy, N, R, tile, wf, wl, ws, cnt);
+        if (wf != wl) sk_flush_last(y, ldy, N, 0, R, tile, wf, wl, ws, cnt);
         u = (long long)tile * P + b;
     }
 }
 
 /* ------------------------------------------------------------------ bf16 */
 
-/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R (<= 8·NT), K % 32 == 0; the span is one 32-wide
- * K block, laid out as cuda_mma.cu's k_mm_bf16 (thread (g, t): 8 inputs of rows n0+g and n0+g+8). */
+/* y[j][n] = Σ_k (xh + xl)[j][k] · W[n][k] for j < R, K % 32 == 0; the span is one 32-wide K block, laid
+ * out as cuda_mma.cu's k_mm_bf16 (thread (g, t): 8 inputs of rows n0+g and n0+g+8). Block row
+ * blockIdx.y takes rows [8·NT·y, 8·NT·(y + 1)) of x through the same split as every other block row
+ * (a row group: rows are mma columns, each computed from its own column only, so the bits do not depend
+ * on which block row or instance computes it); its tile counters are its own. */
 template <int NT, int U>
 __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, const uint16_t *xh,
                                                           const uint16_t *xl, int R) {
@@ -503,11 +509,11 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
     int bid = blockIdx.x;
     const sk_job jb = sk_job_of(jobs, bid);
     float *y = jb.y, *ws = jb.ws;
-    unsigned *cnt = jb.cnt;
     const uint16_t *W = (const uint16_t *)jb.W;
     const int ldy = jb.ldy, N = jb.N;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int P = K / 32, T = (N + 15) / 16;
+    const int P = K / 32, T = (N + 15) / 16, r0 = (int)blockIdx.y * 8 * NT;
+    unsigned *cnt = jb.cnt + (size_t)blockIdx.y * T;
     const long long TU = (long long)T * P;
     /* at most one warp per unit, so that every warp of [first, last] of a tile holds some of it */
     const int Wn = (int)min((long long)jb.blocks * SK_WARPS, TU), w = bid * SK_WARPS + (threadIdx.x >> 5);
@@ -518,7 +524,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
     bool bv[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
-        int row = nt * 8 + g;
+        int row = r0 + nt * 8 + g;
         bv[nt] = row < R;
         bh[nt] = (const uint4 *)(xh + (size_t)(bv[nt] ? row : 0) * K) + t;
         bl[nt] = (const uint4 *)(xl + (size_t)(bv[nt] ? row : 0) * K) + t;
@@ -559,7 +565,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, 
                 }
             }
         }
-        sk_flush<NT>(c, y, ldy, N, R, tile, w, Wn, TU, P, ws, cnt);
+        sk_flush<NT>(c, y, ldy, N, R, tile, w, Wn, TU, P, ws, cnt, r0);
         u = (long long)tile * P + b;
     }
 }
@@ -617,7 +623,7 @@ static void sk_scratch_for(sk_jobs *js) {
     size_t ws = 0, cnt = 0;
     for (int i = 0; i < js->n; i++) {
         size_t T = (size_t)(js->j[i].N + 15) / 16;
-        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * SK_SLOT, cnt += T;
+        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * SK_SLOT, cnt += T * SK_RG;
     }
     sk_scratch *s = &tls_sk;
     sk_grow((void **)&s->ws, &s->ws_cap, ws * sizeof(float));
@@ -626,7 +632,7 @@ static void sk_scratch_for(sk_jobs *js) {
     for (int i = 0; i < js->n; i++) {
         size_t T = (size_t)(js->j[i].N + 15) / 16;
         js->j[i].ws = s->ws + ws, js->j[i].cnt = s->cnt + cnt;
-        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * SK_SLOT, cnt += T;
+        ws += (T + (size_t)js->j[i].blocks * SK_WARPS) * SK_SLOT, cnt += T * SK_RG;
     }
 }
 
@@ -773,7 +779,13 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    if (R <= 8) cu_launch(k_sk_bf16<1, U>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    static int occ = 0;
+    if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
+    const int rg = (R + 7) / 8;
+    if (R <= 8 || (cu_set.sk_rg && (long long)blocks * rg <= (long long)cu_sm_count() * occ))
+        /* one row group a block row, all resident at once: a small weight's latency chain then runs once
+         * for every 8 rows side by side instead of 2 or 4 row groups in turn in each warp */
+        cu_launch(k_sk_bf16<1, U>, dim3(blocks, rg), SK_WARPS * 32, 0, js, K, xh, xl, R);
     else if (R <= 16) cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     else cu_launch(k_sk_bf16<4, (U > 3 ? U / 4 : 1)>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
