@@ -427,9 +427,14 @@ static int gm_mt(int N, int R) {
 }
 
 /* From 48 rows: below it the stream-K kernel, two or three passes over the weights, was as fast or
- * faster on the 27B shapes (bench/cuda.md, "Session 7"); $MTPLX_CUDA_GEMM_MIN=N moves it (same bits). */
+ * faster on the 27B shapes (bench/cuda.md, "Session 7"). A bf16 weight small enough that its 32-row
+ * stream-K launches run their row groups side by side (cu_sk_bf16_small) stays there up to 127 rows: on
+ * qwen35-small-code's shapes those passes beat the GEMM's few tiles at 48 and 64 rows (26-28k vs 18-22k
+ * prefill tok/s) and lose from 128 (bench/cuda.md, "Session 18"). $MTPLX_CUDA_GEMM_MIN=N moves it for every
+ * weight. A speed choice only: same bits either way. */
 int cu_gemm_takes(const be_weight *w, int R) {
-    return cu_set.gemm && R >= (cu_set.gemm_min > 0 ? cu_set.gemm_min : 48) && w->rows > 0;
+    int min = cu_set.gemm_min > 0 ? cu_set.gemm_min : cu_sk_bf16_small(w) ? 128 : 48;
+    return cu_set.gemm && R >= min && w->rows > 0;
 }
 
 /* Launches kernel k with `smem` dynamic bytes (raising the kernel's limit once). */

@@ -241,6 +241,8 @@ int cu_sm_count(void);
 /* cuda_gemm.cu: the many-row tensor-core matmul (its header comment), every output bit-identical to the
  * stream-K kernel's; same prepared activations and weights as cu_sk_bf16 / cu_sk_q, any R. */
 int cu_gemm_takes(const be_weight *w, int R); /* 1: run R rows of w here ($MTPLX_CUDA_GEMM, _GEMM_MIN) */
+int cu_sk_bf16_small(const be_weight *w);    /* 1: w is bf16 and a 32-row stream-K launch of it alone runs its
+                                                row groups side by side (cuda_mma_sk.cu) */
 void cu_gemm_bf16(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const uint16_t *xh, const uint16_t *xl,
                   int R);
 void cu_gemm_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const void *xa, const float *xdb, int R);

@@ -765,12 +765,24 @@ void cu_sk_q(float *y, int ldy, const cu_wdev *dv, const be_weight *w, const voi
     cu_sk_q_n(&o, 1, xa, xdb, R);
 }
 
+/* Resident blocks per multiprocessor of the bf16 kernel's 1..8-row instance. */
+template <int U>
+static int sk_bf16_occ(void) {
+    static int occ = 0;
+    if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
+    return occ;
+}
+
 /* Blocks of the solo split of an N x K bf16 weight (the launch's and cu_sk_warps'). */
 template <int U>
 static int sk_bf16_blocks(int N, int K) {
-    static int occ = 0;
-    if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
-    return sk_grid(occ, (long long)((N + 15) / 16) * (K / 32), K / 32, U);
+    return sk_grid(sk_bf16_occ<U>(), (long long)((N + 15) / 16) * (K / 32), K / 32, U);
+}
+
+/* 1: a launch of `blocks` blocks over rg row groups runs them in block rows, all resident at once. */
+template <int U>
+static int sk_rg_fits(int blocks, int rg) {
+    return cu_set.sk_rg && (long long)blocks * rg <= (long long)cu_sm_count() * sk_bf16_occ<U>();
 }
 
 template <int U>
@@ -779,16 +791,21 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    static int occ = 0;
-    if (!occ) occ = sk_occ(k_sk_bf16<1, U>);
     const int rg = (R + 7) / 8;
-    if (R <= 8 || (cu_set.sk_rg && (long long)blocks * rg <= (long long)cu_sm_count() * occ))
+    if (R <= 8 || sk_rg_fits<U>(blocks, rg))
         /* one row group a block row, all resident at once: a small weight's latency chain then runs once
          * for every 8 rows side by side instead of 2 or 4 row groups in turn in each warp */
         cu_launch(k_sk_bf16<1, U>, dim3(blocks, rg), SK_WARPS * 32, 0, js, K, xh, xl, R);
     else if (R <= 16) cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     else cu_launch(k_sk_bf16<4, (U > 3 ? U / 4 : 1)>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
+}
+
+int cu_sk_bf16_small(const be_weight *w) {
+    if (w->dtype != DT_BF16 || w->rows <= 0 || w->cols % 32) return 0;
+    const int u = knob_or(cu_set.sk_bu, 8), rg = SK_ROWS / 8, N = w->rows, K = w->cols;
+    return u <= 2 ? sk_rg_fits<2>(sk_bf16_blocks<2>(N, K), rg)
+         : u <= 4 ? sk_rg_fits<4>(sk_bf16_blocks<4>(N, K), rg) : sk_rg_fits<8>(sk_bf16_blocks<8>(N, K), rg);
 }
 
 /* U: 8 K blocks per batch unless $MTPLX_CUDA_SK_BU says 2 / 4 (bench/cuda.md has the sweep). */
