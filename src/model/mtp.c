@@ -143,6 +143,9 @@ int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidd
     if (!hidden && (!own || T != 1 || s->kept_row < 0))
         return err_set(err, MTPLX_EINVAL, "model_mtp_forward_head: no kept row to continue from (%s)",
                        !own ? "a pooled state or too many rows" : T != 1 ? "one row only" : "none kept");
+    if (!own && !hidden_out)
+        return err_set(err, MTPLX_EINVAL, "model_mtp_forward_head: %d rows on a %s need rows out", T,
+                       s->scr.be ? "state whose scratch holds fewer" : "pooled state");
     const int kept = s->kept_row;
     s->kept_row = -1;
     if (!own) { /* a pooled state (the error) or rows in several chunks: in two calls */
