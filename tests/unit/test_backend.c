@@ -258,9 +258,12 @@ TEST(test_attention_op_prefill_equals_decode) {
     be_free(be);
 }
 
-/* One prefill (capturing, with a commit), decode rows and MTP rows of the embedded model; outputs
- * into the given arrays. Returns 0 or an error. */
-static int run_model(const mtplx_model *m, float *logits, float *hidden, float *mtp_out, mtplx_err *err) {
+/* One prefill (capturing, with a commit), decode rows and MTP rows of the embedded model, then a chain
+ * of three draft steps through model_mtp_forward_head (rows in, then continued from the kept row with no
+ * rows in or out, the last one's rows out); outputs into the given arrays (lists: [3][2·8 + 2]).
+ * Returns 0 or an error. */
+static int run_model(const mtplx_model *m, float *logits, float *hidden, float *mtp_out, int32_t *lists,
+                     mtplx_err *err) {
     const int32_t toks[6] = {785, 3974, 13, 198, 220, 16};
     model_state *s = NULL;
     mtp_state *ms = NULL;
@@ -270,7 +273,12 @@ static int run_model(const mtplx_model *m, float *logits, float *hidden, float *
     if ((rc = model_forward(m, s, toks, 4, &rq, err)) || (rc = model_state_commit(s, 3, err))) goto out;
     fwd_request r2 = {logits + (size_t)4 * V, 0, hidden + (size_t)4 * H, 0};
     if ((rc = model_forward(m, s, toks + 3, 3, &r2, err))) goto out;
-    rc = model_mtp_forward(m, ms, hidden, toks + 1, 5, mtp_out, err);
+    if ((rc = model_mtp_forward(m, ms, hidden, toks + 1, 5, mtp_out, err))) goto out;
+    float *scr = mtp_out + (size_t)5 * H; /* [V] logits scratch after the 5 rows (lists wanted) */
+    if ((rc = model_mtp_forward_head(m, ms, hidden + (size_t)4 * H, toks + 4, 2, NULL, HEAD_DRAFT, 1, scr, 8, lists, err)) ||
+        (rc = model_mtp_forward_head(m, ms, NULL, toks + 2, 1, NULL, HEAD_DRAFT, 0, scr, 8, lists + 18, err)))
+        goto out;
+    rc = model_mtp_forward_head(m, ms, NULL, toks + 3, 1, mtp_out + (size_t)4 * H, HEAD_TARGET, 0, scr, 8, lists + 36, err);
 out:
     model_state_free(s);
     mtp_state_free(ms);
@@ -290,13 +298,16 @@ TEST(test_model_without_host_memory_gives_the_same_bits) {
     b->be->caps.host_memory = 0;
     int H = model_config_of(a)->hidden_size, V = model_config_of(a)->vocab_size;
     float *la = calloc((size_t)7 * V, 4), *lb = calloc((size_t)7 * V, 4), *ha = calloc((size_t)7 * H, 4),
-          *hb = calloc((size_t)7 * H, 4), *ma = calloc((size_t)5 * H, 4), *mb = calloc((size_t)5 * H, 4);
+          *hb = calloc((size_t)7 * H, 4), *ma = calloc((size_t)5 * H + V, 4), *mb = calloc((size_t)5 * H + V, 4);
+    int32_t ta[3][18], tb[3][18];
     REQUIRE(la && lb && ha && hb && ma && mb);
-    CHECK_MSG(run_model(a, la, ha, ma, &err) == 0, "%s", err.msg);
-    CHECK_MSG(run_model(b, lb, hb, mb, &err) == 0, "%s", err.msg);
+    CHECK_MSG(run_model(a, la, ha, ma, &ta[0][0], &err) == 0, "%s", err.msg);
+    CHECK_MSG(run_model(b, lb, hb, mb, &tb[0][0], &err) == 0, "%s", err.msg);
     CHECK(memcmp(la, lb, (size_t)7 * V * 4) == 0);
     CHECK(memcmp(ha, hb, (size_t)7 * H * 4) == 0);
     CHECK(memcmp(ma, mb, (size_t)5 * H * 4) == 0);
+    CHECK_MSG(memcmp(ta, tb, sizeof ta) == 0, "draft chain lists differ");
+    CHECK_MSG(ta[0][0] != ta[1][0] || ta[1][0] != ta[2][0] || ta[0][1] != ta[1][1], "the chain's lists were written");
     float mx = 0;
     for (size_t i = 0; i < (size_t)7 * V; i++) mx = fmaxf(mx, fabsf(la[i]));
     CHECK_MSG(mx > 0, "logits were written");
