@@ -15,7 +15,11 @@
 #   - per format, the 4,096-token prefill; in q4 also with the GDN's bf16 b / a projections on the
 #     stream-K kernels (MTPLX_CUDA_THIN=0) against the thin kernel (default);
 #   - MTP speed on the embedded model (mtplx bench: AR vs depths 1..3, real acceptance), with step graphs
-#     off (default) and on (MTPLX_CUDA_GRAPH=1, with the step table's host / GPU ms per forward).
+#     off (default) and on (MTPLX_CUDA_GRAPH=1, with the step table's host / GPU ms per forward);
+#   - a random-weight model at qwen35-small-code's shapes (bench/configs/qwen35-small-code.json, its
+#     config.json): verify forwards of 1..32 rows with the bf16 row groups side by side (default) and in
+#     each warp (MTPLX_CUDA_SK_RG=0), and prefill at 48..128 rows with small weights on stream-K to 127
+#     rows (default) against the GEMM from 48 (MTPLX_CUDA_GEMM_MIN=48) (bench/cuda.md "Session 18").
 # Every command is echoed before it runs, so the log is the record of what was measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,3 +56,12 @@ for f in $FORMATS; do
 done
 run build/mtplx bench --device cuda --prompts 4 --max-tokens 128 --depths 0,1,2,3
 run env MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_STEPS=1 build/mtplx bench --device cuda --prompts 4 --max-tokens 128 --depths 0,1,2,3
+sm=$SYNTH/small-code-shape
+[ -f "$sm/config.json" ] || run build/mtplx synth --config bench/configs/qwen35-small-code.json --out "$sm" --quiet
+for rg in 0 1; do
+    run env MTPLX_CUDA_SK_RG=$rg build/mtplx bench --device cuda --model "$sm" --verify-cost --rows 32 --reps 5 --context 256 --logits-top 20
+done
+for n in 48 64 128; do
+    run build/mtplx bench --device cuda --model "$sm" --prefill $n --reps 3
+    run env MTPLX_CUDA_GEMM_MIN=48 build/mtplx bench --device cuda --model "$sm" --prefill $n --reps 3
+done
