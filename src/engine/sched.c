@@ -62,6 +62,7 @@ struct sched {
     int pages_reserved;
     int executing;           /* 1 while some thread runs a step */
     double t_step;           /* clock_now() when the last step ended (0: none yet) */
+    int last_trunk;          /* 1: the last step ran trunk rows (the gap after it is a cycle's, costs.cycle_ms) */
     int (*reclaim)(void *user, int max_pages); /* sched_set_reclaim, or NULL */
     void *reclaim_user;
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
@@ -399,8 +400,10 @@ static void run_step(sched *s) {
     double t_begin = clock_now();
     double gap = t_begin - s->t_step; /* since the last step: the sequences' own work between steps */
     if (s->t_step > 0 && s->n_active > 0) s->gap_ms += gap * 1e3;
-    if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01)
-        s->costs.step_ms += 0.2 * (gap * 1e3 - s->costs.step_ms);
+    if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01) {
+        double *g = s->last_trunk ? &s->costs.cycle_ms : &s->costs.step_ms; /* whose work the gap was */
+        *g += 0.2 * (gap * 1e3 - *g);
+    }
     sub *taken = take_ready(s, s->cfg.align_phases ? (int)next_kind(s) : -1);
     pthread_mutex_unlock(&s->mu);
     sub *q[2][BATCH_SEQS_MAX];
@@ -438,6 +441,7 @@ static void run_step(sched *s) {
     }
     s->executing = 0;
     s->t_step = clock_now();
+    s->last_trunk = n[SUB_TRUNK] > 0;
     wake_head(s); /* requests queued during the step, or left out of it */
 }
 

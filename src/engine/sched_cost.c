@@ -78,7 +78,7 @@ int sched_depth_best(const sched_costs *c, int n, int depth) {
     int pick = 0;
     for (int d = 0; d <= depth; d++) {
         if (d > 0) tokens += c->accept[d - 1];
-        double ms = sched_cost_trunk_at(c, n, n * (d + 1)) + d * sched_cost_at(&c->mtp, n) + (d + 1) * c->step_ms;
+        double ms = sched_cost_trunk_at(c, n, n * (d + 1)) + d * (sched_cost_at(&c->mtp, n) + c->step_ms) + c->cycle_ms;
         double rate = ms > 0 ? n * tokens / ms : 0;
         if (rate > best * (1 + 1e-9)) best = rate, pick = d;
     }

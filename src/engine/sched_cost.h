@@ -2,9 +2,13 @@
  * bench/batching.md, "Session 6").
  *
  * With n sequences drafting d tokens a cycle, one cycle is one trunk forward of n sequences × (d + 1)
- * rows and d MTP forwards (with the draft heads) of n rows, each of those d + 1 steps also paying the
- * rendezvous (step_ms), and it yields n·(1 + Σ_{i<d} accept[i]) tokens on average. The policy drafts
- * the d that gives the most tokens per millisecond. The costs are this model's on this machine:
+ * rows and d MTP forwards (with the draft heads) of n rows, plus the sequences' own work between the
+ * steps: once a cycle after the trunk step (acceptance, commit, sampling: cycle_ms) and once after each
+ * MTP step (a draft's sampling: step_ms), and it yields n·(1 + Σ_{i<d} accept[i]) tokens on average. The
+ * policy drafts the d that gives the most tokens per millisecond. (One gap for every step, as before
+ * session 18, spread the once-a-cycle work over d + 1 steps: measured at depth 1, it charged a deeper
+ * cycle for it d + 1 times and kept the policy shallow — 8 streams of qwen35-small-code on the GPU
+ * drafted 1 where 3 was 17% faster; bench/batching.md "Session 18".) The costs are this model's on this machine:
  * measured once when the scheduler starts (sched_calibrate), then kept current from the steps it
  * runs; the acceptance from the cycles its sequences report. Pure functions here (tested in
  * tests/unit/test_sched_cost.c); the measuring is in sched.c.
@@ -32,7 +36,9 @@ typedef struct {
     sched_cost_curve trunk[SCHED_COST_RBINS]; /* a trunk forward (verify / AR rows of all sequences),
                                                  by the bin of its rows per sequence (sched_cost_rbin) */
     sched_cost_curve mtp;          /* an MTP forward with the draft heads of its rows */
-    double step_ms;                /* each step's cost besides its forward (waking the sequences) */
+    double cycle_ms;               /* the gap after a trunk step (the sequences' acceptance, commit,
+                                      sampling and waking), ms, once a cycle */
+    double step_ms;                /* the gap after an MTP step (a draft's sampling, waking), ms */
     double accept[GEN_MAX_DEPTH];  /* P(draft i + 1 is accepted) in a cycle that drafts it */
 } sched_costs;
 
