@@ -4,7 +4,7 @@ and latency of N concurrent streams through `mtplx serve`, Python standard libra
 
 Usage (repo root):
   python3 bench/streams.py BASE_URL [--streams 1,8,64] [--max-tokens 256] [--depth N]
-                           [--rounds R] [--long-prompt TOKENS [--long-delay S]] [--json]
+                           [--rounds R] [--warmup W] [--long-prompt TOKENS [--long-delay S]] [--json]
 
 Same measurement as streams.mjs (docs/architecture.md "The scheduler"): each round starts N streaming
 /v1/completions at once (T 0.6, top_p 0.95, top_k 20, distinct code prompts cut from this repo's C
@@ -17,6 +17,8 @@ gap to the threads' turns on a busy host where the server's own trace showed no 
 --long-prompt T, one more request with a ~T-token prompt joins --long-delay seconds (default 0.3) after
 the others started, and the others' longest gap while it is read (from its start to its first token)
 is reported against their median gap, as streams.mjs does (issue 12's chunked-prefill bar: <= 5x).
+--warmup W runs W unreported rounds per stream count first; after the table, each stream count's mean
+aggregate over its R rounds and its ratio to the first count's (issue 12's 8 streams vs one).
 """
 import argparse
 import json
@@ -192,12 +194,19 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--depth", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--long-prompt", type=int, default=0)
     ap.add_argument("--long-delay", type=float, default=0.3)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     src = load_source()
-    rows = [run_round(args, src, int(n), r) for n in args.streams.split(",") for r in range(args.rounds)]
+    counts = [int(n) for n in args.streams.split(",")]
+    rows = []
+    for n in counts:
+        for r in range(args.warmup):
+            run_round(args, src, n, args.rounds + r)  # other prompts than the reported rounds'
+        rows += [run_round(args, src, n, r) for r in range(args.rounds)]
+    means = {n: sum(x["agg_tok_s"] for x in rows if x["streams"] == n) / args.rounds for n in counts}
     if args.json:
         print(json.dumps(rows))
         return
@@ -211,6 +220,11 @@ def main():
               (f" long prompt: TTFT {x['long_prompt']['ttft_ms']:.0f} ms, max gap during "
                f"{x['long_prompt']['max_gap_during_ms']:.1f} ms = {x['long_prompt']['ratio']:.2f}x median "
                f"({x['long_prompt']['gaps_during']} gaps)" if "long_prompt" in x else ""))
+    if args.rounds > 1 or len(counts) > 1:
+        print()
+        for n in counts:
+            print(f"{n} stream{'s' if n > 1 else ''}: mean aggregate {means[n]:.1f} tok/s over {args.rounds} rounds"
+                  f" = {means[n] / means[counts[0]]:.2f}x {counts[0]} stream{'s' if counts[0] > 1 else ''}")
 
 
 if __name__ == "__main__":
