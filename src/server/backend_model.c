@@ -99,9 +99,37 @@ static void mb_cache_stats(void *impl, prefix_cache_stats *out) {
     prefix_cache_get_stats(b->pcache, out);
 }
 
+/* With MTPLX_SCHED_VERBOSE=1 (else nothing): the depth policy's costs as the scheduler holds them now
+ * (`when`: "at start" after the calibration, "at exit" after the steps run have kept them current) and
+ * the depth it would choose for 1..64 sequences. */
+static void mb_print_policy(sched *x, const char *when) {
+    const char *v = getenv("MTPLX_SCHED_VERBOSE");
+    sched_costs c;
+    if (!v || !strcmp(v, "0") || !x || !sched_costs_get(x, &c)) return;
+    for (int k = 0; k <= SCHED_COST_RBINS; k++) {
+        const sched_cost_curve *cv = k == SCHED_COST_RBINS ? &c.mtp : &c.trunk[k];
+        if (k < SCHED_COST_RBINS)
+            fprintf(stderr, "mtplx serve: depth policy %s: trunk forward, %d+ rows a sequence: ms at rows", when, 1 << k);
+        else
+            fprintf(stderr, "mtplx serve: depth policy %s: MTP step + draft heads: ms at rows", when);
+        for (int i = 0; i < SCHED_COST_BINS; i++)
+            if (cv->rows[i] > 0) fprintf(stderr, " %.0f:%.3f", cv->rows[i], cv->ms[i]);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "mtplx serve: depth policy %s: gap after a trunk step %.3f ms, after an MTP step %.3f ms; "
+            "acceptance by position", when, c.cycle_ms, c.step_ms);
+    for (int i = 0; i < GEN_MAX_DEPTH; i++) fprintf(stderr, " %.2f", c.accept[i]);
+    fputc('\n', stderr);
+    for (int d = 3; d <= GEN_MAX_DEPTH; d += GEN_MAX_DEPTH - 3) {
+        fprintf(stderr, "mtplx serve: depth policy %s: drafts (at most %d) for 1 2 4 8 16 32 64 sequences:", when, d);
+        for (int n = 1; n <= 64; n *= 2) fprintf(stderr, " %d", sched_depth_best(&c, n, d));
+        fputc('\n', stderr);
+    }
+}
+
 /* Measure the depth policy's costs (sched_calibrate, 0.5 s at most); without them the knee rule
  * stays, and a line on stderr says so. MTPLX_SCHED_VERBOSE=1 prints the measured costs and the depth
- * chosen for 1..64 sequences. */
+ * chosen for 1..64 sequences, here and again when the server closes (mb_print_policy). */
 static void mb_calibrate(sched *x, int knee_rows) {
     mtplx_err e;
     err_clear(&e);
@@ -110,25 +138,7 @@ static void mb_calibrate(sched *x, int knee_rows) {
         fprintf(stderr, "mtplx serve: %s; the MTP depth under load follows --knee-rows %d\n", e.msg, knee_rows);
         return;
     }
-    const char *v = getenv("MTPLX_SCHED_VERBOSE");
-    if (!v || !strcmp(v, "0")) return;
-    sched_costs c;
-    sched_costs_get(x, &c);
-    for (int k = 0; k <= SCHED_COST_RBINS; k++) {
-        const sched_cost_curve *cv = k == SCHED_COST_RBINS ? &c.mtp : &c.trunk[k];
-        if (k < SCHED_COST_RBINS)
-            fprintf(stderr, "mtplx serve: depth policy: trunk forward, %d+ rows a sequence: ms at rows", 1 << k);
-        else
-            fprintf(stderr, "mtplx serve: depth policy: MTP step + draft heads: ms at rows");
-        for (int i = 0; i < SCHED_COST_BINS; i++)
-            if (cv->rows[i] > 0) fprintf(stderr, " %.0f:%.3f", cv->rows[i], cv->ms[i]);
-        fputc('\n', stderr);
-    }
-    for (int d = 3; d <= GEN_MAX_DEPTH; d += GEN_MAX_DEPTH - 3) {
-        fprintf(stderr, "mtplx serve: depth policy: drafts (at most %d) for 1 2 4 8 16 32 64 sequences:", d);
-        for (int n = 1; n <= 64; n *= 2) fprintf(stderr, " %d", sched_depth_best(&c, n, d));
-        fputc('\n', stderr);
-    }
+    mb_print_policy(x, "at start");
 }
 
 /* The scheduler and the sessions of every slot, for contexts of ctx tokens. */
@@ -254,6 +264,7 @@ void backend_model_close(srv_backend *be) {
     for (int i = 0; b->sess && i < b->n_slots; i++) gen_session_free(b->sess[i]);
     free(b->sess);
     prefix_cache_free(b->pcache);
+    mb_print_policy(b->sched, "at exit");
     sched_free(b->sched);
     grammar_vocab_free(b->vocab);
     chat_template_free(b->tmpl);
