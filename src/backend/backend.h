@@ -241,9 +241,10 @@ typedef struct {
      * decays / innovations / keys — bit-identical to a gdn call of `keep` rows. */
     void (*gdn_replay)(be_backend *be, float *dst, const float *start, const float *tape_k, const float *tape_g,
                        const float *tape_d, int keep, int Hk, int Hv, int Dk, int Dv);
-    /* n sequences' commits of one GDN layer: per item, copy conv_floats floats conv_src -> conv, then
-     * gdn_replay(dst, start, tapes, keep). Bit-identical to those calls (be_gdn_commit_loop); a device
-     * backend runs it as one launch whatever n is (docs/architecture.md, "The sequence pool"). */
+    /* n GDN commits (items of any sequences and layers of one model: each names its own states and
+     * tapes): per item, copy conv_floats floats conv_src -> conv, then gdn_replay(dst, start, tapes,
+     * keep). Bit-identical to those calls (be_gdn_commit_loop); a device backend runs it as one launch
+     * whatever n is (docs/architecture.md, "The sequence pool"). */
     void (*gdn_commit)(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
                        int Dv);
     /* The k (1..BE_TOP_MAX, k < V) best-ranked logits of each of R rows (row t at x + t·ldx, V floats;

@@ -163,20 +163,27 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
 }
 
 /* The pending commits of q[0..k) (k <= BATCH_SEQS_MAX, all with pend_keep > 0): one gdn_commit per layer. */
+#define SETTLE_ITEMS 32 /* commits a gdn_commit call takes: every layer's at once for a model of up to 32 GDN
+                          * layers and one sequence (a device backend runs a call as one launch) */
+
 static void settle_some(model_state *const *q, int k) {
     const mtplx_model *m = q[0]->m;
     const model_config *c = &m->cfg;
     size_t C = (size_t)m->conv_dim, kc1 = (size_t)c->conv_kernel - 1;
-    be_gdn_commit it[BATCH_SEQS_MAX];
-    for (int l = 0; l < m->n_gdn; l++) {
+    be_gdn_commit it[SETTLE_ITEMS];
+    int n = 0;
+    for (int l = 0; l < m->n_gdn; l++)
         for (int i = 0; i < k; i++) {
             const model_state *s = q[i];
             const gdn_layer_state *g = &s->gdn[l];
-            it[i] = (be_gdn_commit){g->conv, g->tape_win + (size_t)s->pend_keep * C, g->rec[s->cur], g->rec[s->cur ^ 1],
-                                    g->tape_k, g->tape_g, g->tape_d, s->pend_keep};
+            it[n++] = (be_gdn_commit){g->conv, g->tape_win + (size_t)s->pend_keep * C, g->rec[s->cur], g->rec[s->cur ^ 1],
+                                      g->tape_k, g->tape_g, g->tape_d, s->pend_keep};
+            if (n == SETTLE_ITEMS || (l == m->n_gdn - 1 && i == k - 1)) { /* full, or the last item */
+                m->be->ops->gdn_commit(m->be, it, n, kc1 * C, c->lin_k_heads, c->lin_v_heads, c->lin_k_dim,
+                                       c->lin_v_dim);
+                n = 0;
+            }
         }
-        m->be->ops->gdn_commit(m->be, it, k, kc1 * C, c->lin_k_heads, c->lin_v_heads, c->lin_k_dim, c->lin_v_dim);
-    }
     for (int i = 0; i < k; i++) q[i]->pend_keep = 0;
 }
 
