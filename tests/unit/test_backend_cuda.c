@@ -43,6 +43,14 @@ static float *dev_floats(be_backend *be, const float *host, size_t n, be_buf **b
     return p;
 }
 
+/* The two device outputs of weight i of a matmul_n check (n floats each): dy[i] and dy[nw + i], their
+ * buffers in by[i] and by[nw + i]. Returns 0, or -1 when either allocation failed. */
+static int dev_out_pair(be_backend *be, int nw, int i, size_t n, float **dy, be_buf **by) {
+    dy[i] = dev_floats(be, NULL, n, &by[i]);
+    dy[nw + i] = dev_floats(be, NULL, n, &by[nw + i]);
+    return dy[i] && dy[nw + i] ? 0 : -1;
+}
+
 /* One weight format: dense (bits 0, dtype) or MLX affine (bits, group, scale dtype: bf16 when 0). */
 typedef struct {
     mtplx_dtype dtype;
@@ -285,9 +293,7 @@ static void matmul_n_check(be_backend *be, fmt f) {
     REQUIRE(dx);
     for (int i = 0; i < NW; i++) {
         REQUIRE(random_weight(be, rows[i], K, f, &w[i], &store[i]) == 0);
-        dy[i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[i]);
-        dy[NW + i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[NW + i]);
-        REQUIRE(dy[i] && dy[NW + i]);
+        REQUIRE(dev_out_pair(be, NW, i, (size_t)RMAX * rows[i], dy, by) == 0);
     }
     for (int R = 1; R <= RMAX; R++) {
         be_mm_out outs[NW];
@@ -329,9 +335,7 @@ TEST(test_matmul_n_mixed_thin_weights) {
     for (int i = 0; i < NW; i++) {
         all[i] = malloc(sizeof(float) * RMAX * rows[i]);
         REQUIRE(all[i] && random_weight(be, rows[i], K, fm[i], &w[i], &store[i]) == 0);
-        dy[i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[i]);
-        dy[NW + i] = dev_floats(be, NULL, (size_t)RMAX * rows[i], &by[NW + i]);
-        REQUIRE(dy[i] && dy[NW + i]);
+        REQUIRE(dev_out_pair(be, NW, i, (size_t)RMAX * rows[i], dy, by) == 0);
     }
     for (int R = RMAX; R >= 1; R--) {
         be_mm_out outs[NW];
