@@ -92,6 +92,8 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
      * side-by-side measurements (bench/batching.md, "Session 6") */
     const char *al = getenv("MTPLX_SCHED_ALIGN");
     c->align_phases = !(al && !strcmp(al, "0"));
+    const char *mh = getenv("MTPLX_SCHED_MTP_HEAD"); /* 0: the two-call MTP step, for comparisons */
+    c->mtp_head = !(mh && !strcmp(mh, "0"));
     const char *sp = getenv("MTPLX_SCHED_SPIN_US"); /* 0 (default): sleep until woken */
     c->spin_us = sp ? atof(sp) : 0;
     if (!(c->spin_us > 0)) c->spin_us = 0;
@@ -304,49 +306,90 @@ static sub *take_ready(sched *s, int k) {
     return taken;
 }
 
-/* The draft heads of the MTP requests that want logits: their rows gathered, one head call per
- * head kind. Its top (model_lm_head_top) is the largest any of them asks for, or 0 (whole rows) when
- * one wants the whole row: a row's best k' >= k logits hold its best k, so each still reads exactly
- * what a call of its own would give (tests/unit/test_sched.c, test_draft_top_rows). When every one
- * of them wants its row's list (sub.list), the head gives lists of that top (model_lm_head_list) and
- * each takes the first k of its row's (the k best, in rank order); otherwise a list is made from the
- * row (be_logits_top_host: the same k best). */
-static int run_heads(sched *s, sub **q, int n, mtplx_err *err) {
-    for (int kind = HEAD_TARGET; kind <= HEAD_MTP; kind++) {
-        int k = 0, top = 0, whole = 0, rows = 0;
-        for (int i = 0; i < n; i++)
-            if (q[i]->logits && (int)q[i]->head == kind) {
-                memcpy(s->head_in + (size_t)k++ * s->H, q[i]->q.hidden_out + (size_t)q[i]->logits_row * s->H,
-                       sizeof(float) * s->H);
-                top = imax(top, q[i]->top);
-                whole |= q[i]->top <= 0;
-                rows |= !q[i]->list;
-            }
-        if (!k) continue;
-        int lists = !whole && !rows, rc;
-        if (lists)
-            rc = model_lm_head_list(s->m, (head_kind)kind, s->head_in, k, s->head_out, top, s->head_tops, err);
-        else
-            rc = model_lm_head_top(s->m, (head_kind)kind, s->head_in, k, s->head_out, whole ? 0 : top, err);
-        if (rc) return rc;
-        k = 0;
-        for (int i = 0; i < n; i++) {
-            sub *x = q[i];
-            if (!x->logits || (int)x->head != kind) continue;
-            const float *row = s->head_out + (size_t)k * s->V;
-            const int32_t *l = s->head_tops + (size_t)k++ * (2 * top + 2);
-            if (!x->list) {
-                memcpy(x->logits, row, sizeof(float) * s->V);
-            } else if (!lists) {
-                model_logits_list(row, s->V, x->top, x->list);
-            } else { /* the first x->top of this row's list of `top`, then its NaN / +inf entry */
-                memcpy(x->list, l, sizeof(int32_t) * (size_t)x->top);
-                memcpy(x->list + x->top, l + top, sizeof(int32_t) * (size_t)x->top);
-                x->list[2 * x->top] = l[2 * top], x->list[2 * x->top + 1] = l[2 * top + 1];
-            }
+/* What the head call of one head kind gives the MTP requests of a step that want logits from it: k
+ * rows, lists of `top` when every one of them wants its row's list (sub.list), else rows of model_lm_head_top
+ * at the largest top any of them asks for, or 0 (whole rows) when one wants the whole row. A row's best
+ * k' >= k logits hold its best k, so each still reads exactly what a call of its own would give
+ * (tests/unit/test_sched.c, test_draft_top_rows). */
+typedef struct {
+    int k, top, lists;
+} head_plan;
+
+static head_plan heads_plan(sub **q, int n, int kind) {
+    head_plan p = {0, 0, 1};
+    int whole = 0;
+    for (int i = 0; i < n; i++)
+        if (q[i]->logits && (int)q[i]->head == kind) {
+            p.k++;
+            p.top = imax(p.top, q[i]->top);
+            whole |= q[i]->top <= 0;
+            p.lists &= q[i]->list != NULL;
+        }
+    p.lists &= !whole;
+    if (whole) p.top = 0;
+    return p;
+}
+
+/* Hands each request of head kind `kind` its part of the head call's output (s->head_out rows, or
+ * s->head_tops lists of p.top): its logits row, or the first x->top entries of its row's list (the k
+ * best, in rank order), or a list made from its row (be_logits_top_host: the same k best). */
+static void heads_deliver(sched *s, sub **q, int n, int kind, head_plan p) {
+    for (int i = 0, k = 0; i < n; i++) {
+        sub *x = q[i];
+        if (!x->logits || (int)x->head != kind) continue;
+        const float *row = s->head_out + (size_t)k * s->V;
+        const int32_t *l = s->head_tops + (size_t)k++ * (2 * p.top + 2);
+        if (!x->list) {
+            memcpy(x->logits, row, sizeof(float) * s->V);
+        } else if (!p.lists) {
+            model_logits_list(row, s->V, x->top, x->list);
+        } else { /* the first x->top of this row's list of `top`, then its NaN / +inf entry */
+            memcpy(x->list, l, sizeof(int32_t) * (size_t)x->top);
+            memcpy(x->list + x->top, l + p.top, sizeof(int32_t) * (size_t)x->top);
+            x->list[2 * x->top] = l[2 * p.top], x->list[2 * x->top + 1] = l[2 * p.top + 1];
         }
     }
+}
+
+/* The draft heads of an MTP step's requests after model_mtp_forward_batch: their rows gathered on the
+ * host, one head call per head kind (heads_plan), each request given its part (heads_deliver). */
+static int run_heads(sched *s, sub **q, int n, mtplx_err *err) {
+    for (int kind = HEAD_TARGET; kind <= HEAD_MTP; kind++) {
+        head_plan p = heads_plan(q, n, kind);
+        if (!p.k) continue;
+        for (int i = 0, k = 0; i < n; i++)
+            if (q[i]->logits && (int)q[i]->head == kind)
+                memcpy(s->head_in + (size_t)k++ * s->H, q[i]->q.hidden_out + (size_t)q[i]->logits_row * s->H,
+                       sizeof(float) * s->H);
+        int rc = p.lists ? model_lm_head_list(s->m, (head_kind)kind, s->head_in, p.k, s->head_out, p.top, s->head_tops, err)
+                         : model_lm_head_top(s->m, (head_kind)kind, s->head_in, p.k, s->head_out, p.top, err);
+        if (rc) return rc;
+        heads_deliver(s, q, n, kind, p);
+    }
     return 0;
+}
+
+/* An MTP step's forward and heads. When the requests that want logits all use one head (a decode
+ * step's drafts), the head runs behind the layer in one call (model_mtp_forward_batch_head: one wait,
+ * the rows never go through the host); otherwise the layer, then run_heads. Returns 0 or an error. */
+static int run_mtp(sched *s, sub **q, int n, const mtp_seq *g, mtplx_err *err) {
+    int kind = -1, mixed = 0;
+    for (int i = 0; i < n; i++)
+        if (q[i]->logits) {
+            mixed |= kind >= 0 && kind != (int)q[i]->head;
+            kind = (int)q[i]->head;
+        }
+    if (kind < 0 || mixed || !s->cfg.mtp_head) {
+        int rc = model_mtp_forward_batch(s->m, s->batch, g, n, err);
+        return rc ? rc : run_heads(s, q, n, err);
+    }
+    head_plan p = heads_plan(q, n, kind);
+    int lrow[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) lrow[i] = q[i]->logits ? q[i]->logits_row : -1;
+    mtp_batch_head h = {(head_kind)kind, lrow, p.top, s->head_out, p.lists ? s->head_tops : NULL};
+    int rc = model_mtp_forward_batch_head(s->m, s->batch, g, n, &h, err);
+    if (!rc) heads_deliver(s, q, n, kind, p);
+    return rc;
 }
 
 /* One merged forward of n requests of one kind; on an error, each request is retried alone so
@@ -362,9 +405,7 @@ static void run_kind(sched *s, sub **q, int n, sub_kind kind) {
         R += q[i]->rows;
     }
     mtplx_err err = {0};
-    int rc = kind == SUB_TRUNK ? model_forward_batch(s->m, s->batch, f, n, &err)
-                               : model_mtp_forward_batch(s->m, s->batch, g, n, &err);
-    if (!rc && kind == SUB_MTP) rc = run_heads(s, q, n, &err);
+    int rc = kind == SUB_TRUNK ? model_forward_batch(s->m, s->batch, f, n, &err) : run_mtp(s, q, n, g, &err);
     if (rc && n > 1) {
         for (int i = 0; i < n; i++) run_kind(s, &q[i], 1, kind);
         return;
@@ -643,18 +684,19 @@ static double time_trunk(sched *s, model_state **st, const int32_t *tok, int n, 
     return best;
 }
 
-/* The same for an MTP forward of one row of each of n sequences and their draft heads (top-20 rows). */
+/* The same for an MTP forward of one row of each of n sequences and their draft heads (top-20 lists, as
+ * a decode step's drafts at top_k 20 take them: run_mtp). */
 static double time_mtp(sched *s, mtp_state **mt, const float *hid, const int32_t *tok, int n, int reps,
                        mtplx_err *err) {
     double best = -1;
     mtp_seq g[BATCH_SEQS_MAX];
+    int lrow[BATCH_SEQS_MAX] = {0}, top = s->V > 20 ? 20 : 0;
     for (int i = 0; i < n; i++) g[i] = (mtp_seq){mt[i], hid + (size_t)i * s->H, tok + i, 1, s->head_in + (size_t)i * s->H};
+    mtp_batch_head h = {HEAD_DRAFT, lrow, top, s->head_out, top ? s->head_tops : NULL};
     for (int k = 0; k < reps; k++) {
         for (int i = 0; i < n; i++) mtp_state_reset(mt[i]);
         double t0 = clock_now();
-        if (model_mtp_forward_batch(s->m, s->batch, g, n, err) ||
-            model_lm_head_top(s->m, HEAD_DRAFT, s->head_in, n, s->head_out, s->V > 20 ? 20 : 0, err))
-            return -1;
+        if (model_mtp_forward_batch_head(s->m, s->batch, g, n, &h, err)) return -1;
         double ms = (clock_now() - t0) * 1e3;
         if (best < 0 || ms < best) best = ms;
     }

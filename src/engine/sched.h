@@ -40,6 +40,10 @@ typedef struct {
                             next_kind); 0: every queued request in every step (a trunk and an MTP
                             forward whenever sequences are out of phase). Default 1;
                             MTPLX_SCHED_ALIGN=0 in sched_config_default gives 0 */
+    int mtp_head;        /* 1: an MTP step's drafts go through the head behind the layer in one call
+                            (model_mtp_forward_batch_head: one wait a step); 0: the layer, its rows
+                            down, the heads' rows up again (before session 19). Default 1;
+                            MTPLX_SCHED_MTP_HEAD=0 in sched_config_default gives 0 */
     double spin_us;      /* > 0: a sequence waiting for the running step polls for its end this long
                             before sleeping (a wake-up costs tens of microseconds; spinning costs a
                             core: for hosts with cores to spare beside a GPU). Default 0;

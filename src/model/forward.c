@@ -413,9 +413,7 @@ static int batch_check(const mtplx_model *m, const model_batch *b, const fwd_seq
     return R;
 }
 
-/* The batch's host staging (b->logits, [rows][V] floats) as room for `R` rows of H floats, or NULL
- * when the backend works in host memory (its copies are memcpy: nothing to merge) or it is too small. */
-static float *batch_host_rows(const mtplx_model *m, const model_batch *b, int R) {
+float *batch_host_rows(const mtplx_model *m, const model_batch *b, int R) {
     if (m->be->caps.host_memory || (size_t)R * m->cfg.hidden_size > (size_t)b->scr.rows * m->cfg.vocab_size)
         return NULL;
     return b->logits;

@@ -240,4 +240,22 @@ int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidd
                            float *hidden_out, head_kind which, int lrow, float *logits, int top, int32_t *top_out,
                            mtplx_err *err);
 
+/* The head of a batched MTP step (model_mtp_forward_batch_head): one row of each sequence that wants
+ * logits, through one head, as model_lm_head_list (lists not NULL) or model_lm_head_top would give
+ * them for those rows gathered in order. */
+typedef struct {
+    head_kind which;
+    const int *lrow;  /* [n] the row of sequence i whose logits are wanted, in [0, T), or -1: none */
+    int top;          /* lists: their length k (1..MODEL_TOP_MAX); else model_lm_head_top's top (0: whole) */
+    float *logits;    /* [k][V] host, k = sequences with lrow >= 0 (their rows, or scratch with lists) */
+    int32_t *lists;   /* [k][2·top + 2] host, or NULL: logits rows */
+} mtp_batch_head;
+
+/* model_mtp_forward_batch, then the head h over the wanted rows: the same numbers as those two calls
+ * (tests/unit/test_batch.c). On a device backend the head reads the rows where the layer left them and
+ * the sequences' output rows come down behind it: one wait a step, nothing uploaded in between. Returns
+ * 0 or an error (EINVAL on a bad lrow or top, checked before anything runs). */
+int model_mtp_forward_batch_head(const mtplx_model *m, model_batch *b, const mtp_seq *seqs, int n,
+                                 const mtp_batch_head *h, mtplx_err *err);
+
 #endif

@@ -278,6 +278,9 @@ struct model_batch {
     attn_seg *segs;   /* [BATCH_SEQS_MAX] */
 };
 
+/* forward.c: the batch's host staging (b->logits, [rows][V] floats) as room for `R` rows of H floats, or
+ * NULL when the backend works in host memory (its copies are memcpy: nothing to merge) or it is too small. */
+float *batch_host_rows(const mtplx_model *m, const model_batch *b, int R);
 /* forward.c: rows [r0[i], r0[i] + T[i]) of the backend rows dev[R][H] into host dst[i] (NULL: skipped),
  * for the n parts of a batch; with a device backend, one download of all R rows through the batch's
  * host staging (the host then waits for the device once, not once per part). */

@@ -175,7 +175,11 @@ int model_mtp_forward_head(const mtplx_model *m, mtp_state *s, const float *hidd
     return rc;
 }
 
-int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, mtplx_err *err) {
+/* The checks and the MTP layer of model_mtp_forward_batch: the rows' hiddens gathered into `o`, the
+ * layer's output left in the scratch's `a` (the rows of sequence i from r0s[i], Ts[i] of them; *R in
+ * all). Nothing comes down. Returns 0 or an error (no state changed). */
+static int mtp_batch_layer(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, int *R_out, int *r0s,
+                           int *Ts, mtplx_err *err) {
     if (n < 1 || n > BATCH_SEQS_MAX)
         return err_set(err, MTPLX_EINVAL, "model_mtp_forward_batch: %d sequences (1..%d)", n, BATCH_SEQS_MAX);
     int R = 0, rc;
@@ -195,19 +199,79 @@ int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq 
     fwd_scratch *scr = &b->scr;
     attn_seg *as = b->segs;
     /* gather: the rows' hiddens into `o` (free until the layer writes it) and their tokens */
-    const float *hin[BATCH_SEQS_MAX];
-    float *hout[BATCH_SEQS_MAX];
-    int r0s[BATCH_SEQS_MAX], Ts[BATCH_SEQS_MAX];
+    const float *hin[BATCH_SEQS_MAX] = {0};
     for (int i = 0, r0 = 0; i < n; r0 += q[i].T, i++) {
         as[i] = (attn_seg){&q[i].s->kv, q[i].s->len, r0, q[i].T};
-        hin[i] = q[i].hidden, hout[i] = q[i].hidden_out, r0s[i] = r0, Ts[i] = q[i].T;
+        hin[i] = q[i].hidden, r0s[i] = r0, Ts[i] = q[i].T;
         memcpy(b->tokens + r0, q[i].next_tokens, sizeof(int32_t) * q[i].T);
     }
     batch_rows_in(m, b, scr->o, R, hin, Ts, n);
     /* both layer kinds read the gathered hiddens before anything writes `o`; the output goes to `a` */
     m->family->mtp_rows(m, scr, as, n, scr->o, b->tokens, R, scr->a); /* the family's MTP layer */
-    batch_rows_out(m, b, scr->a, R, hout, r0s, Ts, n);
     for (int i = 0; i < n; i++) q[i].s->len += q[i].T;
+    *R_out = R;
+    return 0;
+}
+
+int model_mtp_forward_batch(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n, mtplx_err *err) {
+    int R, r0s[BATCH_SEQS_MAX], Ts[BATCH_SEQS_MAX];
+    int rc = mtp_batch_layer(m, b, q, n, &R, r0s, Ts, err);
+    if (rc) return rc;
+    float *hout[BATCH_SEQS_MAX];
+    for (int i = 0; i < n; i++) hout[i] = q[i].hidden_out;
+    batch_rows_out(m, b, b->scr.a, R, hout, r0s, Ts, n);
+    return 0;
+}
+
+/* The head's input for model_mtp_forward_batch_head: the k wanted rows of `a` in sequence order, where
+ * they are when they lie one after another (one sequence, or one row each), else copied into `o` (the
+ * layer is done with it). */
+static const float *head_rows_gather(const mtplx_model *m, fwd_scratch *scr, const int *lrow, const int *r0s, int n,
+                                     int *k_out) {
+    const size_t H = (size_t)m->cfg.hidden_size;
+    int k = 0, first = -1, together = 1;
+    for (int i = 0; i < n; i++)
+        if (lrow[i] >= 0) {
+            if (k == 0) first = r0s[i] + lrow[i];
+            together &= r0s[i] + lrow[i] == first + k;
+            k++;
+        }
+    *k_out = k;
+    if (together) return scr->a + (size_t)(first < 0 ? 0 : first) * H;
+    for (int i = 0, j = 0; i < n; i++)
+        if (lrow[i] >= 0)
+            m->be->ops->copy(m->be, scr->o + (size_t)j++ * H, scr->a + (size_t)(r0s[i] + lrow[i]) * H,
+                             sizeof(float) * H);
+    return scr->o;
+}
+
+int model_mtp_forward_batch_head(const mtplx_model *m, model_batch *b, const mtp_seq *q, int n,
+                                 const mtp_batch_head *h, mtplx_err *err) {
+    const char *fn = "model_mtp_forward_batch_head";
+    if (n < 1 || n > BATCH_SEQS_MAX) return err_set(err, MTPLX_EINVAL, "%s: %d sequences (1..%d)", fn, n, BATCH_SEQS_MAX);
+    if (h->lists && (h->top < 1 || h->top > MODEL_TOP_MAX || h->top >= m->cfg.vocab_size))
+        return err_set(err, MTPLX_EINVAL, "%s: lists of %d (1..%d)", fn, h->top, MODEL_TOP_MAX);
+    if (h->top < 0) return err_set(err, MTPLX_EINVAL, "%s: top %d", fn, h->top);
+    for (int i = 0; i < n; i++)
+        if (h->lrow[i] < -1 || h->lrow[i] >= q[i].T)
+            return err_set(err, MTPLX_EINVAL, "%s: logits row %d of sequence %d outside [0, %d)", fn, h->lrow[i], i,
+                           q[i].T);
+    int R, k, r0s[BATCH_SEQS_MAX], Ts[BATCH_SEQS_MAX];
+    int rc = mtp_batch_layer(m, b, q, n, &R, r0s, Ts, err);
+    if (rc) return rc;
+    fwd_scratch *scr = &b->scr;
+    const float *x = head_rows_gather(m, scr, h->lrow, r0s, n, &k);
+    /* all R output rows come down behind the head into the batch's host staging, when it has one */
+    const size_t H = (size_t)m->cfg.hidden_size;
+    float *host = batch_host_rows(m, b, R);
+    rc = fwd_head_device_rows(m, h->which, x, k, h->logits, h->top, h->lists, host, scr->a, host ? (size_t)R * H : 0,
+                              err);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) {
+        if (!q[i].hidden_out) continue;
+        if (host) memcpy(q[i].hidden_out, host + (size_t)r0s[i] * H, sizeof(float) * (size_t)Ts[i] * H);
+        else m->be->ops->download(m->be, q[i].hidden_out, scr->a + (size_t)r0s[i] * H, sizeof(float) * (size_t)Ts[i] * H);
+    }
     return 0;
 }
 

@@ -162,6 +162,59 @@ TEST(test_batch_equals_solo_every_family) {
     for (size_t i = 0; i < sizeof k_dirs / sizeof *k_dirs; i++) batch_family(k_dirs[i]);
 }
 
+/* model_mtp_forward_batch_head over the same rows as mtp_family's (solo: each sequence's output rows
+ * alone) in three calls: the output rows equal the solo rows, and the head's output equals
+ * model_lm_head_list / model_lm_head_top over the solo rows it picked. Call 0 takes lists of rows that
+ * are not next to each other (the device gathers them), call 1 whole rows, call 2 top rows from rows
+ * that lie together (one row a sequence). */
+static void mtp_head_family(const char *dir, const mtplx_model *m, seq_pool *pool, model_batch *b, int N,
+                            const float *hid, const int32_t (*tok)[8], const float *solo) {
+    mtplx_err err = {0};
+    int H = model_config_of(m)->hidden_size, V = model_config_of(m)->vocab_size, K = V > LIST_K ? LIST_K : V - 1;
+    const int Ts[3][3] = {{4, 1, 1}, {1, 2, 2}, {1, 1, 1}}; /* mtp_family's 6, 4 and 4 rows */
+    const int lrows[3][3] = {{2, 0, 0}, {0, -1, 1}, {0, 0, -1}};
+    const head_kind which[3] = {HEAD_MTP, HEAD_TARGET, HEAD_DRAFT};
+    const int tops[3] = {K, 0, K};
+    float *got = malloc(sizeof(float) * 8 * H * N), *lg = malloc(sizeof(float) * 3 * V), *ref = malloc(sizeof(float) * 3 * V);
+    float *x = malloc(sizeof(float) * 3 * H);
+    int32_t ls[3 * (2 * MODEL_TOP_MAX + 2)], rl[3 * (2 * MODEL_TOP_MAX + 2)];
+    mtp_state *s[3];
+    for (int i = 0; i < N; i++) REQUIRE(mtp_state_new_in(pool, 32, &s[i], &err) == 0);
+    int off[3] = {0, 0, 0};
+    for (int call = 0; call < 3; call++) {
+        mtp_seq q[3];
+        int k = 0;
+        for (int i = 0; i < N; i++) {
+            q[i] = (mtp_seq){s[i], hid + ((size_t)i * 8 + off[i]) * H, tok[i] + off[i], Ts[call][i],
+                             got + ((size_t)i * 8 + off[i]) * H};
+            int lr = lrows[call][i];
+            if (lr >= 0) memcpy(x + (size_t)k++ * H, solo + ((size_t)i * 8 + off[i] + lr) * H, sizeof(float) * H);
+            off[i] += Ts[call][i];
+        }
+        mtp_batch_head h = {which[call], lrows[call], tops[call], lg, call == 0 ? ls : NULL};
+        REQUIRE(model_mtp_forward_batch_head(m, b, q, N, &h, &err) == 0);
+        if (call == 0) {
+            REQUIRE(model_lm_head_list(m, which[call], x, k, ref, K, rl, &err) == 0);
+            CHECK_MSG(!memcmp(ls, rl, sizeof(int32_t) * (size_t)k * (2 * K + 2)), "%s: batched MTP head lists differ", dir);
+        } else {
+            REQUIRE(model_lm_head_top(m, which[call], x, k, ref, tops[call], &err) == 0);
+            CHECK_MSG(!memcmp(lg, ref, sizeof(float) * (size_t)k * V), "%s: batched MTP head rows differ (call %d)", dir,
+                      call);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        CHECK_MSG(!memcmp(got + (size_t)i * 8 * H, solo + (size_t)i * 8 * H, sizeof(float) * off[i] * H),
+                  "%s: MTP sequence %d's rows differ with the head behind them", dir, i);
+    const int bad = 3; /* a logits row past the sequence's rows: refused before anything runs */
+    mtp_seq q1 = {s[0], hid, tok[0], 2, got};
+    mtp_batch_head hb = {HEAD_MTP, &bad, 0, lg, NULL};
+    int len = mtp_state_len(s[0]);
+    CHECK_INT(model_mtp_forward_batch_head(m, b, &q1, 1, &hb, &err), MTPLX_EINVAL);
+    CHECK_INT(mtp_state_len(s[0]), len);
+    for (int i = 0; i < N; i++) mtp_state_free(s[i]);
+    free(got), free(lg), free(ref), free(x);
+}
+
 /* MTP rows of three sequences in one batch call equal each one's rows alone. */
 static void mtp_family(const char *dir) {
     mtplx_err err = {0};
@@ -209,6 +262,7 @@ static void mtp_family(const char *dir) {
         CHECK_MSG(!memcmp(got + (size_t)i * 8 * H, solo + (size_t)i * 8 * H, sizeof(float) * (rows[i][0] + rows[i][1]) * H),
                   "%s: MTP sequence %d differs in a batch", dir, i);
     for (int i = 0; i < N; i++) mtp_state_free(s[i]);
+    mtp_head_family(dir, m, pool, b, N, hid, (const int32_t (*)[8])tok, solo);
     free(hid), free(solo), free(got);
     model_batch_free(b);
     seq_pool_free(pool);
