@@ -383,7 +383,11 @@ int bench_draft_accept(const mtplx_model *const *models, int n, const int32_t *c
 static int bench_matmul_weight(int bits, int gs, int n, int k, uint64_t *seed, kern_weight *w, void **mem,
                                mtplx_err *err) {
     size_t elems = (size_t)n * k, words = bits ? elems * bits / 32 : (elems + 1) / 2, groups = elems / gs;
-    uint32_t *q = malloc(words * 4);
+    /* on 2 MiB-aligned huge pages, as the packed copies and (on kernels whose page cache holds large
+     * folios, e.g. ext4 on Linux 6.18) a checkpoint's mmap'd bf16 rows are read in decode: on malloc'd 4
+     * KiB pages the bf16 kernel read 45-48 GB/s, on huge pages 52-54 (2-thread Zen 5, bench/zen.md
+     * "Session 19") */
+    uint32_t *q = (uint32_t *)bench_membw_buffer(words * 4);
     uint16_t *s = bits ? malloc(groups * 2) : NULL, *b = bits ? malloc(groups * 2) : NULL;
     mem[0] = q, mem[1] = s, mem[2] = b;
     if (!q || (bits && (!s || !b))) return err_set(err, MTPLX_ENOMEM, "matmul bench: out of memory");
