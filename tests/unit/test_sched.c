@@ -552,10 +552,12 @@ TEST(test_draft_top_rows) {
      * configuration 3: some, so lists are made from the step's rows) */
     const int tops[4][NTOP] = {{1, 5, 20, 64}, {20, 0, 5, 1}, {1, 5, 20, 64}, {20, 5, 1, 64}};
     const int lists[4][NTOP] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {1, 1, 1, 1}, {1, 0, 1, 1}};
-    for (int cfgi = 0; cfgi < 4; cfgi++) {
+    /* both MTP step paths: the head behind the layer (default), and the layer then the heads' own call */
+    for (int cfgi = 0; cfgi < 8; cfgi++) {
         sched_config c;
         sched_config_default(&c, NTOP, 16);
         c.wait_ms = 600000; /* every draft row in one merged step */
+        c.mtp_head = cfgi < 4;
         sched *x;
         mtplx_err e;
         REQUIRE(sched_new(M, &c, &x, &e) == 0);
@@ -564,19 +566,19 @@ TEST(test_draft_top_rows) {
         top_job j[NTOP];
         pthread_t th[NTOP];
         for (int i = 0; i < NTOP; i++) {
-            int k = tops[cfgi][i];
-            j[i] = (top_job){x, k, k == 1 ? 0 : k ? k : 20, i == NTOP - 1, lists[cfgi][i], &go, 0, 0};
+            int k = tops[cfgi % 4][i];
+            j[i] = (top_job){x, k, k == 1 ? 0 : k ? k : 20, i == NTOP - 1, lists[cfgi % 4][i], &go, 0, 0};
             REQUIRE(pthread_create(&th[i], NULL, top_main, &j[i]) == 0);
         }
         for (int i = 0; i < NTOP; i++) pthread_join(th[i], NULL);
         sched_stats st;
         sched_get_stats(x, &st);
-        CHECK_MSG(st.steps == 1, "configuration %d: %llu steps, want the one merged draft step", cfgi,
-                  (unsigned long long)st.steps);
+        CHECK_MSG(st.steps == 1, "configuration %d (mtp_head %d): %llu steps, want the one merged draft step",
+                  cfgi % 4, c.mtp_head, (unsigned long long)st.steps);
         for (int i = 0; i < NTOP; i++)
-            CHECK_MSG(j[i].rc == 0 && j[i].same, "configuration %d, sequence %d (top %d, zero row %d): rc %d, the "
-                      "draft distribution from the top-k row differs from the whole row's", cfgi, i, j[i].top,
-                      j[i].zero, j[i].rc);
+            CHECK_MSG(j[i].rc == 0 && j[i].same, "configuration %d (mtp_head %d), sequence %d (top %d, zero row %d): "
+                      "rc %d, the draft distribution from the top-k row differs from the whole row's", cfgi % 4,
+                      c.mtp_head, i, j[i].top, j[i].zero, j[i].rc);
         pthread_barrier_destroy(&go);
         sched_free(x);
     }
