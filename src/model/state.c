@@ -162,10 +162,11 @@ int model_state_commit(model_state *s, int keep, mtplx_err *err) {
     return 0;
 }
 
-/* The pending commits of q[0..k) (k <= BATCH_SEQS_MAX, all with pend_keep > 0): one gdn_commit per layer. */
 #define SETTLE_ITEMS 32 /* commits a gdn_commit call takes: every layer's at once for a model of up to 32 GDN
                           * layers and one sequence (a device backend runs a call as one launch) */
 
+/* The pending commits of q[0..k) (k <= BATCH_SEQS_MAX, all with pend_keep > 0), every GDN layer's of
+ * every state, in gdn_commit calls of up to SETTLE_ITEMS items (layer-major, in state order). */
 static void settle_some(model_state *const *q, int k) {
     const mtplx_model *m = q[0]->m;
     const model_config *c = &m->cfg;
