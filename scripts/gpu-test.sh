@@ -17,7 +17,7 @@
 #      _DL_PIPE, _UP_ASYNC, _SEQ_PDL, _GDN_SPLIT=1, _GDN_XPOSE) off ≡ on, bit for bit;
 #   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
 #      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off), bf16 row groups in
-#      block rows ≡ in each warp (MTPLX_CUDA_SK_RG=0);
+#      block rows ≡ in each warp ≡ block rows in waves (MTPLX_CUDA_SK_RG=0 / 1 / default 2 / 3);
 #   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
 #   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
@@ -113,7 +113,8 @@ check launch_machinery_bit_identical machinery_equal
 #    with every matmul on the stream-K kernels (MTPLX_CUDA_GEMM=0), the default (the GEMM from 48 rows),
 #    and the GEMM for every call (MTPLX_CUDA_GEMM_MIN=1), on the embedded model in bf16 and converted to q4;
 #    and with the GEMM off, stream-K launches of 16 rows instead of 32 (MTPLX_CUDA_SK_ROWS=16) and with a
-#    bf16 launch's row groups in each warp instead of one a block row (MTPLX_CUDA_SK_RG=0)
+#    bf16 launch's row groups in each warp instead of one a block row (MTPLX_CUDA_SK_RG=0), one a block row
+#    only with the split's K batch (=1) and always (=3)
 gemm_equal() {
     local T=$(seq -s, 11 37 3674) q4=/tmp/gpu-q4 m mode
     rm -rf $q4; build/mtplx convert --q-bits 4 --out $q4 --quiet || return 1
@@ -123,9 +124,12 @@ gemm_equal() {
             build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g1.safetensors > /dev/null || return 1
             MTPLX_CUDA_GEMM_MIN=1 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g2.safetensors > /dev/null || return 1
             MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_ROWS=16 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g3.safetensors > /dev/null || return 1
-            MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_RG=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g4.safetensors > /dev/null || return 1
+            for g in 0 1 3; do
+                MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_RG=$g build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g4$g.safetensors > /dev/null || return 1
+            done
             cmp /tmp/gpu-g0.safetensors /tmp/gpu-g1.safetensors && cmp /tmp/gpu-g0.safetensors /tmp/gpu-g2.safetensors &&
-                cmp /tmp/gpu-g0.safetensors /tmp/gpu-g3.safetensors && cmp /tmp/gpu-g0.safetensors /tmp/gpu-g4.safetensors ||
+                cmp /tmp/gpu-g0.safetensors /tmp/gpu-g3.safetensors && cmp /tmp/gpu-g0.safetensors /tmp/gpu-g40.safetensors &&
+                cmp /tmp/gpu-g0.safetensors /tmp/gpu-g41.safetensors && cmp /tmp/gpu-g0.safetensors /tmp/gpu-g43.safetensors ||
                 { echo "$m logits [$mode] differ"; return 1; }
             echo "$m logits [$mode]: stream-K == GEMM"
         done

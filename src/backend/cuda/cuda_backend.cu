@@ -1012,7 +1012,8 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
     s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");
     s->thin = env_not0("MTPLX_CUDA_THIN");
-    s->sk_rg = env_not0("MTPLX_CUDA_SK_RG");
+    const char *rg = getenv("MTPLX_CUDA_SK_RG");
+    s->sk_rg = rg && *rg >= '0' && *rg <= '3' && !rg[1] ? *rg - '0' : 2;
     s->sk_rows = env_pos("MTPLX_CUDA_SK_ROWS") == 16 ? 16 : SK_ROWS;
     s->rms_batch = env_pos("MTPLX_CUDA_RMS_BATCH");
     s->gemm = env_not0("MTPLX_CUDA_GEMM");

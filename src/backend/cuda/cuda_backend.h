@@ -51,8 +51,10 @@ typedef struct {
     int sk_bps;     /* MTPLX_CUDA_SK_BPS=N: stream-K blocks per multiprocessor; 0: the kernel's occupancy */
     int sk_rows;    /* MTPLX_CUDA_SK_ROWS=16: bf16 stream-K launches of at most 16 activation rows (a comparison
                      * knob; default SK_ROWS = 32; same bits either way) */
-    int sk_rg;      /* 1: a bf16 stream-K launch of 9..32 rows whose blocks fit the GPU 8 rows a block row runs its
-                       row groups side by side; MTPLX_CUDA_SK_RG=0: 2 or 4 of them in each warp (same bits) */
+    int sk_rg;      /* how a bf16 stream-K launch of 9..32 rows runs its row groups of 8 (MTPLX_CUDA_SK_RG; the
+                       same bits every way): 0 two or four in each warp; 1 one a block row when the blocks fit the
+                       GPU at once with the split's K batch; 2 (default) also with a half or quarter batch (more
+                       blocks a multiprocessor); 3 one a block row always, in waves when they do not fit */
     int thin;       /* 1: thin bf16 weights (<= 64 rows) of a matmul_n that also holds quantized weights run on
                        k_thin_bf16 (cuda_mma.cu); MTPLX_CUDA_THIN=0: on the mma kernels (other bits) */
     int sk_minu;    /* MTPLX_CUDA_SK_MINU=N: fewer stream-K warps for a weight of under N units (K spans /

@@ -779,10 +779,28 @@ static int sk_bf16_blocks(int N, int K) {
     return sk_grid(sk_bf16_occ<U>(), (long long)((N + 15) / 16) * (K / 32), K / 32, U);
 }
 
-/* 1: a launch of `blocks` blocks over rg row groups runs them in block rows, all resident at once. */
+/* 1: a launch of `blocks` blocks over rg row groups runs them in block rows, all resident at once, with the
+ * 1..8-row instance of U spans a batch. */
 template <int U>
 static int sk_rg_fits(int blocks, int rg) {
     return cu_set.sk_rg && (long long)blocks * rg <= (long long)cu_sm_count() * sk_bf16_occ<U>();
+}
+
+/* The spans a batch (U, U / 2 or U / 4) with which the block rows of a launch of `blocks` blocks (the
+ * split of U spans a batch) over rg row groups run, or 0 when they run in each warp instead (cu_set.sk_rg).
+ * A smaller batch takes fewer registers, so more blocks are resident at once: a grouped launch of a small
+ * model's weights (GDN input projections: 162 blocks x 4 row groups) fits at U / 2 where it did not at U.
+ * The batch only groups a warp's loads; its range and the order of its sums are the split's, so the bits
+ * are the same every way. */
+template <int U>
+static int sk_rg_batch(int blocks, int rg) {
+    if (rg <= 1 || cu_set.sk_rg == 3) return U;
+    if (sk_rg_fits<U>(blocks, rg)) return U;
+    if (cu_set.sk_rg < 2) return 0;
+    constexpr int U2 = U >= 4 ? U / 2 : U, U4 = U >= 8 ? U / 4 : U;
+    if (U2 < U && sk_rg_fits<U2>(blocks, rg)) return U2;
+    if (U4 < U2 && sk_rg_fits<U4>(blocks, rg)) return U4;
+    return 0;
 }
 
 template <int U>
@@ -791,11 +809,14 @@ static void sk_bf16_launch(sk_jobs js, int K, const uint16_t *xh, const uint16_t
     sk_jobs_sort(&js);
     sk_scratch_for(&js);
     int blocks = sk_blocks_of(&js);
-    const int rg = (R + 7) / 8;
-    if (R <= 8 || sk_rg_fits<U>(blocks, rg))
-        /* one row group a block row, all resident at once: a small weight's latency chain then runs once
-         * for every 8 rows side by side instead of 2 or 4 row groups in turn in each warp */
-        cu_launch(k_sk_bf16<1, U>, dim3(blocks, rg), SK_WARPS * 32, 0, js, K, xh, xl, R);
+    const int rg = (R + 7) / 8, ub = sk_rg_batch<U>(blocks, rg);
+    /* one row group a block row: a small weight's latency chain then runs once for every 8 rows side by
+     * side instead of 2 or 4 row groups in turn in each warp */
+    const dim3 grid(blocks, rg);
+    constexpr int U2 = U >= 4 ? U / 2 : U, U4 = U >= 8 ? U / 4 : U;
+    if (ub == U) cu_launch(k_sk_bf16<1, U>, grid, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    else if (ub == U2) cu_launch(k_sk_bf16<1, U2>, grid, SK_WARPS * 32, 0, js, K, xh, xl, R);
+    else if (ub == U4) cu_launch(k_sk_bf16<1, U4>, grid, SK_WARPS * 32, 0, js, K, xh, xl, R);
     else if (R <= 16) cu_launch(k_sk_bf16<2, U / 2>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     else cu_launch(k_sk_bf16<4, (U > 3 ? U / 4 : 1)>, blocks, SK_WARPS * 32, 0, js, K, xh, xl, R);
     CU_LAUNCHED("matmul sk bf16");
