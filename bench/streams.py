@@ -10,8 +10,9 @@ Same measurement as streams.mjs (docs/architecture.md "The scheduler"): each rou
 /v1/completions at once (T 0.6, top_p 0.95, top_k 20, distinct code prompts cut from this repo's C
 sources, fixed seeds), all read by one thread (a selector loop over plain sockets, HTTP/1.1 chunked
 responses decoded here): an event is timed when its bytes are received. Per stream: time to the first
-token and the gaps between deliveries (server events less than 1 ms apart are one delivery: an MTP
-cycle commits several tokens at once). One thread per stream, as before, lost up to tens of ms per
+token and the gaps between deliveries (server events less than 0.2 ms apart are one delivery: an MTP
+cycle commits several tokens at once, sent 5-12 us apart, while a whole cycle takes 0.3 ms and more;
+the old 1 ms merged a GPU stream's 0.95 ms cycles into false bursts, bench/batching.md "Session 20"). One thread per stream, as before, lost up to tens of ms per
 gap to the threads' turns on a busy host where the server's own trace showed no such gap
 (bench/batching.md "Session 13"). Aggregate tok/s = completion tokens of all streams / wall time of the round. With
 --long-prompt T, one more request with a ~T-token prompt joins --long-delay seconds (default 0.3) after
@@ -26,6 +27,8 @@ import selectors
 import socket
 import time
 import urllib.parse
+
+MERGE_S = 0.2e-3  # events closer than this are one delivery (the docstring says why)
 
 
 def pct(values, p):
@@ -114,7 +117,7 @@ class Stream:
         """Records the stream's figures in out; returns True (the caller closes the socket)."""
         self.done = True
         a = self.arrivals
-        deliveries = [t for k, t in enumerate(a) if k == 0 or t - a[k - 1] >= 1e-3]
+        deliveries = [t for k, t in enumerate(a) if k == 0 or t - a[k - 1] >= MERGE_S]
         self.out.update(t0=self.t0, ttft=(deliveries[0] - self.t0) if deliveries else float("nan"),
                         end=a[-1] if a else time.perf_counter(), tokens=self.tokens,
                         gaps=[y - x for x, y in zip(deliveries, deliveries[1:])], deliveries=len(deliveries),

@@ -501,10 +501,14 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
  * out as cuda_mma.cu's k_mm_bf16 (thread (g, t): 8 inputs of rows n0+g and n0+g+8). Block row
  * blockIdx.y takes rows [8·NT·y, 8·NT·(y + 1)) of x through the same split as every other block row
  * (a row group: rows are mma columns, each computed from its own column only, so the bits do not depend
- * on which block row or instance computes it); its tile counters are its own. */
+ * on which block row or instance computes it); its tile counters are its own.
+ * The 1..8-row instance with batches of 1..2 spans is compiled for 10 resident blocks (48 registers, no
+ * spills; 9 at the compiler's own 56): a small model's MLP gate + up at 32 rows (300 blocks x 4 row
+ * groups) then fits the GPU as block rows (sk_rg_batch). The other instances keep the compiler's choice
+ * (a minimum of 1 would let it take up to 255 registers). */
 template <int NT, int U>
-__global__ void __launch_bounds__(SK_WARPS * 32) k_sk_bf16(sk_jobs jobs, int K, const uint16_t *xh,
-                                                          const uint16_t *xl, int R) {
+__global__ void __launch_bounds__(SK_WARPS * 32, NT == 1 && U <= 2 ? 10 : 0)
+    k_sk_bf16(sk_jobs jobs, int K, const uint16_t *xh, const uint16_t *xl, int R) {
     CU_PDL_ENTRY();
     int bid = blockIdx.x;
     const sk_job jb = sk_job_of(jobs, bid);
