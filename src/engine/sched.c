@@ -75,7 +75,9 @@ struct sched {
     int costs_on;
     sched_costs costs;
     double decode_rows;      /* decoding (not prompt) rows of the recent trunk steps, moving average */
-    uint64_t tried[GEN_MAX_DEPTH], acc[GEN_MAX_DEPTH]; /* drafts made / accepted at each position */
+    /* drafts made / accepted at each position, each older one weighing (1 - 1/ACCEPT_WINDOW) less */
+    double tried[GEN_MAX_DEPTH], acc[GEN_MAX_DEPTH];
+    unsigned probe;          /* sched_depth_cap calls answered 0 by the measured policy (POLICY_PROBE) */
 };
 
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -628,11 +630,19 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
 }
 
 /* The acceptance the policy assumes at each position (out[0..GEN_MAX_DEPTH)): the drafts reported so
- * far, each position starting from a prior worth ACCEPT_PRIOR_CYCLES cycles. The first position's
+ * far, the older ones fading (ACCEPT_WINDOW), each position starting from a prior worth
+ * ACCEPT_PRIOR_CYCLES cycles. The first position's
  * prior is 0.75; a deeper one's is the position before it times the first position's estimate (a
  * draft is accepted about as often as the one before it, given that one was), so positions the
  * policy has not drafted lately follow what the drafts it did make say. Called with mu held. */
 #define ACCEPT_PRIOR_CYCLES 32.0
+/* Drafts a position's estimate remembers, about: a server's workload changes (another language, another
+ * temperature), and counts kept from its start would hold an estimate made from hours-old requests. */
+#define ACCEPT_WINDOW 1024.0
+/* A measured policy that answers 0 drafts stops measuring what could change its mind (no MTP steps,
+ * no acceptance), so a transient bad estimate would hold it at plain AR; every POLICY_PROBE-th such
+ * answer is 1 instead (at most 1/POLICY_PROBE of those cycles pay for one draft). */
+#define POLICY_PROBE 32u
 static void accept_estimate(const sched *s, double *out) {
     double prior = 0.75;
     for (int i = 0; i < GEN_MAX_DEPTH; i++) {
@@ -648,6 +658,7 @@ int sched_depth_cap(sched *s, int depth) {
         sched_costs c = s->costs;
         accept_estimate(s, c.accept);
         cap = sched_depth_best(&c, n, depth);
+        if (cap == 0 && depth > 0 && ++s->probe % POLICY_PROBE == 0) cap = 1;
     } else {
         cap = s->cfg.knee_rows / n - 1;
     }
@@ -658,9 +669,10 @@ int sched_depth_cap(sched *s, int depth) {
 void sched_note_cycle(sched *s, int drafted, int accepted) {
     if (drafted <= 0) return;
     pthread_mutex_lock(&s->mu);
+    const double keep = 1.0 - 1.0 / ACCEPT_WINDOW;
     for (int i = 0; i < drafted && i < GEN_MAX_DEPTH; i++) {
-        s->tried[i]++;
-        s->acc[i] += i < accepted;
+        s->tried[i] = s->tried[i] * keep + 1.0;
+        s->acc[i] = s->acc[i] * keep + (i < accepted);
     }
     pthread_mutex_unlock(&s->mu);
 }

@@ -92,12 +92,13 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
 
 /* The MTP depth policy under load (docs/architecture.md, "MTP depth under load"): the most drafts a
  * cycle of a depth_auto request may make now, with n sequences running. After sched_calibrate: the
- * depth with the most tokens per millisecond under the measured costs (sched_cost.h); before (or
+ * depth with the most tokens per millisecond under the measured costs (sched_cost.h), except that one
+ * call in 32 that it answers 0 gets 1 (so that acceptance and the MTP step stay measured); before (or
  * without): knee_rows / n - 1. Clamped to [0, depth]. */
 int sched_depth_cap(sched *s, int depth);
 
 /* A depth_auto sequence's cycle: it drafted `drafted` tokens and the first `accepted` were accepted
- * (the policy's acceptance estimate). */
+ * (the policy's acceptance estimate, over about the last 1,024 drafts at each position). */
 void sched_note_cycle(sched *s, int drafted, int accepted);
 
 /* Measure this model's trunk and MTP forward costs on this machine (scratch sequences of 1, 2, 4, ...

@@ -617,6 +617,35 @@ TEST(test_accept_estimate) {
     sched_free(x);
 }
 
+/* The measured policy does not stay at plain AR on stale evidence: after drafts that all failed it
+ * answers 0, yet one call in POLICY_PROBE (32) still drafts 1; and the acceptance estimate follows the
+ * recent drafts (about the last 1,024), so once the probes are accepted again it drafts again — with
+ * counts kept from the start, 600 accepted drafts after 2,000 rejected ones would leave it at 0.23. */
+TEST(test_policy_recovers) {
+    sched_config c;
+    sched_config_default(&c, 2, 64);
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    REQUIRE(sched_calibrate(x, 2.0, &e) == 0);
+    for (int i = 0; i < 2000; i++) sched_note_cycle(x, 3, 0); /* every draft rejected */
+    sched_costs k;
+    CHECK(sched_costs_get(x, &k) == 1);
+    CHECK_MSG(k.accept[0] < 0.05, "after 2000 rejections: %g", k.accept[0]);
+    int zero = 0, one = 0;
+    for (int i = 0; i < 128; i++) {
+        int d = sched_depth_cap(x, 3);
+        zero += d == 0, one += d == 1;
+    }
+    CHECK_MSG(zero + one == 128 && one >= 3 && one <= 5, "128 calls at acceptance ~0: %d answered 0, %d answered 1",
+              zero, one);
+    for (int i = 0; i < 600; i++) sched_note_cycle(x, 1, 1); /* the probes' drafts accepted */
+    sched_costs_get(x, &k);
+    CHECK_MSG(k.accept[0] > 0.4, "600 accepted after 2000 rejected: %g", k.accept[0]);
+    CHECK_MSG(sched_depth_cap(x, 3) >= 1, "acceptance %g: still no drafts", k.accept[0]);
+    sched_free(x);
+}
+
 int main(void) {
     mtplx_err e;
     if (model_load(MODEL_DIR, &M, &e)) {
@@ -631,6 +660,7 @@ int main(void) {
     RUN(test_rendezvous_aligns_cycles);
     RUN(test_draft_top_rows);
     RUN(test_accept_estimate);
+    RUN(test_policy_recovers);
     model_free(M);
     return TEST_SUMMARY();
 }
