@@ -631,10 +631,10 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
 
 /* The acceptance the policy assumes at each position (out[0..GEN_MAX_DEPTH)): the drafts reported so
  * far, the older ones fading (ACCEPT_WINDOW), each position starting from a prior worth
- * ACCEPT_PRIOR_CYCLES cycles. The first position's
- * prior is 0.75; a deeper one's is the position before it times the first position's estimate (a
- * draft is accepted about as often as the one before it, given that one was), so positions the
- * policy has not drafted lately follow what the drafts it did make say. Called with mu held. */
+ * ACCEPT_PRIOR_CYCLES cycles. The first position's prior is 0.75; a deeper one's is the position
+ * before it times the first position's estimate (a draft is accepted about as often as the one before
+ * it, given that one was), so positions the policy has not drafted lately follow what the drafts it
+ * did make say. Called with mu held. */
 #define ACCEPT_PRIOR_CYCLES 32.0
 /* Drafts a position's estimate remembers, about: a server's workload changes (another language, another
  * temperature), and counts kept from its start would hold an estimate made from hours-old requests. */
