@@ -619,8 +619,9 @@ TEST(test_accept_estimate) {
 
 /* The measured policy does not stay at plain AR on stale evidence: after drafts that all failed it
  * answers 0, yet one call in POLICY_PROBE (32) still drafts 1; and the acceptance estimate follows the
- * recent drafts (about the last 1,024), so once the probes are accepted again it drafts again — with
- * counts kept from the start, 600 accepted drafts after 2,000 rejected ones would leave it at 0.23. */
+ * recent drafts (about the last 1,024) — with counts kept from the start, 600 accepted drafts after
+ * 2,000 rejected ones would leave it at 0.23 — so once the probes are accepted again it drafts again
+ * (where these costs make drafting pay at all). */
 TEST(test_policy_recovers) {
     sched_config c;
     sched_config_default(&c, 2, 64);
@@ -628,6 +629,7 @@ TEST(test_policy_recovers) {
     mtplx_err e;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
     REQUIRE(sched_calibrate(x, 2.0, &e) == 0);
+    const int d_prior = sched_depth_cap(x, 1); /* one draft at the prior's 0.75: does it pay here at all */
     for (int i = 0; i < 2000; i++) sched_note_cycle(x, 3, 0); /* every draft rejected */
     sched_costs k;
     CHECK(sched_costs_get(x, &k) == 1);
@@ -642,7 +644,11 @@ TEST(test_policy_recovers) {
     for (int i = 0; i < 600; i++) sched_note_cycle(x, 1, 1); /* the probes' drafts accepted */
     sched_costs_get(x, &k);
     CHECK_MSG(k.accept[0] > 0.4, "600 accepted after 2000 rejected: %g", k.accept[0]);
-    CHECK_MSG(sched_depth_cap(x, 3) >= 1, "acceptance %g: still no drafts", k.accept[0]);
+    for (int i = 0; i < 3000; i++) sched_note_cycle(x, 1, 1);
+    sched_costs_get(x, &k);
+    /* one draft paid at 0.75 on these measured costs (machine and build dependent), so it pays at > 0.9 */
+    if (d_prior == 1)
+        CHECK_MSG(sched_depth_cap(x, 1) == 1, "acceptance %g: still no drafts (1 at the prior)", k.accept[0]);
     sched_free(x);
 }
 
