@@ -792,6 +792,13 @@ int sched_calibrate(sched *s, double budget_s, mtplx_err *err) {
     return 0;
 }
 
+void sched_costs_set(sched *s, const sched_costs *c) {
+    pthread_mutex_lock(&s->mu);
+    s->costs = *c;
+    s->costs_on = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int sched_costs_get(sched *s, sched_costs *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->costs;

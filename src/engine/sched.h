@@ -109,6 +109,11 @@ void sched_note_cycle(sched *s, int drafted, int accepted);
  * nothing. */
 int sched_calibrate(sched *s, double budget_s, mtplx_err *err);
 
+/* Choose depths by the costs c from now on, as if sched_calibrate had measured them (tests; a
+ * calibration kept from an earlier run). c->accept is ignored: the acceptance is the scheduler's own
+ * estimate. Kept current from the steps run, as measured costs are. */
+void sched_costs_set(sched *s, const sched_costs *c);
+
 /* The policy's current costs and acceptance into *out (sched_cost.h); returns 1 when it uses them. */
 int sched_costs_get(sched *s, sched_costs *out);
 
