@@ -14,7 +14,9 @@
 #   5. graphs / PDL / fusions / stream / the batched rmsnorm loads / the L2 norms inside the GDN step /
 #      inline sequence tables / pipelined downloads / async uploads / PDL of the sequence kernels / GDN
 #      heads split over blocks (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM, _RMS_BATCH, _GDN_L2, _SEQ_INLINE,
-#      _DL_PIPE, _UP_ASYNC, _SEQ_PDL, _GDN_SPLIT=1, _GDN_XPOSE) off ≡ on, bit for bit;
+#      _DL_PIPE, _UP_ASYNC, _SEQ_PDL, _GDN_SPLIT=1, _GDN_XPOSE, _ATT_GROUP) off ≡ on, bit for bit; and the
+#      grouped attention blocks over a 700-token prompt (keys in three chunks, partials merged) ≡ one query a
+#      block (5b);
 #   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
 #      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off), bf16 row groups in
 #      block rows ≡ in each warp ≡ block rows in waves (MTPLX_CUDA_SK_RG=0 / 1 / default 2 / 3);
@@ -100,7 +102,7 @@ machinery_equal() {
     for mode in "" "--step" "--mtp" "--step --mtp"; do
         MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 MTPLX_CUDA_RMS_BATCH=1 \
             MTPLX_CUDA_GDN_L2=0 MTPLX_CUDA_SEQ_INLINE=0 MTPLX_CUDA_DL_PIPE=0 MTPLX_CUDA_UP_ASYNC=0 MTPLX_CUDA_SEQ_PDL=0 \
-            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
         MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 MTPLX_CUDA_DL_PIPE=1 \
             build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
         cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
@@ -108,6 +110,27 @@ machinery_equal() {
     done
 }
 check launch_machinery_bit_identical machinery_equal
+
+# 5b. attention blocks that take the queries of one KV head together, their key and value tiles staged in
+#     shared memory (cuda_seq.cu, attn_core_gbody), give each query the bits of a block of its own, also
+#     over several key chunks: a 700-token prefill, its MTP head and 700 one-row steps (with and without the
+#     MTP head), MTPLX_CUDA_ATT_GROUP=0 against =2 (grouped wherever the shape allows) and the default
+#     (grouped when the launch has a block an SM)
+att_group_equal() {
+    local T=$(seq -s, 5 3 2100) mode g
+    for mode in "" "--mtp" "--step" "--step --mtp"; do
+        MTPLX_CUDA_ATT_GROUP=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-a0.safetensors > /dev/null || return 1
+        for g in 2 1; do
+            MTPLX_CUDA_ATT_GROUP=$g build/mtplx logits --tokens $T $mode --out /tmp/gpu-a1.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-a0.safetensors /tmp/gpu-a1.safetensors || { echo "logits [$mode] ATT_GROUP=$g differ"; return 1; }
+            echo "logits [$mode]: one query a block == ATT_GROUP=$g"
+        done
+    done
+}
+check attention_grouped_bit_identical att_group_equal
+# and batch invariance with the grouped blocks wherever the shape allows (solo and batched rows alike)
+att_group_batch() { MTPLX_CUDA_ATT_GROUP=2 build/tests/test_batch; }
+check batch_invariance_attention_grouped att_group_batch
 
 # 6. the many-row GEMM (cuda_gemm.cu) changes no bit: a 100-token prefill's logits (and the MTP head's)
 #    with every matmul on the stream-K kernels (MTPLX_CUDA_GEMM=0), the default (the GEMM from 48 rows),

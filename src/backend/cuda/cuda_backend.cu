@@ -955,7 +955,7 @@ cu_settings cu_set = [] {
     cu_settings s = {}; /* by name: a positional list went stale when fields were added in the middle */
     s.stream = 1, s.seq_batch = 1, s.commit = 1, s.top = 1, s.top_min_vocab = 1, s.gdn_reg = 1;
     s.mma = 1, s.sk = 1, s.sk_group = 1, s.gemm = 1, s.moe = 1;
-    s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1, s.gdn_xpose = 1;
+    s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1, s.gdn_xpose = 1, s.att_group = 1;
     return s;
 }();
 
@@ -1031,6 +1031,7 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->up_async = env_not0("MTPLX_CUDA_UP_ASYNC");
     s->gdn_split = env_pos("MTPLX_CUDA_GDN_SPLIT");
     s->gdn_xpose = env_not0("MTPLX_CUDA_GDN_XPOSE");
+    s->att_group = env_not0("MTPLX_CUDA_ATT_GROUP") ? (env_pos("MTPLX_CUDA_ATT_GROUP") == 2 ? 2 : 1) : 0;
 }
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {

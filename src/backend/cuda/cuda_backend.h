@@ -85,6 +85,9 @@ typedef struct {
                        for every N) */
     int gdn_xpose;  /* 1: the register GDN step's warp sums by halving exchanges (cuda_seq.cu, warp_sum8: 9-17
                        shuffles for 8 rows); MTPLX_CUDA_GDN_XPOSE=0: a 5-shuffle butterfly per row (same bits) */
+    int att_group;  /* 1: attention launches with at least a block an SM take up to 8 queries of one KV head a
+                       block, its key and value tiles staged once for them (cuda_seq.cu, attn_core_gbody);
+                       MTPLX_CUDA_ATT_GROUP=2: every launch the shape allows; =0: a block a query (same bits) */
     int up_async;   /* 1: uploads up to 256 KB through the pinned index ring, in stream order, without a
                        wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;

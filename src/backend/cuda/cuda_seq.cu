@@ -11,7 +11,8 @@
  * warp i mod ATT_WARPS, online softmax a tile at a time) and a fixed merge of the warps, then of the chunks in
  * order; the cut depends
  * only on the query's own key count, so its bits depend only on its keys (never on the rows beside
- * it); the delta rule runs a head's rows in order in one block; the state update is one function
+ * it); grouped blocks (several queries of one KV head sharing the staged keys) repeat those operations
+ * query by query, so a query's bits do not depend on which queries share its block either; the delta rule runs a head's rows in order in one block; the state update is one function
  * shared by the step and the replay, so the replay is bit-identical. */
 #include "cuda_internal.cuh"
 
@@ -314,6 +315,306 @@ __global__ void k_attn_merge(attn_core_args a) {
     attn_merge_body(a, a.t0 + blockIdx.x, blockIdx.y, 0);
 }
 
+/* ------------------------------------------------------------------ queries of one KV head together */
+
+/* attn_core_body reads a chunk's key and value rows once per (row, query head): a verify of R rows of a
+ * model with G query heads a KV head reads them R · G times (the 27B shape's 8-row verify at 16,384 keys:
+ * 6.4 GB a layer from L2, twice the 1-row step; bench/cuda.md "Session 20"). A grouped block takes QB
+ * queries of one KV head of one sequence and one chunk, stages each key tile and then each value tile of
+ * the chunk in shared memory once (cp.async, two slots: the next tile is in flight while this one is
+ * used), and gives every query exactly attn_core_body's arithmetic, so each output keeps its bits whatever
+ * queries share a block ($MTPLX_CUDA_ATT_GROUP=0: one query a block; gpu-test compares both):
+ *
+ *   - a chunk's tile i of 32 keys is attn_core_body's warp i, which starts from m = -inf, l = 0, o = 0:
+ *     its max is the tile's max score, its sum the tile's butterfly sum of p, its o[d] the chain of
+ *     fmaf(p_u, v_u[d], .) over the tile's keys in order;
+ *   - a score is the four-lane sum of attn_core_body's k4q path: lane p's fmaf chain over float4s p, p + 4,
+ *     ..., then (s0 + s1) + (s2 + s3);
+ *   - the tiles are merged in tile order with attn_core_body's expressions (empty tiles included).
+ *
+ * Pass 1 (warp w = query w, lane u = key u of the staged tile): scores, each (query, tile)'s max, sum and
+ * p. Pass 2 (thread = two value dims and a set of the queries): each tile's o, folded into the merge as
+ * soon as it is complete (the merge's max over the tiles is known after pass 1). Needs Dk = DK and Dv =
+ * DV and 16-byte aligned caches (attn_qb and its callers check). */
+template <int QB, int DK, int DV>
+struct att_g_shape {
+    static constexpr int KS = DK + 4; /* staged key row stride: lane-per-key float4 reads hit distinct banks */
+    static constexpr int BUF = 32 * KS > 32 * DV ? 32 * KS : 32 * DV; /* floats of one staging slot */
+    static constexpr int NP = DV / 2;                                  /* pass 2: value dim pairs */
+    static constexpr int QS = ATT_WARPS * 32 / NP;                     /* threads a dim pair (query sets) */
+    static constexpr int Q = (QB + QS - 1) / QS;                       /* queries a thread accumulates */
+    static constexpr int QP = QS * Q;                                  /* p floats a key (QB padded) */
+    static constexpr size_t floats = 2 * (size_t)BUF + (size_t)QB * DK + (size_t)ATT_CHUNK * QP + 2 * QB * ATT_WARPS;
+};
+static_assert(ATT_CHUNK == ATT_WARPS * ATT_TILE, "a chunk is one tile a warp (attn_core_body)");
+
+__device__ __forceinline__ void att_cp16(void *dst, const void *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void att_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void att_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+/* Queues the copy of keys jt .. jt + n - 1 (n <= 32; rows past n zero-filled) of KV head kvh, key rows
+ * (W = DK floats, stride S) or value rows, into slot dst: 8 threads a key, each looking its row up once. */
+template <int W, int S>
+__device__ __forceinline__ void att_stage(float *dst, const float *base, const kv_view &kv, int kvh, int jt, int n) {
+    constexpr int TPK = ATT_WARPS * 32 / ATT_TILE, per = W / 4 / TPK; /* threads a key; 16-byte pieces a thread */
+    const int u = threadIdx.x / TPK, f0 = threadIdx.x % TPK;
+    const bool ok = u < n;
+    const float *src = ok ? base + kv_row(kv, kvh, jt + u) * W : base;
+#pragma unroll
+    for (int k = 0; k < per; k++) {
+        const int f = f0 + TPK * k;
+        att_cp16(dst + u * S + 4 * f, src + (ok ? 4 * f : 0), ok);
+    }
+}
+
+/* Pass 1 for query w (keys of the tile: lim, <= 0 none) on the staged key tile kt: lane u's score as
+ * attn_core_body's four lanes of key u make it, the tile's softmax; p to pr[u · QP + w], max and sum to
+ * *m / *l (lane 0). */
+template <int QP, int DK, int KS>
+__device__ __forceinline__ void att_g_scores(const float *kt, const float *qs, float *pr, float *m, float *l,
+                                             int w, int lim, float scale) {
+    const int u = threadIdx.x & 31, nt = min(ATT_TILE, lim);
+    if (nt <= 0) {
+        pr[u * QP + w] = 0.f;
+        return;
+    }
+    const float4 *k4 = (const float4 *)(kt + u * KS), *q4 = (const float4 *)(qs + w * DK);
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < DK / 16; i++)
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const float4 x = q4[4 * i + p], y = k4[4 * i + p];
+            s[p] = fmaf(x.x, y.x, s[p]);
+            s[p] = fmaf(x.y, y.y, s[p]);
+            s[p] = fmaf(x.z, y.z, s[p]);
+            s[p] = fmaf(x.w, y.w, s[p]);
+        }
+    const float raw = (s[0] + s[1]) + (s[2] + s[3]);
+    const float sc = u < nt ? raw * scale : -INFINITY;
+    float mt = sc;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+    const float mn = fmaxf(-INFINITY, mt); /* attn_core_body's first tile: m = -inf before it */
+    const float p = u < nt ? expf(sc - mn) : 0.f;
+    float ps = p;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+    pr[u * QP + w] = p;
+    if (u == 0) *m = mn, *l = ps; /* l · corr + ps with l = 0 */
+}
+
+/* Pass 2 for one value tile vt (keys 0 .. ntm - 1 staged) and this thread's Q queries (lim[j]: keys of
+ * query j in the tile, 0 for none or no such query): o[j] += p · v over dims 2·pair, 2·pair + 1, keys in
+ * order; the keys every query has run without checks, the rest check each query's count. */
+template <int Q, int QP, int DV>
+__device__ __forceinline__ void att_g_values(const float *vt, const float *pt, int pair, int q0, const int *lim,
+                                             int ntm, float2 *o) {
+    int lmin = ntm;
+#pragma unroll
+    for (int j = 0; j < Q; j++) lmin = min(lmin, lim[j]);
+    lmin = max(lmin, 0);
+    int u = 0;
+#pragma unroll 4
+    for (; u < lmin; u++) {
+        const float2 v = *(const float2 *)(vt + u * DV + 2 * pair);
+#pragma unroll
+        for (int j = 0; j < Q; j++) {
+            const float p = pt[u * QP + q0 + j];
+            o[j].x = fmaf(p, v.x, o[j].x);
+            o[j].y = fmaf(p, v.y, o[j].y);
+        }
+    }
+    for (; u < ntm; u++) {
+        const float2 v = *(const float2 *)(vt + u * DV + 2 * pair);
+#pragma unroll
+        for (int j = 0; j < Q; j++) {
+            if (u >= lim[j]) continue;
+            const float p = pt[u * QP + q0 + j];
+            o[j].x = fmaf(p, v.x, o[j].x);
+            o[j].y = fmaf(p, v.y, o[j].y);
+        }
+    }
+}
+
+template <int QB, int DK, int DV>
+__device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const kv_view &kv, int x, int kvh, int c,
+                                                int z, int rows_here) {
+    using SH = att_g_shape<QB, DK, DV>;
+    constexpr int KS = SH::KS, BUF = SH::BUF, NP = SH::NP, Q = SH::Q, QP = SH::QP, NTH = ATT_WARPS * 32;
+    extern __shared__ __align__(16) float sm[]; /* 2 slots, q[QB][DK], p[256][QP], m[QB][8], l[QB][8] */
+    float *ring = sm, *qs = ring + 2 * BUF, *pr = qs + QB * DK, *ms = pr + ATT_CHUNK * QP, *ls = ms + QB * ATT_WARPS;
+    const int tid = threadIdx.x, w = tid >> 5, G = a.group, j0 = c * ATT_CHUNK;
+    /* query qq: local row (x · QB + qq) / G, head kvh · G + (x · QB + qq) % G; its keys here end at qend */
+    auto qend = [&](int qq) {
+        const int tl = (x * QB + qq) / G, nk = a.pos0 + a.t0 + tl + 1;
+        return qq < QB && tl < rows_here && nk > j0 ? min(nk, j0 + ATT_CHUNK) : j0;
+    };
+    int nmax = j0;
+#pragma unroll
+    for (int qq = 0; qq < QB; qq++) nmax = max(nmax, qend(qq));
+    if (nmax <= j0) return;
+    const int ntl = (nmax - j0 + ATT_TILE - 1) / ATT_TILE; /* tiles with keys of some query */
+    att_stage<DK, KS>(ring, kv.k, kv, kvh, j0, nmax - j0);
+    att_commit();
+    for (int i = tid; i < QB * DK; i += NTH) {
+        const int qq = i / DK, e = x * QB + qq;
+        qs[i] = qend(qq) > j0 ? a.big[(size_t)(a.t0 + e / G) * a.ldb + a.q_off + (size_t)(kvh * G + e % G) * a.q_stride +
+                                      i % DK]
+                              : 0.f;
+    }
+    for (int i = tid; i < QB * ATT_WARPS; i += NTH) ms[i] = -INFINITY, ls[i] = 0.f;
+    for (int i = tid; i < ATT_CHUNK * QP; i += NTH)
+        if (i % QP >= QB) pr[i] = 0.f; /* padding queries */
+    const int wend = w < QB ? qend(w) : j0;
+    /* pass 1: slot t & 1 holds key tile t; the next stage (key tile t + 1, or value tile 0) is queued first */
+    for (int t = 0; t < ntl; t++) {
+        const int jt = j0 + t * ATT_TILE;
+        float *next = ring + ((t + 1) & 1) * BUF;
+        if (t + 1 < ntl) att_stage<DK, KS>(next, kv.k, kv, kvh, jt + ATT_TILE, nmax - jt - ATT_TILE);
+        else att_stage<DV, DV>(next, kv.v, kv, kvh, j0, nmax - j0);
+        att_commit();
+        att_wait1();
+        __syncthreads();
+        if (w < QB)
+            att_g_scores<QP, DK, KS>(ring + (t & 1) * BUF, qs, pr + t * ATT_TILE * QP, ms + w * ATT_WARPS + t,
+                                     ls + w * ATT_WARPS + t, w, wend - jt, a.scale);
+        __syncthreads();
+    }
+    /* pass 2: thread (pair, set) takes dims 2·pair, 2·pair + 1 of queries q0 .. q0 + Q - 1; the merge's max
+     * and sum of each query first (attn_core_body's, over all 8 tiles), then slot (ntl + t) & 1 holds value
+     * tile t and each tile's o goes into the merge as soon as it is complete */
+    const int pair = tid % NP, q0 = tid / NP * Q;
+    float M[Q], L[Q];
+    float2 acc[Q];
+    int qe[Q];
+#pragma unroll
+    for (int j = 0; j < Q; j++) {
+        const int qq = min(q0 + j, QB - 1);
+        qe[j] = qend(q0 + j);
+        M[j] = -INFINITY, L[j] = 0.f, acc[j] = make_float2(0.f, 0.f);
+        for (int y = 0; y < ATT_WARPS; y++) M[j] = fmaxf(M[j], ms[qq * ATT_WARPS + y]);
+        for (int y = 0; y < ATT_WARPS; y++) L[j] += ls[qq * ATT_WARPS + y] * expf(ms[qq * ATT_WARPS + y] - M[j]);
+    }
+    for (int t = 0; t < ATT_WARPS; t++) {
+        float2 o[Q];
+#pragma unroll
+        for (int j = 0; j < Q; j++) o[j] = make_float2(0.f, 0.f);
+        if (t < ntl) {
+            const int jt = j0 + t * ATT_TILE, s = ntl + t;
+            if (t + 1 < ntl)
+                att_stage<DV, DV>(ring + ((s + 1) & 1) * BUF, kv.v, kv, kvh, jt + ATT_TILE, nmax - jt - ATT_TILE);
+            att_commit();
+            att_wait1();
+            __syncthreads();
+            int lim[Q];
+#pragma unroll
+            for (int j = 0; j < Q; j++) lim[j] = max(qe[j] - jt, 0);
+            if (q0 < QB)
+                att_g_values<Q, QP, DV>(ring + (s & 1) * BUF, pr + t * ATT_TILE * QP, pair, q0, lim,
+                                        min(ATT_TILE, nmax - jt), o);
+            __syncthreads();
+        }
+#pragma unroll
+        for (int j = 0; j < Q; j++) {
+            const int qq = min(q0 + j, QB - 1);
+            acc[j].x += o[j].x * expf(ms[qq * ATT_WARPS + t] - M[j]);
+            acc[j].y += o[j].y * expf(ms[qq * ATT_WARPS + t] - M[j]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < Q; j++) {
+        const int qq = q0 + j;
+        if (qq >= QB || qe[j] <= j0) continue;
+        const int e = x * QB + qq, t = a.t0 + e / G, h = kvh * G + e % G, d = 2 * pair;
+        const int chunks = (a.pos0 + t + 1 + ATT_CHUNK - 1) / ATT_CHUNK;
+        float *row = a.big + (size_t)t * a.ldb;
+        if (chunks > 1) {
+            float *slot = attn_part_slot(a, z, t, h, c);
+            if (d == 0) slot[0] = M[j], slot[1] = L[j];
+            slot[2 + d] = acc[j].x, slot[3 + d] = acc[j].y;
+            continue;
+        }
+        float r0 = acc[j].x / L[j], r1 = acc[j].y / L[j];
+        if (a.gated) {
+            const float *g = row + a.q_off + (size_t)h * a.q_stride + DK + d;
+            r0 *= cu_sigmoid(g[0]);
+            r1 *= cu_sigmoid(g[1]);
+        }
+        row[a.att_off + (size_t)h * DV + d] = r0;
+        row[a.att_off + (size_t)h * DV + d + 1] = r1;
+    }
+}
+
+template <int QB, int D>
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
+    CU_PDL_ENTRY();
+    attn_core_gbody<QB, D, D>(a, kv, blockIdx.x, blockIdx.y, blockIdx.z, 0, rows_here);
+}
+
+/* Queries a grouped block takes for a launch of `rows` rows a sequence over nseq sequences, nH query
+ * heads and S chunks: of 8, 6, 4 and 2, the one that leaves the fewest empty places for rows · group
+ * queries (ties: the larger); or 0 for one-query blocks: $MTPLX_CUDA_ATT_GROUP=0, a single query a KV head,
+ * head widths other than 128 / 256, Dk != Dv, a cache not 16-byte aligned (`aligned` 0), or (unless =2)
+ * fewer grouped blocks than multiprocessors — a grouped block walks its chunk's 16 staged tiles in turn,
+ * so a short context with few queries runs faster as one-query blocks side by side (27B-16l q4 at 256
+ * keys: 1 row 2.40 vs 2.35 ms; bench/cuda.md "Session 21"). Any choice gives every query the same bits,
+ * so it may follow the rows and keys. */
+static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int nH, int S) {
+    if (!cu_set.att_group || !aligned || a.Dk != a.Dv || (a.Dk != 128 && a.Dk != 256)) return 0;
+    const int q = rows * a.group;
+    if (q <= 1) return 0;
+    static const int cand[4] = {8, 6, 4, 2};
+    int best = 0, waste = 1 << 30;
+    for (int i = 0; i < 4; i++) {
+        const int wq = (q + cand[i] - 1) / cand[i] * cand[i] - q;
+        if (wq < waste) best = cand[i], waste = wq;
+    }
+    const long long blocks = (long long)(q + best - 1) / best * (nH / a.group) * S * nseq;
+    return cu_set.att_group == 2 || blocks >= cu_sm_count() ? best : 0;
+}
+
+template <int QB, int D>
+static size_t attn_g_smem() {
+    return sizeof(float) * att_g_shape<QB, D, D>::floats;
+}
+
+/* Lets kernel fn take more than 48 KB of dynamic shared memory (once a kernel). */
+static void attn_g_allow(const void *fn, size_t smem) {
+    if (smem > 48 * 1024)
+        CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention smem");
+}
+
+/* Launches instance <QB, D> of the grouped kernel template KERN (k_attn_core_g or k_attn_core_seqs_g) on
+ * grid with the kernel's arguments; the first launch of each instance allows its shared memory. */
+#define ATT_G_LAUNCH(KERN, QB, D, grid, ...)                                                                     \
+    do {                                                                                                       \
+        static int allowed_;                                                                                   \
+        const size_t gs_ = attn_g_smem<QB, D>();                                                               \
+        if (!__atomic_load_n(&allowed_, __ATOMIC_ACQUIRE)) {                                                   \
+            attn_g_allow((const void *)KERN<QB, D>, gs_);                                                      \
+            __atomic_store_n(&allowed_, 1, __ATOMIC_RELEASE);                                                  \
+        }                                                                                                      \
+        seq_launch(KERN<QB, D>, grid, ATT_WARPS * 32, gs_, __VA_ARGS__);                                       \
+    } while (0)
+
+/* The instance for qb queries a block (attn_qb) and head width D (128 or 256). */
+#define ATT_G_SWITCH(KERN, qb, D, grid, ...)                                                                     \
+    do {                                                                                                       \
+        const int k_ = (qb) * 1000 + (D);                                                                      \
+        if (k_ == 2128) ATT_G_LAUNCH(KERN, 2, 128, grid, __VA_ARGS__);                                         \
+        else if (k_ == 4128) ATT_G_LAUNCH(KERN, 4, 128, grid, __VA_ARGS__);                                    \
+        else if (k_ == 6128) ATT_G_LAUNCH(KERN, 6, 128, grid, __VA_ARGS__);                                    \
+        else if (k_ == 8128) ATT_G_LAUNCH(KERN, 8, 128, grid, __VA_ARGS__);                                    \
+        else if (k_ == 2256) ATT_G_LAUNCH(KERN, 2, 256, grid, __VA_ARGS__);                                    \
+        else if (k_ == 4256) ATT_G_LAUNCH(KERN, 4, 256, grid, __VA_ARGS__);                                    \
+        else if (k_ == 6256) ATT_G_LAUNCH(KERN, 6, 256, grid, __VA_ARGS__);                                    \
+        else ATT_G_LAUNCH(KERN, 8, 256, grid, __VA_ARGS__);                                                    \
+    } while (0)
+
 /* Per-thread device buffer for the chunk partials (grown as needed; contents lost when it grows). */
 static float *attn_part_buf(size_t floats) {
     static thread_local void *buf = NULL;
@@ -349,8 +650,13 @@ static void attn_core(attn_core_args a, const kv_view &kv, int R, int nH) {
     a.S = attn_split(a.pos0 + R, R, 1, nH, a.Dv, &a.part, &ns, &group);
     a.rows = group, a.heads = nH, a.z0 = 0;
     for (a.t0 = 0; a.t0 < R; a.t0 += group) {
-        int rows = R - a.t0 < group ? R - a.t0 : group;
-        seq_launch(k_attn_core, dim3(rows, nH, a.S), ATT_WARPS * 32, smem, a, kv);
+        int rows = R - a.t0 < group ? R - a.t0 : group, qb = attn_qb(a, rows, ((uintptr_t)kv.k | (uintptr_t)kv.v) % 16 == 0, 1, nH, a.S);
+        if (qb) {
+            dim3 grid((rows * a.group + qb - 1) / qb, nH / a.group, a.S);
+            ATT_G_SWITCH(k_attn_core_g, qb, a.Dk, grid, a, kv, rows);
+        } else {
+            seq_launch(k_attn_core, dim3(rows, nH, a.S), ATT_WARPS * 32, smem, a, kv);
+        }
         CU_LAUNCHED("attention");
         if (a.S > 1) {
             seq_launch(k_attn_merge, dim3(rows, nH), 128, 0, a);
@@ -1011,6 +1317,23 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z);
 }
 
+/* Block (x, KV head, i · S + c): k_attn_core_g's block for sequence i. */
+template <int QB, int D>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attn_core_seqs_g(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab,
+                       int rows) {
+    CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
+    const int z = blockIdx.z / a.S;
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + z];
+    const int here = min(rows, q.R - a.t0);
+    if (here <= 0) return;
+    a.big += (size_t)q.r0 * a.ldb;
+    a.pos0 = q.pos0;
+    const kv_view kv = seq_view(base, q, tab);
+    attn_core_gbody<QB, D, D>(a, kv, blockIdx.x, blockIdx.y, blockIdx.z % a.S, z, here);
+}
+
 /* Block (t, h, i): k_attn_merge's block (t, h) for sequence i. */
 __global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
     CU_PDL_ENTRY();
@@ -1034,11 +1357,18 @@ static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab 
         if (seqs[i].R > 0 && seqs[i].pos0 + seqs[i].R > max_keys) max_keys = seqs[i].pos0 + seqs[i].R;
     q.S = attn_split(max_keys, maxR, n, nH, q.Dv, &q.part, &ns, &group);
     q.rows = group, q.heads = nH;
+    int aligned = 1;
+    for (int i = 0; i < n; i++) aligned &= ((uintptr_t)seqs[i].kv.k | (uintptr_t)seqs[i].kv.v) % 16 == 0;
     for (q.z0 = 0; q.z0 < n; q.z0 += ns) {
         int nz = n - q.z0 < ns ? n - q.z0 : ns;
         for (q.t0 = 0; q.t0 < maxR; q.t0 += group) {
-            int rows = maxR - q.t0 < group ? maxR - q.t0 : group;
-            seq_launch(k_attn_core_seqs, dim3(rows, nH, nz * q.S), ATT_WARPS * 32, smem, q, base, inl, tab);
+            int rows = maxR - q.t0 < group ? maxR - q.t0 : group, qb = attn_qb(q, rows, aligned, nz, nH, q.S);
+            if (qb) {
+                dim3 grid((rows * q.group + qb - 1) / qb, nH / q.group, nz * q.S);
+                ATT_G_SWITCH(k_attn_core_seqs_g, qb, q.Dk, grid, q, base, inl, tab, rows);
+            } else {
+                seq_launch(k_attn_core_seqs, dim3(rows, nH, nz * q.S), ATT_WARPS * 32, smem, q, base, inl, tab);
+            }
             CU_LAUNCHED("attention");
             if (q.S > 1) {
                 seq_launch(k_attn_merge_seqs, dim3(rows, nH, nz), 128, 0, q, inl, tab);
