@@ -4,7 +4,8 @@ and latency of N concurrent streams through `mtplx serve`, Python standard libra
 
 Usage (repo root):
   python3 bench/streams.py BASE_URL [--streams 1,8,64] [--max-tokens 256] [--depth N]
-                           [--rounds R] [--warmup W] [--long-prompt TOKENS [--long-delay S]] [--json]
+                           [--rounds R] [--warmup W] [--long-prompt TOKENS [--long-delay S]]
+                           [--closed-loop S [--closed-warmup S]] [--json]
 
 Same measurement as streams.mjs (docs/architecture.md "The scheduler"): each round starts N streaming
 /v1/completions at once (T 0.6, top_p 0.95, top_k 20, distinct code prompts cut from this repo's C
@@ -20,6 +21,12 @@ the others started, and the others' longest gap while it is read (from its start
 is reported against their median gap, as streams.mjs does (issue 12's chunked-prefill bar: <= 5x).
 --warmup W runs W unreported rounds per stream count first; after the table, each stream count's mean
 aggregate over its R rounds and its ratio to the first count's (issue 12's 8 streams vs one).
+
+A round starts its N streams together and ends with the last one, so its aggregate includes the first
+tokens' wait and a tail in which the streams that drew fewer tokens a cycle finish alone. --closed-loop S
+measures N concurrent streams in steady state instead: N requests are kept in flight (the next starts as
+one ends) and the completion tokens that arrive in an S-second window after --closed-warmup seconds
+(default 1) are counted; a row's "wall s" is then S, and TTFT / gaps are those of the window.
 """
 import argparse
 import json
@@ -118,16 +125,17 @@ class Stream:
         self.done = True
         a = self.arrivals
         deliveries = [t for k, t in enumerate(a) if k == 0 or t - a[k - 1] >= MERGE_S]
-        self.out.update(t0=self.t0, ttft=(deliveries[0] - self.t0) if deliveries else float("nan"),
+        self.out.update(events=list(a), t0=self.t0, ttft=(deliveries[0] - self.t0) if deliveries else float("nan"),
                         end=a[-1] if a else time.perf_counter(), tokens=self.tokens,
                         gaps=[y - x for x, y in zip(deliveries, deliveries[1:])], deliveries=len(deliveries),
                         arrivals=deliveries)
         return True
 
 
-def run_streams(starts):
+def run_streams(starts, on_end=None):
     """Runs streams to their ends in one selector loop; starts: (start time, url, body, out), the start
-    time a perf_counter() value (a stream is opened once it has come)."""
+    time a perf_counter() value (a stream is opened once it has come). on_end(now), when given, is called
+    as each stream ends and returns the starts to add (the closed loop's next request)."""
     sel, pending, live = selectors.DefaultSelector(), sorted(starts, key=lambda x: x[0]), 0
     while pending or live:
         now = time.perf_counter()
@@ -147,20 +155,57 @@ def run_streams(starts):
                 sel.unregister(st.sock)
                 st.sock.close()
                 live -= 1
+                if on_end:
+                    pending = sorted(pending + on_end(time.perf_counter()), key=lambda x: x[0])
+
+
+def request_body(args, src, i, seed):
+    """The streaming completion of prompt i (T 0.6, top_p 0.95, top_k 20, the given seed)."""
+    body = {"model": "m", "prompt": prompt(src, i), "max_tokens": args.max_tokens, "temperature": 0.6,
+            "top_p": 0.95, "top_k": 20, "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+    if args.depth is not None:
+        body["mtplx"] = {"depth": args.depth}
+    return body
+
+
+def run_closed(args, src, n, r):
+    """n streams kept in flight (a new request as soon as one ends) for --closed-warmup + --closed-loop
+    seconds; returns the summary row of the window after the warm-up: completion tokens that arrived in
+    it (each request's usage spread over its text events) per second, and the TTFT / delivery gaps of
+    the requests started in it. Nothing drains inside the window, unlike a round."""
+    t0 = time.perf_counter()
+    lo, hi = t0 + args.closed_warmup, t0 + args.closed_warmup + args.closed_loop
+    outs, count = [], [0]
+
+    def start(now):
+        out = {}
+        outs.append(out)
+        i = count[0]
+        count[0] += 1
+        return [(now, args.url, request_body(args, src, 7919 * r + i, 2000 + i), out)]
+
+    run_streams([x for _ in range(n) for x in start(t0)], lambda now: start(now) if now < hi else [])
+    if any("tokens" not in x for x in outs):
+        raise RuntimeError("a stream ended without its usage event")
+    tokens = sum(x["tokens"] / len(x["events"]) * sum(lo <= t < hi for t in x["events"]) for x in outs if x["events"])
+    inside = [x for x in outs if lo <= x["t0"] < hi]
+    gaps = [g * 1e3 for x in outs for a in [x["arrivals"]] for k, g in enumerate(x["gaps"]) if lo <= a[k] and a[k + 1] < hi]
+    ttfts = [x["ttft"] * 1e3 for x in inside]
+    return {"streams": n, "round": r, "wall_s": args.closed_loop, "tokens": round(tokens), "agg_tok_s": tokens / args.closed_loop,
+            "decode_tok_s": tokens / args.closed_loop, "ttft_p50": pct(ttfts, 0.5), "ttft_p99": pct(ttfts, 0.99),
+            "gap_p50": pct(gaps, 0.5), "gap_p99": pct(gaps, 0.99), "requests": len(outs),
+            "tok_per_chunk": sum(x["tokens"] for x in outs) / max(1, sum(x["deliveries"] for x in outs))}
 
 
 def run_round(args, src, n, r):
     """One round of n concurrent streams; returns its summary row (times in ms, rates per second)."""
+    if args.closed_loop:
+        return run_closed(args, src, n, r)
     results = [dict() for _ in range(n)]
     starts = []
     t0 = time.perf_counter()
     for i in range(n):
-        body = {"model": "m", "prompt": prompt(src, i + 31 * r), "max_tokens": args.max_tokens,
-                "temperature": 0.6, "top_p": 0.95, "top_k": 20, "seed": 1000 + i, "stream": True,
-                "stream_options": {"include_usage": True}}
-        if args.depth is not None:
-            body["mtplx"] = {"depth": args.depth}
-        starts.append((t0, args.url, body, results[i]))
+        starts.append((t0, args.url, request_body(args, src, i + 31 * r, 1000 + i), results[i]))
     long = {}
     if args.long_prompt:  # joins when the others are decoding
         body = {"model": "m", "prompt": (src * 4)[:args.long_prompt * 4], "max_tokens": 16, "temperature": 0.6,
@@ -200,8 +245,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=0)
     ap.add_argument("--long-prompt", type=int, default=0)
     ap.add_argument("--long-delay", type=float, default=0.3)
+    ap.add_argument("--closed-loop", type=float, default=0.0)
+    ap.add_argument("--closed-warmup", type=float, default=1.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.closed_loop and args.long_prompt:
+        ap.error("--long-prompt measures a round's streams; it does not combine with --closed-loop")
     src = load_source()
     counts = [int(n) for n in args.streams.split(",")]
     rows = []
