@@ -3,14 +3,17 @@
 //
 // Usage (repo root, tests/js deps installed):
 //   node bench/streams.mjs BASE_URL [--streams 1,2,4,8,16] [--max-tokens 256] [--depth N]
-//                          [--rounds R] [--long-prompt TOKENS] [--json]
+//                          [--rounds R] [--long-prompt TOKENS] [--closed-loop S [--closed-warmup S]] [--json]
 // Each round starts N streaming /v1/completions at once (T 0.6, top_p 0.95, top_k 20, distinct code
 // prompts, fixed seeds) and records, per stream, the time to the first token and the gaps between
 // streamed chunks (one chunk per committed group of tokens: with MTP several tokens arrive together,
 // so a "gap" is the wait between two deliveries). Aggregate tok/s = completion tokens of all streams
 // / wall time of the round. With --long-prompt T, one extra request with a T-token prompt joins after
 // the others have started, and the longest gap of the other streams while it is read is reported
-// next to their median gap (chunked prefill keeps running streams flowing).
+// next to their median gap (chunked prefill keeps running streams flowing). --closed-loop S measures N
+// concurrent streams in steady state instead (as bench/streams.py): N requests kept in flight, the next
+// starting as one ends, and the completion tokens that arrive in an S-second window after
+// --closed-warmup seconds (default 1) counted; a round's first-token wait and drain tail are not in it.
 import OpenAI from '../tests/js/node_modules/openai/index.mjs';
 import fs from 'node:fs';
 
@@ -25,6 +28,8 @@ const depth = arg('--depth', null);
 const rounds = Number(arg('--rounds', 1));
 const longPrompt = Number(arg('--long-prompt', 0));
 const asJson = process.argv.includes('--json');
+const closedLoop = Number(arg('--closed-loop', 0)), closedWarm = Number(arg('--closed-warmup', 1));
+if (closedLoop && longPrompt) throw new Error('--long-prompt measures a round; it does not combine with --closed-loop');
 const openai = new OpenAI({ baseURL: `${base}/v1`, apiKey: process.env.MTPLX_API_KEY || 'x', maxRetries: 0, timeout: 3600e3 });
 const now = () => Number(process.hrtime.bigint()) / 1e6; // ms
 const pct = (a, p) => (a.length ? a.slice().sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(p * a.length))] : NaN);
@@ -54,7 +59,7 @@ async function stream(i, text, seed) {
   // less than MERGE_MS apart are one delivery, and the gaps are between deliveries
   const deliveries = arrivals.filter((t, k) => k === 0 || t - arrivals[k - 1] >= MERGE_MS);
   const gaps = deliveries.slice(1).map((t, k) => t - deliveries[k]);
-  return { i, t0, ttft: first - t0, end: last || now(), tokens, gaps, arrivals: deliveries };
+  return { i, t0, ttft: first - t0, end: last || now(), tokens, gaps, arrivals: deliveries, events: arrivals };
 }
 
 // One cycle's events leave the server 5-12 us apart (MTPLX_SSE_TRACE); whole cycles take 0.3 ms and
@@ -94,8 +99,31 @@ async function round(n, r) {
   return out;
 }
 
+// n streams kept in flight for closedWarm + closedLoop seconds; the window's tokens (each request's usage
+// spread over its text events), TTFT of the requests started in it and its delivery gaps
+async function closed(n, r) {
+  const t0 = now(), lo = t0 + closedWarm * 1e3, hi = lo + closedLoop * 1e3;
+  const res = [];
+  let count = 0;
+  const worker = async () => {
+    while (now() < hi) {
+      const i = count++;
+      res.push(await stream(i, prompt(7919 * r + i), 2000 + i));
+    }
+  };
+  await Promise.all(Array.from({ length: n }, worker));
+  const tokens = res.reduce((s, x) => s + (x.events.length ?
+    x.tokens / x.events.length * x.events.filter((t) => t >= lo && t < hi).length : 0), 0);
+  const inside = res.filter((x) => x.t0 >= lo && x.t0 < hi).map((x) => x.ttft);
+  const gaps = res.flatMap((x) => x.gaps.filter((g, k) => x.arrivals[k] >= lo && x.arrivals[k + 1] < hi));
+  return { streams: n, round: r, wall_s: closedLoop, tokens: Math.round(tokens), agg_tok_s: tokens / closedLoop,
+           decode_tok_s: tokens / closedLoop, ttft_p50: pct(inside, 0.5), ttft_p99: pct(inside, 0.99),
+           gap_p50: pct(gaps, 0.5), gap_p99: pct(gaps, 0.99), requests: res.length,
+           tok_per_chunk: res.reduce((s, x) => s + x.tokens, 0) / Math.max(1, res.reduce((s, x) => s + x.arrivals.length, 0)) };
+}
+
 const rows = [];
-for (const n of counts) for (let r = 0; r < rounds; r++) rows.push(await round(n, r));
+for (const n of counts) for (let r = 0; r < rounds; r++) rows.push(await (closedLoop ? closed(n, r) : round(n, r)));
 if (asJson) console.log(JSON.stringify(rows));
 else {
   console.log('| streams | tokens | wall s | aggregate tok/s | decode tok/s | TTFT p50 / p99 ms | delivery gap p50 / p99 ms | tok per delivery |');
