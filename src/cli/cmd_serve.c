@@ -52,7 +52,7 @@ static void usage(FILE *f) {
             "  --max-seqs N        generations at once (default 4): their rows share each forward\n"
             "                      (continuous batching, docs/architecture.md); more requests queue\n"
             "  --max-batch-rows N  rows in one forward at most (default max(128, 9 x max-seqs))\n"
-            "  --kv-pages N        KV cache pages of 16 positions shared by all generations (default:\n"
+            "  --kv-pages N        KV cache pages of 64 positions shared by all generations (default:\n"
             "                      max-seqs full contexts); a request waits until the pages its prompt +\n"
             "                      max_tokens could need are free, and one that can never fit gets an error\n"
             "  --prefill-chunk N   prompt tokens of one request per forward (default 64): smaller keeps\n"

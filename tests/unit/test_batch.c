@@ -95,7 +95,7 @@ static void batch_family(const char *dir) {
     }
     seq_pool *pool;
     model_batch *b;
-    REQUIRE(seq_pool_new(m, NSEQ * CAP / model_kv_page_size(), &pool, &err) == 0);
+    REQUIRE(seq_pool_new(m, NSEQ * ((CAP + model_kv_page_size() - 1) / model_kv_page_size()), &pool, &err) == 0);
     REQUIRE(model_batch_new(m, 64, CAP, &b, &err) == 0);
     model_state *s[NSEQ] = {0};
     int next[NSEQ] = {0}, join[NSEQ], done = 0, forwards = 0, multi = 0;
@@ -274,29 +274,31 @@ TEST(test_mtp_batch_equals_solo) {
     mtp_family("models/qwen35-tiny-code");
 }
 
-/* Fork at a position inside a page: parent and child continue with different tokens (the parent
- * first, then the child, then the parent again and both together); each equals a standalone state
- * fed the same tokens, so the child's writes never reach the parent's pages nor the reverse. */
+/* Fork at a position inside a page (the second: NPRE = a page and 5): parent and child continue with
+ * different tokens (the parent first, then the child, then the parent again and both together); each
+ * equals a standalone state fed the same tokens, so the child's writes never reach the parent's pages
+ * nor the reverse. */
 TEST(test_fork_copy_on_write) {
     mtplx_err err = {0};
     mtplx_model *m;
     REQUIRE(model_load(k_dirs[0], &m, &err) == 0);
-    int V = model_config_of(m)->vocab_size;
-    int32_t pre[21], a[6], c[5];
+    int V = model_config_of(m)->vocab_size, P = model_kv_page_size(), NPRE = P + 5, FCAP = 4 * P;
+    int32_t pre[256 + 5], a[6], c[5];
+    REQUIRE(NPRE <= (int)(sizeof pre / sizeof *pre));
     uint32_t seed = 5;
-    for (int i = 0; i < 21; i++) pre[i] = (int32_t)(rnd(&seed) % (uint32_t)V);
+    for (int i = 0; i < NPRE; i++) pre[i] = (int32_t)(rnd(&seed) % (uint32_t)V);
     for (int i = 0; i < 5; i++) a[i] = (int32_t)(rnd(&seed) % (uint32_t)V), c[i] = (int32_t)(rnd(&seed) % (uint32_t)V);
     a[5] = c[0];
     float *ref_a = malloc(sizeof(float) * 6 * V), *ref_c = malloc(sizeof(float) * 5 * V);
     float *got_a = malloc(sizeof(float) * 6 * V), *got_c = malloc(sizeof(float) * 5 * V);
     model_state *r;
-    REQUIRE(model_state_new(m, 64, 4, &r, &err) == 0);
+    REQUIRE(model_state_new(m, FCAP, 4, &r, &err) == 0);
     fwd_request q0 = {0};
-    REQUIRE(model_forward(m, r, pre, 21, &q0, &err) == 0);
+    REQUIRE(model_forward(m, r, pre, NPRE, &q0, &err) == 0);
     fwd_request qa = {ref_a, 0, NULL, 0};
     REQUIRE(model_forward(m, r, a, 6, &qa, &err) == 0);
     model_state_reset(r);
-    REQUIRE(model_forward(m, r, pre, 21, &q0, &err) == 0);
+    REQUIRE(model_forward(m, r, pre, NPRE, &q0, &err) == 0);
     fwd_request qc = {ref_c, 0, NULL, 0};
     REQUIRE(model_forward(m, r, c, 5, &qc, &err) == 0);
     model_state_free(r);
@@ -304,11 +306,11 @@ TEST(test_fork_copy_on_write) {
     seq_pool *pool;
     model_batch *b;
     REQUIRE(seq_pool_new(m, 12, &pool, &err) == 0);
-    REQUIRE(model_batch_new(m, 32, 64, &b, &err) == 0);
+    REQUIRE(model_batch_new(m, NPRE > 32 ? NPRE : 32, FCAP, &b, &err) == 0);
     model_state *p, *k;
-    REQUIRE(model_state_new_in(pool, 64, 4, &p, &err) == 0);
-    REQUIRE(model_state_new_in(pool, 64, 4, &k, &err) == 0);
-    fwd_seq s0 = {p, pre, 21, {0}};
+    REQUIRE(model_state_new_in(pool, FCAP, 4, &p, &err) == 0);
+    REQUIRE(model_state_new_in(pool, FCAP, 4, &k, &err) == 0);
+    fwd_seq s0 = {p, pre, NPRE, {0}};
     REQUIRE(model_forward_batch(m, b, &s0, 1, &err) == 0);
     int used0, total;
     seq_pool_pages(pool, &used0, &total);
@@ -329,8 +331,8 @@ TEST(test_fork_copy_on_write) {
     /* a pool of one page: the second page is refused with an error */
     seq_pool *tiny;
     REQUIRE(seq_pool_new(m, 1, &tiny, &err) == 0);
-    REQUIRE(model_state_new_in(tiny, 64, 4, &p, &err) == 0);
-    fwd_seq s4 = {p, pre, 21, {0}};
+    REQUIRE(model_state_new_in(tiny, FCAP, 4, &p, &err) == 0);
+    fwd_seq s4 = {p, pre, NPRE, {0}};
     CHECK(model_forward_batch(m, b, &s4, 1, &err) == MTPLX_ENOMEM);
     CHECK_MSG(strstr(err.msg, "KV cache full") != NULL, "exhausted pool: %s", err.msg);
     model_state_free(p);

@@ -270,41 +270,46 @@ TEST(test_evictions_exact) {
     sched_free(x);
 }
 
-/* A pool just big enough for one request: the cache's pages of an earlier prompt must be given
- * back when a different request needs them (admission would wait forever otherwise); a request
- * reusing them reserves only its own pages; one that could not fit with its lease runs cold. */
+/* A pool just big enough for one request (8 pages of P positions): the cache's pages of an earlier
+ * prompt must be given back when a different request needs them (admission would wait forever
+ * otherwise); a request reusing them reserves only its own pages; one that could not fit with its
+ * lease runs cold. Prompts of N = 6P + 4 tokens; a long completion fills 8 pages, a short one 7. */
 TEST(test_pages_reclaimed) {
-    sched *x = new_sched(1, 128, 128 / model_kv_page_size());
+    const int P = model_kv_page_size(), N = 6 * P + 4;
+    sched *x = new_sched(1, 8 * P, 8);
     REQUIRE(x);
-    prefix_cache_config pcc = {0, 16};
+    prefix_cache_config pcc = {0, P};
     prefix_cache *pc = new_cache(x, &pcc, 1);
     REQUIRE(pc);
     gen_session *s = new_session(x, pc);
     REQUIRE(s);
-    int32_t a[100], b[100];
+    int32_t *a = malloc(sizeof(int32_t) * (size_t)N), *b = malloc(sizeof(int32_t) * (size_t)N);
+    REQUIRE(a && b);
     uint32_t seed = 5;
-    for (int i = 0; i < 100; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
+    for (int i = 0; i < N; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
     gen_params p;
-    params(&p, 3, 0, 12);
+    params(&p, 3, 0, P - 4); /* N + (P - 4) + depth 3 + 1 = 7P + 4 positions: 8 pages */
     result r = {0};
-    REQUIRE(run(s, a, 100, &p, &r) == 0);
+    REQUIRE(run(s, a, N, &p, &r) == 0);
     prefix_cache_stats ps;
     prefix_cache_get_stats(pc, &ps);
     CHECK_MSG(ps.pages_counted > 0, "the cache holds no pages after a request");
-    REQUIRE(run(s, b, 100, &p, &r) == 0); /* needs the whole pool: the cache must give its pages back */
+    REQUIRE(run(s, b, N, &p, &r) == 0); /* needs the whole pool: the cache must give its pages back */
     prefix_cache_get_stats(pc, &ps);
     CHECK_MSG(ps.evictions > 0, "admission did not evict");
-    /* b again, with a shorter completion: its restored pages are lent, it reserves only its own */
-    params(&p, 3, 0, 4);
-    REQUIRE(run(s, b, 100, &p, &r) == 0);
-    CHECK_INT(r.st.cached_tokens, 99);
+    /* b again, with a shorter completion (7P positions, 7 pages): its restored pages are lent, it
+     * reserves only its own */
+    params(&p, 3, 0, P - 12);
+    REQUIRE(run(s, b, N, &p, &r) == 0);
+    CHECK_INT(r.st.cached_tokens, N - 1);
     /* b with the long completion again: with the lease it would need 9 of the 8 pages (the cache
      * keeps the page the prefix ends inside while the request copies it): it runs cold, it does
      * not wait forever */
-    params(&p, 3, 0, 12);
-    REQUIRE(run(s, b, 100, &p, &r) == 0);
+    params(&p, 3, 0, P - 4);
+    REQUIRE(run(s, b, N, &p, &r) == 0);
     CHECK_INT(r.st.cached_tokens, 0);
     free(r.toks);
+    free(a), free(b);
     gen_session_free(s);
     prefix_cache_free(pc);
     sched_stats st;
@@ -327,9 +332,9 @@ TEST(test_mtp_page_boundary) {
     REQUIRE(pc);
     gen_session *s = new_session(x, pc);
     REQUIRE(s);
-    int32_t a[2 * 16 + 1];
     const int n = 2 * P + 1; /* the last checkpoint lies at n - 1 = 2P, a page boundary */
-    REQUIRE(n <= (int)(sizeof a / sizeof a[0]));
+    int32_t *a = malloc(sizeof(int32_t) * (size_t)n);
+    REQUIRE(a);
     for (int i = 0; i < n; i++) a[i] = 13 * i + 5;
     gen_params p;
     params(&p, 3, 0, 4 * P - n - 3 - 1); /* prompt + max_tokens + depth + 1 = the whole pool */
@@ -339,6 +344,7 @@ TEST(test_mtp_page_boundary) {
     REQUIRE(run(s, a, n, &p, &r) == 0);
     CHECK_INT(r.n, cold);
     free(r.toks);
+    free(a);
     gen_session_free(s);
     prefix_cache_free(pc);
     sched_free(x);
