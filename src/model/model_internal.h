@@ -168,7 +168,7 @@ float *fwd_scratch_alloc(fwd_scratch *s, size_t n, int zero, const char *what, m
  * scheduler's exec lock. A page holds 64 positions: a head's keys (or values) of a page are one
  * contiguous run (32 KB at a head width of 128), which the CPU's hardware prefetchers stream; at 16
  * positions (8 KB runs, the other heads' between them) a 1-row decode of qwen35-small-code at 8,192
- * positions took 12% longer on a Zen 5 (bench/zen.md "Session 21"). The prefix cache's checkpoints
+ * positions took 9–14% longer on a Zen 5 (bench/zen.md "Session 21"). The prefix cache's checkpoints
  * are whole pages and at least 64 positions apart either way (prefix_cache_spacing_rule). */
 #define KV_PAGE_SHIFT 6
 #define KV_PAGE (1 << KV_PAGE_SHIFT)
