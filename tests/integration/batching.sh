@@ -13,14 +13,14 @@ unset MTPLX_API_KEY
 . tests/integration/lib.sh
 it_init
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# 8 at once, 24 pages (384 positions): fewer than 8 requests' worst cases, so some wait for pages
-serve_start build/asan/mtplx server --quiet --max-seqs 8 --kv-pages 24 --ctx 256 --max-queue 256 || exit 1
+# 8 at once, 384 positions of KV pages: fewer than 8 requests' worst cases, so some wait for pages
+serve_start build/asan/mtplx server --quiet --max-seqs 8 --kv-pages "$(kv_pages 384)" --ctx 256 --max-queue 256 || exit 1
 fail=0
 timeout 900 node tests/js/batch_load.mjs "http://127.0.0.1:$port" "${SECONDS_LOAD:-20}" "${CLIENTS:-32}" || fail=1
 serve_stop "$pid" server || fail=1
 sanitizer_clean "$tmp/server.err" || fail=1
 # a request the KV pool can never hold: 503 naming the numbers, at once (not a wait); a small one works
-serve_start build/mtplx tight --quiet --kv-pages 8 --ctx 256 || exit 1
+serve_start build/mtplx tight --quiet --kv-pages "$(kv_pages 128)" --ctx 256 || exit 1
 code=$(curl -s -o "$tmp/big" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
        -d '{"prompt":"def f(x):","max_tokens":200}')
 { [ "$code" = 503 ] && grep -q "KV cache holds 128 positions" "$tmp/big"; } || { echo "oversized request: $code $(cat "$tmp/big")"; fail=1; }

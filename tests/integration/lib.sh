@@ -28,6 +28,15 @@ it_cleanup() {
     rm -rf "$tmp"
 }
 
+# kv_pages POSITIONS: the --kv-pages that hold POSITIONS positions (the page size as `mtplx serve --help`
+# states it), so a script's KV budget stays the same whatever the page size.
+kv_pages() {
+    local p
+    p=$(build/mtplx serve --help 2>&1 | sed -n 's/.*KV cache pages of \([0-9]*\) positions.*/\1/p')
+    [ -n "$p" ] || { echo "kv_pages: no page size in 'mtplx serve --help'" >&2; return 1; }
+    echo $(( ($1 + p - 1) / p ))
+}
+
 serve_start() {
     local bin=$1 name=$2; shift 2
     "$bin" serve --host 127.0.0.1 --port 0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &

@@ -12,8 +12,8 @@ it_init
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 fail=0
-# 2 at once, 80 pages of 16 (1280 positions): a few conversations' checkpoints do not all fit
-serve_start build/asan/mtplx hot --quiet --max-seqs 2 --ctx 512 --kv-pages 80 --cache-ram 64 || exit 1
+# 2 at once, 1280 positions of KV pages: a few conversations' checkpoints do not all fit
+serve_start build/asan/mtplx hot --quiet --max-seqs 2 --ctx 512 --kv-pages "$(kv_pages 1280)" --cache-ram 64 || exit 1
 hot_pid=$pid hot_port=$port
 serve_start build/mtplx cold --quiet --max-seqs 2 --ctx 512 --cache-ram 0 || exit 1
 cold_pid=$pid cold_port=$port

@@ -287,20 +287,25 @@ static int always(void *u) {
     return 1;
 }
 
+/* One sequence of 4 pages' positions, a pool of 2 pages: longer than a sequence holds, more than the
+ * pool holds (both refused at once, with the reason), then one that fits; the next waits for the slot. */
 TEST(test_admission) {
+    const int P = model_kv_page_size();
     sched_config c;
-    sched_config_default(&c, 1, 64);
-    c.kv_pages = 2; /* 32 positions */
+    sched_config_default(&c, 1, 4 * P);
+    c.kv_pages = 2; /* 2P positions */
     sched *x;
     mtplx_err e;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
-    CHECK(sched_join(x, 100, NULL, NULL, &e) == MTPLX_ERANGE);
-    CHECK_MSG(strstr(e.msg, "64") != NULL, "too long: %s", e.msg);
-    CHECK(sched_join(x, 40, NULL, NULL, &e) == MTPLX_ERANGE);
+    char cap[16];
+    snprintf(cap, sizeof cap, "%d", 4 * P);
+    CHECK(sched_join(x, 4 * P + 36, NULL, NULL, &e) == MTPLX_ERANGE);
+    CHECK_MSG(strstr(e.msg, cap) != NULL, "too long: %s", e.msg);
+    CHECK(sched_join(x, 2 * P + 8, NULL, NULL, &e) == MTPLX_ERANGE);
     CHECK_MSG(strstr(e.msg, "KV pages") != NULL, "too many pages: %s", e.msg);
-    REQUIRE(sched_join(x, 20, NULL, NULL, &e) == 0);
+    REQUIRE(sched_join(x, P + 4, NULL, NULL, &e) == 0);
     CHECK(sched_join(x, 10, always, NULL, &e) == MTPLX_ECANCELED); /* the one slot is taken */
-    sched_leave(x, 20);
+    sched_leave(x, P + 4);
     sched_stats st;
     sched_get_stats(x, &st);
     CHECK(st.running == 0 && st.pages_reserved == 0 && st.waiting == 0);
