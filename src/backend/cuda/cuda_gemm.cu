@@ -42,23 +42,12 @@ extern "C" {
 
 /* ------------------------------------------------------------------ helpers */
 
-/* 16 bytes global → shared, asynchronously; zero-filled when !ok (src must still be a valid address). */
-__device__ __forceinline__ void gm_cp16(void *dst, const void *src, bool ok) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
-}
-
 /* 8 bytes global → shared, asynchronously; zero-filled when !ok. */
 __device__ __forceinline__ void gm_cp8(void *dst, const void *src, bool ok) {
     unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 8 : 0));
 }
 
-__device__ __forceinline__ void gm_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N_>
-__device__ __forceinline__ void gm_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N_));
-}
 
 __device__ __forceinline__ float gm_half(uint32_t h, int f16) {
     return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
@@ -162,7 +151,7 @@ __global__ void __launch_bounds__(GM_WARPS * 32, (gm_bf16_fit<MT, KS, ST>::v)) k
                 src = ok ? x + (size_t)(r0 + row) * K + k0 + ch * 8 : x;
                 dst = s + WCH + lo * XCH + row * RC + (ch ^ ((row & 1) << 2));
             }
-            gm_cp16(dst, src, ok);
+            cu_cp16(dst, src, ok);
         }
     };
 
@@ -182,13 +171,13 @@ __global__ void __launch_bounds__(GM_WARPS * 32, (gm_bf16_fit<MT, KS, ST>::v)) k
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
         if (s < KT) load(s, s);
-        gm_commit();
+        cu_cp_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
-        gm_wait<ST - 2>();
+        cu_cp_wait<ST - 2>();
         __syncthreads();
         if (kt + ST - 1 < KT) load(kt + ST - 1, (kt + ST - 1) % ST);
-        gm_commit();
+        cu_cp_commit();
         const uint4 *s = gm_smem + (size_t)(kt % ST) * SCH;
         const uint4 *sh = s + WCH, *sl = sh + XCH;
 #pragma unroll
@@ -228,7 +217,7 @@ __global__ void __launch_bounds__(GM_WARPS * 32, (gm_bf16_fit<MT, KS, ST>::v)) k
             }
         }
     }
-    gm_wait<0>();
+    cu_cp_wait<0>();
     gm_store<MT>(y, ldy, N, R, m0 + wm * 16 * MT, r0 + wn * 32, tot, acc, has);
 }
 
@@ -269,21 +258,21 @@ __global__ void __launch_bounds__(GM_WARPS * 32, MT == 1 ? 2 : 1)
         for (int c = tid; c < WCH; c += GM_WARPS * 32) {
             int row = c / WRC, ch = c % WRC;
             bool ok = m0 + row < N && ch < nsp * BITS;
-            gm_cp16(s + row * WRC + wsw(row, ch),
+            cu_cp16(s + row * WRC + wsw(row, ch),
                     ok ? W + (size_t)(m0 + row) * wrow + (size_t)sp0 * 16 * BITS + ch * 16 : W, ok);
         }
         uint4 *sx = s + WCH;
         for (int c = tid; c < XCH; c += GM_WARPS * 32) {
             int row = c / XRC, ch = c % XRC;
             bool ok = r0 + row < R && ch < nsp * 8;
-            gm_cp16(sx + row * XRC + (ch ^ ((row & 3) << 1)),
+            cu_cp16(sx + row * XRC + (ch ^ ((row & 3) << 1)),
                     ok ? xa + (size_t)(r0 + row) * K + (size_t)sp0 * 128 + ch * 16 : xa, ok);
         }
         uint4 *ss = sx + XCH; /* [TB][SG][8] uint2 */
         for (int c = tid; c < SBC; c += GM_WARPS * 32) {
             int tl = c / (4 * SG), ch = c % (4 * SG);
             bool ok = tile0 + tl < T && ch < 4 * S * nsp;
-            gm_cp16(ss + c,
+            cu_cp16(ss + c,
                     ok ? (const void *)((const uint4 *)(sbt + ((size_t)(tile0 + tl) * G + (size_t)sp0 * S) * 8) + ch)
                        : (const void *)sbt,
                     ok);
@@ -312,13 +301,13 @@ __global__ void __launch_bounds__(GM_WARPS * 32, MT == 1 ? 2 : 1)
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
         if (s < KT) load(s, s);
-        gm_commit();
+        cu_cp_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
-        gm_wait<ST - 2>();
+        cu_cp_wait<ST - 2>();
         __syncthreads();
         if (kt + ST - 1 < KT) load(kt + ST - 1, (kt + ST - 1) % ST);
-        gm_commit();
+        cu_cp_commit();
         const uint4 *s = gm_smem + (size_t)(kt % ST) * SCH;
         const uint8_t *sw = (const uint8_t *)s, *sx = (const uint8_t *)(s + WCH);
         const uint2 *ss = (const uint2 *)(s + WCH + XCH);
@@ -404,7 +393,7 @@ __global__ void __launch_bounds__(GM_WARPS * 32, MT == 1 ? 2 : 1)
             }
         }
     }
-    gm_wait<0>();
+    cu_cp_wait<0>();
 #pragma unroll
     for (int mi = 0; mi < MT; mi++)
 #pragma unroll

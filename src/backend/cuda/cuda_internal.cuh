@@ -92,6 +92,19 @@ int cu_pdl_enabled(void);
 #define CU_PDL_ENTRY() ((void)0)
 #endif
 
+/* cp.async (sm_80+), for kernels that stage global memory in shared memory: cu_cp16 queues 16 bytes
+ * global → shared (zero-filled when !ok; src must still be a valid address), cu_cp_commit closes the
+ * group of copies queued so far, cu_cp_wait<N> waits until at most N groups are still in flight. */
+__device__ __forceinline__ void cu_cp16(void *dst, const void *src, bool ok) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cu_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N_>
+__device__ __forceinline__ void cu_cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N_));
+}
+
 /* Step graphs (cuda_graph.cu): while cu_rec_on, this thread's launches, device copies and zero fills
  * are recorded, not issued, and cu_graph_break replays them as one graph. cu_rec_kernel starts a
  * kernel's record, cu_rec_arg appends one argument's bytes as the kernel takes it; cu_copy_async /

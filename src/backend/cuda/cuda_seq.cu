@@ -348,13 +348,6 @@ struct att_g_shape {
 };
 static_assert(ATT_CHUNK == ATT_WARPS * ATT_TILE, "a chunk is one tile a warp (attn_core_body)");
 
-__device__ __forceinline__ void att_cp16(void *dst, const void *src, bool ok) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void att_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void att_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
-
 /* Queues the copy of keys jt .. jt + n - 1 (n <= 32; rows past n zero-filled) of KV head kvh, key rows
  * (W = DK floats, stride S) or value rows, into slot dst: 8 threads a key, each looking its row up once. */
 template <int W, int S>
@@ -366,7 +359,7 @@ __device__ __forceinline__ void att_stage(float *dst, const float *base, const k
 #pragma unroll
     for (int k = 0; k < per; k++) {
         const int f = f0 + TPK * k;
-        att_cp16(dst + u * S + 4 * f, src + (ok ? 4 * f : 0), ok);
+        cu_cp16(dst + u * S + 4 * f, src + (ok ? 4 * f : 0), ok);
     }
 }
 
@@ -459,7 +452,7 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
     if (nmax <= j0) return;
     const int ntl = (nmax - j0 + ATT_TILE - 1) / ATT_TILE; /* tiles with keys of some query */
     att_stage<DK, KS>(ring, kv.k, kv, kvh, j0, nmax - j0);
-    att_commit();
+    cu_cp_commit();
     for (int i = tid; i < QB * DK; i += NTH) {
         const int qq = i / DK, e = x * QB + qq;
         qs[i] = qend(qq) > j0 ? a.big[(size_t)(a.t0 + e / G) * a.ldb + a.q_off + (size_t)(kvh * G + e % G) * a.q_stride +
@@ -476,8 +469,8 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
         float *next = ring + ((t + 1) & 1) * BUF;
         if (t + 1 < ntl) att_stage<DK, KS>(next, kv.k, kv, kvh, jt + ATT_TILE, nmax - jt - ATT_TILE);
         else att_stage<DV, DV>(next, kv.v, kv, kvh, j0, nmax - j0);
-        att_commit();
-        att_wait1();
+        cu_cp_commit();
+        cu_cp_wait<1>();
         __syncthreads();
         if (w < QB)
             att_g_scores<QP, DK, KS>(ring + (t & 1) * BUF, qs, pr + t * ATT_TILE * QP, ms + w * ATT_WARPS + t,
@@ -507,8 +500,8 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
             const int jt = j0 + t * ATT_TILE, s = ntl + t;
             if (t + 1 < ntl)
                 att_stage<DV, DV>(ring + ((s + 1) & 1) * BUF, kv.v, kv, kvh, jt + ATT_TILE, nmax - jt - ATT_TILE);
-            att_commit();
-            att_wait1();
+            cu_cp_commit();
+            cu_cp_wait<1>();
             __syncthreads();
             int lim[Q];
 #pragma unroll
