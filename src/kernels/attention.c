@@ -170,9 +170,10 @@ SM_TGT512 static void attention_avx512(float *out, const float *q, const kern_ro
  * one accumulator per dot product over the dims in order, reduced by _mm512_reduce_add_ps's tree,
  * one accumulator per output element over the keys in order — so every query's output is
  * bit-identical to attention_avx512 on it alone. Grouping only shares loads and reductions: the
- * queries of a call go in blocks of up to ATT_QB, and each block walks the keys in tiles of ATT_KT
- * (L1-sized: 64 keys of 128 dims are 32 KB), so every key and value chunk comes from memory once per
- * block instead of once per 4 queries (docs/kernels.md "Attention"). Inside a tile, 4 × 4 (queries ×
+ * queries of a call go in blocks of up to ATT_QB, and each block walks the keys in tiles (ATT_KT
+ * keys for prefill blocks, L1-sized: 64 keys of 128 dims are 32 KB; fewer for decode blocks, see
+ * att_walk), so every key and value chunk comes from memory once per block instead of once per 4
+ * queries (docs/kernels.md "Attention"). Inside a tile, 4 × 4 (queries ×
  * keys) dot products share their loads and one transposed reduction (hsum16); the value sum keeps
  * 4 queries × 64 dims of accumulators in registers and parks them in the output rows between tiles
  * (storing an fp32 partial sum does not round it). */
@@ -263,25 +264,63 @@ SM_INL512 void scores4_tile(float *const *sc, const float *const *q, const int *
     }
 }
 
-/* Blocks of at most this many queries (decode and verify rows: a few per KV head) prefetch every
- * line of the next tile; larger blocks (prefill) every other line. Measured on an AMD Zen 5 (2
- * threads, embedded model, bench/zen.md "Session 8"): every line makes a 1-row decode at 16,000
- * positions 25-30% faster (AMD does not bring a line's pair along as Intel's spatial prefetcher does,
- * and a few queries leave the loads exposed), but a 4,096-token prefill 16% slower (its 128-query
- * blocks find the tile in L2/L3 anyway and the extra prefetches only cost). Prefetching changes no
- * arithmetic, so keying it on the block's size keeps every query's bits. */
+/* How a block walks its keys, and what it prefetches (into L2) while it does; the hardware
+ * prefetchers lose a head's stream at each page (its pages are not contiguous), so every block
+ * prefetches the rows it will reach. Prefetching and tile sizes change no arithmetic (each query's
+ * operation sequence is fixed per key and per value element), so keying them on the block's size
+ * keeps every query's bits.
+ *
+ * Prefill blocks (more than ATT_PF_EVERY_LINE_MAX queries) walk tiles of ATT_KT keys and prefetch
+ * every other line of the next tile in one burst: their many queries find the tile in L2 / L3
+ * anyway, and prefetching every line made a 4,096-token prefill 16% slower; blocks of up to
+ * ATT_PF_EVERY_LINE_MAX queries prefetch every line of it, which made a 1-row decode at 16,000
+ * positions 25-30% faster (AMD does not bring a line's pair along as Intel's spatial prefetcher
+ * does; AMD Zen 5, bench/zen.md "Session 8").
+ *
+ * Blocks of at most ATT_FEW_MAX queries (a decode row's query heads of one KV head, a 2-row verify's)
+ * are bound by how fast one core pulls the head from memory. They walk tiles of ATT_KT_FEW keys and
+ * prefetch every line of the keys ATT_AHEAD_FEW further on, so the prefetches go out a few at a time
+ * between the loads, evenly, a fixed distance ahead. The burst for a whole 64-key tile (32 KB at 128
+ * dims: 512 prefetches) stalled the core on the full miss queue at each tile's start — half of the
+ * attention's samples sat on the prefetch — and the tile's arithmetic waited behind it. On an AMD
+ * Zen 5 the even walk reads a 3-query block's head ~35% faster; with 12 queries a block, more
+ * arithmetic a key, the forward was slower with it (bench/zen.md "Session 22"). */
 #define ATT_PF_EVERY_LINE_MAX 16
+#define ATT_FEW_MAX 8
+#define ATT_KT_FEW 4
+#define ATT_AHEAD_FEW 32
 
-/* Row pointers of keys [j0, j1) of r (rows of w floats), and an L2 prefetch of the rows of the next
- * tile [j1, j2) every `step` bytes (64: every line; 128: every other): a tile's rows come from
- * memory or L3 once per block, and the pages of a head are not contiguous, so the hardware
- * prefetchers lose the stream at each page. */
-SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int w, int j0, int j1, int j2, int step) {
-    for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(r, j);
+typedef struct {
+    int kt;    /* keys per tile */
+    int ahead; /* keys between a tile's first key and the first key it prefetches */
+    int step;  /* prefetch every `step` bytes of a row */
+} att_walk;
+
+static inline att_walk att_walk_for(int nb) {
+    if (nb <= ATT_FEW_MAX) return (att_walk){ATT_KT_FEW, ATT_AHEAD_FEW, 64};
+    if (nb <= ATT_PF_EVERY_LINE_MAX) return (att_walk){ATT_KT, ATT_KT, 64};
+    return (att_walk){ATT_KT, ATT_KT, 128};
+}
+
+/* An L2 prefetch of rows [j1, j2) of r (rows of w floats), every `step` bytes. */
+static inline void att_prefetch_rows(const kern_rows *r, int w, int j1, int j2, int step) {
     for (int j = j1; j < j2; j++) {
         const char *row = (const char *)kern_row(r, j);
         for (int b = 0; b < w * 4; b += step) _mm_prefetch(row + b, _MM_HINT_T1);
     }
+}
+
+/* The prefetch that goes with tile [j0, j1) of a walk over keys [0, nmax): the rows `ahead` keys on,
+ * and, with the first tile, every row up to there. */
+static inline void att_walk_prefetch(const att_walk *wk, const kern_rows *r, int w, int j0, int j1, int nmax) {
+    int a = j0 + wk->ahead, b = j1 + wk->ahead;
+    if (j0 == 0) a = j1;
+    att_prefetch_rows(r, w, a < nmax ? a : nmax, b < nmax ? b : nmax, wk->step);
+}
+
+/* Row pointers of keys [j0, j1) of r. */
+SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int j0, int j1) {
+    for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(r, j);
 }
 
 /* One block of nb <= ATT_QB queries: scores tile by tile, each query's softmax, the value sums tile
@@ -290,14 +329,16 @@ SM_INL512 void block_avx512(float *const *out, const float *const *q, const int 
                             const kern_rows *v, int dv, float scale, float *scores, long lds) {
     float *sc[ATT_QB];
     const float *rows[ATT_KT];
-    int nmax = 0, pf = nb <= ATT_PF_EVERY_LINE_MAX ? 64 : 128;
+    const att_walk wk = att_walk_for(nb);
+    int nmax = 0;
     for (int i = 0; i < nb; i++) {
         sc[i] = scores + (long)i * lds;
         nmax = n[i] > nmax ? n[i] : nmax;
     }
-    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
-        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
-        tile_rows(rows, k, dk, j0, j1, j2, pf);
+    for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
+        int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
+        tile_rows(rows, k, j0, j1);
+        att_walk_prefetch(&wk, k, dk, j0, j1, nmax);
         for (int g = 0; g < nb; g += 4) {
             switch (nb - g) {
             case 1: scores4_tile(sc + g, q + g, n + g, 1, rows, dk, scale, j0, j1); break;
@@ -308,9 +349,10 @@ SM_INL512 void block_avx512(float *const *out, const float *const *q, const int 
         }
     }
     for (int i = 0; i < nb; i++) softmax512(sc[i], n[i]);
-    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
-        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
-        tile_rows(rows, v, dv, j0, j1, j2, pf);
+    for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
+        int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
+        tile_rows(rows, v, j0, j1);
+        att_walk_prefetch(&wk, v, dv, j0, j1, nmax);
         for (int g = 0; g < nb; g += 4)
             for (int d0 = 0; d0 < dv; d0 += 64) {
                 switch (nb - g) {
@@ -403,14 +445,6 @@ SM_TGT256 static void attention_avx2(float *out, const float *q, const kern_rows
     for (int d0 = 0; d0 < dv; d0 += 64) wsum256(out, v, dv, d0, n, scores);
 }
 
-/* An L2 prefetch of rows [j1, j2) of r (rows of w floats), every `step` bytes (tile_rows' rule). */
-SM_INL256 void prefetch_rows256(const kern_rows *r, int w, int j1, int j2, int step) {
-    for (int j = j1; j < j2; j++) {
-        const char *row = (const char *)kern_row(r, j);
-        for (int b = 0; b < w * 4; b += step) _mm_prefetch(row + b, _MM_HINT_T1);
-    }
-}
-
 /* wsum256 over keys [j0, je) only, continuing the partial sums in out (from zero when j0 == 0):
  * per output element the same fused multiply-adds in the same key order as wsum256. */
 SM_INL256 void wsum256_part(float *out, const kern_rows *v, int dv, int d0, int j0, int je, const float *p) {
@@ -435,11 +469,12 @@ SM_INL256 void wsum256_part(float *out, const kern_rows *v, int dv, int d0, int 
  * operations in its order, so its bits are the same as alone (test_fwd_kernels). */
 SM_INL256 void block_avx2(float *const *out, const float *const *q, const int *n, int nb, const kern_rows *k, int dk,
                           const kern_rows *v, int dv, float scale, float *scores, long lds) {
-    int nmax = 0, pf = nb <= ATT_PF_EVERY_LINE_MAX ? 64 : 128;
+    const att_walk wk = att_walk_for(nb);
+    int nmax = 0;
     for (int i = 0; i < nb; i++) nmax = n[i] > nmax ? n[i] : nmax;
-    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
-        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
-        prefetch_rows256(k, dk, j1, j2, pf);
+    for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
+        int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
+        att_walk_prefetch(&wk, k, dk, j0, j1, nmax);
         for (int i = 0; i < nb; i++) {
             int j = j0, je = n[i] < j1 ? n[i] : j1;
             for (; j + 4 <= je; j += 4) dots256(scores + i * lds, q[i], k, dk, j, 4, scale);
@@ -447,9 +482,9 @@ SM_INL256 void block_avx2(float *const *out, const float *const *q, const int *n
         }
     }
     for (int i = 0; i < nb; i++) softmax256(scores + i * lds, n[i]);
-    for (int j0 = 0; j0 < nmax; j0 += ATT_KT) {
-        int j1 = nmax - j0 < ATT_KT ? nmax : j0 + ATT_KT, j2 = nmax - j1 < ATT_KT ? nmax : j1 + ATT_KT;
-        prefetch_rows256(v, dv, j1, j2, pf);
+    for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
+        int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
+        att_walk_prefetch(&wk, v, dv, j0, j1, nmax);
         for (int i = 0; i < nb; i++) {
             int je = n[i] < j1 ? n[i] : j1;
             if (je <= j0) continue;
