@@ -9,6 +9,7 @@
  * path (AArch64) lives in attention_neon.c with the same scheme in 4-lane vectors. */
 #include "attention.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -38,6 +39,44 @@ static void attention_portable(float *out, const float *q, const kern_rows *k, i
         const float *vj = kern_row(v, j);
         float p = scores[j] * inv;
         for (int d = 0; d < dv; d++) out[d] += p * vj[d];
+    }
+}
+
+/* The three phases (attention.h) on the portable path: attention_portable's loops, split. The
+ * weights are stored already normalized (p = e · (1/sum), the product attention_portable forms per
+ * key), so the value sum multiplies the same floats. */
+static void scores_portable(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k, int dk,
+                            float scale, int js, int je) {
+    for (int i = 0; i < nq; i++)
+        for (int j = js; j < je && j < n[i]; j++) {
+            const float *kj = kern_row(k, j);
+            float s = 0.f;
+            for (int d = 0; d < dk; d++) s += q[i][d] * kj[d];
+            s *= scale;
+            sc[i][j] = s;
+        }
+}
+
+static void softmax_portable(float *scores, int n) {
+    float mx = -INFINITY, sum = 0.f;
+    for (int j = 0; j < n; j++) mx = scores[j] > mx ? scores[j] : mx;
+    for (int j = 0; j < n; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) scores[j] *= inv;
+}
+
+static void wsum_portable(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0, int d1) {
+    for (int i = 0; i < nq; i++) {
+        float *o = out[i];
+        for (int d = d0; d < d1; d++) o[d - d0] = 0.f;
+        for (int j = 0; j < n[i]; j++) {
+            const float *vj = kern_row(v, j);
+            float pj = p[i][j];
+            for (int d = d0; d < d1; d++) o[d - d0] += pj * vj[d];
+        }
     }
 }
 
@@ -302,25 +341,53 @@ static inline att_walk att_walk_for(int nb) {
     return (att_walk){ATT_KT, ATT_KT, 128};
 }
 
-/* An L2 prefetch of rows [j1, j2) of r (rows of w floats), every `step` bytes. */
-static inline void att_prefetch_rows(const kern_rows *r, int w, int j1, int j2, int step) {
+/* An L2 prefetch of floats [c0, c1) of rows [j1, j2) of r, every `step` bytes. */
+static inline void att_prefetch_rows(const kern_rows *r, int c0, int c1, int j1, int j2, int step) {
     for (int j = j1; j < j2; j++) {
-        const char *row = (const char *)kern_row(r, j);
-        for (int b = 0; b < w * 4; b += step) _mm_prefetch(row + b, _MM_HINT_T1);
+        const char *row = (const char *)(kern_row(r, j) + c0);
+        for (int b = 0; b < (c1 - c0) * 4; b += step) _mm_prefetch(row + b, _MM_HINT_T1);
     }
 }
 
-/* The prefetch that goes with tile [j0, j1) of a walk over keys [0, nmax): the rows `ahead` keys on,
- * and, with the first tile, every row up to there. */
-static inline void att_walk_prefetch(const att_walk *wk, const kern_rows *r, int w, int j0, int j1, int nmax) {
+/* The prefetch that goes with tile [j0, j1) of a walk over keys [js, je), floats [c0, c1) of each
+ * row: the rows `ahead` keys on, and, with the first tile, every row up to there. */
+static inline void att_walk_prefetch(const att_walk *wk, const kern_rows *r, int c0, int c1, int j0, int j1, int js,
+                                     int je) {
     int a = j0 + wk->ahead, b = j1 + wk->ahead;
-    if (j0 == 0) a = j1;
-    att_prefetch_rows(r, w, a < nmax ? a : nmax, b < nmax ? b : nmax, wk->step);
+    if (j0 == js) a = j1;
+    att_prefetch_rows(r, c0, c1, a < je ? a : je, b < je ? b : je, wk->step);
 }
 
 /* Row pointers of keys [j0, j1) of r. */
 SM_INL512 void tile_rows(const float **rows, const kern_rows *r, int j0, int j1) {
     for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(r, j);
+}
+
+/* scores4_tile for all nb queries, 4 at a time. */
+SM_INL512 void scores_tile_all(float *const *sc, const float *const *q, const int *n, int nb, const float *const *rows,
+                               int dk, float scale, int j0, int j1) {
+    for (int g = 0; g < nb; g += 4) {
+        switch (nb - g) {
+        case 1: scores4_tile(sc + g, q + g, n + g, 1, rows, dk, scale, j0, j1); break;
+        case 2: scores4_tile(sc + g, q + g, n + g, 2, rows, dk, scale, j0, j1); break;
+        case 3: scores4_tile(sc + g, q + g, n + g, 3, rows, dk, scale, j0, j1); break;
+        default: scores4_tile(sc + g, q + g, n + g, 4, rows, dk, scale, j0, j1); break;
+        }
+    }
+}
+
+/* wsum512_tile for all nb queries, 4 at a time, each over dims [0, dv) in 64-dim passes. */
+SM_INL512 void wsum_tile_all(float *const *out, const float *const *rows, int dv, const int *n, float *const *p,
+                             int nb, int j0, int j1) {
+    for (int g = 0; g < nb; g += 4)
+        for (int d0 = 0; d0 < dv; d0 += 64) {
+            switch (nb - g) {
+            case 1: wsum512_tile(out + g, rows, dv, d0, n + g, p + g, 1, j0, j1, j0 == 0); break;
+            case 2: wsum512_tile(out + g, rows, dv, d0, n + g, p + g, 2, j0, j1, j0 == 0); break;
+            case 3: wsum512_tile(out + g, rows, dv, d0, n + g, p + g, 3, j0, j1, j0 == 0); break;
+            default: wsum512_tile(out + g, rows, dv, d0, n + g, p + g, 4, j0, j1, j0 == 0); break;
+            }
+        }
 }
 
 /* One block of nb <= ATT_QB queries: scores tile by tile, each query's softmax, the value sums tile
@@ -338,30 +405,15 @@ SM_INL512 void block_avx512(float *const *out, const float *const *q, const int 
     for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
         int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
         tile_rows(rows, k, j0, j1);
-        att_walk_prefetch(&wk, k, dk, j0, j1, nmax);
-        for (int g = 0; g < nb; g += 4) {
-            switch (nb - g) {
-            case 1: scores4_tile(sc + g, q + g, n + g, 1, rows, dk, scale, j0, j1); break;
-            case 2: scores4_tile(sc + g, q + g, n + g, 2, rows, dk, scale, j0, j1); break;
-            case 3: scores4_tile(sc + g, q + g, n + g, 3, rows, dk, scale, j0, j1); break;
-            default: scores4_tile(sc + g, q + g, n + g, 4, rows, dk, scale, j0, j1); break;
-            }
-        }
+        att_walk_prefetch(&wk, k, 0, dk, j0, j1, 0, nmax);
+        scores_tile_all(sc, q, n, nb, rows, dk, scale, j0, j1);
     }
     for (int i = 0; i < nb; i++) softmax512(sc[i], n[i]);
     for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
         int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
         tile_rows(rows, v, j0, j1);
-        att_walk_prefetch(&wk, v, dv, j0, j1, nmax);
-        for (int g = 0; g < nb; g += 4)
-            for (int d0 = 0; d0 < dv; d0 += 64) {
-                switch (nb - g) {
-                case 1: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 1, j0, j1, j0 == 0); break;
-                case 2: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 2, j0, j1, j0 == 0); break;
-                case 3: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 3, j0, j1, j0 == 0); break;
-                default: wsum512_tile(out + g, rows, dv, d0, n + g, sc + g, 4, j0, j1, j0 == 0); break;
-                }
-            }
+        att_walk_prefetch(&wk, v, 0, dv, j0, j1, 0, nmax);
+        wsum_tile_all(out, rows, dv, n, sc, nb, j0, j1);
     }
 }
 
@@ -370,6 +422,36 @@ SM_TGT512 static void attention_group_avx512(float *const *out, const float *con
                                              float *scores, long lds) {
     for (int b0 = 0; b0 < nq; b0 += ATT_QB)
         block_avx512(out + b0, q + b0, n + b0, nq - b0 < ATT_QB ? nq - b0 : ATT_QB, k, dk, v, dv, scale, scores, lds);
+}
+
+/* The three phases (attention.h) on the AVX-512 path: block_avx512's tiles and prefetch walk, over
+ * a key range (scores) or a dim range (value sums), in blocks of up to 4 queries' chains. */
+SM_TGT512 static void scores_avx512(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k,
+                                    int dk, float scale, int js, int je) {
+    const float *rows[ATT_KT];
+    const att_walk wk = att_walk_for(nq);
+    for (int j0 = js; j0 < je; j0 += wk.kt) {
+        int j1 = je - j0 < wk.kt ? je : j0 + wk.kt;
+        tile_rows(rows, k, j0, j1);
+        att_walk_prefetch(&wk, k, 0, dk, j0, j1, js, je);
+        scores_tile_all(sc, q, n, nq, rows, dk, scale, j0, j1);
+    }
+}
+
+SM_TGT512 static void softmax_avx512(float *scores, int n) { softmax512(scores, n); }
+
+SM_TGT512 static void wsum_avx512(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0,
+                                  int d1) {
+    const float *rows[ATT_KT];
+    const att_walk wk = att_walk_for(nq);
+    int nmax = 0;
+    for (int i = 0; i < nq; i++) nmax = n[i] > nmax ? n[i] : nmax;
+    for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
+        int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
+        att_walk_prefetch(&wk, v, d0, d1, j0, j1, 0, nmax);
+        for (int j = j0; j < j1; j++) rows[j - j0] = kern_row(v, j) + d0; /* the rows moved to dim d0 */
+        wsum_tile_all(out, rows, d1 - d0, n, p, nq, j0, j1);
+    }
 }
 
 /* ---- AVX2 ---- */
@@ -474,7 +556,7 @@ SM_INL256 void block_avx2(float *const *out, const float *const *q, const int *n
     for (int i = 0; i < nb; i++) nmax = n[i] > nmax ? n[i] : nmax;
     for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
         int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
-        att_walk_prefetch(&wk, k, dk, j0, j1, nmax);
+        att_walk_prefetch(&wk, k, 0, dk, j0, j1, 0, nmax);
         for (int i = 0; i < nb; i++) {
             int j = j0, je = n[i] < j1 ? n[i] : j1;
             for (; j + 4 <= je; j += 4) dots256(scores + i * lds, q[i], k, dk, j, 4, scale);
@@ -484,7 +566,7 @@ SM_INL256 void block_avx2(float *const *out, const float *const *q, const int *n
     for (int i = 0; i < nb; i++) softmax256(scores + i * lds, n[i]);
     for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
         int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
-        att_walk_prefetch(&wk, v, dv, j0, j1, nmax);
+        att_walk_prefetch(&wk, v, 0, dv, j0, j1, 0, nmax);
         for (int i = 0; i < nb; i++) {
             int je = n[i] < j1 ? n[i] : j1;
             if (je <= j0) continue;
@@ -498,6 +580,43 @@ SM_TGT256 static void attention_group_avx2(float *const *out, const float *const
                                            float *scores, long lds) {
     for (int b0 = 0; b0 < nq; b0 += ATT_QB)
         block_avx2(out + b0, q + b0, n + b0, nq - b0 < ATT_QB ? nq - b0 : ATT_QB, k, dk, v, dv, scale, scores, lds);
+}
+
+/* The three phases (attention.h) on the AVX2 path: block_avx2's per-query dots, softmax and value sums. */
+SM_TGT256 static void scores_avx2(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k,
+                                  int dk, float scale, int js, int je) {
+    const att_walk wk = att_walk_for(nq);
+    for (int j0 = js; j0 < je; j0 += wk.kt) {
+        int j1 = je - j0 < wk.kt ? je : j0 + wk.kt;
+        att_walk_prefetch(&wk, k, 0, dk, j0, j1, js, je);
+        for (int i = 0; i < nq; i++) {
+            int j = j0, e = n[i] < j1 ? n[i] : j1;
+            for (; j + 4 <= e; j += 4) dots256(sc[i], q[i], k, dk, j, 4, scale);
+            for (; j < e; j++) dots256(sc[i], q[i], k, dk, j, 1, scale);
+        }
+    }
+}
+
+SM_TGT256 static void softmax_avx2(float *scores, int n) { softmax256(scores, n); }
+
+SM_TGT256 static void wsum_avx2(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0,
+                                int d1) {
+    const att_walk wk = att_walk_for(nq);
+    int nmax = 0;
+    for (int i = 0; i < nq; i++) nmax = n[i] > nmax ? n[i] : nmax;
+    for (int j0 = 0; j0 < nmax; j0 += wk.kt) {
+        int j1 = nmax - j0 < wk.kt ? nmax : j0 + wk.kt;
+        att_walk_prefetch(&wk, v, d0, d1, j0, j1, 0, nmax);
+        for (int i = 0; i < nq; i++) {
+            int e = n[i] < j1 ? n[i] : j1;
+            if (e <= j0) continue;
+            for (int d = d0; d < d1; d += 64) { /* rows and output moved to dim d */
+                kern_rows vd = *v;
+                vd.base += d;
+                wsum256_part(out[i] + (d - d0), &vd, d1 - d, 0, j0, e, p[i]);
+            }
+        }
+    }
 }
 
 #endif /* __x86_64__ */
@@ -560,4 +679,53 @@ void kern_attention_group(float *const *out, const float *const *q, const int *n
                           int dk, const float *v, int ldv, int dv, float scale, float *scores, long lds) {
     kern_rows kr = kern_rows_flat(k, ldk), vr = kern_rows_flat(v, ldv);
     kern_attention_group_rows(out, q, n, nq, &kr, dk, &vr, dv, scale, scores, lds);
+}
+
+void kern_attention_scores_rows(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k,
+                                int dk, float scale, int j0, int j1) {
+    int nmax = 0; /* no row at or past the queries' last key is touched (nor its page looked up) */
+    for (int i = 0; i < nq; i++) nmax = n[i] > nmax ? n[i] : nmax;
+    if (j1 > nmax) j1 = nmax;
+    if (j0 >= j1) return;
+    kern_isa isa = cpu_isa();
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) scores_avx512(sc, q, n, nq, k, dk, scale, j0, j1);
+    else if (isa == KERN_ISA_AVX2) scores_avx2(sc, q, n, nq, k, dk, scale, j0, j1);
+    else
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) attention_scores_neon(sc, q, n, nq, k, dk, scale, j0, j1);
+    else
+#endif
+        scores_portable(sc, q, n, nq, k, dk, scale, j0, j1);
+    (void)isa;
+}
+
+void kern_attention_softmax(float *scores, int n) {
+    kern_isa isa = cpu_isa();
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) softmax_avx512(scores, n);
+    else if (isa == KERN_ISA_AVX2) softmax_avx2(scores, n);
+    else
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) attention_softmax_neon(scores, n);
+    else
+#endif
+        softmax_portable(scores, n);
+    (void)isa;
+}
+
+void kern_attention_wsum_rows(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0,
+                              int d1) {
+    assert(nq <= KERN_ATT_GROUP_ROWS && 0 <= d0 && d0 <= d1);
+    kern_isa isa = cpu_isa();
+#if defined(__x86_64__)
+    if (isa >= KERN_ISA_AVX512) wsum_avx512(out, p, n, nq, v, d0, d1);
+    else if (isa == KERN_ISA_AVX2) wsum_avx2(out, p, n, nq, v, d0, d1);
+    else
+#elif defined(__aarch64__)
+    if (KERN_ISA_IS_NEON(isa)) attention_wsum_neon(out, p, n, nq, v, d0, d1);
+    else
+#endif
+        wsum_portable(out, p, n, nq, v, d0, d1);
+    (void)isa;
 }

@@ -57,4 +57,21 @@ void kern_attention_head_kv(float *out, const float *q, const float *k, int ldk,
 void kern_attention_group(float *const *out, const float *const *q, const int *n, int nq, const float *k, int ldk,
                           int dk, const float *v, int ldv, int dv, float scale, float *scores, long lds);
 
+/* The same attention in three phases, for a caller that spreads one KV head's keys (phase 1) and
+ * value dims (phase 3) over threads, so a decode step over a long context reads each head once
+ * with every thread instead of once per thread holding a head. Every output is bit-identical to
+ * kern_attention_group_rows on the same queries (the same per-key dot products, softmax and
+ * per-element value sums, on every ISA path), whatever the ranges.
+ *   1. kern_attention_scores_rows: sc[i][j] = scale · q_i·k_j for keys j in [j0, j1) ∩ [0, n[i]);
+ *      the key ranges of all calls must together cover [0, max n).
+ *   2. kern_attention_softmax: sc[0..n) → the softmax weights, in place, once per query.
+ *   3. kern_attention_wsum_rows: out_i[d - d0] = Σ_{j < n[i]} p_i[j] · v_j[d] for d in [d0, d1), keys
+ *      in order (out_i holds the range only: a thread can sum into its own buffer and copy once, so
+ *      threads on neighbouring ranges never write one cache line); nq <= KERN_ATT_GROUP_ROWS. */
+void kern_attention_scores_rows(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k,
+                                int dk, float scale, int j0, int j1);
+void kern_attention_softmax(float *scores, int n);
+void kern_attention_wsum_rows(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0,
+                              int d1);
+
 #endif

@@ -163,4 +163,25 @@ void attention_group_neon(float *const *out, const float *const *q, const int *n
         block_neon(out + b0, q + b0, n + b0, nq - b0 < KERN_ATT_GROUP_ROWS ? nq - b0 : KERN_ATT_GROUP_ROWS, k, dk, v,
                    dv, scale, scores, lds);
 }
+/* The three phases (attention.h): block_neon's per-query dots, softmax4 and wsum4, split. dots4 groups
+ * keys by 4 from the range's start, and a key's dot product has its own chain either way. */
+void attention_scores_neon(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k, int dk,
+                           float scale, int j0, int j1) {
+    for (int i = 0; i < nq; i++) {
+        int j = j0, je = n[i] < j1 ? n[i] : j1;
+        for (; j + 4 <= je; j += 4) dots4(sc[i], q[i], k, dk, j, 4, scale);
+        for (; j < je; j++) dots4(sc[i], q[i], k, dk, j, 1, scale);
+    }
+}
+
+void attention_softmax_neon(float *scores, int n) { softmax4(scores, n); }
+
+void attention_wsum_neon(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0, int d1) {
+    for (int i = 0; i < nq; i++)
+        for (int d = d0; d < d1; d += 32) { /* rows and output moved to dim d */
+            kern_rows vd = *v;
+            vd.base += d;
+            wsum4(out[i] + (d - d0), &vd, d1 - d, 0, n[i], p[i]);
+        }
+}
 #endif /* __aarch64__ */

@@ -29,6 +29,11 @@ void attention_neon(float *out, const float *q, const kern_rows *k, int dk, cons
 /* attention_neon.c: kern_attention_group_rows's contract (attention.h) for NEON CPUs. */
 void attention_group_neon(float *const *out, const float *const *q, const int *n, int nq, const kern_rows *k, int dk,
                           const kern_rows *v, int dv, float scale, float *scores, long lds);
+/* The three phases of attention.h's kern_attention_scores_rows / _softmax / _wsum_rows. */
+void attention_scores_neon(float *const *sc, const float *const *q, const int *n, int nq, const kern_rows *k, int dk,
+                           float scale, int j0, int j1);
+void attention_softmax_neon(float *scores, int n);
+void attention_wsum_neon(float *const *out, float *const *p, const int *n, int nq, const kern_rows *v, int d0, int d1);
 #endif
 
 #endif

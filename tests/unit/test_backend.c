@@ -258,6 +258,51 @@ TEST(test_attention_op_prefill_equals_decode) {
     be_free(be);
 }
 
+/* A decode-sized attention call that spreads each KV head's keys and value dims over the pool
+ * (cpu_settings.att_split: from 1 key, every call) gives the bits of the one-block-a-head path (0 =
+ * never), gated and not: rows decoded one and two at a time over 300 positions of shuffled pages,
+ * 3 query heads a KV head (so 3 and 6 queries a head). */
+TEST(test_attention_split_equals_blocks) {
+    enum { nH = 6, nKV = 2, Dh = 40, PS = 16, NP = 20, CAP = PS * NP, N = 300 };
+    cpu_settings cs;
+    cpu_settings_from_env(&cs);
+    be_backend *bes[2];
+    mtplx_err err = {0};
+    for (int f = 0; f < 2; f++) {
+        cs.att_split = f; /* 0: never; 1: from 1 key */
+        REQUIRE(be_cpu_new(&cs, &bes[f], &err) == 0);
+    }
+    int qs = 2 * Dh, kvw = nKV * Dh, k_off = nH * qs, v_off = k_off + kvw, att_off = v_off + kvw, bw = att_off + nH * Dh;
+    float inv_freq[Dh / 4];
+    for (int i = 0; i < Dh / 4; i++) inv_freq[i] = powf(10000.f, -2.0f * i / (Dh / 2));
+    int32_t pages[NP];
+    for (int i = 0; i < NP; i++) pages[i] = (i * 7) % NP;
+    size_t kvn = (size_t)nKV * CAP * Dh, sn = bes[0]->ops->attn_scratch_floats(bes[0], CAP, Dh / 2);
+    float *proj = malloc(sizeof(float) * N * bw), *big[2], *kc[2], *vc[2], *sc = malloc(4 * sn);
+    REQUIRE(proj && sc);
+    for (int f = 0; f < 2; f++) REQUIRE((big[f] = malloc(sizeof(float) * 2 * bw)) && (kc[f] = calloc(kvn, 4)) && (vc[f] = calloc(kvn, 4)));
+    fill(proj, (size_t)N * bw);
+    for (int gated = 0; gated < 2; gated++) {
+        be_attn_args a = {NULL, bw, qs, k_off, v_off, att_off, nH, nKV, Dh, Dh / 2, gated, inv_freq, 1.0f, NULL, NULL,
+                          1e-6f, 0.25f};
+        int same = 1;
+        for (int t = 0, R; t < N; t += R) {
+            R = t % 3 == 2 && t + 2 <= N ? 2 : 1;
+            for (int f = 0; f < 2; f++) {
+                be_seq_kv kv = {kc[f], vc[f], pages, NP, PS};
+                a.big = big[f];
+                memcpy(big[f], proj + (size_t)t * bw, sizeof(float) * R * bw);
+                bes[f]->ops->attention(bes[f], &a, &kv, t, R, sc);
+            }
+            for (int r = 0; r < R; r++)
+                same &= !memcmp(big[0] + (size_t)r * bw + att_off, big[1] + (size_t)r * bw + att_off, sizeof(float) * nH * Dh);
+        }
+        CHECK_MSG(same, "gated=%d: the split attention differs from the blocks", gated);
+    }
+    for (int f = 0; f < 2; f++) free(big[f]), free(kc[f]), free(vc[f]), be_free(bes[f]);
+    free(proj), free(sc);
+}
+
 /* One prefill (capturing, with a commit), decode rows and MTP rows of the embedded model, then a chain
  * of three draft steps through model_mtp_forward_head (rows in, then continued from the kept row with no
  * rows in or out, the last one's rows out); outputs into the given arrays (lists: [3][2·8 + 2]).
@@ -432,6 +477,7 @@ int main(void) {
     RUN(test_row_ops_are_row_invariant);
     RUN(test_fused_row_ops_equal_their_steps);
     RUN(test_attention_op_prefill_equals_decode);
+    RUN(test_attention_split_equals_blocks);
     RUN(test_model_without_host_memory_gives_the_same_bits);
     RUN(test_pack_cache_round_trip);
     RUN(test_logits_top_host_matches_a_full_ranking);

@@ -159,6 +159,59 @@ TEST(test_attention_group_equals_single_queries) {
     cpu_isa_set(saved);
 }
 
+/* The three-phase attention (kern_attention_scores_rows over several key ranges, _softmax, _wsum_rows
+ * over several dim ranges) gives every query the bits of kern_attention_group_rows, on every path, over
+ * paged rows (pages of 16, shuffled), for decode-sized groups with a verify's growing n. */
+TEST(test_attention_phases_equal_group) {
+    enum { PS = 16, NP = 40, NMAX = PS * NP, QM = 12 };
+    static const int shapes[][2] = {{128, 128}, {80, 144}, {3, 2}};
+    int32_t pages[NP];
+    for (int i = 0; i < NP; i++) pages[i] = (i * 7) % NP; /* a permutation: 7 and 40 are coprime */
+    kern_isa saved = cpu_isa();
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int dk = shapes[si][0], dv = shapes[si][1];
+        float *k = malloc(sizeof(float) * NMAX * dk), *v = malloc(sizeof(float) * NMAX * dv);
+        float *qs = malloc(sizeof(float) * QM * dk), *oa = malloc(sizeof(float) * QM * dv),
+              *ob = malloc(sizeof(float) * QM * dv), *sc = malloc(sizeof(float) * QM * NMAX);
+        for (int i = 0; i < NMAX * dk; i++) k[i] = frand();
+        for (int i = 0; i < NMAX * dv; i++) v[i] = frand();
+        for (int i = 0; i < QM * dk; i++) qs[i] = 2.f * frand();
+        kern_rows kr = {k, pages, (long)PS * dk, 4, dk}, vr = {v, pages, (long)PS * dv, 4, dv};
+        for (size_t ii = 0; ii < sizeof k_isas / sizeof *k_isas; ii++) {
+            if (cpu_isa_set(k_isas[ii]) != 0) continue;
+            for (int nq = 1; nq <= QM; nq += nq < 4 ? 1 : 4) {
+                for (int base = 1; base + nq <= NMAX; base += 97) {
+                    float *out[QM], *p[QM];
+                    const float *q[QM];
+                    int n[QM], nmax = 0;
+                    for (int i = 0; i < nq; i++) {
+                        out[i] = oa + i * dv, q[i] = qs + i * dk, p[i] = sc + (size_t)i * NMAX, n[i] = base + i / 3;
+                        nmax = n[i] > nmax ? n[i] : nmax;
+                    }
+                    kern_attention_group_rows(out, q, n, nq, &kr, dk, &vr, dv, 0.2f, sc, NMAX);
+                    memcpy(ob, oa, sizeof(float) * nq * dv);
+                    memset(oa, 0, sizeof(float) * nq * dv);
+                    /* keys in ranges of 64 and one odd cut, dims in ranges of 16 and the rest */
+                    int cut = nmax / 3 | 1;
+                    kern_attention_scores_rows(p, q, n, nq, &kr, dk, 0.2f, 0, cut);
+                    for (int j0 = cut; j0 < nmax; j0 += 64)
+                        kern_attention_scores_rows(p, q, n, nq, &kr, dk, 0.2f, j0, j0 + 64 < nmax ? j0 + 64 : nmax);
+                    for (int i = 0; i < nq; i++) kern_attention_softmax(p[i], n[i]);
+                    for (int d0 = 0; d0 < dv; d0 += d0 < 32 ? 16 : dv) {
+                        float *o[QM];
+                        for (int i = 0; i < nq; i++) o[i] = out[i] + d0;
+                        kern_attention_wsum_rows(o, p, n, nq, &vr, d0, d0 < 32 ? (d0 + 16 < dv ? d0 + 16 : dv) : dv);
+                    }
+                    CHECK_MSG(!memcmp(oa, ob, sizeof(float) * nq * dv), "%s dk=%d dv=%d nq=%d base=%d: phases != group",
+                              cpu_isa_name(k_isas[ii]), dk, dv, nq, base);
+                }
+            }
+        }
+        free(k), free(v), free(qs), free(oa), free(ob), free(sc);
+    }
+    cpu_isa_set(saved);
+}
+
 static double silu_d(double x) { return x / (1 + exp(-x)); }
 
 /* |got - want| <= tol · (|want| + floor) for every element; reports the worst. */
@@ -478,6 +531,7 @@ int main(void) {
     RUN(test_attention_matches_reference_every_path);
     RUN(test_attention_depends_only_on_its_keys);
     RUN(test_attention_group_equals_single_queries);
+    RUN(test_attention_phases_equal_group);
     RUN(test_norms_and_activations_every_path);
     RUN(test_add_every_path);
     RUN(test_conv1d_silu_every_path);

@@ -48,6 +48,8 @@ void cpu_settings_from_env(cpu_settings *s) {
     s->knobs = k;
     e = getenv("MTPLX_FUSE");
     s->fuse = !(e && !strcmp(e, "0"));
+    s->att_split = env_int("MTPLX_ATT_SPLIT", CPU_ATT_SPLIT_DEFAULT);
+    if (s->att_split < 0) s->att_split = CPU_ATT_SPLIT_DEFAULT;
     /* the repacked-weight cache directory (cpu_packcache.c) */
     s->pack_cache[0] = 0;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -15,6 +15,7 @@
 #include "../backend.h"
 
 #define CPU_CACHE_PATH_MAX 1024
+#define CPU_ATT_SPLIT_DEFAULT 0 /* cpu_settings.att_split: off */
 
 /* Everything a user can tune about the CPU backend, read once at creation. */
 typedef struct {
@@ -23,11 +24,15 @@ typedef struct {
     int fuse;           /* 1: fused row ops (an RMSNorm or SwiGLU inside the next matmul's packing,
                            the residual add inside the next RMSNorm); 0: separate ops ($MTPLX_FUSE=0;
                            same bits either way) */
+    int att_split;      /* keys from which a decode-sized attention call spreads each KV head's keys
+                           and value dims over the pool (cpu_seq.c); 0 = never, the default
+                           ($MTPLX_ATT_SPLIT; same bits either way) */
 } cpu_settings;
 
 /* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx), MTPLX_NO_AMX=1,
  * MTPLX_THREADS (1..256), MTPLX_QPACK=0, MTPLX_QACT=f32, MTPLX_QAMX_MIN, MTPLX_AMX_PF,
  * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB), MTPLX_BF16DP=0, MTPLX_BF16_PF=0, MTPLX_FUSE=0,
+ * MTPLX_ATT_SPLIT (keys; default 0 = off),
  * MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
  * $HOME/.cache/mtplx/qpack). Unparsable values keep the default. */
 void cpu_settings_from_env(cpu_settings *s);

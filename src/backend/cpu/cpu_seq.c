@@ -169,6 +169,93 @@ static void attn_task(void *ctx, int task, int n_tasks) {
     }
 }
 
+/* ---- decode over a long context: one head's keys and value dims spread over the pool ----
+ *
+ * With a few queries a KV head (decode, a short verify), attn_task gives each KV head's block to one
+ * thread, so a step uses at most n_kv_heads threads (2 of 16 on a Qwen3.5 2B-class model). With
+ * $MTPLX_ATT_SPLIT = N (cpu_settings.att_split; 0 = off, the default), a decode-sized call over N
+ * keys or more runs in three dispatches instead (attention.h's phases): scores over key chunks of
+ * every head, each query's softmax, then value sums over 64-dim pieces of every head, every output
+ * bit-identical to the one-block path (test_backend). Off by default: on the 2-vCPU Zen 5 where it
+ * was written it was slower (its phase 3 reads each value row in strided pieces; pieces of 32 dims
+ * were 4× slower than 64), and on machines with many more threads than KV heads, which it is for,
+ * it has not been measured yet (bench/zen.md "Session 22"). */
+#define ATT_SPLIT_MAX_QUERIES 8 /* per KV head: decode rows (attention.c's ATT_FEW_MAX) */
+#define ATT_SPLIT_MIN_CHUNK 256 /* keys */
+#define ATT_SPLIT_DIMS 64       /* value dims of a phase-3 piece: the kernels' 64-dim pass; sums on the stack */
+
+typedef struct {
+    const be_seq_kv *kv;
+    int nkv, per_kv, Dh, kchunk, kchunks, dchunk, dchunks;
+    float scale;
+    float **out, **p;         /* [nkv · per_kv]: query e of KV head h at h · per_kv + e */
+    const float **q;
+    const int *n;
+} attn_split_job;
+
+static void attn_split_scores(void *ctx, int task, int n_tasks) {
+    (void)n_tasks;
+    const attn_split_job *j = ctx;
+    int h = task / j->kchunks, c = task % j->kchunks, e0 = h * j->per_kv;
+    kern_rows kr = head_rows(j->kv, j->kv->k, j->nkv, h, j->Dh);
+    kern_attention_scores_rows(j->p + e0, j->q + e0, j->n + e0, j->per_kv, &kr, j->Dh, j->scale, c * j->kchunk,
+                               (c + 1) * j->kchunk);
+}
+
+static void attn_split_softmax(void *ctx, int task, int n_tasks) {
+    (void)n_tasks;
+    const attn_split_job *j = ctx;
+    kern_attention_softmax(j->p[task], j->n[task]);
+}
+
+static void attn_split_wsum(void *ctx, int task, int n_tasks) {
+    (void)n_tasks;
+    const attn_split_job *j = ctx;
+    int h = task / j->dchunks, c = task % j->dchunks, e0 = h * j->per_kv;
+    int d0 = c * j->dchunk, d1 = d0 + j->dchunk < j->Dh ? d0 + j->dchunk : j->Dh;
+    kern_rows vr = head_rows(j->kv, j->kv->v, j->nkv, h, j->Dh);
+    /* summed here, copied once: pieces of neighbouring dims share the outputs' cache lines */
+    float sums[ATT_SPLIT_MAX_QUERIES * ATT_SPLIT_DIMS], *o[ATT_SPLIT_MAX_QUERIES];
+    for (int e = 0; e < j->per_kv; e++) o[e] = sums + e * ATT_SPLIT_DIMS;
+    kern_attention_wsum_rows(o, j->p + e0, j->n + e0, j->per_kv, &vr, d0, d1);
+    for (int e = 0; e < j->per_kv; e++) memcpy(j->out[e0 + e] + d0, o[e], sizeof(float) * (d1 - d0));
+}
+
+/* Attention of rows [0, R) in the three phases when the call is decode-sized, long and the pool has
+ * threads to spare; returns 0 (nothing done) otherwise. scores: the call's score scratch. */
+static int attn_split_try(const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scores, int capacity) {
+    int nH = a->n_heads, nKV = a->n_kv_heads, group = nH / nKV, per_kv = R * group, Dh = a->head_dim;
+    int nth = tpool_threads(tpool_global()), nmax = pos0 + R, nq = nKV * per_kv;
+    if (nth < 2 || per_kv > ATT_SPLIT_MAX_QUERIES || nq > 256 ||
+        (size_t)nq * capacity > (size_t)score_slots() * score_rows(capacity) * capacity)
+        return 0;
+    float *out[256], *p[256];
+    const float *q[256];
+    int n[256];
+    for (int h = 0; h < nKV; h++)
+        for (int e = 0; e < per_kv; e++) { /* the order of attn_task's block: rows t, then the group's heads */
+            int i = h * per_kv + e, t = e / group, hq = h * group + e % group;
+            float *row = a->big + (size_t)t * a->ldb;
+            q[i] = row + hq * a->q_stride;
+            out[i] = row + a->att_off + hq * Dh;
+            p[i] = scores + (size_t)i * capacity;
+            n[i] = pos0 + t + 1;
+        }
+    /* about two key chunks a thread (whole 64-key tiles); value pieces of 64 dims */
+    int want = (2 * nth + nKV - 1) / nKV;
+    int kchunk = ((nmax + want - 1) / want + 63) / 64 * 64;
+    if (kchunk < ATT_SPLIT_MIN_CHUNK) kchunk = ATT_SPLIT_MIN_CHUNK;
+    int dchunk = ATT_SPLIT_DIMS;
+    attn_split_job j = {kv, nKV, per_kv, Dh, kchunk, (nmax + kchunk - 1) / kchunk, dchunk, (Dh + dchunk - 1) / dchunk,
+                        a->scale, out, p, q, n};
+    tpool_run(tpool_global(), nKV * j.kchunks, attn_split_scores, &j);
+    tpool_run(tpool_global(), nq, attn_split_softmax, &j);
+    tpool_run(tpool_global(), nKV * j.dchunks, attn_split_wsum, &j);
+    if (a->gated)
+        for (int i = 0; i < nq; i++) kern_mul_sigmoid(out[i], q[i] + Dh, Dh);
+    return 1;
+}
+
 /* The K/V of all R rows are written into the cache first, then every (row, head) attends to
  * positions 0..pos0+t — all of them in one thread-pool dispatch. */
 /* The per-row part of attention for rows [t0, t1): q/k norms, RoPE, K/V written into the cache.
@@ -212,7 +299,6 @@ static void attn_rows(void *ctx, int t0, int t1) {
 }
 
 void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch) {
-    (void)be;
     int Dh = a->head_dim, nH = a->n_heads, nKV = a->n_kv_heads, bw = a->ldb;
     int capacity = kv->n_pages * kv->page_size, group = nH / nKV;
     attn_rows_job rj = {a, kv, pos0, rope_table(scratch, capacity)};
@@ -223,6 +309,9 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
     } else {
         attn_rows(&rj, 0, R);
     }
+    const cpu_ctx *c = be->impl;
+    if (c->settings.att_split && pos0 + R >= c->settings.att_split && attn_split_try(a, kv, pos0, R, scratch, capacity))
+        return;
     /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
      * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly, then evened out (384 queries go
      * as 3 × 128, 300 as 3 × 100, not 128 + 128 + 44) */
