@@ -33,6 +33,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 # rebuilds backend.o (the only C file that knows) and relinks.
 VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
 $(shell mkdir -p build; [ "$$(cat build/.variant 2>/dev/null)" = "$(VARIANT)" ] || echo $(VARIANT) > build/.variant)
+# plain `make` builds `all` (the CLI, the embedded model, the unit tests), not the first rule below
+.DEFAULT_GOAL := all
 NVCC      ?= $(firstword $(shell command -v nvcc 2>/dev/null) /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= sm_90
