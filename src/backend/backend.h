@@ -175,6 +175,12 @@ typedef struct {
     /* Derive this backend's copy of w (repack / upload); w's private fields point at it. The copy is
      * owned by the backend and freed with it. Returns 0 or an error. */
     int (*weight_prepare)(be_backend *be, be_weight *w, mtplx_err *err);
+    /* Whether to prepare (weight_prepare) a checkpoint's routed experts too: quant_bytes of them
+     * MLX-quantized (values, scales, biases), dense_bytes bf16/f16/f32, in file_bytes of tensors. A
+     * copy of every expert doubles what a MoE checkpoint occupies; 0 leaves them in the checkpoint's
+     * layout (slower kernels) and writes the reason, for the user, into note[note_cap]. NULL: always. */
+    int (*routed_copies)(be_backend *be, uint64_t quant_bytes, uint64_t dense_bytes, uint64_t file_bytes, char *note,
+                         size_t note_cap);
     size_t (*weight_bytes)(const be_backend *be);        /* bytes held by prepared copies */
     /* Make every forward of up to `rows` rows through weights of at most max_cols inputs that the
      * calling thread runs allocation-free (thread-local kernel scratch). Called at state creation;

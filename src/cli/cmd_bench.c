@@ -126,6 +126,7 @@ static int mode_decode(int argc, char **argv) {
         cli_error("bench", "%s", err.msg);
         goto out;
     }
+    cli_load_note("bench", m);
     if (cli_draft_vocab("bench", m, model, dv, &rc) || cli_draft_quant("bench", m, dq, &rc)) goto out;
     if (cli_bench_prompts("bench", model, tok, (int)n_prompts, (int)plen, &prompts, &lens)) goto out;
     if (gen_params_from_model(m, &o.base, &err)) {

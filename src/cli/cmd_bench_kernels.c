@@ -95,6 +95,7 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
             cli_error("bench", "%s", err.msg);
             goto out;
         }
+        if (!k) cli_load_note("bench", ms[k]);
         /* "<spec>/nopack": the same copy without the VNNI repacking (for comparison) */
         char spec[32];
         snprintf(spec, sizeof spec, "%.31s", specs[k]);
@@ -345,6 +346,7 @@ int cmd_bench_kernels(int argc, char **argv) {
             cli_error("bench", "%s", err.msg);
             return 1;
         }
+        cli_load_note("bench", m);
         const model_config *c = model_config_of(m);
         size_t bw_bytes = (size_t)membw_mb << 20;
         float *bwbuf = membw && verify && !on_gpu ? bench_membw_buffer(bw_bytes) : NULL;

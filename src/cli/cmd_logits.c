@@ -12,6 +12,7 @@
 #include "../model/safetensors.h"
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
+#include "gen_cli.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -221,6 +222,7 @@ int cmd_logits(int argc, char **argv) {
         free(ids);
         return 1;
     }
+    cli_load_note("logits", m);
     if (a.mtp && !model_has_mtp(m)) {
         cli_error("logits", "%s: --mtp: the checkpoint has no MTP head (mtp.* weights)", dir);
         model_free(m);

@@ -410,6 +410,7 @@ int cmd_run(int argc, char **argv) {
         cli_error("run", "%s", err.msg);
         return 1;
     }
+    cli_load_note("run", m);
     if (cli_draft_vocab("run", m, model, dv, &rc) || cli_draft_quant("run", m, dq, &rc)) goto out;
     /* the tokenizer is optional with --prompt-tokens (ids are printed when it is missing) */
     char tpath[4096];

@@ -72,6 +72,7 @@ int cmd_tune(int argc, char **argv) {
         cli_error("tune", "%s", err.msg);
         goto out;
     }
+    cli_load_note("tune", m);
     if (cli_draft_vocab("tune", m, model, dv, &rc) || cli_draft_quant("tune", m, dq, &rc)) goto out;
     if (!model_has_mtp(m)) {
         cli_error("tune", "%s has no MTP head: nothing to tune (plain AR is the only mode)", model);

@@ -198,6 +198,11 @@ void cli_git_commit(char *out, size_t n) {
     pclose(p);
 }
 
+void cli_load_note(const char *cmd, const mtplx_model *m) {
+    const char *n = model_load_note(m);
+    if (n && *n) fprintf(stderr, "mtplx %s: note: %s\n", cmd, n);
+}
+
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code) {
     const int by_default = !spec; /* the user did not ask for it: a shape it cannot take is no error */
     if (!spec) spec = CLI_DRAFT_QUANT_DEFAULT;

@@ -53,6 +53,8 @@ void cli_free_prompts(int32_t **prompts, int *lens, int n);
  * -1 with a message (2 = usage error, 1 = runtime error in *code). */
 #define CLI_DRAFT_QUANT_DEFAULT "q4"
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code);
+/* Prints the model's load note (model_load_note), when it has one, as "mtplx CMD: note: ..." on stderr. */
+void cli_load_note(const char *cmd, const mtplx_model *m);
 #define CLI_DRAFT_QUANT_HELP                                                                         \
     "  --draft-quant Q           draft-only copy: q4 (default: LM head + MTP layer, group 64), q8,\n" \
     "                            q4-head, q8-head (LM head only) or none; :32/:64/:128 sets the\n"  \

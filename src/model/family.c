@@ -28,6 +28,24 @@ static rope_scaling rope_of(const model_config *c, mtplx_err *err, int *rc) {
     return s;
 }
 
+void family_experts_plan(mtplx_model *m) {
+    family_model *f = &m->fam;
+    f->experts_prepared = 1;
+    if (m->cfg.n_experts <= 0) return;
+    uint64_t quant = 0, dense = 0;
+    for (int i = 0; i < st_count(m->st); i++) {
+        const st_tensor *t = st_at(m->st, i);
+        if (!strstr(t->name, ".mlp.experts.") && !strstr(t->name, ".mlp.switch_mlp.")) continue;
+        size_t l = strlen(t->name);
+        int qpart = t->dtype == DT_U32 || (l > 7 && (!strcmp(t->name + l - 7, ".scales") || !strcmp(t->name + l - 7, ".biases")));
+        *(qpart ? &quant : &dense) += t->nbytes;
+    }
+    const be_ops *o = m->be->ops;
+    f->load_note[0] = 0;
+    f->experts_prepared = !o->routed_copies || o->routed_copies(m->be, quant, dense, st_total_bytes(m->st), f->load_note,
+                                                                sizeof f->load_note);
+}
+
 int family_model_init(mtplx_model *m, mtplx_err *err) {
     const model_config *c = &m->cfg;
     int rc;
@@ -216,21 +234,42 @@ int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const fl
     return bind_vec(m, name, n, add, out, err);
 }
 
+/* bind_linear, then the backend's copy of the weight (weight_prepare: on the CPU the packed layout of
+ * the fast kernels, on a GPU the device upload) — for every weight the forward multiplies with. A
+ * weight bound without it still works, through the CPU's slow MLX-layout kernel (~5x slower a byte)
+ * or the GPU's upload on first use. */
+static int bind_linear_prep(const mtplx_model *m, const char *base, int n_stack, int e, int rows, int cols,
+                            be_weight *w, mtplx_err *err) {
+    int rc = bind_linear(m, base, n_stack, e, rows, cols, w, err);
+    return rc ? rc : m->be->ops->weight_prepare(m->be, w, err);
+}
+
 int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err) {
+    return bind_linear_prep(m, base, 0, 0, rows, cols, w, err);
+}
+
+int family_linear_view(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err) {
     return bind_linear(m, base, 0, 0, rows, cols, w, err);
 }
 
 /* ------------------------------------------------------------------ MoE */
 
-int family_bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err) {
+/* A SwiGLU block p{gate,up,down}_proj into x, with the backend's copies when prep. */
+static int bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, int prep, mtplx_err *err) {
+    int (*bind)(const mtplx_model *, const char *, int, int, int, int, be_weight *, mtplx_err *) =
+        prep ? bind_linear_prep : bind_linear;
     char n[600];
     int rc;
     snprintf(n, sizeof n, "%sgate_proj", p);
-    if ((rc = bind_linear(m, n, 0, 0, I, H, &x->gate, err))) return rc;
+    if ((rc = bind(m, n, 0, 0, I, H, &x->gate, err))) return rc;
     snprintf(n, sizeof n, "%sup_proj", p);
-    if ((rc = bind_linear(m, n, 0, 0, I, H, &x->up, err))) return rc;
+    if ((rc = bind(m, n, 0, 0, I, H, &x->up, err))) return rc;
     snprintf(n, sizeof n, "%sdown_proj", p);
-    return bind_linear(m, n, 0, 0, H, I, &x->down, err);
+    return bind(m, n, 0, 0, H, I, &x->down, err);
+}
+
+int family_bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err) {
+    return bind_swiglu(m, p, I, H, x, 1, err);
 }
 
 int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *err) {
@@ -244,13 +283,15 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
     *r = (moe_router){E, c->n_experts_per_tok, MOE_SCORE_SOFTMAX, c->norm_topk_prob, 1, 1, NULL, 1.0f};
     if (m->family->moe_router) m->family->moe_router(c, r);
     snprintf(n, sizeof n, "%smlp.gate", lp);
-    if ((rc = bind_linear(m, n, 0, 0, E, H, &w->router_w, err))) return rc;
+    if ((rc = bind_linear_prep(m, n, 0, 0, E, H, &w->router_w, err))) return rc;
 
     if (f->experts_used + (size_t)E > f->experts_cap)
         return err_set(err, MTPLX_EINTERNAL, "expert table too small at %s", lp);
     w->experts = f->experts + f->experts_used;
     f->experts_used += (size_t)E;
     char fused[600], mlx[600];
+    int (*bind)(const mtplx_model *, const char *, int, int, int, int, be_weight *, mtplx_err *) =
+        f->experts_prepared ? bind_linear_prep : bind_linear;
     snprintf(fused, sizeof fused, "%smlp.experts.gate_up_proj", lp);
     snprintf(mlx, sizeof mlx, "%smlp.switch_mlp.gate_proj.weight", lp);
     if (st_find(m->st, fused)) {
@@ -270,22 +311,26 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
             x->up = (be_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0 + (size_t)I * H * eg};
             x->down = (be_weight){.dtype = dn->dtype, .rows = H, .cols = I,
                                     .data = (const char *)dn->data + (size_t)e * H * I * ed};
+            if (f->experts_prepared && ((rc = m->be->ops->weight_prepare(m->be, &x->gate, err)) ||
+                                        (rc = m->be->ops->weight_prepare(m->be, &x->up, err)) ||
+                                        (rc = m->be->ops->weight_prepare(m->be, &x->down, err))))
+                return rc;
         }
     } else if (st_find(m->st, mlx)) {
         /* MLX: switch_mlp.{gate,up,down}_proj stacked [E, ...], dense or affine-quantized */
         for (int e = 0; e < E; e++) {
             moe_expert *x = &w->experts[e];
             snprintf(n, sizeof n, "%smlp.switch_mlp.gate_proj", lp);
-            if ((rc = bind_linear(m, n, E, e, I, H, &x->gate, err))) return rc;
+            if ((rc = bind(m, n, E, e, I, H, &x->gate, err))) return rc;
             snprintf(n, sizeof n, "%smlp.switch_mlp.up_proj", lp);
-            if ((rc = bind_linear(m, n, E, e, I, H, &x->up, err))) return rc;
+            if ((rc = bind(m, n, E, e, I, H, &x->up, err))) return rc;
             snprintf(n, sizeof n, "%smlp.switch_mlp.down_proj", lp);
-            if ((rc = bind_linear(m, n, E, e, H, I, &x->down, err))) return rc;
+            if ((rc = bind(m, n, E, e, H, I, &x->down, err))) return rc;
         }
     } else {
         for (int e = 0; e < E; e++) {
             snprintf(n, sizeof n, "%smlp.experts.%d.", lp, e);
-            if ((rc = family_bind_swiglu(m, n, I, H, &w->experts[e], err))) return rc;
+            if ((rc = bind_swiglu(m, n, I, H, &w->experts[e], f->experts_prepared, err))) return rc;
         }
     }
 

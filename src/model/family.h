@@ -52,11 +52,19 @@ int model_bind_qwen_mtp(mtplx_model *m, const char *prefix, mtplx_err *err);
  * (family_kv_shape_of in families/family_ops.h works from a config alone). */
 void family_kv_shape(const mtplx_model *m, int *heads, int *k_width, int *v_width);
 
-/* For the family files: bind a linear [rows][cols] named base(.weight) (dense or MLX affine), and
- * copy a 1-D tensor of n elements into the family arena as fp32 plus `add`. */
+/* For the family files: bind a linear [rows][cols] named base(.weight) (dense or MLX affine) and give
+ * the backend its copy (weight_prepare: every weight the forward multiplies with); _view binds only
+ * (a table read row by row: embeddings); and copy a 1-D tensor of n elements into the family arena
+ * as fp32 plus `add`. */
 int family_linear_bind(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err);
+int family_linear_view(const mtplx_model *m, const char *base, int rows, int cols, be_weight *w, mtplx_err *err);
 int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const float **out, mtplx_err *err);
-/* Bind a SwiGLU block p{gate,up,down}_proj of width I (dense or MLX affine) into x. */
+/* Bind a SwiGLU block p{gate,up,down}_proj of width I (dense or MLX affine) into x, prepared. */
+/* Decide, once the backend and the checkpoint are open and before binding, whether the routed experts
+ * get the backend's copy (family_model.experts_prepared), asked of the backend (be_ops.routed_copies)
+ * with their bytes (tensors named *.mlp.experts.* or *.mlp.switch_mlp.*, quantized and dense) and the
+ * checkpoint's. */
+void family_experts_plan(mtplx_model *m);
 int family_bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, mtplx_err *err);
 
 /* ---- forward (forward.c / mtp.c) ---- */

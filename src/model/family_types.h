@@ -39,6 +39,8 @@ typedef struct {
     size_t vec_used, vec_cap; /* floats */
     moe_expert *experts;      /* arena of expert views: E per MoE layer */
     size_t experts_used, experts_cap;
+    int experts_prepared;     /* 1: routed experts get the backend's copy (be_ops.routed_copies) */
+    char load_note[320];      /* "" or what the user should know about this load (model_load_note) */
     int rope_interleave;      /* MLA rope dims rotate as interleaved pairs */
     float rope_attn_factor;   /* cos/sin multiplier (YaRN attention factor; 1 otherwise) */
     float mla_softmax_mult;   /* DeepSeek: softmax scale multiplier mscale(factor, mscale_all_dim)² */

@@ -36,6 +36,9 @@ void model_free(mtplx_model *m);
 const model_config *model_config_of(const mtplx_model *m);
 const char *model_dir(const mtplx_model *m);
 int model_has_mtp(const mtplx_model *m);          /* 1 when mtp.* weights are loaded */
+/* "" or one line the user should see about how the model was loaded (e.g. experts left in the
+ * checkpoint's layout for want of memory, and how to change that). Owned by the model. */
+const char *model_load_note(const mtplx_model *m);
 /* 1 when the model's backend computes in host memory (the CPU backend): its memory ops are plain
  * memory copies that any thread may run beside a forward on other buffers. */
 int model_memory_is_host(const mtplx_model *m);

@@ -69,7 +69,7 @@ static int bind_matrix(binder *b, const char *prefix, const char *name, int rows
     size_t fl = strlen(full);
     if (tq && tq->dtype == DT_U32 && fl > 7 && !strcmp(full + fl - 7, ".weight")) {
         full[fl - 7] = 0;
-        int rc = family_linear_bind(b->m, full, rows, cols, w, b->err);
+        int rc = family_linear_view(b->m, full, rows, cols, w, b->err);
         if (!rc && cols > b->m->max_cols) b->m->max_cols = cols;
         /* the backend's copy (CPU: the fast VNNI kernel's layout; a no-op on CPUs without it) */
         return rc || b->no_pack ? rc : b->m->be->ops->weight_prepare(b->m->be, w, b->err);
@@ -316,6 +316,7 @@ static int load_into(mtplx_model *m, const char *dir, const progress_sink *prog,
                        "model.language_model.embed_tokens.weight, language_model.model.embed_tokens.weight)", dir);
 
     if ((rc = family_check_tensors(m, prefix, err))) return rc; /* biases nothing here applies */
+    family_experts_plan(m);
 
     /* Layout: HF [C,1,Kc] vs MLX [C,Kc,1], from the first GDN layer's conv weight. */
     m->hf_layout = 1;
@@ -415,6 +416,7 @@ void model_free(mtplx_model *m) {
 const model_config *model_config_of(const mtplx_model *m) { return &m->cfg; }
 const char *model_dir(const mtplx_model *m) { return m->dir; }
 int model_has_mtp(const mtplx_model *m) { return m->has_mtp; }
+const char *model_load_note(const mtplx_model *m) { return m->fam.load_note; }
 int model_memory_is_host(const mtplx_model *m) { return m->be->caps.host_memory; }
 int model_reserve_thread(const mtplx_model *m, int rows, mtplx_err *err) {
     return m->be->ops->reserve_rows(m->be, rows, m->max_cols, err);

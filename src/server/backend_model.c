@@ -191,6 +191,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
         backend_model_close(out);
         return rc;
     }
+    if (*model_load_note(b->model)) fprintf(stderr, "mtplx serve: note: %s\n", model_load_note(b->model));
     if (o->draft_vocab > 0 && o->draft_vocab < model_config_of(b->model)->vocab_size && model_has_mtp(b->model)) {
         /* the draft head over the most common ids only (docs/speculative.md, "Draft vocabulary subset") */
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)o->draft_vocab);

@@ -10,6 +10,7 @@
 
 #include "../../src/base/file.h"
 #include "../../src/kernels/matmul.h"
+#include "../../src/model/model_internal.h"
 #include "fwd_util.h"
 #include "test.h"
 
@@ -242,6 +243,52 @@ TEST(test_moe_mlx_quantized_switch_layout) {
     golden_close(&g);
 }
 
+/* Routed experts get the backend's packed copy like every other weight (MTPLX_PACK_EXPERTS unset: a
+ * checkpoint this small fits in memory twice over), MTPLX_PACK_EXPERTS=0 leaves them in the
+ * checkpoint's layout and says so in the load note, and both give the same logits up to the float
+ * order of the two kernels (the int8 group sums are exact either way). */
+TEST(test_moe_experts_packed_by_policy) {
+    make_tmp();
+    REQUIRE(g_tmp[0]);
+    mtplx_err err = {0};
+    golden g;
+    REQUIRE(golden_open("tests/data/goldens/qwen3_5_moe/golden.safetensors", &g, &err) == 0);
+    char dq[400];
+    snprintf(dq, sizeof dq, "%s/switch_q8_pack", g_tmp);
+    REQUIRE(write_layout(dq, LAYOUT_SWITCH_Q8) == 0);
+    float *lg[2] = {NULL, NULL};
+    const char *envs[2] = {NULL, "0"};
+    for (int k = 0; k < 2; k++) {
+        if (envs[k]) setenv("MTPLX_PACK_EXPERTS", envs[k], 1);
+        else unsetenv("MTPLX_PACK_EXPERTS");
+        mtplx_model *m = NULL;
+        CHECK_MSG(model_load(dq, &m, &err) == 0, "%s", err.msg);
+        REQUIRE(m);
+        const moe_weights *mw = &m->layers[0].moe;
+        REQUIRE(m->layers[0].ffn == FFN_MOE && mw->experts);
+        const be_weight *gate = &mw->experts[mw->router.n_experts - 1].gate, *down = &mw->experts[0].down;
+        int packable = kern_qpack_bytes(gate) > 0; /* this CPU has a packed q8 kernel for a 64-wide row */
+        int packed_want = k == 0 && packable;
+        CHECK_MSG((gate->packed != NULL) == packed_want, "MTPLX_PACK_EXPERTS=%s: expert gate packed %d, want %d",
+                  envs[k] ? envs[k] : "(unset)", gate->packed != NULL, packed_want);
+        CHECK_MSG(down->packed == NULL, "a 32-wide down projection has no packed layout, yet it was packed");
+        const char *note = model_load_note(m);
+        if (k == 0) CHECK_MSG(!*note, "unexpected load note: %s", note);
+        else CHECK_MSG(packable == !!strstr(note, "MTPLX_PACK_EXPERTS=0"), "load note \"%s\"", note);
+        model_free(m);
+        lg[k] = logits_of(dq, &g, &err);
+        CHECK_MSG(lg[k] != NULL, "%s", err.msg);
+        REQUIRE(lg[k]);
+    }
+    unsetenv("MTPLX_PACK_EXPERTS");
+    double d = max_abs_diff(lg[0], lg[1], (size_t)g.T * g.V);
+    printf("MoE logits, packed experts vs the checkpoint's layout: max|d| = %.3g\n", d);
+    CHECK_MSG(d <= 1e-4, "packed and unpacked experts differ by %.3g", d);
+    free(lg[0]);
+    free(lg[1]);
+    golden_close(&g);
+}
+
 /* A copy of a golden directory with `from` replaced by `to` in its config.json. */
 static int write_config_variant(const char *src, const char *name, const char *from, const char *to, char *dir,
                                 size_t dn) {
@@ -353,6 +400,7 @@ static void rm_tmp(void) {
 int main(void) {
     RUN(test_moe_fused_and_switch_layouts_match_numbered);
     RUN(test_moe_mlx_quantized_switch_layout);
+    RUN(test_moe_experts_packed_by_policy);
     RUN(test_refuses_longrope);
     RUN(test_refuses_dynamic_rope);
     RUN(test_refuses_unknown_architecture);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../base/mem.h"
 #include "../../kernels/act.h"
@@ -48,6 +49,8 @@ void cpu_settings_from_env(cpu_settings *s) {
     s->knobs = k;
     e = getenv("MTPLX_FUSE");
     s->fuse = !(e && !strcmp(e, "0"));
+    s->pack_experts = env_int("MTPLX_PACK_EXPERTS", -1);
+    if (s->pack_experts > 1) s->pack_experts = 1;
     s->att_split = env_int("MTPLX_ATT_SPLIT", CPU_ATT_SPLIT_DEFAULT);
     if (s->att_split < 0) s->att_split = CPU_ATT_SPLIT_DEFAULT;
     /* the repacked-weight cache directory (cpu_packcache.c) */
@@ -143,6 +146,29 @@ static int cpu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
     rc = kern_pack_set_add(&c->packs, w, err); /* a no-op when the cache gave w its copy */
     if (!rc && w->dtype == DT_BF16) c->needs_scratch = 1; /* AMX / AVX512-BF16 packed activations */
     return rc;
+}
+
+/* Routed experts get the packed copy when MTPLX_PACK_EXPERTS says so, else (auto) when that copy and
+ * the whole checkpoint fit in 85% of the machine's memory together: the pack reads every expert of
+ * the mapped checkpoint once, and with less memory the load spends its time evicting and re-reading
+ * the checkpoint (bench/zen.md "Session 23": 15 GB of q4 35B-A3B on 23 GB, load 6 s -> 30-60 s). */
+static int cpu_routed_copies(be_backend *be, uint64_t quant_bytes, uint64_t dense_bytes, uint64_t file_bytes,
+                             char *note, size_t note_cap) {
+    const cpu_ctx *c = be->impl;
+    uint64_t copy = quant_bytes + (cpu_isa() == KERN_ISA_AMX ? dense_bytes : 0);
+    if (!copy || !c->settings.knobs.qpack || c->settings.pack_experts == 1) return 1;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
+    if (c->settings.pack_experts < 0 && (double)(copy + file_bytes) <= 0.85 * ram) return 1;
+    if (c->settings.pack_experts == 0)
+        snprintf(note, note_cap, "routed experts left in the checkpoint's layout (MTPLX_PACK_EXPERTS=0): MoE decode "
+                 "runs about half as fast");
+    else
+        snprintf(note, note_cap, "routed experts left in the checkpoint's layout: their packed copy (%.1f GB) and the "
+                 "%.1f GB checkpoint need more than 85%% of this machine's %.1f GB of memory, so MoE decode runs about "
+                 "half as fast; MTPLX_PACK_EXPERTS=1 packs them anyway (the load then re-reads the checkpoint from "
+                 "disk)", (double)copy / 1e9, (double)file_bytes / 1e9, ram / 1e9);
+    return 0;
 }
 
 static size_t cpu_weight_bytes(const be_backend *be) {
@@ -312,6 +338,7 @@ static const be_ops cpu_ops = {
     .copy = cpu_copy,
     .fill_zero = cpu_fill_zero,
     .weight_prepare = cpu_weight_prepare,
+    .routed_copies = cpu_routed_copies,
     .weight_bytes = cpu_weight_bytes,
     .reserve_rows = cpu_reserve_rows,
     .attn_scratch_floats = cpu_attn_scratch_floats,

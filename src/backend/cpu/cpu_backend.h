@@ -27,12 +27,15 @@ typedef struct {
     int att_split;      /* keys from which a decode-sized attention call spreads each KV head's keys
                            and value dims over the pool (cpu_seq.c); 0 = never, the default
                            ($MTPLX_ATT_SPLIT; same bits either way) */
+    int pack_experts;   /* routed MoE experts packed like every other weight: 1 always, 0 never, -1
+                           (default) when the copy fits in memory beside the checkpoint
+                           ($MTPLX_PACK_EXPERTS; cpu_routed_copies) */
 } cpu_settings;
 
 /* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx), MTPLX_NO_AMX=1,
  * MTPLX_THREADS (1..256), MTPLX_QPACK=0, MTPLX_QACT=f32, MTPLX_QAMX_MIN, MTPLX_AMX_PF,
  * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB), MTPLX_BF16DP=0, MTPLX_BF16_PF=0, MTPLX_FUSE=0,
- * MTPLX_ATT_SPLIT (keys; default 0 = off),
+ * MTPLX_ATT_SPLIT (keys; default 0 = off), MTPLX_PACK_EXPERTS (0 / 1; default: auto),
  * MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
  * $HOME/.cache/mtplx/qpack). Unparsable values keep the default. */
 void cpu_settings_from_env(cpu_settings *s);

@@ -190,7 +190,7 @@ static int bind_mtp_layer(mtplx_model *m, const char *prefix, mtplx_err *err) {
     snprintf(n + strlen(n), sizeof n - strlen(n), ".weight");
     if (st_find(m->st, n)) {
         snprintf(n, sizeof n, "%sembed_tokens", lp);
-        if ((rc = family_linear_bind(m, n, V, H, &f->ds_embed, err))) return rc;
+        if ((rc = family_linear_view(m, n, V, H, &f->ds_embed, err))) return rc; /* rows looked up only */
     } else {
         f->ds_embed = m->embed;
     }
