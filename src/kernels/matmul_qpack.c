@@ -18,6 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "cpu.h"
 #include "matmul_internal.h"
@@ -26,9 +29,14 @@
 
 #define QP_HUGE ((size_t)2 << 20) /* transparent huge page size on x86-64 */
 
+#define QP_SLAB ((size_t)64 << 20) /* bytes of one slab that small copies are carved from */
+
 struct kern_pack_set {
     kern_qpack **p;     /* quantized copies [n] */
     int n, cap;
+    unsigned char **slab; /* [n_slab] QP_SLAB-byte blocks holding the copies under QP_HUGE bytes */
+    int n_slab, cap_slab;
+    size_t slab_used;     /* bytes carved from the last slab */
     uint16_t **amx;     /* bf16 AMX copies [n_amx] */
     int n_amx, cap_amx;
     size_t bytes;
@@ -42,6 +50,38 @@ typedef struct {
 /* Raw 16-bit scale/bias number i (bf16 or f16 storage). */
 static uint16_t raw16(const void *base, size_t i) { return ((const uint16_t *)base)[i]; }
 
+/* One row's q4 group (gs inputs: source byte b holds input 2b in its low nibble, 2b + 1 in its high)
+ * into its lanes of the packed record: byte e of lane word jq (at dst + 64·jq) takes input 4jq + e in
+ * its low nibble and input 4(jq + gs/8) + e in its high one. With A, B the source's first and second
+ * halves, the word for jq is [A0 lo | B0 lo<<4, A0 hi | B0 hi, A1 lo | B1 lo<<4, A1 hi | B1 hi] for
+ * A0 A1 = A[2jq], A[2jq + 1] (B likewise): two nibble merges of the halves, then their bytes
+ * interleaved (SSE2 on x86-64: ~20x the byte loop it replaced, which made the pack most of a MoE
+ * checkpoint's load). */
+static void pack_q4_row(uint8_t *dst, const uint8_t *src, int gs) {
+    const int hb = gs / 4; /* bytes of each half */
+#if defined(__x86_64__)
+    const __m128i lo = _mm_set1_epi8(0x0f), hi = _mm_set1_epi8((char)0xf0);
+    for (int c = 0; c < hb; c += 16) { /* 8 lane words a step (gs 32: the low half only) */
+        __m128i a = hb >= 16 ? _mm_loadu_si128((const __m128i *)(src + c)) : _mm_loadl_epi64((const __m128i *)src);
+        __m128i b = hb >= 16 ? _mm_loadu_si128((const __m128i *)(src + hb + c))
+                             : _mm_loadl_epi64((const __m128i *)(src + hb));
+        __m128i w0 = _mm_or_si128(_mm_and_si128(a, lo), _mm_slli_epi16(_mm_and_si128(b, lo), 4));
+        __m128i w1 = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), lo), _mm_and_si128(b, hi));
+        uint32_t o[8];
+        _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi8(w0, w1));
+        _mm_storeu_si128((__m128i *)(o + 4), _mm_unpackhi_epi8(w0, w1));
+        for (int k = 0; k < 8 && c / 2 + k < gs / 8; k++) memcpy(dst + (size_t)(c / 2 + k) * 64, &o[k], 4);
+    }
+#else
+    for (int jq = 0; jq < gs / 8; jq++) {
+        const uint8_t *a = src + 2 * jq, *b = src + hb + 2 * jq;
+        uint8_t *d = dst + (size_t)jq * 64;
+        d[0] = (uint8_t)((a[0] & 15) | (b[0] & 15) << 4), d[1] = (uint8_t)((a[0] >> 4) | (b[0] & 0xf0));
+        d[2] = (uint8_t)((a[1] & 15) | (b[1] & 15) << 4), d[3] = (uint8_t)((a[1] >> 4) | (b[1] & 0xf0));
+    }
+#endif
+}
+
 /* Pack 16-row blocks [task·nb/n_tasks, (task+1)·nb/n_tasks) of j->w into j->p, writing every byte
  * of those blocks (the caller does not clear the copy: its first touch happens here, on all
  * threads). Each row's group is unpacked once into bytes, then interleaved. */
@@ -52,7 +92,6 @@ static void pack_task(void *ctx, int task, int n_tasks) {
     const int N = w->rows, gs = p->gs, G = p->G, nb = p->n_blocks;
     const size_t row_words = (size_t)w->cols * w->bits / 32;
     int b0 = (int)((long)nb * task / n_tasks), b1 = (int)((long)nb * (task + 1) / n_tasks);
-    uint8_t qv[128]; /* one row's group, one byte per input */
     for (int bi = b0; bi < b1; bi++)
         for (int g = 0; g < G; g++) {
             uint8_t *dst = p->q + ((size_t)bi * G + g) * p->gstride;
@@ -74,12 +113,7 @@ static void pack_task(void *ctx, int task, int n_tasks) {
                 if (w->bits == 8) { /* input 4kq+e is byte e of word kq (little-endian) */
                     for (int kq = 0; kq < gs / 4; kq++) memcpy(dst + kq * 64 + i * 4, qr + kq, 4);
                 } else {
-                    for (int wi = 0; wi < gs / 8; wi++)
-                        for (int n = 0; n < 8; n++) qv[wi * 8 + n] = (uint8_t)((qr[wi] >> (4 * n)) & 15u);
-                    int half = gs / 8;
-                    for (int jq = 0; jq < half; jq++)
-                        for (int e = 0; e < 4; e++)
-                            dst[jq * 64 + i * 4 + e] = (uint8_t)(qv[4 * jq + e] | (qv[4 * (jq + half) + e] << 4));
+                    pack_q4_row(dst + i * 4, (const uint8_t *)qr, gs);
                 }
             }
         }
@@ -123,22 +157,53 @@ void kern_qpack_fill(const kern_weight *w, void *mem) {
 
 static void release_free(void *q, size_t bytes) { (void)bytes, free(q); }
 
-static kern_qpack *pack_build(const kern_weight *w) {
+static void release_none(void *q, size_t bytes) { (void)q, (void)bytes; } /* slab memory: freed with the set */
+
+/* n bytes of 2 MiB-aligned memory marked for transparent huge pages (before the first touch: the
+ * decode streams every byte once per token, and 4 KiB pages cost a TLB miss and, at load, a page
+ * fault each 4 KiB), or NULL. */
+static void *huge_alloc(size_t n) {
+    void *q = aligned_alloc(QP_HUGE, (n + QP_HUGE - 1) & ~(QP_HUGE - 1));
+#if defined(MADV_HUGEPAGE) && !defined(QP_NO_THP)
+    if (q) (void)madvise(q, (n + QP_HUGE - 1) & ~(QP_HUGE - 1), MADV_HUGEPAGE); /* advisory */
+#endif
+    return q;
+}
+
+/* 64-byte-aligned room for a copy of n < QP_HUGE bytes in set's slabs (a new slab when the last one
+ * is full), or NULL. The many small matrices of a MoE checkpoint (30,720 experts' projections of
+ * ~0.6 MB in a 35B-A3B) would otherwise each be a heap block of 4 KiB pages: 3.5 M page faults and
+ * TLB misses on every decode. */
+static void *slab_carve(kern_pack_set *set, size_t n) {
+    n = (n + 63) & ~(size_t)63;
+    if (!set->n_slab || set->slab_used + n > QP_SLAB) {
+        if (set->n_slab == set->cap_slab) {
+            int cap = set->cap_slab ? 2 * set->cap_slab : 16;
+            unsigned char **ns = realloc(set->slab, sizeof *ns * (size_t)cap);
+            if (!ns) return NULL;
+            set->slab = ns, set->cap_slab = cap;
+        }
+        if (!(set->slab[set->n_slab] = huge_alloc(QP_SLAB))) return NULL;
+        set->n_slab++;
+        set->slab_used = 0;
+    }
+    void *q = set->slab[set->n_slab - 1] + set->slab_used;
+    set->slab_used += n;
+    return q;
+}
+
+/* The packed copy of w: big copies on memory of their own, small ones carved from set's slabs. */
+static kern_qpack *pack_build(kern_pack_set *set, const kern_weight *w) {
     kern_qpack *p = malloc(sizeof *p);
     if (!p) return NULL;
     pack_geometry(w, p);
-    /* Big copies go on 2 MiB-aligned memory marked for transparent huge pages (before the first
-     * touch): the decode streams every byte once per token, and 4 KiB pages cost a TLB miss each 4 KiB. */
-    size_t align = p->bytes >= QP_HUGE ? QP_HUGE : 64, bytes = (p->bytes + align - 1) & ~(align - 1);
-    p->q = aligned_alloc(align, bytes);
+    int small = p->bytes < QP_HUGE;
+    p->q = small ? slab_carve(set, p->bytes) : huge_alloc(p->bytes);
     if (!p->q) {
         free(p);
         return NULL;
     }
-#if defined(MADV_HUGEPAGE) && !defined(QP_NO_THP)
-    if (align == QP_HUGE) (void)madvise(p->q, bytes, MADV_HUGEPAGE); /* advisory: failure is harmless */
-#endif
-    p->release = release_free;
+    p->release = small ? release_none : release_free;
     kern_qpack_fill(w, p->q);
     return p;
 }
@@ -203,9 +268,9 @@ int kern_pack_set_add(kern_pack_set **setp, kern_weight *w, mtplx_err *err) {
     if (w->packed || !pack_applies(w)) return 0;
     int rc = set_reserve(setp, err);
     if (rc) return rc;
-    kern_qpack *p = pack_build(w);
-    if (!p) return err_set(err, MTPLX_ENOMEM, "packing a %dx%d quantized weight: out of memory", w->rows, w->cols);
     kern_pack_set *set = *setp;
+    kern_qpack *p = pack_build(set, w);
+    if (!p) return err_set(err, MTPLX_ENOMEM, "packing a %dx%d quantized weight: out of memory", w->rows, w->cols);
     set->p[set->n++] = p;
     set->bytes += p->bytes;
     w->packed = p;
@@ -221,6 +286,8 @@ void kern_pack_set_free(kern_pack_set *set) {
     free(set->p);
     for (int i = 0; i < set->n_amx; i++) free(set->amx[i]);
     free(set->amx);
+    for (int i = 0; i < set->n_slab; i++) free(set->slab[i]);
+    free(set->slab);
     free(set);
 }
 
