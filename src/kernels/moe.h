@@ -32,14 +32,18 @@ void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w
 
 /* moe_expert (one routed expert's three weights) is in src/backend/weight.h. */
 
+/* Experts whose gate and up projections of a 1-row call go to the thread pool in one kern_matmul_n
+ * (two products each: KERN_MM_N_MAX / 2). */
+#define MOE_GU_BATCH 4
+
 /* Scratch for kern_moe_experts over up to `rows` rows; allocate once (hot paths do not allocate). */
 typedef struct {
     int rows;          /* row capacity R */
     int hidden;        /* H */
     int inter;         /* I (largest expert width) */
     float *xg;         /* [R][H] gathered input rows of one expert */
-    float *g;          /* [R][I] gate, then silu(gate)·up */
-    float *u;          /* [R][I] up */
+    float *g;          /* [max(R, MOE_GU_BATCH)][I] gate, then silu(gate)·up */
+    float *u;          /* [max(R, MOE_GU_BATCH)][I] up */
     float *y;          /* [R][H] expert output */
     int *rows_of;      /* [R] row index of each gathered row */
     float *w_of;       /* [R] routing weight of each gathered row */

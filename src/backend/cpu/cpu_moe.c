@@ -54,8 +54,8 @@ fail:
 /* SwiGLU expert x over R rows of a (stride H) into y (stride H), with moe scratch buffers. */
 static void swiglu_expert(const moe_expert *x, const float *a, int R, int H, float *y, moe_scratch *ms) {
     int I = x->gate.rows;
-    kern_matmul(ms->g, ms->inter, a, H, R, &x->gate);
-    kern_matmul(ms->u, ms->inter, a, H, R, &x->up);
+    kern_mm_out gu[2] = {{ms->g, ms->inter, &x->gate}, {ms->u, ms->inter, &x->up}};
+    kern_matmul_n(gu, 2, a, H, R);
     for (int t = 0; t < R; t++) {
         float *g = ms->g + (size_t)t * ms->inter;
         const float *u = ms->u + (size_t)t * ms->inter;
