@@ -122,10 +122,10 @@ int kern_moe_scratch_init(moe_scratch *s, int rows, int hidden, int inter, mtplx
     s->inter = inter;
     size_t R = (size_t)rows;
     s->xg = mem_alloc(R * (size_t)hidden, sizeof(float), "MoE gathered rows", err);
-    size_t RG = R > MOE_GU_BATCH ? R : MOE_GU_BATCH;
+    size_t RG = R > MOE_ROW_STEP ? R : MOE_ROW_STEP;
     s->g = mem_alloc(RG * (size_t)inter, sizeof(float), "MoE gate", err);
     s->u = mem_alloc(RG * (size_t)inter, sizeof(float), "MoE up", err);
-    s->y = mem_alloc(R * (size_t)hidden, sizeof(float), "MoE expert output", err);
+    s->y = mem_alloc(RG * (size_t)hidden, sizeof(float), "MoE expert output", err);
     s->rows_of = mem_alloc(R, sizeof(int), "MoE row list", err);
     s->w_of = mem_alloc(R, sizeof(float), "MoE row weights", err);
     if (!s->xg || !s->g || !s->u || !s->y || !s->rows_of || !s->w_of) {
@@ -150,31 +150,42 @@ static void swiglu_inplace(float *g, const float *u, int I) {
     for (int i = 0; i < I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-/* kern_moe_experts for one row (a decode step): every chosen expert reads that row, so the gate and up
- * projections of MOE_GU_BATCH experts at a time go to the pool as one kern_matmul_n — one hand-off and
- * one activation pass where there were two a expert (a 35B-A3B decode step had ~1,000 hand-offs of
- * ~0.6 MB matmuls). The same row functions on the same row, the same SwiGLU, down projections and sum
- * in ascending expert order as the general path: the same bits. */
+/* kern_moe_experts for one row (a decode step): every chosen expert reads that row, so per step of
+ * MOE_ROW_STEP experts their gate and up projections go to the pool as kern_matmul_n calls of
+ * MOE_GU_BATCH experts and their down projections as one kern_matmul_each — three hand-offs and two
+ * activation passes where there were three hand-offs and three passes a expert (a 35B-A3B decode
+ * step had ~1,000 hand-offs of ~0.6 MB matmuls). The same row functions on the same row, the same
+ * SwiGLU, and the sum in ascending expert order as the general path: the same bits. */
 static void experts_one_row(float *out, const float *x, const moe_expert *experts, const int *idx, const float *w,
                             int K, moe_scratch *s) {
     int H = s->hidden, I = s->inter;
     memset(out, 0, sizeof(float) * (size_t)H);
-    for (int j0 = 0; j0 < K; j0 += MOE_GU_BATCH) {
-        int nj = K - j0 < MOE_GU_BATCH ? K - j0 : MOE_GU_BATCH;
-        kern_mm_out gu[2 * MOE_GU_BATCH];
-        for (int j = 0; j < nj; j++) {
-            const moe_expert *ex = &experts[idx[j0 + j]];
-            gu[2 * j] = (kern_mm_out){s->g + (size_t)j * I, I, &ex->gate};
-            gu[2 * j + 1] = (kern_mm_out){s->u + (size_t)j * I, I, &ex->up};
+    for (int j0 = 0; j0 < K; j0 += MOE_ROW_STEP) {
+        int nj = K - j0 < MOE_ROW_STEP ? K - j0 : MOE_ROW_STEP;
+        for (int b0 = 0; b0 < nj; b0 += MOE_GU_BATCH) {
+            int nb = nj - b0 < MOE_GU_BATCH ? nj - b0 : MOE_GU_BATCH;
+            kern_mm_out gu[2 * MOE_GU_BATCH];
+            for (int j = b0; j < b0 + nb; j++) {
+                const moe_expert *ex = &experts[idx[j0 + j]];
+                gu[2 * (j - b0)] = (kern_mm_out){s->g + (size_t)j * I, I, &ex->gate};
+                gu[2 * (j - b0) + 1] = (kern_mm_out){s->u + (size_t)j * I, I, &ex->up};
+            }
+            kern_matmul_n(gu, 2 * nb, x, H, 1);
         }
-        kern_matmul_n(gu, 2 * nj, x, H, 1);
+        kern_mm_out dn[MOE_ROW_STEP];
+        const float *hs[MOE_ROW_STEP];
+        int lds[MOE_ROW_STEP];
         for (int j = 0; j < nj; j++) {
             const moe_expert *ex = &experts[idx[j0 + j]];
-            float *g = s->g + (size_t)j * I;
-            swiglu_inplace(g, s->u + (size_t)j * I, ex->gate.rows);
-            kern_matmul(s->y, H, g, I, 1, &ex->down);
+            swiglu_inplace(s->g + (size_t)j * I, s->u + (size_t)j * I, ex->gate.rows);
+            dn[j] = (kern_mm_out){s->y + (size_t)j * H, H, &ex->down};
+            hs[j] = s->g + (size_t)j * I, lds[j] = I;
+        }
+        kern_matmul_each(dn, nj, hs, lds, 1);
+        for (int j = 0; j < nj; j++) {
+            const float *y = s->y + (size_t)j * H;
             float wr = w[j0 + j];
-            for (int h = 0; h < H; h++) out[h] += wr * s->y[h];
+            for (int h = 0; h < H; h++) out[h] += wr * y[h];
         }
     }
 }
@@ -184,7 +195,7 @@ void kern_moe_experts(float *out, int ldo, const float *x, int ldx, int T, const
     int H = s->hidden;
     int distinct = 1; /* ascending ids (kern_moe_route's order); a repeated id takes the general path */
     for (int j = 1; j < K; j++) distinct &= idx[j] > idx[j - 1];
-    if (T == 1 && distinct && 2 * MOE_GU_BATCH <= KERN_MM_N_MAX) {
+    if (T == 1 && distinct && 2 * MOE_GU_BATCH <= KERN_MM_N_MAX && MOE_ROW_STEP <= KERN_MM_N_MAX) {
         experts_one_row(out, x, experts, idx, w, K, s);
         return;
     }

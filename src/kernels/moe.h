@@ -32,8 +32,10 @@ void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w
 
 /* moe_expert (one routed expert's three weights) is in src/backend/weight.h. */
 
-/* Experts whose gate and up projections of a 1-row call go to the thread pool in one kern_matmul_n
- * (two products each: KERN_MM_N_MAX / 2). */
+/* A 1-row call's experts in one step of kern_moe_experts: their down projections go to the thread
+ * pool in one kern_matmul_each (KERN_MM_N_MAX), their gate and up projections in two kern_matmul_n
+ * of MOE_GU_BATCH experts (two products each). */
+#define MOE_ROW_STEP 8
 #define MOE_GU_BATCH 4
 
 /* Scratch for kern_moe_experts over up to `rows` rows; allocate once (hot paths do not allocate). */
@@ -42,9 +44,9 @@ typedef struct {
     int hidden;        /* H */
     int inter;         /* I (largest expert width) */
     float *xg;         /* [R][H] gathered input rows of one expert */
-    float *g;          /* [max(R, MOE_GU_BATCH)][I] gate, then silu(gate)·up */
-    float *u;          /* [max(R, MOE_GU_BATCH)][I] up */
-    float *y;          /* [R][H] expert output */
+    float *g;          /* [max(R, MOE_ROW_STEP)][I] gate, then silu(gate)·up */
+    float *u;          /* [max(R, MOE_ROW_STEP)][I] up */
+    float *y;          /* [max(R, MOE_ROW_STEP)][H] expert output */
     int *rows_of;      /* [R] row index of each gathered row */
     float *w_of;       /* [R] routing weight of each gathered row */
 } moe_scratch;

@@ -369,6 +369,47 @@ TEST(test_f32_activation_path_matches_reference) {
 /* The packed kernels' prefetch distances: explicit knobs apply to every call; auto (-1, the
  * default) gives 4096 / 16384 except 1-row calls on AMD, which prefetch nothing (bench/zen.md,
  * "Session 5"). */
+/* kern_matmul_each (one dispatch, each product over its own activations; the MoE down projections)
+ * gives every product the bits kern_matmul gives it alone: q4 and q8 in the checkpoint's layout and
+ * packed, products sharing an input and not, 1 and 3 rows, big enough to be split over the pool. */
+TEST(test_matmul_each_equals_single) {
+    enum { NW = 5, T = 3 };
+    const int rows[NW] = {2048, 512, 96, 2048, 256}, cols = 512, xof[NW] = {0, 1, 1, 2, 0};
+    const int bits[NW] = {4, 4, 8, 8, 4}, gsz[NW] = {64, 32, 64, 128, 64};
+    for (int pack = 0; pack < 2; pack++) {
+        qmat m[NW];
+        kern_pack_set *set = NULL;
+        mtplx_err e;
+        for (int k = 0; k < NW; k++) {
+            m[k] = make_qmat(rows[k], cols, bits[k], gsz[k], DT_BF16, 0.f);
+            if (pack) REQUIRE(kern_pack_set_add(&set, &m[k].w, &e) == 0);
+        }
+        float *x = malloc(sizeof(float) * 3 * T * cols);
+        for (int i = 0; i < 3 * T * cols; i++) x[i] = frand();
+        for (int t = 1; t <= T; t += T - 1) {
+            kern_mm_out o[NW];
+            const float *xs[NW];
+            int ld[NW];
+            float *y[NW], *y1[NW];
+            for (int k = 0; k < NW; k++) {
+                y[k] = malloc(sizeof(float) * T * rows[k]), y1[k] = malloc(sizeof(float) * T * rows[k]);
+                o[k] = (kern_mm_out){y[k], rows[k], &m[k].w};
+                xs[k] = x + (size_t)xof[k] * T * cols, ld[k] = cols;
+                kern_matmul(y1[k], rows[k], xs[k], cols, t, &m[k].w);
+            }
+            kern_matmul_each(o, NW, xs, ld, t);
+            for (int k = 0; k < NW; k++) {
+                CHECK_MSG(!memcmp(y[k], y1[k], sizeof(float) * t * rows[k]), "%s, T=%d: product %d (q%d gs%d) differs",
+                          pack ? "packed" : "checkpoint layout", t, k, bits[k], gsz[k]);
+                free(y[k]), free(y1[k]);
+            }
+        }
+        free(x);
+        for (int k = 0; k < NW; k++) free_qmat(&m[k]);
+        kern_pack_set_free(set);
+    }
+}
+
 TEST(test_qpack_prefetch_policy) {
     kern_knobs saved = *kern_knobs_get(), k = kern_knobs_default();
     CHECK_INT(k.qpack_pf, -1);
@@ -394,6 +435,7 @@ TEST(test_qpack_prefetch_policy) {
 int main(void) {
     RUN(test_quantizer_error_and_edges);
     RUN(test_quantizer_rejects_bad_formats);
+    RUN(test_matmul_each_equals_single);
     RUN(test_portable_int8_path);
     RUN(test_avx2_int8_path);
     RUN(test_avx2_packed_int8_path);
