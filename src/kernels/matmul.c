@@ -479,21 +479,23 @@ void kern_matmul(float *y, int ldy, const float *x, int ldx, int T, const kern_w
 
 /* ---- several weights over the same activations ---- */
 
-/* kern_matmul_n / kern_matmul_each: product k reads xs[k] (row stride ldxs[k]); inputs that are the
- * same pointer share one prepared activation copy. */
-static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, const int *ldxs, int T) {
-    assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
-    if (T == 0 || n == 0) return;
+/* kern_matmul_n / kern_matmul_each: product k reads Ts[k] rows of xs[k] (row stride ldxs[k]); inputs
+ * that are the same pointer with the same rows share one prepared activation copy. */
+static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, const int *ldxs, const int *Ts) {
+    assert(n >= 0 && n <= KERN_MM_N_MAX);
+    if (n == 0) return;
     int same = 1;
-    for (int i = 1; i < n; i++) same &= xs[i] == xs[0] && ldxs[i] == ldxs[0];
-    if (same && mm_many_try(outs, n, xs[0], ldxs[0], T, NULL, NULL)) return; /* prefill chunks of bf16 weights */
+    for (int i = 1; i < n; i++) same &= xs[i] == xs[0] && ldxs[i] == ldxs[0] && Ts[i] == Ts[0];
+    if (same && mm_many_try(outs, n, xs[0], ldxs[0], Ts[0], NULL, NULL)) return; /* prefill chunks of bf16 weights */
     /* the fast paths take one T-block of dense or int8-activation quantized weights; anything else
      * (large T, unusual formats, $MTPLX_QACT=f32) goes through kern_matmul one weight at a time,
      * before the scratch below is taken (kern_matmul may reallocate it) */
     int fast[KERN_MM_N_MAX], n_fast = 0;
     for (int i = 0; i < n; i++) {
         const kern_weight *w = outs[i].w;
-        assert(ldxs[i] >= w->cols && outs[i].ldy >= w->rows);
+        int T = Ts[i];
+        assert(T >= 0 && ldxs[i] >= w->cols && outs[i].ldy >= w->rows);
+        if (T == 0) continue;
         int dense = w->dtype == DT_F32 || w->dtype == DT_F16 || w->dtype == DT_BF16;
         int quant = w->dtype == DT_U32 && quant_format_ok(w->bits, w->group_size) && w->cols % w->group_size == 0 &&
                     !qact_f32();
@@ -510,7 +512,7 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
     size_t qoff[KERN_MM_N_MAX][4]; /* a, d, bd, dv offsets into the scratch */
     int xk[KERN_MM_N_MAX];         /* K of each packed-activation copy */
     const float *qx[KERN_MM_N_MAX], *px[KERN_MM_N_MAX]; /* the input of each quantized / packed copy */
-    int qldx[KERN_MM_N_MAX], pldx[KERN_MM_N_MAX];
+    int qldx[KERN_MM_N_MAX], pldx[KERN_MM_N_MAX], pT[KERN_MM_N_MAX]; /* (qact carries its own T) */
     const xpath *xpp[KERN_MM_N_MAX]; /* and its path */
     size_t xoff[KERN_MM_N_MAX];    /* its offset into the scratch */
     int qa_of[KERN_MM_N_MAX], xp_of[KERN_MM_N_MAX], n_qa = 0, n_xp = 0;
@@ -520,7 +522,7 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
         const kern_mm_out *o = &outs[fast[k]];
         const kern_weight *w = o->w;
         const float *x = xs[fast[k]];
-        int ldx = ldxs[fast[k]];
+        int ldx = ldxs[fast[k]], T = Ts[fast[k]];
         jobs[k] = (mm_job){dense_fn, NULL, NULL, o->y, o->ldy, x, ldx, T, w, 0, NULL, NULL};
         qa_of[k] = xp_of[k] = -1;
         if (w->dtype != DT_U32) {
@@ -528,10 +530,10 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
             if (!xp) continue;
             jobs[k].xp = xp;
             for (int q = 0; q < n_xp; q++)
-                if (xk[q] == w->cols && xpp[q] == xp && px[q] == x && pldx[q] == ldx) xp_of[k] = q;
+                if (xk[q] == w->cols && xpp[q] == xp && px[q] == x && pldx[q] == ldx && pT[q] == T) xp_of[k] = q;
             if (xp_of[k] < 0) {
                 xk[n_xp] = w->cols;
-                px[n_xp] = x, pldx[n_xp] = ldx;
+                px[n_xp] = x, pldx[n_xp] = ldx, pT[n_xp] = T;
                 xpp[n_xp] = xp;
                 xoff[n_xp] = need;
                 need += (xp->bytes(T, w->cols) + 63) & ~(size_t)63;
@@ -545,7 +547,7 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
         quant_pick(w, T, &jobs[k].qfn, &fill, &layout);
         for (int q = 0; q < n_qa; q++)
             if (qas[q].K == w->cols && qas[q].gs == w->group_size && qas[q].layout == layout && fills[q] == fill &&
-                qx[q] == x && qldx[q] == ldx)
+                qx[q] == x && qldx[q] == ldx && qas[q].T == T)
                 qa_of[k] = q;
         if (qa_of[k] < 0) {
             size_t a_bytes, g_bytes, dv_bytes;
@@ -571,7 +573,7 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
             qas[q].asum = (int32_t *)(buf + qoff[q][3]);
             fills[q](qx[q], qldx[q], &qas[q]);
         }
-        for (int q = 0; q < n_xp; q++) xpp[q]->pack(buf + xoff[q], px[q], pldx[q], T, xk[q]);
+        for (int q = 0; q < n_xp; q++) xpp[q]->pack(buf + xoff[q], px[q], pldx[q], pT[q], xk[q]);
         for (int k = 0; k < n_fast; k++) {
             if (qa_of[k] >= 0) jobs[k].qa = &qas[qa_of[k]];
             if (xp_of[k] >= 0) jobs[k].xpack = buf + xoff[xp_of[k]];
@@ -582,7 +584,7 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
     tpool *pool = tpool_global();
     int threads = tpool_threads(pool);
     double cost[KERN_MM_N_MAX], total = 0;
-    for (int k = 0; k < n_fast; k++) total += cost[k] = mm_cost_ns(jobs[k].w, T);
+    for (int k = 0; k < n_fast; k++) total += cost[k] = mm_cost_ns(jobs[k].w, jobs[k].T);
     if (threads == 1 || total < MM_N_SPLIT_NS) {
         for (int k = 0; k < n_fast; k++) mm_job_rows(&jobs[k], 0, jobs[k].w->rows);
         return;
@@ -594,12 +596,13 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
 }
 
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {
+    assert(n >= 0 && n <= KERN_MM_N_MAX && T >= 0);
     const float *xs[KERN_MM_N_MAX];
-    int ldxs[KERN_MM_N_MAX];
-    for (int i = 0; i < n && i < KERN_MM_N_MAX; i++) xs[i] = x, ldxs[i] = ldx;
-    mm_n_run(outs, n, xs, ldxs, T);
+    int ldxs[KERN_MM_N_MAX], Ts[KERN_MM_N_MAX];
+    for (int i = 0; i < n && i < KERN_MM_N_MAX; i++) xs[i] = x, ldxs[i] = ldx, Ts[i] = T;
+    mm_n_run(outs, n, xs, ldxs, Ts);
 }
 
-void kern_matmul_each(const kern_mm_out *outs, int n, const float *const *xs, const int *ldxs, int T) {
-    mm_n_run(outs, n, xs, ldxs, T);
+void kern_matmul_each(const kern_mm_out *outs, int n, const float *const *xs, const int *ldxs, const int *Ts) {
+    mm_n_run(outs, n, xs, ldxs, Ts);
 }

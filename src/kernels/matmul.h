@@ -37,11 +37,11 @@ typedef struct {
  * outputs must not overlap each other or x. */
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T);
 
-/* kern_matmul_n where product k reads its own activations xs[k] (row stride ldxs[k], T rows each):
- * a MoE step's expert down projections, each over its own SwiGLU rows, in one dispatch. Inputs that
- * are the same pointer share one quantized / packed copy. Every output is bit-identical to
- * kern_matmul(out.y, out.ldy, xs[k], ldxs[k], T, out.w). */
-void kern_matmul_each(const kern_mm_out *outs, int n, const float *const *xs, const int *ldxs, int T);
+/* kern_matmul_n where product k reads its own Ts[k] activation rows xs[k] (row stride ldxs[k]): a MoE
+ * step's experts, each over the rows routed to it, in one dispatch. Inputs that are the same pointer
+ * with the same rows share one quantized / packed copy. Every output is bit-identical to
+ * kern_matmul(out.y, out.ldy, xs[k], ldxs[k], Ts[k], out.w). */
+void kern_matmul_each(const kern_mm_out *outs, int n, const float *const *xs, const int *ldxs, const int *Ts);
 
 /* Writes activation rows [t0, t1) of a kern_matmul_n_pre call (ctx: the caller's). */
 typedef void (*kern_rows_fn)(void *ctx, int t0, int t1);

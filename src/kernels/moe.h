@@ -37,18 +37,22 @@ void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w
  * of MOE_GU_BATCH experts (two products each). */
 #define MOE_ROW_STEP 8
 #define MOE_GU_BATCH 4
+/* Gathered (row, expert) pairs a few-row call handles in one batch (kern_moe_experts); the scratch
+ * holds at least this many rows. */
+#define MOE_BATCH_ROWS 128
 
 /* Scratch for kern_moe_experts over up to `rows` rows; allocate once (hot paths do not allocate). */
 typedef struct {
     int rows;          /* row capacity R */
+    int brows;         /* rows of the buffers below: max(R, MOE_BATCH_ROWS) */
     int hidden;        /* H */
     int inter;         /* I (largest expert width) */
-    float *xg;         /* [R][H] gathered input rows of one expert */
-    float *g;          /* [max(R, MOE_ROW_STEP)][I] gate, then silu(gate)·up */
-    float *u;          /* [max(R, MOE_ROW_STEP)][I] up */
-    float *y;          /* [max(R, MOE_ROW_STEP)][H] expert output */
-    int *rows_of;      /* [R] row index of each gathered row */
-    float *w_of;       /* [R] routing weight of each gathered row */
+    float *xg;         /* [brows][H] gathered input rows (of one expert, or of all in a batch) */
+    float *g;          /* [brows][I] gate, then silu(gate)·up */
+    float *u;          /* [brows][I] up */
+    float *y;          /* [brows][H] expert output */
+    int *rows_of;      /* [brows] row index of each gathered row */
+    float *w_of;       /* [brows] routing weight of each gathered row */
 } moe_scratch;
 
 /* Allocate scratch for R rows of width H through experts of width I. Returns 0 or ENOMEM.

@@ -153,11 +153,12 @@ TEST(test_moe_experts_match_hand_sum) {
     kern_moe_scratch_free(&s);
 }
 
-/* A row's output is bit-identical whether it is computed alone or with other rows. */
+/* A row's output is bit-identical whether it is computed alone (the one-row path), with a few other rows
+ * (the batched path: T·K <= MOE_BATCH_ROWS) or with many (the per-expert loop). */
 TEST(test_moe_experts_row_invariant) {
     moe_expert ex[EE];
     make_experts(ex);
-    enum { T = 5 };
+    enum { T = MOE_BATCH_ROWS / 2 + 6, FEW = 5 };
     float x[T][EH];
     int idx[T][2];
     float w[T][2];
@@ -170,11 +171,13 @@ TEST(test_moe_experts_row_invariant) {
     }
     moe_scratch s;
     REQUIRE(kern_moe_scratch_init(&s, T, EH, EI, NULL) == 0);
-    float all[T][EH], one[EH];
+    float all[T][EH], few[FEW][EH], one[EH];
     kern_moe_experts(&all[0][0], EH, &x[0][0], EH, T, ex, EE, &idx[0][0], &w[0][0], 2, &s);
+    kern_moe_experts(&few[0][0], EH, &x[0][0], EH, FEW, ex, EE, &idx[0][0], &w[0][0], 2, &s);
     for (int t = 0; t < T; t++) {
         kern_moe_experts(one, EH, x[t], EH, 1, ex, EE, idx[t], w[t], 2, &s);
-        CHECK_MSG(memcmp(one, all[t], sizeof one) == 0, "row %d differs between batched and single call", t);
+        CHECK_MSG(memcmp(one, all[t], sizeof one) == 0, "row %d differs between the %d-row call and a single one", t, T);
+        if (t < FEW) CHECK_MSG(memcmp(one, few[t], sizeof one) == 0, "row %d differs between the %d-row call and a single one", t, FEW);
     }
     kern_moe_scratch_free(&s);
 }
