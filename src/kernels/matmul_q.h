@@ -16,6 +16,8 @@ typedef enum {
     QA_NATURAL = 0,  /* a in input order (portable path; q8 on every path) */
     QA_Q4_64 = 1,    /* per 64-element chunk: a[2j] at j, a[2j+1] at 32+j (AVX-512 q4 nibble order) */
     QA_Q4_32 = 2,    /* per 32-element chunk: a[2j] at j, a[2j+1] at 16+j (AVX2 q4 nibble order) */
+    QA_Q4_128 = 3,   /* per 128-element chunk: a[2j] at j, a[2j+1] at 64+j (AVX-512 q4, K % 128 == 0:
+                        one 64-byte load of a weight row = 128 inputs, low nibbles even, high odd) */
 } qa_layout;
 
 typedef struct {
@@ -24,7 +26,8 @@ typedef struct {
     int8_t *a;         /* [T][K] quantized activations in `layout` order */
     float *d;          /* [T][G] activation scale per group */
     float *bd;         /* [T][G] d · Σ a over the group (multiplies the weight bias) */
-    float *dv;         /* AVX-512 only: [T][K/64][16] d of the group each int32 lane of a chunk covers */
+    float *dv;         /* AVX-512 only: [T][K/64][16] d of the group each int32 lane of a chunk covers
+                          (QA_Q4_128: [T][K/128][16]) */
     int32_t *asum;     /* AArch64 and AVX2 fills: [T][G] Σ a over the group (the same memory as dv) */
 } qact;
 

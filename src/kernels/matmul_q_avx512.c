@@ -50,6 +50,25 @@ TGT void qact_fill_avx512(const float *x, int ldx, qact *qa) {
             qa->d[(size_t)t * G + g] = d;
             qa->bd[(size_t)t * G + g] = d * (float)_mm512_reduce_add_epi32(sum);
         }
+        if (qa->layout == QA_Q4_128) {
+            /* per 128 bytes: each 64-byte half de-interleaved as below, then the halves' even parts
+             * side by side, then their odd parts (a[2j] at j, a[2j+1] at 64 + j) */
+            const __m512i sh = _mm512_set4_epi32(0x0f0d0b09, 0x07050301, 0x0e0c0a08, 0x06040200);
+            const __m512i perm = _mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0);
+            for (int ch = 0; ch < K / 128; ch++) {
+                int8_t *p = at + (size_t)ch * 128;
+                __m512i v0 = _mm512_permutexvar_epi64(perm, _mm512_shuffle_epi8(_mm512_loadu_si512(p), sh));
+                __m512i v1 = _mm512_permutexvar_epi64(perm, _mm512_shuffle_epi8(_mm512_loadu_si512(p + 64), sh));
+                _mm512_storeu_si512(p, _mm512_shuffle_i64x2(v0, v1, 0x44));
+                _mm512_storeu_si512(p + 64, _mm512_shuffle_i64x2(v0, v1, 0xee));
+            }
+            /* dv: lane L of chunk ch covers elements ch·128 + 8L .. + 7 (its even and odd halves) */
+            float *dv = qa->dv + (size_t)t * (K / 128) * 16;
+            const float *dt = qa->d + (size_t)t * G;
+            for (int ch = 0; ch < K / 128; ch++)
+                for (int L = 0; L < 16; L++) dv[ch * 16 + L] = dt[(ch * 128 + 8 * L) / gs];
+            continue;
+        }
         if (qa->layout == QA_Q4_64) {
             /* de-interleave each 64-byte chunk: even elements to bytes 0..31, odd to 32..63 */
             const __m512i sh = _mm512_set4_epi32(0x0f0d0b09, 0x07050301, 0x0e0c0a08, 0x06040200);
@@ -124,13 +143,59 @@ INL void qtile(const kern_weight *w, const qact *qa, const uint8_t *const *wr, f
                 _mm512_reduce_add_ps(acc[i][t]) + bias_dot(w, goff[i], qa->bd + (size_t)(t0 + t) * qa->G, qa->G);
 }
 
+/* q4 tile on QA_Q4_128 activations: 4 weight rows × TT activation rows, one 64-byte load of a row per
+ * 128 inputs (low nibbles its even inputs, high its odd ones, so both vpdpbusd of a lane add the same
+ * group's products), then the lane sums × activation scale × weight scale into one accumulator per
+ * (row, t) — about 2/3 of the 32-byte tile's instructions per weight byte. The next tile's rows are
+ * prefetched into L2 at the start (one thread then reads ~20 GB/s from memory instead of ~14). */
+INL void qtile128(const kern_weight *w, const qact *qa, const uint8_t *const *wr, float sr[4][SRW],
+                  const size_t *goff, int nr, int t0, float *y, int ldy, int r, const int TT, __m512i gidx,
+                  __mmask16 smask, const uint8_t *next, size_t next_bytes) {
+    const int K = w->cols, nch = K / 128, gs = w->group_size;
+    for (size_t o = 0; o < next_bytes; o += 64) _mm_prefetch((const char *)next + o, _MM_HINT_T1);
+    const __m512i lo = _mm512_set1_epi8(0x0f);
+    __m512 acc[4][4];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
+    for (int ch = 0; ch < nch; ch++) {
+        int g = ch * 128 / gs;
+        __m512i wl[4], wh[4];
+        __m512 sv[4];
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            __m512i v = _mm512_loadu_si512(wr[i] + (size_t)ch * 64);
+            wl[i] = _mm512_and_si512(v, lo);
+            wh[i] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo);
+            sv[i] = _mm512_permutexvar_ps(gidx, _mm512_maskz_loadu_ps(smask, &sr[i][g]));
+        }
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {
+            const int8_t *a = qa->a + (size_t)(t0 + t) * K + (size_t)ch * 128;
+            __m512i ae = _mm512_loadu_si512(a), ao = _mm512_loadu_si512(a + 64);
+            __m512 dv = _mm512_loadu_ps(qa->dv + ((size_t)(t0 + t) * nch + ch) * 16);
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                __m512i is = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wl[i], ae), wh[i], ao);
+                acc[i][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(is), dv), sv[i], acc[i][t]);
+            }
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        for (int t = 0; t < TT; t++)
+            y[(size_t)(t0 + t) * ldy + r + i] =
+                _mm512_reduce_add_ps(acc[i][t]) + bias_dot(w, goff[i], qa->bd + (size_t)(t0 + t) * qa->G, qa->G);
+}
+
 TGT void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const int K = w->cols, G = qa->G, gs = w->group_size;
     const size_t row_bytes = (size_t)K * w->bits / 8;
     float sr[4][SRW];
     __m512i gidx = _mm512_setzero_si512();
     __mmask16 smask = 1;
-    if (gs == 32) {
+    const int wide = qa->layout == QA_Q4_128; /* 128 inputs a chunk: lane L covers inputs 8L..8L+7 */
+    if (wide) {
+        smask = gs == 32 ? 0xf : gs == 64 ? 3 : 1;
+        gidx = gs == 32 ? _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0)
+             : gs == 64 ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+                        : _mm512_setzero_si512();
+    } else if (gs == 32) {
         smask = 3;
         gidx = w->bits == 4 ? _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0)
                             : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -150,6 +215,18 @@ TGT void mm_qrows_avx512(float *y, int ldy, const qact *qa, const kern_weight *w
             sr[i][G] = 0.f;
         }
         int t = 0;
+        if (wide) {
+            const uint8_t *next = (const uint8_t *)w->data + (size_t)(r + 4) * row_bytes;
+            size_t nb = r + 4 < r1 ? (size_t)(r1 - r - 4 < 4 ? r1 - r - 4 : 4) * row_bytes : 0;
+            for (; t + 4 <= qa->T; t += 4) qtile128(w, qa, wr, sr, goff, nr, t, y, ldy, r, 4, gidx, smask, next, t ? 0 : nb);
+            switch (qa->T - t) {
+            case 3: qtile128(w, qa, wr, sr, goff, nr, t, y, ldy, r, 3, gidx, smask, next, t ? 0 : nb); break;
+            case 2: qtile128(w, qa, wr, sr, goff, nr, t, y, ldy, r, 2, gidx, smask, next, t ? 0 : nb); break;
+            case 1: qtile128(w, qa, wr, sr, goff, nr, t, y, ldy, r, 1, gidx, smask, next, t ? 0 : nb); break;
+            default: break;
+            }
+            continue;
+        }
         for (; t + 4 <= qa->T; t += 4) qtile(w, qa, wr, sr, goff, nr, t, y, ldy, r, 4, gidx, smask);
         switch (qa->T - t) {
         case 3: qtile(w, qa, wr, sr, goff, nr, t, y, ldy, r, 3, gidx, smask); break;

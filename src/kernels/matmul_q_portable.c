@@ -11,6 +11,10 @@ static inline int q_get(const uint32_t *qr, int c, int bits) {
 
 /* Position of input element c inside the activation buffer for a layout. */
 static inline int qa_pos(qa_layout l, int c) {
+    if (l == QA_Q4_128) {
+        int base = c & ~127, j = c & 127;
+        return base + ((j & 1) ? 64 + (j >> 1) : (j >> 1));
+    }
     if (l == QA_Q4_64) {
         int base = c & ~63, j = c & 63;
         return base + ((j & 1) ? 32 + (j >> 1) : (j >> 1));

@@ -221,6 +221,8 @@ static void check_path(kern_isa isa) {
             check_format(bits_l[bi], gs_l[gi], sdt_l[(bi + gi) % 3], 37, 384);
             check_split(bits_l[bi], gs_l[gi]);
         }
+    /* K % 128 == 64: the AVX-512 q4 kernel's 64-input chunks (K % 128 == 0 above: 128-input chunks) */
+    check_format(4, 64, DT_BF16, 21, 320);
     /* K % 64 == 32 takes the AVX2 / portable route even on AVX-512 */
     check_format(4, 32, DT_BF16, 19, 96);
 }
