@@ -28,6 +28,7 @@ static rope_scaling rope_of(const model_config *c, mtplx_err *err, int *rc) {
     return s;
 }
 
+/* family.h; the quantized / dense split lets the backend count only what it would copy. */
 void family_experts_plan(mtplx_model *m) {
     family_model *f = &m->fam;
     f->experts_prepared = 1;
@@ -234,6 +235,10 @@ int family_vec_bind(mtplx_model *m, const char *name, int n, float add, const fl
     return bind_vec(m, name, n, add, out, err);
 }
 
+/* bind_linear's signature: the MoE binders pick it or bind_linear_prep. */
+typedef int linear_binder(const mtplx_model *m, const char *base, int n_stack, int e, int rows, int cols, be_weight *w,
+                          mtplx_err *err);
+
 /* bind_linear, then the backend's copy of the weight (weight_prepare: on the CPU the packed layout of
  * the fast kernels, on a GPU the device upload) — for every weight the forward multiplies with. A
  * weight bound without it still works, through the CPU's slow MLX-layout kernel (~5x slower a byte)
@@ -256,8 +261,7 @@ int family_linear_view(const mtplx_model *m, const char *base, int rows, int col
 
 /* A SwiGLU block p{gate,up,down}_proj into x, with the backend's copies when prep. */
 static int bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_expert *x, int prep, mtplx_err *err) {
-    int (*bind)(const mtplx_model *, const char *, int, int, int, int, be_weight *, mtplx_err *) =
-        prep ? bind_linear_prep : bind_linear;
+    linear_binder *bind = prep ? bind_linear_prep : bind_linear;
     char n[600];
     int rc;
     snprintf(n, sizeof n, "%sgate_proj", p);
@@ -290,8 +294,7 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
     w->experts = f->experts + f->experts_used;
     f->experts_used += (size_t)E;
     char fused[600], mlx[600];
-    int (*bind)(const mtplx_model *, const char *, int, int, int, int, be_weight *, mtplx_err *) =
-        f->experts_prepared ? bind_linear_prep : bind_linear;
+    linear_binder *bind = f->experts_prepared ? bind_linear_prep : bind_linear;
     snprintf(fused, sizeof fused, "%smlp.experts.gate_up_proj", lp);
     snprintf(mlx, sizeof mlx, "%smlp.switch_mlp.gate_proj.weight", lp);
     if (st_find(m->st, fused)) {
