@@ -94,6 +94,9 @@ void kern_pack_set_free(kern_pack_set *set);
  * is versioned by KERN_QPACK_VERSION: bump it whenever kern_qpack_fill's output changes. */
 #define KERN_QPACK_VERSION 1
 size_t kern_qpack_bytes(const kern_weight *w);
+/* 1 when this CPU repacks quantized weights at all: x86-64 with AVX2 or more (the VNNI / AMX kernels,
+ * or matmul_qpack_avx2.c without VNNI) and $MTPLX_QPACK not 0; AArch64 reads the checkpoint's layout. */
+int kern_qpack_available(void);
 void kern_qpack_fill(const kern_weight *w, void *mem);
 int kern_pack_set_adopt(kern_pack_set **set, kern_weight *w, void *mem, size_t bytes,
                         void (*release)(void *mem, size_t bytes), mtplx_err *err);

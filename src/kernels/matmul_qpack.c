@@ -142,10 +142,13 @@ static void pack_geometry(const kern_weight *w, kern_qpack *p) {
 
 /* Whether kern_pack_set_add repacks this quantized weight on this CPU. */
 static int pack_applies(const kern_weight *w) {
-    if (!kern_knobs_get()->qpack || w->dtype != DT_U32) return 0; /* $MTPLX_QPACK=0 */
-    if (!quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size) return 0;
-    /* x86-64 with AVX2 at least: the VNNI / AMX kernels here, or matmul_qpack_avx2.c without VNNI */
-    return !KERN_ISA_IS_NEON(cpu_best_isa()) && cpu_best_isa() >= KERN_ISA_AVX2;
+    if (w->dtype != DT_U32 || !quant_format_ok(w->bits, w->group_size) || w->cols % 64 || w->cols % w->group_size)
+        return 0;
+    return kern_qpack_available();
+}
+
+int kern_qpack_available(void) {
+    return kern_knobs_get()->qpack && !KERN_ISA_IS_NEON(cpu_best_isa()) && cpu_best_isa() >= KERN_ISA_AVX2;
 }
 
 size_t kern_qpack_bytes(const kern_weight *w) {

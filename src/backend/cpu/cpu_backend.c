@@ -155,7 +155,8 @@ static int cpu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
 static int cpu_routed_copies(be_backend *be, uint64_t quant_bytes, uint64_t dense_bytes, uint64_t file_bytes,
                              char *note, size_t note_cap) {
     const cpu_ctx *c = be->impl;
-    uint64_t copy = quant_bytes + (cpu_isa() == KERN_ISA_AMX ? dense_bytes : 0);
+    /* only what this CPU would copy: quantized experts where it packs (x86-64), dense ones for AMX */
+    uint64_t copy = (kern_qpack_available() ? quant_bytes : 0) + (cpu_isa() == KERN_ISA_AMX ? dense_bytes : 0);
     if (!copy || !c->settings.knobs.qpack || c->settings.pack_experts == 1) return 1;
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     double ram = pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
