@@ -54,6 +54,7 @@ static void draw(cli_progress *p, double now, int final) {
     amount(p, d, sizeof d, (double)p->done);
     amount(p, t, sizeof t, (double)p->total);
     amount(p, r, sizeof r, rate);
+    if (p->unit && rate < 10) snprintf(r, sizeof r, "%.1f", rate); /* "0.2 shards/s", not "0 shards/s" */
     const char *u = p->unit ? p->unit : "";
     if (p->total) snprintf(amt, sizeof amt, p->unit ? "%s/%s %s" : "%s / %s%s", d, t, u);
     else snprintf(amt, sizeof amt, p->unit ? "%s %s" : "%s%s", d, u);
