@@ -150,71 +150,34 @@ static void swiglu_inplace(float *g, const float *u, int I) {
     for (int i = 0; i < I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-/* kern_moe_experts for one row (a decode step): every chosen expert reads that row, so per step of
- * MOE_ROW_STEP experts their gate and up projections go to the pool as kern_matmul_n calls of
- * MOE_GU_BATCH experts and their down projections as one kern_matmul_each — three hand-offs and two
- * activation passes where there were three hand-offs and three passes a expert (a 35B-A3B decode
- * step had ~1,000 hand-offs of ~0.6 MB matmuls). The same row functions on the same row, the same
- * SwiGLU, and the sum in ascending expert order as the general path: the same bits. */
-static void experts_one_row(float *out, const float *x, const moe_expert *experts, const int *idx, const float *w,
-                            int K, moe_scratch *s) {
-    int H = s->hidden, I = s->inter;
-    memset(out, 0, sizeof(float) * (size_t)H);
-    for (int j0 = 0; j0 < K; j0 += MOE_ROW_STEP) {
-        int nj = K - j0 < MOE_ROW_STEP ? K - j0 : MOE_ROW_STEP;
-        for (int b0 = 0; b0 < nj; b0 += MOE_GU_BATCH) {
-            int nb = nj - b0 < MOE_GU_BATCH ? nj - b0 : MOE_GU_BATCH;
-            kern_mm_out gu[2 * MOE_GU_BATCH];
-            for (int j = b0; j < b0 + nb; j++) {
-                const moe_expert *ex = &experts[idx[j0 + j]];
-                gu[2 * (j - b0)] = (kern_mm_out){s->g + (size_t)j * I, I, &ex->gate};
-                gu[2 * (j - b0) + 1] = (kern_mm_out){s->u + (size_t)j * I, I, &ex->up};
-            }
-            kern_matmul_n(gu, 2 * nb, x, H, 1);
-        }
-        kern_mm_out dn[MOE_ROW_STEP];
-        const float *hs[MOE_ROW_STEP];
-        int lds[MOE_ROW_STEP];
-        for (int j = 0; j < nj; j++) {
-            const moe_expert *ex = &experts[idx[j0 + j]];
-            swiglu_inplace(s->g + (size_t)j * I, s->u + (size_t)j * I, ex->gate.rows);
-            dn[j] = (kern_mm_out){s->y + (size_t)j * H, H, &ex->down};
-            hs[j] = s->g + (size_t)j * I, lds[j] = I;
-        }
-        int ones[MOE_ROW_STEP];
-        for (int j = 0; j < nj; j++) ones[j] = 1;
-        kern_matmul_each(dn, nj, hs, lds, ones);
-        for (int j = 0; j < nj; j++) {
-            const float *y = s->y + (size_t)j * H;
-            float wr = w[j0 + j];
-            for (int h = 0; h < H; h++) out[h] += wr * y[h];
-        }
-    }
-}
+_Static_assert(2 * MOE_GU_BATCH <= KERN_MM_N_MAX && MOE_ROW_STEP <= KERN_MM_N_MAX, "MoE batches exceed a dispatch");
 
-/* kern_moe_experts for a few rows (a verify step: T·K <= s->brows): every expert's rows gathered into
- * a block of their own, then per step of MOE_ROW_STEP experts their gate / up projections as
- * kern_matmul_each calls of MOE_GU_BATCH experts and their downs as one, each over its own rows;
- * finally the sums in ascending expert order. A 4-row step of a 35B-A3B touches ~30 experts a layer:
- * ~12 hand-offs where there were ~60. Same row functions, same order: the same bits as the loop. */
-static void experts_batched(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts, int E,
+/* kern_moe_experts for a few rows (T·K <= MOE_BATCH_ROWS: a decode or verify step). The (expert, row)
+ * pairs are listed in ascending order (a row routed twice to one expert counts once, its first slot,
+ * as in the loop), each expert's rows gathered into a block of their own (one row: every expert reads
+ * x itself, so its int8 copy is made once), then per step of MOE_ROW_STEP experts their gate / up
+ * projections go to the pool as kern_matmul_each calls of MOE_GU_BATCH experts and their downs as one,
+ * each over its own rows; finally each row sums its experts in ascending order. A 35B-A3B decode step
+ * had ~1,000 hand-offs of ~0.6 MB matmuls, a 4-row step ~60 a layer: now 3 per 8 experts. Same row
+ * functions, same order: the same bits as the per-expert loop. */
+static void experts_batched(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts,
                             const int *idx, const float *w, int K, moe_scratch *s) {
     int H = s->hidden, I = s->inter, ne = 0, used = 0;
-    int eid[MOE_BATCH_ROWS], off[MOE_BATCH_ROWS + 1], cnt[MOE_BATCH_ROWS];
-    for (int e = 0; e < E; e++) { /* rows of expert e at [used, used + n) of xg, in row order */
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < K; j++)
-                if (idx[t * K + j] == e) {
-                    s->rows_of[used + n] = t;
-                    s->w_of[used + n] = w[t * K + j];
-                    memcpy(s->xg + (size_t)(used + n) * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
-                    n++;
-                    break;
-                }
-        if (!n) continue;
-        eid[ne] = e, off[ne] = used, cnt[ne] = n, ne++;
-        used += n;
+    int key[MOE_BATCH_ROWS], slot[MOE_BATCH_ROWS], eid[MOE_BATCH_ROWS], off[MOE_BATCH_ROWS], cnt[MOE_BATCH_ROWS];
+    for (int p = 0; p < T * K; p++) { /* insertion sort by (expert, row), stable: first slot first */
+        int k = idx[p] * T + p / K, q = used++;
+        for (; q > 0 && key[q - 1] > k; q--) key[q] = key[q - 1], slot[q] = slot[q - 1];
+        key[q] = k, slot[q] = p;
+    }
+    int n = 0;
+    for (int q = 0; q < used; q++) {
+        if (q && key[q] == key[q - 1]) continue; /* the same expert twice for one row */
+        int e = key[q] / T, t = key[q] % T;
+        if (!ne || eid[ne - 1] != e) eid[ne] = e, off[ne] = n, cnt[ne] = 0, ne++;
+        s->rows_of[n] = t;
+        s->w_of[n] = w[slot[q]];
+        if (T > 1) memcpy(s->xg + (size_t)n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
+        cnt[ne - 1]++, n++;
     }
     for (int i0 = 0; i0 < ne; i0 += MOE_ROW_STEP) {
         int ni = ne - i0 < MOE_ROW_STEP ? ne - i0 : MOE_ROW_STEP;
@@ -228,8 +191,8 @@ static void experts_batched(float *out, int ldo, const float *x, int ldx, int T,
                 int k = 2 * (i - b0);
                 gu[k] = (kern_mm_out){s->g + (size_t)off[i] * I, I, &ex->gate};
                 gu[k + 1] = (kern_mm_out){s->u + (size_t)off[i] * I, I, &ex->up};
-                xs[k] = xs[k + 1] = s->xg + (size_t)off[i] * H;
-                lds[k] = lds[k + 1] = H, ts[k] = ts[k + 1] = cnt[i];
+                xs[k] = xs[k + 1] = T > 1 ? s->xg + (size_t)off[i] * H : x;
+                lds[k] = lds[k + 1] = T > 1 ? H : ldx, ts[k] = ts[k + 1] = cnt[i];
             }
             kern_matmul_each(gu, 2 * nb, xs, lds, ts);
         }
@@ -246,7 +209,7 @@ static void experts_batched(float *out, int ldo, const float *x, int ldx, int T,
         kern_matmul_each(dn, ni, hs, lds, ts);
     }
     for (int t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, sizeof(float) * (size_t)H);
-    for (int r = 0; r < used; r++) { /* experts ascending, each one's rows: every row sums in expert order */
+    for (int r = 0; r < n; r++) { /* experts ascending, each one's rows: every row sums in expert order */
         float *o = out + (size_t)s->rows_of[r] * ldo;
         const float *y = s->y + (size_t)r * H;
         float wr = s->w_of[r];
@@ -257,14 +220,8 @@ static void experts_batched(float *out, int ldo, const float *x, int ldx, int T,
 void kern_moe_experts(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts,
                       int E, const int *idx, const float *w, int K, moe_scratch *s) {
     int H = s->hidden;
-    int distinct = 1; /* ascending ids (kern_moe_route's order); a repeated id takes the general path */
-    for (int j = 1; j < K; j++) distinct &= idx[j] > idx[j - 1];
-    if (T == 1 && distinct && 2 * MOE_GU_BATCH <= KERN_MM_N_MAX && MOE_ROW_STEP <= KERN_MM_N_MAX) {
-        experts_one_row(out, x, experts, idx, w, K, s);
-        return;
-    }
     if ((long)T * K <= MOE_BATCH_ROWS) { /* s->brows >= MOE_BATCH_ROWS */
-        experts_batched(out, ldo, x, ldx, T, experts, E, idx, w, K, s);
+        experts_batched(out, ldo, x, ldx, T, experts, idx, w, K, s);
         return;
     }
     for (int t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, sizeof(float) * (size_t)H);

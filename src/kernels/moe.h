@@ -32,9 +32,9 @@ void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w
 
 /* moe_expert (one routed expert's three weights) is in src/backend/weight.h. */
 
-/* A 1-row call's experts in one step of kern_moe_experts: their down projections go to the thread
- * pool in one kern_matmul_each (KERN_MM_N_MAX), their gate and up projections in two kern_matmul_n
- * of MOE_GU_BATCH experts (two products each). */
+/* A few-row call's experts in one step of kern_moe_experts: their down projections go to the thread
+ * pool in one kern_matmul_each (<= KERN_MM_N_MAX), their gate and up projections in two of
+ * MOE_GU_BATCH experts (two products each). */
 #define MOE_ROW_STEP 8
 #define MOE_GU_BATCH 4
 /* Gathered (row, expert) pairs a few-row call handles in one batch (kern_moe_experts); the scratch
