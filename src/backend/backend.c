@@ -191,6 +191,15 @@ void be_gdn_commit_loop(be_backend *be, const be_gdn_commit *items, int n, size_
 
 int be_moe_router_check(const moe_router *r, mtplx_err *err) { return kern_moe_router_check(r, err); }
 
+int be_weights_prepare(be_backend *be, be_weight *const *ws, int n, mtplx_err *err) {
+    if (be->ops->weights_prepare) return be->ops->weights_prepare(be, ws, n, err);
+    for (int i = 0; i < n; i++) {
+        int rc = be->ops->weight_prepare(be, ws[i], err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 #ifdef MTPLX_CUDA
 /* Bytes of the *.safetensors files in dir (0 when none can be read). */
 static size_t checkpoint_bytes(const char *dir) {

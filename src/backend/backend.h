@@ -175,6 +175,9 @@ typedef struct {
     /* Derive this backend's copy of w (repack / upload); w's private fields point at it. The copy is
      * owned by the backend and freed with it. Returns 0 or an error. */
     int (*weight_prepare)(be_backend *be, be_weight *w, mtplx_err *err);
+    /* weight_prepare of n weights that belong together (a MoE layer's routed experts), which a
+     * backend may keep as one unit (the CPU: one pack-cache file). NULL: weight_prepare each. */
+    int (*weights_prepare)(be_backend *be, be_weight *const *ws, int n, mtplx_err *err);
     /* Whether to prepare (weight_prepare) a checkpoint's routed experts too: quant_bytes of them
      * MLX-quantized (values, scales, biases), dense_bytes bf16/f16/f32, in file_bytes of tensors. A
      * copy of every expert doubles what a MoE checkpoint occupies; 0 leaves them in the checkpoint's
@@ -298,6 +301,8 @@ void be_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
  * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */
 int be_moe_router_check(const moe_router *r, mtplx_err *err);
+/* ops->weights_prepare, or weight_prepare of each where the backend has none. Returns 0 or an error. */
+int be_weights_prepare(be_backend *be, be_weight *const *ws, int n, mtplx_err *err);
 
 /* Thin inline wrappers so model code reads like the math. */
 static inline void *be_buf_addr(const be_backend *be, const be_buf *b) { return be->ops->buf_addr(b); }

@@ -276,6 +276,17 @@ int family_bind_swiglu(const mtplx_model *m, const char *p, int I, int H, moe_ex
     return bind_swiglu(m, p, I, H, x, 1, err);
 }
 
+/* The backend's copies of E routed experts' weights, as one unit (be_weights_prepare: on the CPU one
+ * pack-cache file a layer). Returns 0 or an error. */
+static int experts_prepare(const mtplx_model *m, moe_expert *x, int E, mtplx_err *err) {
+    be_weight **ws = malloc(sizeof *ws * 3 * (size_t)E);
+    if (!ws) return err_set(err, MTPLX_ENOMEM, "preparing %d experts: out of memory", E);
+    for (int e = 0; e < E; e++) ws[3 * e] = &x[e].gate, ws[3 * e + 1] = &x[e].up, ws[3 * e + 2] = &x[e].down;
+    int rc = be_weights_prepare(m->be, ws, 3 * E, err);
+    free(ws);
+    return rc;
+}
+
 int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *err) {
     const model_config *c = &m->cfg;
     family_model *f = &m->fam;
@@ -294,7 +305,6 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
     w->experts = f->experts + f->experts_used;
     f->experts_used += (size_t)E;
     char fused[600], mlx[600];
-    linear_binder *bind = f->experts_prepared ? bind_linear_prep : bind_linear;
     snprintf(fused, sizeof fused, "%smlp.experts.gate_up_proj", lp);
     snprintf(mlx, sizeof mlx, "%smlp.switch_mlp.gate_proj.weight", lp);
     if (st_find(m->st, fused)) {
@@ -314,28 +324,25 @@ int family_bind_moe(mtplx_model *m, const char *lp, moe_weights *w, mtplx_err *e
             x->up = (be_weight){.dtype = gu->dtype, .rows = I, .cols = H, .data = g0 + (size_t)I * H * eg};
             x->down = (be_weight){.dtype = dn->dtype, .rows = H, .cols = I,
                                     .data = (const char *)dn->data + (size_t)e * H * I * ed};
-            if (f->experts_prepared && ((rc = m->be->ops->weight_prepare(m->be, &x->gate, err)) ||
-                                        (rc = m->be->ops->weight_prepare(m->be, &x->up, err)) ||
-                                        (rc = m->be->ops->weight_prepare(m->be, &x->down, err))))
-                return rc;
         }
     } else if (st_find(m->st, mlx)) {
         /* MLX: switch_mlp.{gate,up,down}_proj stacked [E, ...], dense or affine-quantized */
         for (int e = 0; e < E; e++) {
             moe_expert *x = &w->experts[e];
             snprintf(n, sizeof n, "%smlp.switch_mlp.gate_proj", lp);
-            if ((rc = bind(m, n, E, e, I, H, &x->gate, err))) return rc;
+            if ((rc = bind_linear(m, n, E, e, I, H, &x->gate, err))) return rc;
             snprintf(n, sizeof n, "%smlp.switch_mlp.up_proj", lp);
-            if ((rc = bind(m, n, E, e, I, H, &x->up, err))) return rc;
+            if ((rc = bind_linear(m, n, E, e, I, H, &x->up, err))) return rc;
             snprintf(n, sizeof n, "%smlp.switch_mlp.down_proj", lp);
-            if ((rc = bind(m, n, E, e, H, I, &x->down, err))) return rc;
+            if ((rc = bind_linear(m, n, E, e, H, I, &x->down, err))) return rc;
         }
     } else {
         for (int e = 0; e < E; e++) {
             snprintf(n, sizeof n, "%smlp.experts.%d.", lp, e);
-            if ((rc = bind_swiglu(m, n, I, H, &w->experts[e], f->experts_prepared, err))) return rc;
+            if ((rc = bind_swiglu(m, n, I, H, &w->experts[e], 0, err))) return rc;
         }
     }
+    if (f->experts_prepared && (rc = experts_prepare(m, w->experts, E, err))) return rc;
 
     /* the family's own tensors: shared experts, routing biases */
     return m->family->bind_moe_extra ? m->family->bind_moe_extra(m, lp, w, err) : 0;

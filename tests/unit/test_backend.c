@@ -420,6 +420,102 @@ TEST(test_pack_cache_round_trip) {
     free(q), free(sc), free(bi), free(x);
 }
 
+/* A random MLX q4 weight of N×K (group 64, bf16 scales) with its arrays in *mem (freed by the caller). */
+static kern_weight rand_q4(int N, int K, void **mem) {
+    size_t qb = (size_t)N * K / 2, sb = (size_t)N * (K / 64) * 2;
+    unsigned char *p = malloc(qb + 2 * sb);
+    uint32_t *q = (uint32_t *)p;
+    uint16_t *sc = (uint16_t *)(p + qb), *bi = (uint16_t *)(p + qb + sb);
+    for (size_t i = 0; i < qb / 4; i++) q[i] = (uint32_t)(g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17);
+    for (size_t i = 0; i < sb / 2; i++) sc[i] = f32_to_bf16(0.01f + 0.001f * frand()), bi[i] = f32_to_bf16(0.05f * frand());
+    *mem = p;
+    return (kern_weight){.dtype = DT_U32, .rows = N, .cols = K, .data = q, .scales = sc, .biases = bi, .bits = 4,
+                         .group_size = 64, .scale_dtype = DT_BF16};
+}
+
+/* The inode of the only .qpack file in dir, or 0 when there is not exactly one. */
+static unsigned long only_qpack_inode(const char *dir) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) = 1 && stat -c %%i %s/*.qpack", dir, dir);
+    FILE *f = popen(cmd, "r");
+    unsigned long ino = 0;
+    if (f && fscanf(f, "%lu", &ino) != 1) ino = 0;
+    if (f) pclose(f);
+    return ino;
+}
+
+/* A group of small weights (a MoE layer's experts, each copy under the 1 MiB a file of its own needs)
+ * shares one cache file: a miss writes it and gives every weight the in-memory repack's bits; a hit
+ * maps the same file (same inode, same bits); a corrupted byte in the last copy is caught and the
+ * file rewritten; a changed weight keys another file; a group with a weight that has no VNNI copy,
+ * or under 1 MiB in all, is not the cache's (0, nothing set). */
+TEST(test_pack_cache_group) {
+    kern_weight probe = {.dtype = DT_U32, .rows = 256, .cols = 1024, .bits = 4, .group_size = 64, .scale_dtype = DT_BF16};
+    if (!kern_qpack_bytes(&probe)) SKIP("no VNNI repacking on this CPU");
+    enum { NW = 12 }; /* 4 experts: gate, up [256 x 1024], down [1024 x 256] */
+    char dir[64], cmd[400];
+    snprintf(dir, sizeof dir, "/tmp/mtplx_packgroup_%d", (int)getpid());
+    void *mem[NW];
+    kern_weight w[NW], wr[NW];
+    float *x = malloc(sizeof(float) * 3 * 1024), *y0[NW], y[3 * 1024];
+    fill(x, 3 * 1024);
+    mtplx_err err = {0};
+    kern_pack_set *ref = NULL;
+    for (int i = 0; i < NW; i++) {
+        w[i] = i % 3 == 2 ? rand_q4(1024, 256, &mem[i]) : rand_q4(256, 1024, &mem[i]);
+        CHECK(kern_qpack_bytes(&w[i]) < ((size_t)1 << 20));
+        wr[i] = w[i];
+        REQUIRE(kern_pack_set_add(&ref, &wr[i], &err) == 0 && wr[i].packed);
+        y0[i] = malloc(sizeof(float) * 3 * (size_t)w[i].rows);
+        kern_matmul(y0[i], w[i].rows, x, w[i].cols, 3, &wr[i]);
+    }
+    unsigned long ino[3] = {0};
+    for (int round = 0; round < 3; round++) { /* miss, hit, corrupted */
+        kern_pack_set *set = NULL;
+        kern_weight wc[NW], *ws[NW];
+        for (int i = 0; i < NW; i++) wc[i] = w[i], ws[i] = &wc[i];
+        CHECK_INT(cpu_packcache_prepare_group(dir, &set, ws, NW, &err), 1);
+        for (int i = 0; i < NW; i++) {
+            REQUIRE(wc[i].packed != NULL);
+            kern_matmul(y, wc[i].rows, x, wc[i].cols, 3, &wc[i]);
+            CHECK_MSG(!memcmp(y, y0[i], sizeof(float) * 3 * (size_t)wc[i].rows), "round %d weight %d: other bits", round, i);
+        }
+        kern_pack_set_free(set);
+        ino[round] = only_qpack_inode(dir);
+        CHECK_MSG(ino[round] != 0, "round %d: want exactly one cache file in %s", round, dir);
+        if (round == 1) { /* flip a byte near the end: inside the last copy */
+            snprintf(cmd, sizeof cmd, "f=$(ls %s/*.qpack) && printf '\\377' | dd of=$f bs=1 seek=$(( $(stat -c %%s $f) - 100 )) "
+                     "conv=notrunc status=none", dir);
+            REQUIRE(system(cmd) == 0);
+        }
+    }
+    CHECK_MSG(ino[1] == ino[0], "a hit must map the file, not rewrite it");
+    CHECK_MSG(ino[2] != ino[1], "the corrupted file must be rewritten");
+    /* one weight changed: another file */
+    ((uint16_t *)w[NW - 1].scales)[3] ^= 1;
+    kern_pack_set *set = NULL;
+    kern_weight wc[NW], *ws[NW];
+    for (int i = 0; i < NW; i++) wc[i] = w[i], ws[i] = &wc[i];
+    CHECK_INT(cpu_packcache_prepare_group(dir, &set, ws, NW, &err), 1);
+    snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) = 2", dir);
+    CHECK_MSG(system(cmd) == 0, "a changed weight must not reuse the group's file");
+    kern_pack_set_free(set);
+    set = NULL;
+    for (int i = 0; i < NW; i++) wc[i] = w[i];
+    wc[4].cols = 32, wc[4].rows = 64; /* no VNNI copy for 32 inputs */
+    CHECK_INT(cpu_packcache_prepare_group(dir, &set, ws, NW, &err), 0);
+    wc[4] = w[4];
+    CHECK_INT(cpu_packcache_prepare_group(dir, &set, ws, 3, &err), 0); /* under 1 MiB */
+    CHECK_INT(cpu_packcache_prepare_group("", &set, ws, NW, &err), 0);
+    for (int i = 0; i < NW; i++) CHECK(wc[i].packed == NULL);
+    CHECK(set == NULL);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    kern_pack_set_free(ref);
+    for (int i = 0; i < NW; i++) free(mem[i]), free(y0[i]);
+    free(x);
+}
+
 /* be_logits_top_host (the CPU's logits_top and the reference of a device's) against a plain
  * reference: every id ranked by a full selection (larger value first, lower id on ties, -0 == +0, NaN
  * never listed), the list padded with -1 when fewer than k ids are not NaN, and the first NaN / +inf.
@@ -480,6 +576,7 @@ int main(void) {
     RUN(test_attention_split_equals_blocks);
     RUN(test_model_without_host_memory_gives_the_same_bits);
     RUN(test_pack_cache_round_trip);
+    RUN(test_pack_cache_group);
     RUN(test_logits_top_host_matches_a_full_ranking);
     return TEST_SUMMARY();
 }

@@ -63,6 +63,13 @@ typedef struct {
  * the caller repacks as usual), -1 with err set on out of memory. */
 int cpu_packcache_prepare(const char *dir, kern_pack_set **set, kern_weight *w, mtplx_err *err);
 
+/* The same for n small weights at once (a MoE layer's routed experts: each copy under the 1 MiB a
+ * file of its own needs), kept in one file keyed by all of them. Returns 1 when every ws[i]->packed
+ * is set, 0 when the cache does not apply to the group (any weight without a VNNI copy or with one
+ * already, under 1 MiB in all, off, I/O trouble: nothing was set, the caller prepares them one by
+ * one), -1 with err set on out of memory (some of them may have their copy). */
+int cpu_packcache_prepare_group(const char *dir, kern_pack_set **set, kern_weight *const *ws, int n, mtplx_err *err);
+
 /* cpu_seq.c / cpu_moe.c: the sequence ops and how many pool tasks a piece of work gets. */
 int cpu_tasks(double work, int items, int max_tasks);
 

@@ -42,6 +42,10 @@ typedef struct {
     uint64_t payload_bytes;    /* kern_qpack_bytes */
     uint64_t key[2];           /* source hash (also the file name) */
     uint64_t sum[2];           /* payload hash */
+    uint64_t count;            /* weights in the file: 0 (files written before groups) or 1 = one
+                                * weight described above; n > 1 = a group (cpu_packcache_prepare_group:
+                                * the copies one after another, each at a multiple of 64 bytes; the
+                                * fields above then describe the first) */
 } pc_header;
 
 /* ---- hashing: an accumulate-and-scramble hash over 64-byte stripes (8 lanes of 64 bits: each
@@ -163,13 +167,23 @@ static int weight_key(const kern_weight *w, uint64_t key[2]) {
 
 /* ---- files */
 
-static void release_map(void *q, size_t bytes) { munmap((unsigned char *)q - PC_HEADER, PC_HEADER + bytes); }
+/* Unmap a cache file given its payload: the header says how long the payload is (a group's release is
+ * its first copy's, and that copy's size is not the file's). */
+static void release_map(void *q, size_t bytes) {
+    (void)bytes;
+    unsigned char *base = (unsigned char *)q - PC_HEADER;
+    pc_header h;
+    memcpy(&h, base, sizeof h);
+    munmap(base, PC_HEADER + h.payload_bytes);
+}
+
+static void release_none(void *q, size_t bytes) { (void)q, (void)bytes; } /* freed with its group's first copy */
 
 static void release_heap(void *q, size_t bytes) { (void)bytes, free(q); }
 
-/* Map the cache file at path if it holds w's copy (header and payload hash checked). Returns the
- * payload or NULL. */
-static void *cache_map(const char *path, const kern_weight *w, const uint64_t key[2], size_t bytes) {
+/* Map the cache file at path if it holds the copies of the `count` weights starting with w, `bytes`
+ * of payload in all (header and payload hash checked). Returns the payload or NULL. */
+static void *cache_map(const char *path, const kern_weight *w, uint32_t count, const uint64_t key[2], size_t bytes) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
     struct stat st;
@@ -184,7 +198,8 @@ static void *cache_map(const char *path, const kern_weight *w, const uint64_t ke
     int ok = !memcmp(h.magic, PC_MAGIC, 8) && h.version == KERN_QPACK_VERSION && h.rows == w->rows &&
              h.cols == w->cols && h.bits == w->bits && h.group_size == w->group_size &&
              h.scale_dtype == (int32_t)w->scale_dtype && h.payload_bytes == bytes && h.key[0] == key[0] &&
-             h.key[1] == key[1] && hash_fold(sum, (unsigned char *)base + PC_HEADER, bytes) == 0 &&
+             h.key[1] == key[1] && (h.count ? h.count : 1) == count &&
+             hash_fold(sum, (unsigned char *)base + PC_HEADER, bytes) == 0 &&
              sum[0] == h.sum[0] && sum[1] == h.sum[1];
     if (!ok) {
         munmap(base, PC_HEADER + bytes);
@@ -193,16 +208,18 @@ static void *cache_map(const char *path, const kern_weight *w, const uint64_t ke
     return (unsigned char *)base + PC_HEADER;
 }
 
-/* Write q (bytes) as w's cache file at path: a temporary file, then rename. Failures are ignored
- * (the next load rebuilds). */
-static void cache_write(const char *path, const kern_weight *w, const uint64_t key[2], const void *q, size_t bytes) {
+/* Write q (bytes: the copies of `count` weights starting with w) as their cache file at path: a
+ * temporary file, then rename. Failures are ignored (the next load rebuilds). */
+static void cache_write(const char *path, const kern_weight *w, uint32_t count, const uint64_t key[2], const void *q,
+                        size_t bytes) {
     static unsigned counter;
     char tmp[CPU_CACHE_PATH_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
     unsigned char *hdr = calloc(1, PC_HEADER);
     if (!hdr) return;
     pc_header h = {.version = KERN_QPACK_VERSION, .rows = w->rows, .cols = w->cols, .bits = w->bits,
-                   .group_size = w->group_size, .scale_dtype = (int32_t)w->scale_dtype, .payload_bytes = bytes};
+                   .group_size = w->group_size, .scale_dtype = (int32_t)w->scale_dtype, .payload_bytes = bytes,
+                   .count = count};
     memcpy(h.magic, PC_MAGIC, 8);
     h.key[0] = key[0], h.key[1] = key[1];
     if (hash_fold(h.sum, q, bytes)) {
@@ -242,29 +259,124 @@ static int mkdir_p(const char *dir) {
     return 0;
 }
 
+/* The cache file's path for key in dir, into path[cap]. Returns 0, or -1 when it does not fit. */
+static int cache_path(char *path, size_t cap, const char *dir, const uint64_t key[2]) {
+    int n = snprintf(path, cap, "%s/%016llx%016llx.qpack", dir, (unsigned long long)key[0], (unsigned long long)key[1]);
+    return n < 0 || (size_t)n >= cap - 8 ? -1 : 0;
+}
+
+/* bytes of 2 MiB-aligned heap marked for huge pages (decode streams the copy: huge pages save TLB
+ * misses), or NULL. Freed with free(). */
+static void *heap_huge(size_t bytes) {
+    size_t huge = (size_t)2 << 20, alloc = (bytes + huge - 1) & ~(huge - 1);
+    void *q = aligned_alloc(huge, alloc);
+#ifdef MADV_HUGEPAGE
+    if (q) (void)madvise(q, alloc, MADV_HUGEPAGE);
+#endif
+    return q;
+}
+
 int cpu_packcache_prepare(const char *dir, kern_pack_set **set, kern_weight *w, mtplx_err *err) {
     size_t bytes = kern_qpack_bytes(w);
     if (!dir || !*dir || w->packed || bytes < PC_MIN_BYTES) return 0;
     uint64_t key[2];
     char path[CPU_CACHE_PATH_MAX + 8];
-    if (weight_key(w, key)) return 0;
-    int n = snprintf(path, sizeof path, "%s/%016llx%016llx.qpack", dir, (unsigned long long)key[0],
-                     (unsigned long long)key[1]);
-    if (n < 0 || (size_t)n >= sizeof path - 8) return 0;
-    void *q = cache_map(path, w, key, bytes);
+    if (weight_key(w, key) || cache_path(path, sizeof path, dir, key)) return 0;
+    void *q = cache_map(path, w, 1, key, bytes);
     if (q) return kern_pack_set_adopt(set, w, q, bytes, release_map, err) ? -1 : 1;
     /* miss: repack on the heap as kern_pack_set_add would, use that, and keep a copy on disk */
-    size_t huge = (size_t)2 << 20, alloc = (bytes + huge - 1) & ~(huge - 1);
-    q = aligned_alloc(huge, alloc);
-    if (!q) return 0;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(q, alloc, MADV_HUGEPAGE); /* decode streams the copy: huge pages save TLB misses */
-#endif
+    if (!(q = heap_huge(bytes))) return 0;
     kern_qpack_fill(w, q);
-    if (mkdir_p(dir) == 0) cache_write(path, w, key, q, bytes);
+    if (mkdir_p(dir) == 0) cache_write(path, w, 1, key, q, bytes);
     if (kern_pack_set_adopt(set, w, q, bytes, release_heap, err)) {
         free(q);
         return -1;
     }
     return 1;
+}
+
+/* ---- groups: many small copies (a MoE layer's routed experts) in one file */
+
+typedef struct {
+    kern_weight *const *ws;
+    const size_t *off;   /* [n + 1]: each copy's offset in the group's payload, then the total */
+    uint64_t (*keys)[2]; /* [n]: each weight's key (key_task) */
+    unsigned char *q;    /* the payload being filled (fill_task) */
+    int n, fail;
+} group_job;
+
+/* The keys of weights [n·task/n_tasks, n·(task+1)/n_tasks) (weight_key's pool calls run inline
+ * inside a task). */
+static void key_task(void *ctx, int task, int n_tasks) {
+    group_job *j = ctx;
+    for (int i = (int)((long)j->n * task / n_tasks); i < (int)((long)j->n * (task + 1) / n_tasks); i++)
+        if (weight_key(j->ws[i], j->keys[i])) __atomic_store_n(&j->fail, 1, __ATOMIC_RELAXED);
+}
+
+/* The copies of a range of the group's weights, each at its offset (the padding after it zeroed, so
+ * every byte of the file is defined). */
+static void fill_task(void *ctx, int task, int n_tasks) {
+    const group_job *j = ctx;
+    for (int i = (int)((long)j->n * task / n_tasks); i < (int)((long)j->n * (task + 1) / n_tasks); i++) {
+        size_t b = kern_qpack_bytes(j->ws[i]);
+        kern_qpack_fill(j->ws[i], j->q + j->off[i]);
+        memset(j->q + j->off[i] + b, 0, j->off[i + 1] - j->off[i] - b);
+    }
+}
+
+/* The group's key: every weight's key, in order, and their number. */
+static int group_key(group_job *j, uint64_t key[2]) {
+    tpool *pool = tpool_global();
+    tpool_run(pool, j->n < 4 * tpool_threads(pool) ? j->n : 4 * tpool_threads(pool), key_task, j);
+    key[0] = 0x6d74706c78677270ull, key[1] = (uint64_t)j->n;
+    return j->fail || hash_fold(key, j->keys, sizeof *j->keys * (size_t)j->n) ? -1 : 0;
+}
+
+/* Attach the group's payload q (bytes) to its weights: the first copy owns the memory (release:
+ * release_map or release_heap frees all of it), the others release nothing. Returns 0 or -1; on -1
+ * after the first copy the set owns q, before it the caller does (*owned says which). */
+static int group_adopt(kern_pack_set **set, group_job *j, unsigned char *q, void (*release)(void *, size_t),
+                       int *owned, mtplx_err *err) {
+    *owned = 0;
+    for (int i = 0; i < j->n; i++) {
+        if (kern_pack_set_adopt(set, j->ws[i], q + j->off[i], kern_qpack_bytes(j->ws[i]), i ? release_none : release, err))
+            return -1;
+        *owned = 1;
+    }
+    return 0;
+}
+
+int cpu_packcache_prepare_group(const char *dir, kern_pack_set **set, kern_weight *const *ws, int n, mtplx_err *err) {
+    if (!dir || !*dir || n < 2) return 0;
+    size_t *off = malloc(sizeof *off * ((size_t)n + 1));
+    uint64_t(*keys)[2] = malloc(sizeof *keys * (size_t)n);
+    group_job j = {ws, off, keys, NULL, n, 0};
+    int rc = 0, owned = 0;
+    if (!off || !keys) goto done;
+    off[0] = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = kern_qpack_bytes(ws[i]);
+        if (!b || ws[i]->packed) goto done; /* every weight packs, none has its copy yet */
+        off[i + 1] = off[i] + ((b + 63) & ~(size_t)63);
+    }
+    size_t bytes = off[n];
+    uint64_t key[2];
+    char path[CPU_CACHE_PATH_MAX + 8];
+    if (bytes < PC_MIN_BYTES || group_key(&j, key) || cache_path(path, sizeof path, dir, key)) goto done;
+    unsigned char *q = cache_map(path, ws[0], (uint32_t)n, key, bytes);
+    if (q) {
+        rc = group_adopt(set, &j, q, release_map, &owned, err) ? -1 : 1;
+        if (rc < 0 && !owned) release_map(q, 0);
+        goto done;
+    }
+    /* miss: every copy on one huge-page heap block, then the file */
+    if (!(j.q = q = heap_huge(bytes))) goto done;
+    tpool *pool = tpool_global();
+    tpool_run(pool, n < 4 * tpool_threads(pool) ? n : 4 * tpool_threads(pool), fill_task, &j);
+    if (mkdir_p(dir) == 0) cache_write(path, ws[0], (uint32_t)n, key, q, bytes);
+    rc = group_adopt(set, &j, q, release_heap, &owned, err) ? -1 : 1;
+    if (rc < 0 && !owned) free(q);
+done:
+    free(off), free(keys);
+    return rc;
 }
