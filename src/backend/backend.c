@@ -101,6 +101,12 @@ int be_create(const char *name, be_backend **out, mtplx_err *err) {
 #endif
 }
 
+void be_cpu_pack_cache_dir(char *out, size_t cap) {
+    cpu_settings s;
+    cpu_settings_from_env(&s);
+    snprintf(out, cap, "%s", s.pack_cache);
+}
+
 void be_free(be_backend *be) {
     if (!be) return;
     be->ops->destroy(be);

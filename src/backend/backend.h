@@ -301,6 +301,9 @@ void be_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
  * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */
 int be_moe_router_check(const moe_router *r, mtplx_err *err);
+/* The CPU backend's directory of repacked quantized weights (MTPLX_PACK_CACHE, else
+ * $XDG_CACHE_HOME/mtplx/qpack or ~/.cache/mtplx/qpack) into out[cap]; "" when it is off. */
+void be_cpu_pack_cache_dir(char *out, size_t cap);
 /* ops->weights_prepare, or weight_prepare of each where the backend has none. Returns 0 or an error. */
 int be_weights_prepare(be_backend *be, be_weight *const *ws, int n, mtplx_err *err);
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../backend/backend.h"
 #include "../base/sha256.h"
 #include "../hub/hub.h"
 #include "../kernels/cpu.h"
@@ -292,6 +293,50 @@ static void check_port(doctor_report *r, int port) {
     }
 }
 
+/* The nearest existing directory at or above path, into p[cap]. Returns 1 when that is path itself. */
+static int nearest_dir(char *p, size_t cap, const char *path) {
+    snprintf(p, cap, "%s", path);
+    int exists = file_is_dir(p);
+    while (!file_is_dir(p)) {
+        char *sl = strrchr(p, '/');
+        if (!sl || sl == p) {
+            snprintf(p, cap, "/");
+            break;
+        }
+        *sl = 0;
+    }
+    return exists;
+}
+
+/* The CPU backend's cache of repacked q4 / q8 weights: where, how much it holds (it grows by about a
+ * quantized checkpoint's size per model and is never trimmed), whether a load can write it. */
+static void check_pack_cache(doctor_report *r) {
+    char dir[PATH_MAX], p[PATH_MAX];
+    be_cpu_pack_cache_dir(dir, sizeof dir);
+    if (!dir[0]) {
+        add(r, "pack_cache", DOC_OK, "off (MTPLX_PACK_CACHE=0): every load repacks q4 / q8 weights");
+        return;
+    }
+    int exists = nearest_dir(p, sizeof p, dir), files = 0;
+    double bytes = 0;
+    DIR *d = exists ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        struct stat st;
+        char f[PATH_MAX + 256];
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        if (n > 6 && !strcmp(e->d_name + n - 6, ".qpack") && stat(f, &st) == 0) files++, bytes += (double)st.st_size;
+    }
+    if (d) closedir(d);
+    int writable = access(p, W_OK | X_OK) == 0;
+    doctor_check *c = add(r, "pack_cache", writable ? DOC_OK : DOC_WARN,
+                          "%s%s: %d files, %.*f %s of repacked q4 / q8 weights, %s", dir, exists ? "" : " (not created yet)",
+                          files, bytes < 1e9 ? 0 : 2, bytes < 1e9 ? bytes / 1e6 : bytes / 1e9, bytes < 1e9 ? "MB" : "GB",
+                          writable ? "writable (deleting it only makes the next loads repack; MTPLX_PACK_CACHE=0 turns it off)"
+                                   : "not writable");
+    if (!writable) set_fix(c, "every load repacks: make %s writable or set MTPLX_PACK_CACHE to a writable directory", p);
+}
+
 static void check_cache(doctor_report *r, const char *cache) {
     char dir[PATH_MAX];
     mtplx_err err = {0};
@@ -305,16 +350,7 @@ static void check_cache(doctor_report *r, const char *cache) {
     }
     /* the nearest existing ancestor: pull creates the rest */
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", cache);
-    int exists = file_is_dir(p);
-    while (!file_is_dir(p)) {
-        char *sl = strrchr(p, '/');
-        if (!sl || sl == p) {
-            snprintf(p, sizeof p, "/");
-            break;
-        }
-        *sl = 0;
-    }
+    int exists = nearest_dir(p, sizeof p, cache);
     struct statvfs vs;
     double free_gib = statvfs(p, &vs) == 0 ? (double)vs.f_bavail * vs.f_frsize / (1024.0 * 1024.0 * 1024.0) : -1;
     int writable = access(p, W_OK | X_OK) == 0;
@@ -334,6 +370,7 @@ doctor_status doctor_run(const doctor_opts *o, doctor_report *r) {
     check_model(r, o->model_dir, o->checksums);
     check_port(r, o->port);
     check_cache(r, o->cache_dir);
+    check_pack_cache(r);
     doctor_status worst = DOC_OK;
     for (int i = 0; i < r->n; i++)
         if (r->checks[i].status > worst) worst = r->checks[i].status;

@@ -9,7 +9,7 @@ typedef enum { DOC_OK = 0, DOC_WARN = 1, DOC_FAIL = 2 } doctor_status;
 
 /* One check's verdict. */
 typedef struct {
-    char name[32];          /* "cpu", "memory", "huge_pages", "threads", "model", "port", "cache" */
+    char name[32];          /* "cpu", "memory", "huge_pages", "threads", "model", "port", "cache", "pack_cache" */
     doctor_status status;
     char detail[768];       /* what was found */
     char fix[384];          /* what to do about it; "" when nothing */
@@ -22,7 +22,7 @@ typedef struct {
     int checksums;          /* 1: sha256 every HF-cache blob of the model (slow for big models) */
 } doctor_opts;
 
-#define DOCTOR_MAX_CHECKS 8
+#define DOCTOR_MAX_CHECKS 12
 
 typedef struct {
     doctor_check checks[DOCTOR_MAX_CHECKS];

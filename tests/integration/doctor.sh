@@ -24,6 +24,13 @@ grep -q 'kernel path [a-z0-9]* (best this CPU runs' "$tmp/ok.json" || fail "no k
 "$M" doctor --model $E --cache "$tmp/cache" --port 1 >"$tmp/ok.txt" 2>&1 || fail "text mode"
 grep -q '^ok    model' "$tmp/ok.txt" || fail "text mode lacks the model line: $(cat "$tmp/ok.txt")"
 
+# the pack cache: its .qpack files counted and sized, other files not; off says so
+mkdir -p "$tmp/qpack"
+head -c 1500000 /dev/zero >"$tmp/qpack/a.qpack"; head -c 500000 /dev/zero >"$tmp/qpack/b.qpack"; touch "$tmp/qpack/c.tmp.1"
+MTPLX_PACK_CACHE="$tmp/qpack" "$M" doctor --model $E --cache "$tmp/cache" --port 1 --json >"$tmp/pc.json" || fail "doctor with a pack cache"
+grep -q '"detail": "[^"]*qpack: 2 files, 2 MB of repacked' "$tmp/pc.json" || fail "pack cache not counted / sized: $(cat "$tmp/pc.json")"
+MTPLX_PACK_CACHE=0 "$M" doctor --model $E --cache "$tmp/cache" --port 1 --json | grep -q '"detail": "off (MTPLX_PACK_CACHE=0)' || fail "pack cache off not reported"
+
 # a hub-cache snapshot: files are links to blobs named by their sha256
 snap="$tmp/hub/models--t--m/snapshots/abc"; blobs="$tmp/hub/models--t--m/blobs"
 mkdir -p "$snap" "$blobs"
