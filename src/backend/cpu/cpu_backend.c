@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../base/mem.h"
@@ -153,6 +154,52 @@ static int cpu_weight_prepare(be_backend *be, be_weight *w, mtplx_err *err) {
     return rc;
 }
 
+/* ---- the sources of packed groups: cold */
+
+typedef struct {
+    uintptr_t lo, hi;
+} byte_range;
+
+static int range_cmp(const void *a, const void *b) {
+    const byte_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Tell the kernel that the checkpoint bytes of the packed weights among ws (values, scales, biases)
+ * are not needed again: madvise(MADV_COLD) on the whole pages they cover, merged. Decode reads the
+ * packed copies only, and when those are pages of a pack-cache file they compete with the
+ * checkpoint's pages for the page cache: a 19 GB MoE's experts packed on a 23.6 GiB machine re-read
+ * both from disk at every token without this hint (bench/zen.md "Session 24"). Cold pages are
+ * reclaimed first and kept while memory is ample (the next load hashes them from the page cache). A
+ * hint: no error. */
+static void sources_cold(be_weight *const *ws, int n) {
+#ifdef MADV_COLD
+    byte_range *r = malloc(sizeof *r * 3 * (size_t)(n > 0 ? n : 1));
+    if (!r) return;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const be_weight *w = ws[i];
+        if (!w->packed) continue;
+        size_t qb = (size_t)w->rows * w->cols / 32 * w->bits * 4;
+        size_t sb = (size_t)w->rows * (w->cols / w->group_size) * dtype_size(w->scale_dtype);
+        r[m++] = (byte_range){(uintptr_t)w->data, (uintptr_t)w->data + qb};
+        r[m++] = (byte_range){(uintptr_t)w->scales, (uintptr_t)w->scales + sb};
+        r[m++] = (byte_range){(uintptr_t)w->biases, (uintptr_t)w->biases + sb};
+    }
+    qsort(r, (size_t)m, sizeof *r, range_cmp);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < m;) {
+        byte_range u = r[i++];
+        while (i < m && r[i].lo <= u.hi) u.hi = r[i].hi > u.hi ? r[i].hi : u.hi, i++;
+        uintptr_t lo = (u.lo + page - 1) & ~(page - 1), hi = u.hi & ~(page - 1); /* whole pages only */
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_COLD);
+    }
+    free(r);
+#else
+    (void)ws, (void)n;
+#endif
+}
+
 /* A MoE layer's experts: one pack-cache file for all their copies (each is under the 1 MiB a file of
  * its own needs, so without the group every load repacked them: 35B-A3B q4 ~0.3 s a layer on two
  * Zen 5 cores, bench/zen.md "Session 24"), else one by one. */
@@ -170,6 +217,7 @@ static int cpu_weights_prepare(be_backend *be, be_weight *const *ws, int n, mtpl
     if (rc < 0) return err ? err->code : MTPLX_ENOMEM;
     for (int i = 0; i < n; i++) /* the rest, or all of them when the group's file did not apply */
         if (!ws[i]->packed && (rc = cpu_weight_prepare(be, ws[i], err))) return rc;
+    sources_cold(ws, n);
     return 0;
 }
 
