@@ -240,8 +240,9 @@ static int cpu_routed_copies(be_backend *be, uint64_t quant_bytes, uint64_t dens
     else
         snprintf(note, note_cap, "routed experts left in the checkpoint's layout: their packed copy (%.1f GB) and the "
                  "%.1f GB checkpoint need more than 85%% of this machine's %.1f GB of memory, so MoE decode runs about "
-                 "half as fast; MTPLX_PACK_EXPERTS=1 packs them anyway (the load then re-reads the checkpoint from "
-                 "disk)", (double)copy / 1e9, (double)file_bytes / 1e9, ram / 1e9);
+                 "half as fast; MTPLX_PACK_EXPERTS=1 packs them anyway (%s)", (double)copy / 1e9, (double)file_bytes / 1e9,
+                 ram / 1e9, c->settings.pack_cache[0] ? "the first load then writes the copies to the pack cache, later "
+                 "ones map them; each reads the checkpoint from disk" : "every load then re-reads the checkpoint from disk");
     return 0;
 }
 
