@@ -1,11 +1,18 @@
 /* moe.c — MoE routing and routed-expert accumulation (see moe.h). */
 #include "moe.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/mem.h"
+
+/* One window of a call: its experts (eid[ne], each with cnt rows gathered at off in the scratch). */
+typedef struct moe_window {
+    int ne, n;                                                         /* experts, gathered rows */
+    int eid[MOE_MAX_EXPERTS], off[MOE_MAX_EXPERTS], cnt[MOE_MAX_EXPERTS];
+} moe_window;
 
 int kern_moe_router_check(const moe_router *r, mtplx_err *err) {
     if (r->n_experts < 1 || r->n_experts > MOE_MAX_EXPERTS)
@@ -128,7 +135,9 @@ int kern_moe_scratch_init(moe_scratch *s, int rows, int hidden, int inter, mtplx
     s->y = mem_alloc(RG * (size_t)hidden, sizeof(float), "MoE expert output", err);
     s->rows_of = mem_alloc(RG, sizeof(int), "MoE row list", err);
     s->w_of = mem_alloc(RG, sizeof(float), "MoE row weights", err);
-    if (!s->xg || !s->g || !s->u || !s->y || !s->rows_of || !s->w_of) {
+    s->order = mem_alloc((size_t)(rows > 0 ? rows : 1) * MOE_MAX_TOPK, sizeof(int), "MoE routes", err);
+    s->window = mem_alloc(1, sizeof *s->window, "MoE window", err);
+    if (!s->xg || !s->g || !s->u || !s->y || !s->rows_of || !s->w_of || !s->order || !s->window) {
         kern_moe_scratch_free(s);
         return MTPLX_ENOMEM;
     }
@@ -142,6 +151,8 @@ void kern_moe_scratch_free(moe_scratch *s) {
     free(s->y);
     free(s->rows_of);
     free(s->w_of);
+    free(s->order);
+    free(s->window);
     memset(s, 0, sizeof *s);
 }
 
@@ -152,47 +163,53 @@ static void swiglu_inplace(float *g, const float *u, int I) {
 
 _Static_assert(2 * MOE_GU_BATCH <= KERN_MM_N_MAX && MOE_ROW_STEP <= KERN_MM_N_MAX, "MoE batches exceed a dispatch");
 
-/* kern_moe_experts for a few rows (T·K <= MOE_BATCH_ROWS: a decode or verify step). The (expert, row)
- * pairs are listed in ascending order (a row routed twice to one expert counts once, its first slot,
- * as in the loop), each expert's rows gathered into a block of their own (one row: every expert reads
- * x itself, so its int8 copy is made once), then per step of MOE_ROW_STEP experts their gate / up
- * projections go to the pool as kern_matmul_each calls of MOE_GU_BATCH experts and their downs as one,
- * each over its own rows; finally each row sums its experts in ascending order. A 35B-A3B decode step
- * had ~1,000 hand-offs of ~0.6 MB matmuls, a 4-row step ~60 a layer: now 3 per 8 experts. Same row
- * functions, same order: the same bits as the per-expert loop. */
-static void experts_batched(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts,
-                            const int *idx, const float *w, int K, moe_scratch *s) {
-    int H = s->hidden, I = s->inter, ne = 0, used = 0;
-    int key[MOE_BATCH_ROWS], slot[MOE_BATCH_ROWS], eid[MOE_BATCH_ROWS], off[MOE_BATCH_ROWS], cnt[MOE_BATCH_ROWS];
-    for (int p = 0; p < T * K; p++) { /* insertion sort by (expert, row), stable: first slot first */
-        int k = idx[p] * T + p / K, q = used++;
-        for (; q > 0 && key[q - 1] > k; q--) key[q] = key[q - 1], slot[q] = slot[q - 1];
-        key[q] = k, slot[q] = p;
+/* The slots p = t·K + j of a call's T·K routes sorted by (expert, row): a counting sort by expert
+ * that visits the slots in order, so within an expert rows ascend and a row's first slot comes first.
+ * order[T·K] receives the slots. */
+static void pairs_sort(const int *idx, int n, int E, int *order) {
+    int start[MOE_MAX_EXPERTS + 1];
+    memset(start, 0, sizeof(int) * (size_t)(E + 1));
+    for (int p = 0; p < n; p++) start[idx[p] + 1]++;
+    for (int e = 0; e < E; e++) start[e + 1] += start[e];
+    for (int p = 0; p < n; p++) order[start[idx[p]]++] = p;
+}
+
+/* Gather the next window from the sorted slots order[*q ..): up to s->brows (expert, row) pairs, a
+ * row routed twice to one expert counted once (its first slot, as in a per-expert loop). Rows go to
+ * s->xg (a one-row call reads x itself, so every expert shares one quantized copy of it). */
+static void window_gather(moe_window *wd, const int *order, int n_slots, int *q, const float *x, int ldx, int T,
+                          const int *idx, const float *w, int K, moe_scratch *s) {
+    int H = s->hidden;
+    wd->ne = wd->n = 0;
+    for (; *q < n_slots && wd->n < s->brows; (*q)++) {
+        int p = order[*q], e = idx[p], t = p / K;
+        if (*q && idx[order[*q - 1]] == e && order[*q - 1] / K == t) continue;
+        if (!wd->ne || wd->eid[wd->ne - 1] != e) wd->eid[wd->ne] = e, wd->off[wd->ne] = wd->n, wd->cnt[wd->ne++] = 0;
+        s->rows_of[wd->n] = t;
+        s->w_of[wd->n] = w[p];
+        if (T > 1) memcpy(s->xg + (size_t)wd->n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
+        wd->cnt[wd->ne - 1]++, wd->n++;
     }
-    int n = 0;
-    for (int q = 0; q < used; q++) {
-        if (q && key[q] == key[q - 1]) continue; /* the same expert twice for one row */
-        int e = key[q] / T, t = key[q] % T;
-        if (!ne || eid[ne - 1] != e) eid[ne] = e, off[ne] = n, cnt[ne] = 0, ne++;
-        s->rows_of[n] = t;
-        s->w_of[n] = w[slot[q]];
-        if (T > 1) memcpy(s->xg + (size_t)n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
-        cnt[ne - 1]++, n++;
-    }
-    for (int i0 = 0; i0 < ne; i0 += MOE_ROW_STEP) {
-        int ni = ne - i0 < MOE_ROW_STEP ? ne - i0 : MOE_ROW_STEP;
+}
+
+/* The window's experts, MOE_ROW_STEP at a time: gate / up projections as kern_matmul_each calls of
+ * MOE_GU_BATCH experts, SwiGLU, the downs as one call, each product over its expert's rows. */
+static void window_run(const moe_window *wd, const float *x, int ldx, int T, const moe_expert *experts, moe_scratch *s) {
+    int H = s->hidden, I = s->inter;
+    for (int i0 = 0; i0 < wd->ne; i0 += MOE_ROW_STEP) {
+        int ni = wd->ne - i0 < MOE_ROW_STEP ? wd->ne - i0 : MOE_ROW_STEP;
         for (int b0 = i0; b0 < i0 + ni; b0 += MOE_GU_BATCH) {
             int nb = i0 + ni - b0 < MOE_GU_BATCH ? i0 + ni - b0 : MOE_GU_BATCH;
             kern_mm_out gu[2 * MOE_GU_BATCH];
             const float *xs[2 * MOE_GU_BATCH];
             int lds[2 * MOE_GU_BATCH], ts[2 * MOE_GU_BATCH];
             for (int i = b0; i < b0 + nb; i++) {
-                const moe_expert *ex = &experts[eid[i]];
+                const moe_expert *ex = &experts[wd->eid[i]];
                 int k = 2 * (i - b0);
-                gu[k] = (kern_mm_out){s->g + (size_t)off[i] * I, I, &ex->gate};
-                gu[k + 1] = (kern_mm_out){s->u + (size_t)off[i] * I, I, &ex->up};
-                xs[k] = xs[k + 1] = T > 1 ? s->xg + (size_t)off[i] * H : x;
-                lds[k] = lds[k + 1] = T > 1 ? H : ldx, ts[k] = ts[k + 1] = cnt[i];
+                gu[k] = (kern_mm_out){s->g + (size_t)wd->off[i] * I, I, &ex->gate};
+                gu[k + 1] = (kern_mm_out){s->u + (size_t)wd->off[i] * I, I, &ex->up};
+                xs[k] = xs[k + 1] = T > 1 ? s->xg + (size_t)wd->off[i] * H : x;
+                lds[k] = lds[k + 1] = T > 1 ? H : ldx, ts[k] = ts[k + 1] = wd->cnt[i];
             }
             kern_matmul_each(gu, 2 * nb, xs, lds, ts);
         }
@@ -200,50 +217,33 @@ static void experts_batched(float *out, int ldo, const float *x, int ldx, int T,
         const float *hs[MOE_ROW_STEP];
         int lds[MOE_ROW_STEP], ts[MOE_ROW_STEP];
         for (int i = i0; i < i0 + ni; i++) {
-            const moe_expert *ex = &experts[eid[i]];
-            for (int r = off[i]; r < off[i] + cnt[i]; r++)
+            const moe_expert *ex = &experts[wd->eid[i]];
+            for (int r = wd->off[i]; r < wd->off[i] + wd->cnt[i]; r++)
                 swiglu_inplace(s->g + (size_t)r * I, s->u + (size_t)r * I, ex->gate.rows);
-            dn[i - i0] = (kern_mm_out){s->y + (size_t)off[i] * H, H, &ex->down};
-            hs[i - i0] = s->g + (size_t)off[i] * I, lds[i - i0] = I, ts[i - i0] = cnt[i];
+            dn[i - i0] = (kern_mm_out){s->y + (size_t)wd->off[i] * H, H, &ex->down};
+            hs[i - i0] = s->g + (size_t)wd->off[i] * I, lds[i - i0] = I, ts[i - i0] = wd->cnt[i];
         }
         kern_matmul_each(dn, ni, hs, lds, ts);
     }
-    for (int t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, sizeof(float) * (size_t)H);
-    for (int r = 0; r < n; r++) { /* experts ascending, each one's rows: every row sums in expert order */
-        float *o = out + (size_t)s->rows_of[r] * ldo;
-        const float *y = s->y + (size_t)r * H;
-        float wr = s->w_of[r];
-        for (int h = 0; h < H; h++) o[h] += wr * y[h];
-    }
 }
 
+/* Every call, one row or a prefill chunk, goes the same way: the routes sorted by (expert, row),
+ * then windows of up to s->brows of them gathered, computed (window_run) and added to their rows in
+ * window order — experts ascending, so every row sums its experts in ascending order, whichever
+ * window holds them. An expert whose rows straddle two windows runs twice over its parts: the same
+ * row functions, so the same bits (kern_matmul is row-invariant). A 35B-A3B decode step had ~1,000
+ * hand-offs of ~0.6 MB matmuls, a prefill chunk two per expert: now 3 per 8 experts of a window. */
 void kern_moe_experts(float *out, int ldo, const float *x, int ldx, int T, const moe_expert *experts,
                       int E, const int *idx, const float *w, int K, moe_scratch *s) {
-    int H = s->hidden;
-    if ((long)T * K <= MOE_BATCH_ROWS) { /* s->brows >= MOE_BATCH_ROWS */
-        experts_batched(out, ldo, x, ldx, T, experts, idx, w, K, s);
-        return;
-    }
+    assert(T <= s->rows && K <= MOE_MAX_TOPK && E <= MOE_MAX_EXPERTS);
+    int H = s->hidden, n_slots = T * K;
+    pairs_sort(idx, n_slots, E, s->order);
     for (int t = 0; t < T; t++) memset(out + (size_t)t * ldo, 0, sizeof(float) * (size_t)H);
-    for (int e = 0; e < E; e++) {
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < K; j++)
-                if (idx[t * K + j] == e) {
-                    s->rows_of[n] = t;
-                    s->w_of[n] = w[t * K + j];
-                    memcpy(s->xg + (size_t)n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
-                    n++;
-                    break;
-                }
-        if (n == 0) continue;
-        const moe_expert *ex = &experts[e];
-        int I = ex->gate.rows;
-        kern_mm_out gu[2] = {{s->g, s->inter, &ex->gate}, {s->u, s->inter, &ex->up}};
-        kern_matmul_n(gu, 2, s->xg, H, n); /* one hand-off and one activation pass for both */
-        for (int r = 0; r < n; r++) swiglu_inplace(s->g + (size_t)r * s->inter, s->u + (size_t)r * s->inter, I);
-        kern_matmul(s->y, H, s->g, s->inter, n, &ex->down);
-        for (int r = 0; r < n; r++) {
+    moe_window *wd = s->window;
+    for (int q = 0; q < n_slots;) {
+        window_gather(wd, s->order, n_slots, &q, x, ldx, T, idx, w, K, s);
+        window_run(wd, x, ldx, T, experts, s);
+        for (int r = 0; r < wd->n; r++) {
             float *o = out + (size_t)s->rows_of[r] * ldo;
             const float *y = s->y + (size_t)r * H;
             float wr = s->w_of[r];

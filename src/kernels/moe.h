@@ -32,14 +32,16 @@ void kern_moe_route(const moe_router *r, const float *logits, int *idx, float *w
 
 /* moe_expert (one routed expert's three weights) is in src/backend/weight.h. */
 
-/* A few-row call's experts in one step of kern_moe_experts: their down projections go to the thread
- * pool in one kern_matmul_each (<= KERN_MM_N_MAX), their gate and up projections in two of
- * MOE_GU_BATCH experts (two products each). */
+/* The experts of one step of a kern_moe_experts window: their down projections go to the thread pool
+ * in one kern_matmul_each (<= KERN_MM_N_MAX), their gate and up projections in two of MOE_GU_BATCH
+ * experts (two products each). */
 #define MOE_ROW_STEP 8
 #define MOE_GU_BATCH 4
-/* Gathered (row, expert) pairs a few-row call handles in one batch (kern_moe_experts); the scratch
- * holds at least this many rows. */
+/* Gathered (row, expert) pairs a window holds at least (kern_moe_experts; more when the scratch has
+ * more rows). */
 #define MOE_BATCH_ROWS 128
+
+struct moe_window; /* moe.c */
 
 /* Scratch for kern_moe_experts over up to `rows` rows; allocate once (hot paths do not allocate). */
 typedef struct {
@@ -53,6 +55,8 @@ typedef struct {
     float *y;          /* [brows][H] expert output */
     int *rows_of;      /* [brows] row index of each gathered row */
     float *w_of;       /* [brows] routing weight of each gathered row */
+    int *order;        /* [rows·MOE_MAX_TOPK] the call's route slots sorted by (expert, row) */
+    struct moe_window *window; /* the window being computed (its expert list) */
 } moe_scratch;
 
 /* Allocate scratch for R rows of width H through experts of width I. Returns 0 or ENOMEM.

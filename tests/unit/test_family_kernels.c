@@ -153,33 +153,39 @@ TEST(test_moe_experts_match_hand_sum) {
     kern_moe_scratch_free(&s);
 }
 
-/* A row's output is bit-identical whether it is computed alone (the one-row path), with a few other rows
- * (the batched path: T·K <= MOE_BATCH_ROWS) or with many (the per-expert loop). */
+/* A row's output is bit-identical whether it is computed alone or with a few other rows or with
+ * many: 70 rows of 2 routes (140 pairs: two windows of the 128-row scratch, experts 1 and 2 split
+ * between them) and 300 rows (600 pairs, windows of 300: every expert split), each against one-row
+ * calls and a 5-row call. */
 TEST(test_moe_experts_row_invariant) {
     moe_expert ex[EE];
     make_experts(ex);
-    enum { T = MOE_BATCH_ROWS / 2 + 6, FEW = 5 };
-    float x[T][EH];
-    int idx[T][2];
-    float w[T][2];
-    for (int t = 0; t < T; t++) {
+    enum { TMAX = 300, FEW = 5 };
+    static float x[TMAX][EH], all[TMAX][EH];
+    static int idx[TMAX][2];
+    static float w[TMAX][2];
+    for (int t = 0; t < TMAX; t++) {
         for (int h = 0; h < EH; h++) x[t][h] = sinf((float)(t * 3 + h)) * 1.7f;
         idx[t][0] = t % 2;
         idx[t][1] = 2;
-        w[t][0] = 0.1f * (float)(t + 1);
+        w[t][0] = 0.1f * (float)(t % 13 + 1);
         w[t][1] = 1.0f - w[t][0];
     }
-    moe_scratch s;
-    REQUIRE(kern_moe_scratch_init(&s, T, EH, EI, NULL) == 0);
-    float all[T][EH], few[FEW][EH], one[EH];
-    kern_moe_experts(&all[0][0], EH, &x[0][0], EH, T, ex, EE, &idx[0][0], &w[0][0], 2, &s);
-    kern_moe_experts(&few[0][0], EH, &x[0][0], EH, FEW, ex, EE, &idx[0][0], &w[0][0], 2, &s);
-    for (int t = 0; t < T; t++) {
-        kern_moe_experts(one, EH, x[t], EH, 1, ex, EE, idx[t], w[t], 2, &s);
-        CHECK_MSG(memcmp(one, all[t], sizeof one) == 0, "row %d differs between the %d-row call and a single one", t, T);
-        if (t < FEW) CHECK_MSG(memcmp(one, few[t], sizeof one) == 0, "row %d differs between the %d-row call and a single one", t, FEW);
+    const int Ts[2] = {MOE_BATCH_ROWS / 2 + 6, TMAX};
+    for (int c = 0; c < 2; c++) {
+        int T = Ts[c];
+        moe_scratch s;
+        REQUIRE(kern_moe_scratch_init(&s, T, EH, EI, NULL) == 0);
+        float few[FEW][EH], one[EH];
+        kern_moe_experts(&all[0][0], EH, &x[0][0], EH, T, ex, EE, &idx[0][0], &w[0][0], 2, &s);
+        kern_moe_experts(&few[0][0], EH, &x[0][0], EH, FEW, ex, EE, &idx[0][0], &w[0][0], 2, &s);
+        for (int t = 0; t < T; t++) {
+            kern_moe_experts(one, EH, x[t], EH, 1, ex, EE, idx[t], w[t], 2, &s);
+            CHECK_MSG(memcmp(one, all[t], sizeof one) == 0, "row %d differs between the %d-row call and a single one", t, T);
+            if (t < FEW) CHECK_MSG(memcmp(one, few[t], sizeof one) == 0, "row %d differs between the %d-row call and a single one", t, FEW);
+        }
+        kern_moe_scratch_free(&s);
     }
-    kern_moe_scratch_free(&s);
 }
 
 TEST(test_rope_linear_divides_by_factor) {
