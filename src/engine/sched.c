@@ -86,8 +86,13 @@ static int imin(int a, int b) { return a < b ? a : b; }
 void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     memset(c, 0, sizeof *c);
     c->max_seqs = max_seqs;
-    c->prefill_chunk = 64;
-    c->max_batch_rows = imax(128, imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
+    int cpu = !strcmp(be_device_resolved(), "cpu");
+    /* a prompt read while nobody decodes: on the CPU 512 rows a forward, so that a MoE layer's routed
+     * experts meet ~16 of its rows each instead of ~2 (a 35B-A3B shape's 3,167-token prompt through
+     * serve: 13.0 s at 64, 10.5 s at 512; a dense small model 1.95 s -> 1.78 s; bench/zen.md "Session
+     * 25"); on a GPU 64, whose batch scratch stages rows x vocabulary floats */
+    c->prefill_chunk = cpu ? 512 : 64;
+    c->max_batch_rows = imax(imax(128, c->prefill_chunk), imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
     c->capacity = capacity;
     c->wait_ms = 2.0;
     /* MTPLX_SCHED_ALIGN=0: the scheduler before session 6 (every queued request in every step), for
@@ -104,7 +109,7 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->trace_path = tr && *tr ? tr : NULL;
     /* bench/batching.md: on a 2-core Zen 5, 8 streams run fastest as AR steps; on the H200, 8 and 16
      * streams ran 12-47% faster when every stream kept its MTP depth (knee 64 against 8) */
-    c->knee_rows = strcmp(be_device_resolved(), "cpu") ? 64 : 8;
+    c->knee_rows = cpu ? 8 : 64;
 }
 
 int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err) {
