@@ -35,6 +35,16 @@ want=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1
 "$M" logits --model tests/data/goldens/qwen3_5_dense --tokens 3,1,4,1,5 --step | grep -qx "argmax: $want" \
     || fail "--step argmax differs from prefill argmax"
 
+# the prefill chunk (MTPLX_PREFILL_ROWS: 512 rows by default on the CPU, here 48 and 4096) never
+# changes a bit: a 700-token prefill with the MTP head, logits and hidden of every row
+long=$(seq 1 700 | awk '{ if (NR > 1) printf ","; printf "%d", ($1 * 7919 + 13) % 8000 }')
+for rows in 512 48 4096; do
+    MTPLX_PREFILL_ROWS=$rows "$M" logits --tokens "$long" --mtp --out "$tmp/chunk$rows.safetensors" >/dev/null \
+        || fail "MTPLX_PREFILL_ROWS=$rows logits"
+done
+cmp -s "$tmp/chunk512.safetensors" "$tmp/chunk48.safetensors" || fail "48-row prefill chunks change the logits"
+cmp -s "$tmp/chunk512.safetensors" "$tmp/chunk4096.safetensors" || fail "one 700-row chunk changes the logits"
+
 # --text: the embedded model's golden prompt tokenizes to the golden's prompt ids, and the last row's
 # argmax is the golden's first continuation token
 prompt=$'import os\nimport sys\n\n\ndef main(argv):\n'

@@ -54,6 +54,8 @@ void cpu_settings_from_env(cpu_settings *s) {
     if (s->pack_experts > 1) s->pack_experts = 1;
     s->att_split = env_int("MTPLX_ATT_SPLIT", CPU_ATT_SPLIT_DEFAULT);
     if (s->att_split < 0) s->att_split = CPU_ATT_SPLIT_DEFAULT;
+    s->prefill_rows = env_int("MTPLX_PREFILL_ROWS", CPU_PREFILL_ROWS_DEFAULT);
+    if (s->prefill_rows < 32 || s->prefill_rows > 4096) s->prefill_rows = CPU_PREFILL_ROWS_DEFAULT;
     /* the repacked-weight cache directory (cpu_packcache.c) */
     s->pack_cache[0] = 0;
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -455,6 +457,7 @@ int be_cpu_new(const cpu_settings *s, be_backend **out, mtplx_err *err) {
     settings_adopt(&c->settings);
     be->ops = &cpu_ops;
     be->caps.host_memory = 1;
+    be->caps.prefill_rows = c->settings.prefill_rows;
     be->impl = c;
     *out = be;
     return 0;

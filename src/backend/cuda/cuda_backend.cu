@@ -994,6 +994,8 @@ extern "C" void cu_settings_from_env(cu_settings *s) {
     s->commit = env_not0("MTPLX_CUDA_COMMIT");
     s->top = env_not0("MTPLX_CUDA_TOP");
     s->top_min_vocab = env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") ? env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") : 1;
+    s->prefill_rows = env_pos("MTPLX_CUDA_PREFILL_ROWS");
+    if (s->prefill_rows < 32 || s->prefill_rows > 4096) s->prefill_rows = 128;
     s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
     s->profile = env_set("MTPLX_CUDA_PROFILE") ? (env_pos("MTPLX_CUDA_PROFILE") == 2 ? 2 : 1) : 0;
     s->profile_rows = env_pos("MTPLX_CUDA_PROFILE_ROWS");
@@ -1066,6 +1068,7 @@ extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, m
     be->caps.host_memory = 0;
     be->caps.logits_top = cu_set.top;
     be->caps.logits_top_min_vocab = cu_set.top_min_vocab;
+    be->caps.prefill_rows = cu_set.prefill_rows;
     be->impl = c;
     if (s->verbose)
         fprintf(stderr, "mtplx: CUDA backend on GPU %d (%s, sm_%d%d, %.1f GiB free)\n", device, p.name, p.major,
