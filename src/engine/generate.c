@@ -153,8 +153,8 @@ void gen_session_set_context(gen_session *s, int n) { s->ctx_limit = n > 0 ? n :
 void gen_session_set_progress(gen_session *s, progress_sink p) { s->progress = p; }
 
 /* With a progress sink the prompt goes through the trunk in forwards of this many tokens, with a
- * report after each; on the CPU the model splits a forward into chunks of that size anyway
- * (src/model/state.c), so this costs nothing there. */
+ * report after each; the CPU backend's prefill chunk is this size by default (be_caps.prefill_rows), so
+ * the split costs nothing there. */
 #define PREFILL_PROGRESS_TOKENS 512
 
 /* The trunk over prompt[n] from an empty state: the last row's logits into s->logits and, when
