@@ -87,12 +87,6 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     memset(c, 0, sizeof *c);
     c->max_seqs = max_seqs;
     int cpu = !strcmp(be_device_resolved(), "cpu");
-    /* a prompt read while nobody decodes: on the CPU 512 rows a forward, so that a MoE layer's routed
-     * experts meet ~16 of its rows each instead of ~2 (a 35B-A3B shape's 3,167-token prompt through
-     * serve: 13.0 s at 64, 10.5 s at 512; a dense small model 1.95 s -> 1.78 s; bench/zen.md "Session
-     * 25"); on a GPU 64, whose batch scratch stages rows x vocabulary floats */
-    c->prefill_chunk = cpu ? 512 : 64;
-    c->max_batch_rows = imax(imax(128, c->prefill_chunk), imin(max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
     c->capacity = capacity;
     c->wait_ms = 2.0;
     /* MTPLX_SCHED_ALIGN=0: the scheduler before session 6 (every queued request in every step), for
@@ -112,8 +106,21 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
     c->knee_rows = cpu ? 8 : 64;
 }
 
-int sched_new(const mtplx_model *m, const sched_config *c, sched **out, mtplx_err *err) {
+void sched_config_resolve(sched_config *c, const mtplx_model *m) {
+    /* a prompt read while nobody decodes: on the CPU the backend's chunk (512 rows unless
+     * MTPLX_PREFILL_ROWS says otherwise), so that a MoE layer's routed experts meet ~16 of its rows
+     * each instead of ~2 (a 35B-A3B shape's 3,167-token prompt through serve: 13.0 s at 64, 10.5 s
+     * at 512; a dense small model 1.95 s -> 1.78 s; bench/zen.md "Session 25"); on a GPU 64, the
+     * chunk its serve figures were measured with (its batch scratch stages rows x vocabulary floats) */
+    if (c->prefill_chunk <= 0) c->prefill_chunk = model_memory_is_host(m) ? model_prefill_rows(m) : 64;
+    if (c->max_batch_rows <= 0)
+        c->max_batch_rows = imax(imax(128, c->prefill_chunk), imin(c->max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
+}
+
+int sched_new(const mtplx_model *m, const sched_config *cfg, sched **out, mtplx_err *err) {
     *out = NULL;
+    sched_config cr = *cfg, *c = &cr;
+    sched_config_resolve(c, m);
     if (c->max_seqs < 1 || c->max_seqs > BATCH_SEQS_MAX)
         return err_set(err, MTPLX_EINVAL, "max sequences %d outside [1, %d]", c->max_seqs, BATCH_SEQS_MAX);
     if (c->capacity < 1 || c->prefill_chunk < 1 || c->max_batch_rows < imax(c->prefill_chunk, GEN_MAX_DEPTH + 1))

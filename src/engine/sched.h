@@ -27,9 +27,11 @@ typedef struct sched sched;
 
 typedef struct {
     int max_seqs;        /* sequences generating at once (>= 1) */
-    int max_batch_rows;  /* rows in one forward (>= prefill_chunk and >= GEN_MAX_DEPTH + 1) */
+    int max_batch_rows;  /* rows in one forward (>= prefill_chunk and >= GEN_MAX_DEPTH + 1); 0 (the
+                            default) = max(128, prefill_chunk, max_seqs verifies), sched_config_resolve */
     int prefill_chunk;   /* prompt rows of one sequence in one forward when it runs alone; while
-                            others decode, min(prefill_chunk, max(knee_rows, 8)) */
+                            others decode, cut by the measured costs (sched_prefill_rows). 0 (the
+                            default) = the model's: sched_config_resolve */
     int capacity;        /* positions one sequence may hold (prompt + completion + draft rows) */
     int kv_pages;        /* pages in the pool; 0 = max_seqs sequences of `capacity` positions */
     double wait_ms;      /* how long a ready forward waits for sequences still sampling */
@@ -54,8 +56,14 @@ typedef struct {
                                sequences). Default NULL; MTPLX_SCHED_TRACE in sched_config_default */
 } sched_config;
 
-/* Fill c with defaults for `max_seqs` sequences of `capacity` positions. */
+/* Fill c with defaults for `max_seqs` sequences of `capacity` positions. prefill_chunk and
+ * max_batch_rows are left 0: the model decides them (sched_config_resolve, which sched_new calls). */
 void sched_config_default(sched_config *c, int max_seqs, int capacity);
+
+/* Replace a 0 prefill_chunk by m's (on the CPU its backend's prefill chunk, be_caps.prefill_rows:
+ * MTPLX_PREFILL_ROWS moves run and serve alike; on a GPU 64 rows, batching.md) and a 0 max_batch_rows
+ * by one that covers the chunk and max_seqs verifies. Values already set are kept. */
+void sched_config_resolve(sched_config *c, const mtplx_model *m);
 
 /* Create a scheduler over m (pool and batch scratch allocated here). Returns 0 and *out or an error
  * (also when cfg->trace_path cannot be opened for writing). */

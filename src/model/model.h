@@ -42,6 +42,8 @@ const char *model_load_note(const mtplx_model *m);
 /* 1 when the model's backend computes in host memory (the CPU backend): its memory ops are plain
  * memory copies that any thread may run beside a forward on other buffers. */
 int model_memory_is_host(const mtplx_model *m);
+/* Rows of the backend's prefill chunk (be_caps.prefill_rows; 128 when it names none). */
+int model_prefill_rows(const mtplx_model *m);
 /* Make forwards of up to `rows` rows allocation-free on the calling thread (the backend's
  * thread-local scratch; states and batches do this for the thread that makes them). A thread that
  * runs forwards for others (the scheduler's executor) calls it first. Returns 0 or ENOMEM. */

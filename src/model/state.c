@@ -19,10 +19,6 @@
 #include "../base/mem.h"
 #include "family.h"
 
-/* Rows of scratch, i.e. of a prefill chunk, when the caller asks for fewer capture rows and the
- * backend names none (be_caps.prefill_rows: 512 on the CPU, 128 on CUDA). */
-#define PREFILL_CHUNK_ROWS 128
-
 /* One GDN layer's state arrays in backend memory (conv and recurrent states zeroed). */
 static int gdn_state_init(gdn_layer_state *g, const mtplx_model *m, int max_rows, mtplx_err *err) {
     const model_config *c = &m->cfg;
@@ -70,7 +66,7 @@ static int state_make(const mtplx_model *m, kv_pool *pool, kv_pool *own, int cap
     if (rc || !s->gdn) goto fail;
     for (int i = 0; i < m->n_gdn; i++)
         if ((rc = gdn_state_init(&s->gdn[i], m, max_rows, err))) goto fail;
-    int chunk = m->be->caps.prefill_rows > 0 ? m->be->caps.prefill_rows : PREFILL_CHUNK_ROWS;
+    int chunk = model_prefill_rows(m); /* scratch rows: a prefill chunk, or more capture rows */
     int rows = max_rows > chunk ? max_rows : chunk;
     if (own && (rc = fwd_scratch_init(&s->scr, m, rows, capacity, err))) goto fail;
     *out = s;

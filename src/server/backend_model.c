@@ -148,7 +148,7 @@ static int mb_start_sched(model_backend *b, const srv_model_opts *o, int ctx, mt
     sched_config_default(&c, b->n_slots, ctx + GEN_MAX_DEPTH + 1);
     if (o->prefill_chunk > 0) c.prefill_chunk = o->prefill_chunk;
     if (o->max_batch_rows > 0) c.max_batch_rows = o->max_batch_rows;
-    else if (c.max_batch_rows < c.prefill_chunk) c.max_batch_rows = c.prefill_chunk; /* the default covers it */
+    sched_config_resolve(&c, b->model); /* the model's chunk; a default max_batch_rows covers it */
     if (c.prefill_chunk > c.max_batch_rows) {
         fprintf(stderr, "mtplx serve: --prefill-chunk %d is more than --max-batch-rows %d: prompts enter %d rows a forward\n",
                 c.prefill_chunk, c.max_batch_rows, c.max_batch_rows);

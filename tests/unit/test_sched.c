@@ -324,6 +324,7 @@ TEST(test_step_trace) {
     sched_config_default(&c, 1, 256);
     c.prefill_chunk = 64;
     c.trace_path = path;
+    sched_config_resolve(&c, M);
     sched *x;
     mtplx_err e;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
@@ -370,6 +371,25 @@ static int cancel_on_second(void *u) { /* says stop the second time it is asked 
     return ++cancel_calls >= 2;
 }
 
+/* sched_config_resolve: a default config takes the model's prefill chunk (on the CPU the backend's,
+ * be_caps.prefill_rows, which MTPLX_PREFILL_ROWS sets; on a GPU 64) and rows for the chunk and every
+ * sequence's verify; values a caller set stay. */
+TEST(test_config_resolve) {
+    sched_config c;
+    sched_config_default(&c, 3, 256);
+    CHECK(c.prefill_chunk == 0 && c.max_batch_rows == 0);
+    sched_config_resolve(&c, M);
+    CHECK(c.prefill_chunk == (model_memory_is_host(M) ? model_prefill_rows(M) : 64));
+    CHECK(c.max_batch_rows >= c.prefill_chunk && c.max_batch_rows >= 128 && c.max_batch_rows >= 3 * (GEN_MAX_DEPTH + 1));
+    sched_config_default(&c, 40, 256);
+    c.prefill_chunk = 16;
+    sched_config_resolve(&c, M);
+    CHECK(c.prefill_chunk == 16 && c.max_batch_rows == 40 * (GEN_MAX_DEPTH + 1));
+    c.max_batch_rows = 24;
+    sched_config_resolve(&c, M);
+    CHECK(c.prefill_chunk == 16 && c.max_batch_rows == 24);
+}
+
 /* A cancel given to sched_join stops a prompt between its chunks (a hang-up or a shutdown during
  * a long prefill): the forward returns ECANCELED with the chunks before the cancel done; the next
  * sequence joined on this thread without a check runs its whole prompt. */
@@ -377,6 +397,7 @@ TEST(test_cancel_between_prompt_chunks) {
     sched_config c;
     sched_config_default(&c, 1, 256);
     c.prefill_chunk = 64;
+    sched_config_resolve(&c, M);
     sched *x;
     mtplx_err e;
     REQUIRE(sched_new(M, &c, &x, &e) == 0);
@@ -667,6 +688,7 @@ int main(void) {
     }
     RUN(test_batched_equals_solo);
     RUN(test_admission);
+    RUN(test_config_resolve);
     RUN(test_cancel_between_prompt_chunks);
     RUN(test_step_trace);
     RUN(test_depth_policy_keeps_greedy_and_history);
