@@ -123,7 +123,8 @@ static int bench_forward(const char *dir, int reps, int argc, char **argv) {
 
 int main(int argc, char **argv) {
     cpu_settings cs; /* MTPLX_THREADS, MTPLX_KERNEL, ... as the CPU backend reads them */
-    cpu_settings_from_env(&cs);
+    mtplx_err kerr = {0};
+    if (cpu_settings_from_env(&cs, &kerr)) return fprintf(stderr, "%s\n", kerr.msg), 2;
     cpu_settings_apply(&cs);
     if (argc >= 7 && !strcmp(argv[1], "matmul"))
         return bench_matmul(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argc - 6, argv + 6);

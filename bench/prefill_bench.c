@@ -28,7 +28,8 @@ int main(int argc, char **argv) {
     if (argc != 4) return fprintf(stderr, "usage: prefill_bench MODEL N REPS\n"), 2;
     int n = atoi(argv[2]), reps = atoi(argv[3]);
     cpu_settings cs;
-    cpu_settings_from_env(&cs);
+    mtplx_err kerr = {0};
+    if (cpu_settings_from_env(&cs, &kerr)) return fprintf(stderr, "%s\n", kerr.msg), 2;
     cpu_settings_apply(&cs);
     mtplx_model *m = NULL;
     mtplx_err err = {0};

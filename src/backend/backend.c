@@ -83,13 +83,16 @@ const char *be_device_resolved(void) {
 
 int be_create(const char *name, be_backend **out, mtplx_err *err) {
     *out = NULL;
-    if (!name) name = be_device_resolved();
     int gpu;
+    const char *env = getenv("MTPLX_DEVICE");
+    if (!name && !g_default[0] && env && *env && parse_spec(env, &gpu, err)) /* not silently the default */
+        return err_prefix(err, "MTPLX_DEVICE");
+    if (!name) name = be_device_resolved();
     int rc = check_spec(name, &gpu, err);
     if (rc) return err_prefix(err, "backend");
     if (gpu < 0) {
         cpu_settings s;
-        cpu_settings_from_env(&s);
+        if (cpu_settings_from_env(&s, err)) return err_prefix(err, "CPU backend");
         return be_cpu_new(&s, out, err);
     }
 #ifdef MTPLX_CUDA
@@ -103,8 +106,16 @@ int be_create(const char *name, be_backend **out, mtplx_err *err) {
 
 void be_cpu_pack_cache_dir(char *out, size_t cap) {
     cpu_settings s;
-    cpu_settings_from_env(&s);
+    cpu_settings_from_env(&s, NULL); /* a bad knob is reported where a backend is made */
     snprintf(out, cap, "%s", s.pack_cache);
+}
+
+int be_env_check(mtplx_err *err) {
+    int gpu;
+    const char *env = getenv("MTPLX_DEVICE");
+    if (env && *env && parse_spec(env, &gpu, err)) return err_prefix(err, "MTPLX_DEVICE");
+    cpu_settings s;
+    return cpu_settings_from_env(&s, err);
 }
 
 void be_free(be_backend *be) {

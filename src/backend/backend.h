@@ -306,6 +306,10 @@ int be_moe_router_check(const moe_router *r, mtplx_err *err);
 /* The CPU backend's directory of repacked quantized weights (MTPLX_PACK_CACHE, else
  * $XDG_CACHE_HOME/mtplx/qpack or ~/.cache/mtplx/qpack) into out[cap]; "" when it is off. */
 void be_cpu_pack_cache_dir(char *out, size_t cap);
+/* Check the backends' settings in the environment (MTPLX_DEVICE and the CPU backend's knobs) as
+ * be_create would read them, without making a backend. Returns 0, or MTPLX_EINVAL naming the first
+ * variable whose value is not of its kind. */
+int be_env_check(mtplx_err *err);
 /* ops->weights_prepare, or weight_prepare of each where the backend has none. Returns 0 or an error. */
 int be_weights_prepare(be_backend *be, be_weight *const *ws, int n, mtplx_err *err);
 

@@ -257,7 +257,9 @@ int cmd_bench_kernels(int argc, char **argv) {
     /* these modes time the CPU kernels directly: install the CPU backend's settings (MTPLX_KERNEL,
      * MTPLX_THREADS, ...) the way creating the backend would (docs/architecture.md, "Knobs") */
     cpu_settings cpu;
-    cpu_settings_from_env(&cpu);
+    mtplx_err kerr;
+    err_clear(&kerr);
+    if (cpu_settings_from_env(&cpu, &kerr)) return cli_error("bench", "%s", kerr.msg), 2;
     cpu_settings_apply(&cpu);
     int membw = 0, verify = 0, prefill = 0, rows = 8, reps = 9, context = 256, json = 0, reps_set = 0, logits_top = 0;
     int dcost = 0, steps = 600, chain = 3, daccept = 0, depth = 3, n_prompts = 4, plen = 256, gen = 0;

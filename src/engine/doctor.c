@@ -61,8 +61,12 @@ static int cpus_allowed(void) {
 
 static void check_cpu(doctor_report *r) {
     const cpu_features *f = cpu_get_features();
-    kern_isa isa = cpu_isa();
-    doctor_check *c = add(r, "cpu", isa == KERN_ISA_PORTABLE ? DOC_WARN : DOC_OK,
+    /* the path a backend made now would run: MTPLX_KERNEL if this CPU runs it, else the best */
+    const char *ke = getenv("MTPLX_KERNEL");
+    kern_isa want, isa = cpu_isa();
+    int forced = ke && *ke && cpu_isa_parse(ke, &want) == 0, runs = forced && cpu_isa_supported(want);
+    if (forced) isa = runs ? want : cpu_best_isa();
+    doctor_check *c = add(r, "cpu", isa == KERN_ISA_PORTABLE || (forced && !runs) ? DOC_WARN : DOC_OK,
                           "kernel path %s (best this CPU runs: %s); features:%s%s%s%s%s%s%s%s", cpu_isa_name(isa),
                           cpu_isa_name(cpu_best_isa()), f->avx2 ? " avx2" : "", f->fma ? " fma" : "", f->avx512f ? " avx512f" : "",
                           f->avx512bw ? " avx512bw" : "", f->avx512vnni ? " avx512vnni" : "", f->avx512bf16 ? " avx512bf16" : "",
@@ -70,6 +74,9 @@ static void check_cpu(doctor_report *r) {
     if (isa == KERN_ISA_PORTABLE)
         set_fix(c, "no AVX2: the plain C kernels run (several times slower); use a CPU with AVX2+FMA%s",
                 getenv("MTPLX_KERNEL") ? ", or unset MTPLX_KERNEL" : "");
+    else if (forced && !runs)
+        set_fix(c, "MTPLX_KERNEL=%s is a path this CPU cannot run, so %s runs; unset it or name a path it has", ke,
+                cpu_isa_name(isa));
     else if (isa != cpu_best_isa())
         set_fix(c, "MTPLX_KERNEL forces %s; unset it to use %s", cpu_isa_name(isa), cpu_isa_name(cpu_best_isa()));
 }
@@ -154,6 +161,19 @@ static void check_huge_pages(doctor_report *r) {
                           hp < 0 ? 0 : hp);
     if (never)
         set_fix(c, "echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled (fewer TLB misses on large weights)");
+}
+
+/* The backends' knobs (MTPLX_DEVICE, MTPLX_THREADS, MTPLX_KERNEL, ...): a value that is not of its
+ * kind stops every command that loads a model, so doctor names it first. */
+static void check_env(doctor_report *r) {
+    mtplx_err e;
+    err_clear(&e);
+    if (!be_env_check(&e)) {
+        add(r, "env", DOC_OK, "the MTPLX_* settings that are set hold valid values");
+        return;
+    }
+    doctor_check *c = add(r, "env", DOC_FAIL, "%s", e.msg);
+    set_fix(c, "correct the variable or unset it (docs/architecture.md, \"Knobs\", lists them)");
 }
 
 static void check_threads(doctor_report *r) {
@@ -366,6 +386,7 @@ doctor_status doctor_run(const doctor_opts *o, doctor_report *r) {
     check_cpu(r);
     check_memory(r, o->model_dir);
     check_huge_pages(r);
+    check_env(r);
     check_threads(r);
     check_model(r, o->model_dir, o->checksums);
     check_port(r, o->port);

@@ -2,7 +2,8 @@
 # doctor.sh — `mtplx doctor` (sanitizer build): all checks pass on the embedded model; a hub-cache
 # snapshot whose blobs match their sha256 names passes, a flipped byte in one fails the model check
 # (exit 1, the file named, a fix printed); a truncated safetensors header fails; a busy port and
-# MTPLX_THREADS above the CPU count are warnings (exit 0); an unwritable cache fails.
+# MTPLX_THREADS above the CPU count are warnings (exit 0); a knob not of its kind (MTPLX_KERNEL=avx3)
+# fails doctor's env check and stops `run`; an unwritable cache fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 M=build/asan/mtplx
@@ -67,9 +68,15 @@ python3 -c 'import socket,time,sys; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 pypid=$!
 for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 port=$(cat "$tmp/port")
-MTPLX_THREADS=4096 "$M" doctor --model $E --cache "$tmp/cache" --port "$port" --json >"$tmp/warn.json" || fail "warnings must not fail: $(cat "$tmp/warn.json")"
+MTPLX_THREADS=256 "$M" doctor --model $E --cache "$tmp/cache" --port "$port" --json >"$tmp/warn.json" || fail "warnings must not fail: $(cat "$tmp/warn.json")"
 case "$(status_of "$tmp/warn.json" port)" in warn*"--port"*) ;; *) fail "busy port not warned: $(status_of "$tmp/warn.json" port)";; esac
 case "$(status_of "$tmp/warn.json" threads)" in warn*MTPLX_THREADS*) ;; *) fail "MTPLX_THREADS above the CPUs not warned";; esac
+# a knob that is not of its kind (every load would refuse it): a fail naming it, not a silent default
+rc=0; MTPLX_KERNEL=avx3 "$M" doctor --model $E --cache "$tmp/cache" --port 1 --json >"$tmp/knob.json" || rc=$?
+case "$rc $(status_of "$tmp/knob.json" env)" in "1 fail"*) ;; *) fail "bad MTPLX_KERNEL: exit $rc $(status_of "$tmp/knob.json" env)";; esac
+grep -q 'MTPLX_KERNEL=avx3: expected one of' "$tmp/knob.json" || fail "bad MTPLX_KERNEL not named: $(cat "$tmp/knob.json")"
+rc=0; MTPLX_THREADS=lots "$M" run --model $E --prompt hi --max-tokens 1 >/dev/null 2>"$tmp/knob.err" || rc=$?
+[ $rc != 0 ] && grep -q "MTPLX_THREADS=lots" "$tmp/knob.err" || fail "run with MTPLX_THREADS=lots: exit $rc $(cat "$tmp/knob.err")"
 mkdir -p "$tmp/ro"; chmod 555 "$tmp/ro"
 if [ "$(id -u)" != 0 ]; then
     rc=0; "$M" doctor --model $E --cache "$tmp/ro/hub" --port 1 --json >"$tmp/ro.json" || rc=$?

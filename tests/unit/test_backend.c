@@ -39,9 +39,11 @@ TEST(test_cpu_settings_read_from_the_environment) {
     setenv("MTPLX_QACT", "f32", 1);
     setenv("MTPLX_QAMX_MIN", "3", 1);
     setenv("MTPLX_QPACK_PF", "128", 1);
-    setenv("MTPLX_AMX_PF", "99999999", 1); /* out of range: the default */
+    setenv("MTPLX_PREFILL_ROWS", "96", 1);
+    setenv("MTPLX_PACK_EXPERTS", "", 1); /* empty: the default */
     cpu_settings s;
-    cpu_settings_from_env(&s);
+    mtplx_err err = {0};
+    CHECK_INT(cpu_settings_from_env(&s, &err), 0);
     kern_knobs d = kern_knobs_default();
     CHECK_INT(s.knobs.isa, KERN_ISA_AVX2);
     CHECK_INT(s.knobs.threads, 5);
@@ -49,15 +51,42 @@ TEST(test_cpu_settings_read_from_the_environment) {
     CHECK_INT(s.knobs.qact_f32, 1);
     CHECK_INT(s.knobs.qamx_min, 3);
     CHECK_INT(s.knobs.qpack_pf, 128);
-    kern_knobs_set(&s.knobs); /* clamps like the kernels' old readers did */
-    CHECK_INT(kern_knobs_get()->amx_pf, d.amx_pf);
-    kern_knobs_set(&d);
-    if (cpu_best_isa() >= KERN_ISA_AVX2) cpu_isa_set(cpu_best_isa());
+    CHECK_INT(s.prefill_rows, 96);
+    CHECK_INT(s.pack_experts, -1);
     const char *names[] = {"MTPLX_KERNEL", "MTPLX_THREADS", "MTPLX_QPACK", "MTPLX_QACT", "MTPLX_QAMX_MIN",
-                           "MTPLX_QPACK_PF", "MTPLX_AMX_PF"};
+                           "MTPLX_QPACK_PF", "MTPLX_PREFILL_ROWS", "MTPLX_PACK_EXPERTS"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
-    cpu_settings_from_env(&s);
+    CHECK_INT(cpu_settings_from_env(&s, &err), 0);
     CHECK_MSG(memcmp(&s.knobs, &d, sizeof d) == 0, "unset environment must give the defaults");
+    CHECK_INT(s.prefill_rows, CPU_PREFILL_ROWS_DEFAULT);
+}
+
+/* A knob set to something that is not of its kind — a typo'd kernel path, a number with junk, one out
+ * of range — fails the backend's creation with a message naming the variable and what it may hold,
+ * instead of running silently with the default; the other knobs keep their defaults. */
+TEST(test_bad_knobs_are_errors) {
+    static const char *const bad[][3] = {
+        {"MTPLX_KERNEL", "avx3", "avx512"},     {"MTPLX_THREADS", "abc", "[0, 256]"},
+        {"MTPLX_THREADS", "4096", "[0, 256]"},  {"MTPLX_THREADS", "4x", "[0, 256]"},
+        {"MTPLX_PREFILL_ROWS", "8", "[32, 4096]"}, {"MTPLX_QACT", "fp32", "int8, f32"},
+        {"MTPLX_AMX_PF", "99999999", "1048576"}, {"MTPLX_FUSE", "off", "0, 1"},
+        {"MTPLX_PACK_EXPERTS", "2", "0, 1"},    {"MTPLX_ATT_SPLIT", "-5", "[0,"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        cpu_settings s;
+        mtplx_err err = {0};
+        CHECK_INT(cpu_settings_from_env(&s, &err), MTPLX_EINVAL);
+        CHECK_MSG(strstr(err.msg, bad[i][0]) && strstr(err.msg, bad[i][1]) && strstr(err.msg, bad[i][2]),
+                  "%s=%s: %s", bad[i][0], bad[i][1], err.msg);
+        CHECK_INT(s.prefill_rows, CPU_PREFILL_ROWS_DEFAULT);
+        CHECK_INT(s.knobs.threads, 0);
+        be_backend *be = NULL;
+        err_clear(&err);
+        CHECK_INT(be_create("cpu", &be, &err), MTPLX_EINVAL);
+        CHECK(be == NULL && strstr(err.msg, bad[i][0]));
+        unsetenv(bad[i][0]);
+    }
 }
 
 /* A program's override (tests comparing a quantized model with its dequantized copy) survives the
@@ -161,7 +190,7 @@ static void mlp_pass(be_backend *be, int fused, float *x, const float *o, float 
 TEST(test_fused_row_ops_equal_their_steps) {
     enum { H = 80, I = 144, TMAX = 300, BW = 2 * I + 8 };
     cpu_settings cs;
-    cpu_settings_from_env(&cs);
+    REQUIRE(cpu_settings_from_env(&cs, NULL) == 0);
     be_backend *bes[2];
     mtplx_err err = {0};
     for (int f = 0; f < 2; f++) {
@@ -265,7 +294,7 @@ TEST(test_attention_op_prefill_equals_decode) {
 TEST(test_attention_split_equals_blocks) {
     enum { nH = 6, nKV = 2, Dh = 40, PS = 16, NP = 20, CAP = PS * NP, N = 300 };
     cpu_settings cs;
-    cpu_settings_from_env(&cs);
+    REQUIRE(cpu_settings_from_env(&cs, NULL) == 0);
     be_backend *bes[2];
     mtplx_err err = {0};
     for (int f = 0; f < 2; f++) {
@@ -568,6 +597,7 @@ TEST(test_logits_top_host_matches_a_full_ranking) {
 int main(void) {
     RUN(test_unknown_backend_refused_with_the_available_ones);
     RUN(test_cpu_settings_read_from_the_environment);
+    RUN(test_bad_knobs_are_errors);
     RUN(test_program_override_survives_backend_creation);
     RUN(test_buffers_round_trip);
     RUN(test_row_ops_are_row_invariant);

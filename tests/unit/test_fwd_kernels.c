@@ -526,7 +526,7 @@ TEST(test_matmul_n_matches_matmul) {
 int main(void) {
     setenv("MTPLX_THREADS", "3", 1); /* before the pool exists: kern_matmul_n splits even on 1 CPU */
     cpu_settings cpu;                 /* the CPU backend reads its knobs once, as at model load */
-    cpu_settings_from_env(&cpu);
+    cpu_settings_from_env(&cpu, NULL);
     cpu_settings_apply(&cpu);
     RUN(test_attention_matches_reference_every_path);
     RUN(test_attention_depends_only_on_its_keys);

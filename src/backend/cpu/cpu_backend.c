@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../../base/env.h"
 #include "../../base/mem.h"
 #include "../../kernels/act.h"
 #include "../../kernels/cpu.h"
@@ -20,45 +21,49 @@
 
 /* ------------------------------------------------------------------ settings */
 
-static int env_int(const char *name, int def) {
-    const char *e = getenv(name);
-    return e && *e ? atoi(e) : def;
+/* One strict read into *field; keeps the first error in *rc (every field still gets a value). */
+#define KNOB_INT(field, name, lo, hi) \
+    do { if (env_int(name, field, lo, hi, &(field), *rc ? NULL : err)) *rc = MTPLX_EINVAL; } while (0)
+#define KNOB_SWITCH(field, name) \
+    do { if (env_switch(name, field, &(field), *rc ? NULL : err)) *rc = MTPLX_EINVAL; } while (0)
+
+/* The kernel knobs (knobs.h) from the environment, into k. */
+static void knobs_from_env(kern_knobs *k, int *rc, mtplx_err *err) {
+    static const char *const isas[] = {"portable", "avx2", "avx512", "amx", "neon", "neon-dot", "neon-i8mm"};
+    int i;
+    if (env_word("MTPLX_KERNEL", isas, 7, -1, &i, *rc ? NULL : err)) *rc = MTPLX_EINVAL;
+    kern_isa want;
+    if (i >= 0 && cpu_isa_parse(isas[i], &want) == 0) k->isa = (int)want;
+    KNOB_SWITCH(k->no_amx, "MTPLX_NO_AMX");
+    KNOB_INT(k->threads, "MTPLX_THREADS", 0, 256);
+    KNOB_SWITCH(k->qpack, "MTPLX_QPACK");
+    static const char *const qacts[] = {"int8", "f32"};
+    if (env_word("MTPLX_QACT", qacts, 2, k->qact_f32, &k->qact_f32, *rc ? NULL : err)) *rc = MTPLX_EINVAL;
+    KNOB_INT(k->qamx_min, "MTPLX_QAMX_MIN", 1, 4096);
+    KNOB_INT(k->amx_pf, "MTPLX_AMX_PF", 0, 1 << 20);
+    KNOB_INT(k->qpack_pf, "MTPLX_QPACK_PF", 0, 1 << 20);
+    KNOB_INT(k->qpack_pf2, "MTPLX_QPACK_PF2", 0, 1 << 20);
+    KNOB_SWITCH(k->bf16dp, "MTPLX_BF16DP");
+    KNOB_SWITCH(k->bf16_pf, "MTPLX_BF16_PF");
+    KNOB_INT(k->qpack_mix, "MTPLX_QPACK_MIX", -1, 1);
+    KNOB_SWITCH(k->mm_guided, "MTPLX_MM_GUIDED");
 }
 
-void cpu_settings_from_env(cpu_settings *s) {
-    kern_knobs k = kern_knobs_default();
-    kern_isa want;
-    const char *e = getenv("MTPLX_KERNEL");
-    if (e && *e && cpu_isa_parse(e, &want) == 0) k.isa = (int)want;
-    e = getenv("MTPLX_NO_AMX");
-    k.no_amx = e && *e && strcmp(e, "0");
-    k.threads = env_int("MTPLX_THREADS", 0);
-    if (k.threads < 1 || k.threads > 256) k.threads = 0;
-    e = getenv("MTPLX_QPACK");
-    k.qpack = !(e && !strcmp(e, "0"));
-    e = getenv("MTPLX_QACT");
-    k.qact_f32 = e && !strcmp(e, "f32");
-    e = getenv("MTPLX_QAMX_MIN");
-    if (e) k.qamx_min = atoi(e) < 1 ? 1 : atoi(e);
-    k.amx_pf = env_int("MTPLX_AMX_PF", k.amx_pf);
-    k.qpack_pf = env_int("MTPLX_QPACK_PF", k.qpack_pf);
-    k.qpack_pf2 = env_int("MTPLX_QPACK_PF2", k.qpack_pf2);
-    k.bf16dp = env_int("MTPLX_BF16DP", k.bf16dp);
-    k.bf16_pf = env_int("MTPLX_BF16_PF", k.bf16_pf);
-    k.qpack_mix = env_int("MTPLX_QPACK_MIX", k.qpack_mix);
-    k.mm_guided = env_int("MTPLX_MM_GUIDED", k.mm_guided);
-    s->knobs = k;
-    e = getenv("MTPLX_FUSE");
-    s->fuse = !(e && !strcmp(e, "0"));
-    s->pack_experts = env_int("MTPLX_PACK_EXPERTS", -1);
-    if (s->pack_experts > 1) s->pack_experts = 1;
-    s->att_split = env_int("MTPLX_ATT_SPLIT", CPU_ATT_SPLIT_DEFAULT);
-    if (s->att_split < 0) s->att_split = CPU_ATT_SPLIT_DEFAULT;
-    s->prefill_rows = env_int("MTPLX_PREFILL_ROWS", CPU_PREFILL_ROWS_DEFAULT);
-    if (s->prefill_rows < 32 || s->prefill_rows > 4096) s->prefill_rows = CPU_PREFILL_ROWS_DEFAULT;
+int cpu_settings_from_env(cpu_settings *s, mtplx_err *err) {
+    int r = 0, *rc = &r;
+    memset(s, 0, sizeof *s);
+    s->knobs = kern_knobs_default();
+    knobs_from_env(&s->knobs, rc, err);
+    s->fuse = 1;
+    KNOB_SWITCH(s->fuse, "MTPLX_FUSE");
+    s->pack_experts = -1;
+    KNOB_SWITCH(s->pack_experts, "MTPLX_PACK_EXPERTS");
+    s->att_split = CPU_ATT_SPLIT_DEFAULT;
+    KNOB_INT(s->att_split, "MTPLX_ATT_SPLIT", 0, 1 << 30);
+    s->prefill_rows = CPU_PREFILL_ROWS_DEFAULT;
+    KNOB_INT(s->prefill_rows, "MTPLX_PREFILL_ROWS", 32, 4096);
+    const char *e, *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     /* the repacked-weight cache directory (cpu_packcache.c) */
-    s->pack_cache[0] = 0;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     e = getenv("MTPLX_PACK_CACHE");
     if (e) {
         if (strcmp(e, "0")) snprintf(s->pack_cache, sizeof s->pack_cache, "%s", e);
@@ -67,6 +72,7 @@ void cpu_settings_from_env(cpu_settings *s) {
     } else if (home && *home) {
         snprintf(s->pack_cache, sizeof s->pack_cache, "%s/.cache/mtplx/qpack", home);
     }
+    return r;
 }
 
 static pthread_mutex_t g_apply_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -37,13 +37,17 @@ typedef struct {
     int prefill_rows;   /* be_caps.prefill_rows ($MTPLX_PREFILL_ROWS, 32..4096; default 512) */
 } cpu_settings;
 
-/* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx), MTPLX_NO_AMX=1,
- * MTPLX_THREADS (1..256), MTPLX_QPACK=0, MTPLX_QACT=f32, MTPLX_QAMX_MIN, MTPLX_AMX_PF,
- * MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB), MTPLX_BF16DP=0, MTPLX_BF16_PF=0, MTPLX_FUSE=0,
- * MTPLX_ATT_SPLIT (keys; default 0 = off), MTPLX_PREFILL_ROWS (32..4096), MTPLX_PACK_EXPERTS (0 / 1; default: auto),
- * MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
- * $HOME/.cache/mtplx/qpack). Unparsable values keep the default. */
-void cpu_settings_from_env(cpu_settings *s);
+/* The defaults, overridden by MTPLX_KERNEL (portable|avx2|avx512|amx|neon|neon-dot|neon-i8mm; a path
+ * this CPU cannot run gives the best it can, as `mtplx doctor` says), MTPLX_NO_AMX (0 / 1),
+ * MTPLX_THREADS (1..256; 0 = the CPUs this process may run on), MTPLX_QPACK (0 / 1), MTPLX_QACT
+ * (int8 / f32), MTPLX_QAMX_MIN (1..4096), MTPLX_AMX_PF, MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB),
+ * MTPLX_BF16DP, MTPLX_BF16_PF, MTPLX_MM_GUIDED, MTPLX_FUSE (0 / 1), MTPLX_QPACK_MIX (-1..1),
+ * MTPLX_ATT_SPLIT (keys; default 0 = off), MTPLX_PREFILL_ROWS (32..4096), MTPLX_PACK_EXPERTS (0 / 1;
+ * default: auto), MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
+ * $HOME/.cache/mtplx/qpack). Unset or empty variables keep the default. Returns 0, or MTPLX_EINVAL
+ * naming the first variable whose value is not of its kind (base/env.h); *s holds the defaults in its
+ * place, so a caller that only wants the pack cache directory may go on. */
+int cpu_settings_from_env(cpu_settings *s, mtplx_err *err);
 
 /* Install the settings into the kernels and create the thread pool (process-wide: the kernels have
  * one set of knobs and one pool, so every CPU backend of a process shares them). be_cpu_new does
