@@ -97,7 +97,7 @@ int be_create(const char *name, be_backend **out, mtplx_err *err) {
     }
 #ifdef MTPLX_CUDA
     cu_settings cs;
-    cu_settings_from_env(&cs);
+    if (cu_settings_from_env(&cs, err)) return err_prefix(err, "CUDA backend");
     return be_cuda_new(gpu, &cs, out, err);
 #else
     return err_set(err, MTPLX_EINTERNAL, "backend %s: no CUDA in this build", name);
@@ -115,7 +115,12 @@ int be_env_check(mtplx_err *err) {
     const char *env = getenv("MTPLX_DEVICE");
     if (env && *env && parse_spec(env, &gpu, err)) return err_prefix(err, "MTPLX_DEVICE");
     cpu_settings s;
-    return cpu_settings_from_env(&s, err);
+    if (cpu_settings_from_env(&s, err)) return err_prefix(err, "CPU backend");
+#ifdef MTPLX_CUDA
+    cu_settings cs;
+    if (cu_settings_from_env(&cs, err)) return err_prefix(err, "CUDA backend");
+#endif
+    return 0;
 }
 
 void be_free(be_backend *be) {

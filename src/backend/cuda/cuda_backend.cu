@@ -14,6 +14,7 @@
 
 extern "C" {
 #include "../../base/dtype.h"
+#include "../../base/env.h"
 }
 
 cudaStream_t cu_stream_g = 0; /* the legacy default stream until the first be_cuda_new */
@@ -959,82 +960,85 @@ cu_settings cu_set = [] {
     return s;
 }();
 
-/* 1 when $name is set, not empty and not "0" (the diagnostic switches). */
-static int env_set(const char *name) {
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0");
+/* Strict reads of the MTPLX_CUDA_* knobs (base/env.h): the first variable not of its kind is kept in
+ * err and makes cu_settings_from_env fail; every knob still gets a value. */
+typedef struct {
+    int rc;
+    mtplx_err *err;
+} knob_reader;
+
+/* $name as 0 / 1, def when unset or empty (the switches, on or off by default). */
+static int knob_switch(knob_reader *k, const char *name, int def) {
+    int v;
+    if (env_switch(name, def, &v, k->rc ? NULL : k->err)) k->rc = MTPLX_EINVAL;
+    return v;
 }
 
-/* 0 only when $name is exactly "0" (what is on unless turned off). */
-static int env_not0(const char *name) {
-    const char *v = getenv(name);
-    return !(v && !strcmp(v, "0"));
+/* $name as a whole number in [lo, hi], def when unset or empty (0 = the sweep knobs' "default"). */
+static int knob_int(knob_reader *k, const char *name, int def, int lo, int hi) {
+    int v;
+    if (env_int(name, def, lo, hi, &v, k->rc ? NULL : k->err)) k->rc = MTPLX_EINVAL;
+    return v;
 }
 
-/* $name as a positive int, or 0 (unset, empty or not positive: the default of a sweep knob). */
-static int env_pos(const char *name) {
-    const char *v = getenv(name);
-    int n = v ? atoi(v) : 0;
-    return n > 0 ? n : 0;
-}
+#define SW(name, def) knob_switch(&k, name, def)
+#define NUM(name) knob_int(&k, name, 0, 0, 1 << 30)
 
-/* 1 only when $name is exactly "1" (what is off unless asked for). */
-static int env_one(const char *name) {
-    const char *v = getenv(name);
-    return v && !strcmp(v, "1");
-}
-
-extern "C" void cu_settings_from_env(cu_settings *s) {
-    s->stream = env_not0("MTPLX_CUDA_STREAM");
+extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
+    knob_reader k = {0, err};
+    s->stream = SW("MTPLX_CUDA_STREAM", 1);
     /* on by default: embedded model AR +38-53%, D3 +24-32% (bench/cuda.md, "Session 5, final run") */
-    s->fuse = env_not0("MTPLX_CUDA_FUSE");
-    s->pdl = env_not0("MTPLX_CUDA_PDL");
-    s->graph = env_one("MTPLX_CUDA_GRAPH");
-    s->seq_batch = env_not0("MTPLX_CUDA_SEQ_BATCH");
-    s->commit = env_not0("MTPLX_CUDA_COMMIT");
-    s->top = env_not0("MTPLX_CUDA_TOP");
-    s->top_min_vocab = env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") ? env_pos("MTPLX_CUDA_TOP_MIN_VOCAB") : 1;
-    s->prefill_rows = env_pos("MTPLX_CUDA_PREFILL_ROWS");
-    if (s->prefill_rows < 32 || s->prefill_rows > 4096) s->prefill_rows = 128;
-    s->gdn_reg = env_not0("MTPLX_CUDA_GDN");
-    s->profile = env_set("MTPLX_CUDA_PROFILE") ? (env_pos("MTPLX_CUDA_PROFILE") == 2 ? 2 : 1) : 0;
-    s->profile_rows = env_pos("MTPLX_CUDA_PROFILE_ROWS");
-    s->steps = env_set("MTPLX_CUDA_STEPS");
-    s->verbose = env_set("MTPLX_CUDA_VERBOSE");
-    s->mma = env_not0("MTPLX_CUDA_MMA");
-    s->sk = env_not0("MTPLX_CUDA_SK");
-    s->sk_group = env_not0("MTPLX_CUDA_SK_GROUP");
-    s->sk_u = env_pos("MTPLX_CUDA_SK_U");
-    const char *ga = getenv("MTPLX_CUDA_SK_GA");
-    s->sk_ga = ga && !strcmp(ga, "0") ? 0 : ga && !strcmp(ga, "1") ? 1 : -1;
-    const char *dp = getenv("MTPLX_CUDA_SK_DP");
-    s->sk_dp = dp && *dp ? atoi(dp) : -1;
-    s->sk_dp = s->sk_dp > 4 ? 4 : s->sk_dp;
-    s->sk_bu = env_pos("MTPLX_CUDA_SK_BU");
-    s->sk_bps = env_pos("MTPLX_CUDA_SK_BPS");
-    s->sk_minu = env_pos("MTPLX_CUDA_SK_MINU");
-    s->thin = env_not0("MTPLX_CUDA_THIN");
-    const char *rg = getenv("MTPLX_CUDA_SK_RG");
-    s->sk_rg = rg && *rg >= '0' && *rg <= '3' && !rg[1] ? *rg - '0' : 2;
-    s->sk_rows = env_pos("MTPLX_CUDA_SK_ROWS") == 16 ? 16 : SK_ROWS;
-    s->rms_batch = env_pos("MTPLX_CUDA_RMS_BATCH");
-    s->gemm = env_not0("MTPLX_CUDA_GEMM");
-    s->gemm_min = env_pos("MTPLX_CUDA_GEMM_MIN");
-    s->gemm_mt = env_pos("MTPLX_CUDA_GEMM_MT");
-    s->gemm_ks = env_pos("MTPLX_CUDA_GEMM_KS");
-    s->gemm_st = env_pos("MTPLX_CUDA_GEMM_ST");
-    s->moe = env_not0("MTPLX_CUDA_MOE");
-    s->gdn_l2 = env_not0("MTPLX_CUDA_GDN_L2");
-    s->seq_inline = env_not0("MTPLX_CUDA_SEQ_INLINE");
-    s->dl_pipe = env_one("MTPLX_CUDA_DL_PIPE");
-    s->seq_pdl = env_not0("MTPLX_CUDA_SEQ_PDL");
-    int rt = env_pos("MTPLX_CUDA_RMS_THREADS");
-    s->rms_threads = rt >= 32 && rt <= 1024 && rt % 32 == 0 ? rt : 0;
-    s->up_async = env_not0("MTPLX_CUDA_UP_ASYNC");
-    s->gdn_split = env_pos("MTPLX_CUDA_GDN_SPLIT");
-    s->gdn_xpose = env_not0("MTPLX_CUDA_GDN_XPOSE");
-    s->att_group = env_not0("MTPLX_CUDA_ATT_GROUP") ? (env_pos("MTPLX_CUDA_ATT_GROUP") == 2 ? 2 : 1) : 0;
+    s->fuse = SW("MTPLX_CUDA_FUSE", 1);
+    s->pdl = SW("MTPLX_CUDA_PDL", 1);
+    s->graph = SW("MTPLX_CUDA_GRAPH", 0);
+    s->seq_batch = SW("MTPLX_CUDA_SEQ_BATCH", 1);
+    s->commit = SW("MTPLX_CUDA_COMMIT", 1);
+    s->top = SW("MTPLX_CUDA_TOP", 1);
+    s->top_min_vocab = knob_int(&k, "MTPLX_CUDA_TOP_MIN_VOCAB", 1, 1, 1 << 30);
+    s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 128, 32, 4096);
+    s->gdn_reg = SW("MTPLX_CUDA_GDN", 1);
+    s->profile = knob_int(&k, "MTPLX_CUDA_PROFILE", 0, 0, 2);
+    s->profile_rows = NUM("MTPLX_CUDA_PROFILE_ROWS");
+    s->steps = SW("MTPLX_CUDA_STEPS", 0);
+    s->verbose = SW("MTPLX_CUDA_VERBOSE", 0);
+    s->mma = SW("MTPLX_CUDA_MMA", 1);
+    s->sk = SW("MTPLX_CUDA_SK", 1);
+    s->sk_group = SW("MTPLX_CUDA_SK_GROUP", 1);
+    s->sk_u = NUM("MTPLX_CUDA_SK_U");
+    s->sk_ga = SW("MTPLX_CUDA_SK_GA", -1);
+    s->sk_dp = knob_int(&k, "MTPLX_CUDA_SK_DP", -1, 0, 4);
+    s->sk_bu = NUM("MTPLX_CUDA_SK_BU");
+    s->sk_bps = NUM("MTPLX_CUDA_SK_BPS");
+    s->sk_minu = NUM("MTPLX_CUDA_SK_MINU");
+    s->thin = SW("MTPLX_CUDA_THIN", 1);
+    s->sk_rg = knob_int(&k, "MTPLX_CUDA_SK_RG", 2, 0, 3);
+    static const char *const sk_rows[] = {"16", "32"};
+    int skr = 1;
+    if (env_word("MTPLX_CUDA_SK_ROWS", sk_rows, 2, 1, &skr, k.rc ? NULL : err)) k.rc = MTPLX_EINVAL;
+    s->sk_rows = skr == 0 ? 16 : SK_ROWS;
+    s->rms_batch = NUM("MTPLX_CUDA_RMS_BATCH");
+    s->gemm = SW("MTPLX_CUDA_GEMM", 1);
+    s->gemm_min = NUM("MTPLX_CUDA_GEMM_MIN");
+    s->gemm_mt = NUM("MTPLX_CUDA_GEMM_MT");
+    s->gemm_ks = NUM("MTPLX_CUDA_GEMM_KS");
+    s->gemm_st = NUM("MTPLX_CUDA_GEMM_ST");
+    s->moe = SW("MTPLX_CUDA_MOE", 1);
+    s->gdn_l2 = SW("MTPLX_CUDA_GDN_L2", 1);
+    s->seq_inline = SW("MTPLX_CUDA_SEQ_INLINE", 1);
+    s->dl_pipe = SW("MTPLX_CUDA_DL_PIPE", 0);
+    s->seq_pdl = SW("MTPLX_CUDA_SEQ_PDL", 1);
+    int rt = knob_int(&k, "MTPLX_CUDA_RMS_THREADS", 0, 0, 1024);
+    if (rt % 32 && !k.rc) k.rc = err_set(err, MTPLX_EINVAL, "MTPLX_CUDA_RMS_THREADS=%d: expected a multiple of 32 in [32, 1024]", rt);
+    s->rms_threads = rt >= 32 && rt % 32 == 0 ? rt : 0;
+    s->up_async = SW("MTPLX_CUDA_UP_ASYNC", 1);
+    s->gdn_split = NUM("MTPLX_CUDA_GDN_SPLIT");
+    s->gdn_xpose = SW("MTPLX_CUDA_GDN_XPOSE", 1);
+    s->att_group = knob_int(&k, "MTPLX_CUDA_ATT_GROUP", 1, 0, 2);
+    return k.rc;
 }
+
+#undef SW
+#undef NUM
 
 extern "C" int be_cuda_new(int device, const cu_settings *s, be_backend **out, mtplx_err *err) {
     *out = NULL;

@@ -94,8 +94,10 @@ typedef struct {
                        wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;
 
-/* s from the environment (MTPLX_CUDA_*; unset: the defaults above). */
-void cu_settings_from_env(cu_settings *s);
+/* s from the environment (MTPLX_CUDA_*; unset or empty: the defaults above). Read strictly
+ * (base/env.h): switches are 0 / 1, numbers whole and in range. Returns 0, or MTPLX_EINVAL naming the
+ * first variable not of its kind (s then holds the default in its place). */
+int cu_settings_from_env(cu_settings *s, mtplx_err *err);
 
 /* A CUDA backend on GPU `device` (0-based) with settings s (the first backend's are installed for the
  * process). Its memory is device memory (caps.host_memory = 0). Returns 0 and *out, or an error
