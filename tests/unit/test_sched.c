@@ -682,6 +682,9 @@ TEST(test_policy_recovers) {
 
 int main(void) {
     mtplx_err e;
+    /* a CPU chunk other than the default, so that test_config_resolve tells the backend's chunk
+     * (be_caps.prefill_rows) from a fixed one; the tests below that need a chunk set their own */
+    setenv("MTPLX_PREFILL_ROWS", "256", 0);
     if (model_load(MODEL_DIR, &M, &e)) {
         fprintf(stderr, "%s: %s\n", MODEL_DIR, e.msg);
         return 1;
