@@ -107,12 +107,12 @@ void sched_config_default(sched_config *c, int max_seqs, int capacity) {
 }
 
 void sched_config_resolve(sched_config *c, const mtplx_model *m) {
-    /* a prompt read while nobody decodes: on the CPU the backend's chunk (512 rows unless
-     * MTPLX_PREFILL_ROWS says otherwise), so that a MoE layer's routed experts meet ~16 of its rows
-     * each instead of ~2 (a 35B-A3B shape's 3,167-token prompt through serve: 13.0 s at 64, 10.5 s
-     * at 512; a dense small model 1.95 s -> 1.78 s; bench/zen.md "Session 25"); on a GPU 64, the
-     * chunk its serve figures were measured with (its batch scratch stages rows x vocabulary floats) */
-    if (c->prefill_chunk <= 0) c->prefill_chunk = model_memory_is_host(m) ? model_prefill_rows(m) : 64;
+    /* a prompt read while nobody decodes: the backend's prefill chunk (be_caps.prefill_rows: 512 rows
+     * on the CPU and on CUDA unless MTPLX_PREFILL_ROWS / MTPLX_CUDA_PREFILL_ROWS say otherwise). On the
+     * CPU a MoE layer's routed experts then meet ~16 of its rows each instead of ~2 (a 35B-A3B shape's
+     * 3,167-token prompt through serve: 13.0 s at 64, 10.5 s at 512; bench/zen.md "Session 25"); on
+     * the GPU the many-row GEMM reads each weight once per chunk (bench/cuda.md "Session 26") */
+    if (c->prefill_chunk <= 0) c->prefill_chunk = model_prefill_rows(m);
     if (c->max_batch_rows <= 0)
         c->max_batch_rows = imax(imax(128, c->prefill_chunk), imin(c->max_seqs, BATCH_SEQS_MAX) * (GEN_MAX_DEPTH + 1));
 }

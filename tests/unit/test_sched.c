@@ -379,7 +379,7 @@ TEST(test_config_resolve) {
     sched_config_default(&c, 3, 256);
     CHECK(c.prefill_chunk == 0 && c.max_batch_rows == 0);
     sched_config_resolve(&c, M);
-    CHECK(c.prefill_chunk == (model_memory_is_host(M) ? model_prefill_rows(M) : 64));
+    CHECK(c.prefill_chunk == model_prefill_rows(M));
     CHECK(c.max_batch_rows >= c.prefill_chunk && c.max_batch_rows >= 128 && c.max_batch_rows >= 3 * (GEN_MAX_DEPTH + 1));
     sched_config_default(&c, 40, 256);
     c.prefill_chunk = 16;

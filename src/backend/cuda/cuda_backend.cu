@@ -995,7 +995,7 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->commit = SW("MTPLX_CUDA_COMMIT", 1);
     s->top = SW("MTPLX_CUDA_TOP", 1);
     s->top_min_vocab = knob_int(&k, "MTPLX_CUDA_TOP_MIN_VOCAB", 1, 1, 1 << 30);
-    s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 128, 32, 4096);
+    s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 512, 32, 4096);
     s->gdn_reg = SW("MTPLX_CUDA_GDN", 1);
     s->profile = knob_int(&k, "MTPLX_CUDA_PROFILE", 0, 0, 2);
     s->profile_rows = NUM("MTPLX_CUDA_PROFILE_ROWS");

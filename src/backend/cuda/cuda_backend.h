@@ -29,8 +29,10 @@ typedef struct {
     int top_min_vocab; /* be_caps.logits_top_min_vocab; MTPLX_CUDA_TOP_MIN_VOCAB=N, default 1 (every
                           vocabulary: with the sliced top-k an 8,192-id model's D3 ran 3-4% faster,
                           bench/cuda.md "Session 11"; one block a row had lost 5-10% there) */
-    int prefill_rows; /* be_caps.prefill_rows; MTPLX_CUDA_PREFILL_ROWS=N (32..4096), default 128 (the
-                         chunk's scratch stages rows x vocabulary floats) */
+    int prefill_rows; /* be_caps.prefill_rows; MTPLX_CUDA_PREFILL_ROWS=N (32..4096), default 512: a
+                         4,096-token prefill of the 27B-16l q4 shape 5,990 tok/s at 128, 7,834 at 512,
+                         8,076 at 1,024 (H100, bench/cuda.md "Session 26"); the chunk's scratch stages
+                         rows x vocabulary floats (0.5 GB at 512 rows of a 248k vocabulary) */
     int gdn_reg;    /* 1: the register GDN kernel where the head shape allows; MTPLX_CUDA_GDN=0: the
                        shared-memory one */
     int profile;    /* MTPLX_CUDA_PROFILE=1: CUDA events around every op, a table at exit; =2: also one
