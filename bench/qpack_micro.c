@@ -101,6 +101,7 @@ int main(int argc, char **argv) {
     if ((e = getenv("MTPLX_QPACK_PF"))) kn.qpack_pf = atoi(e);
     if ((e = getenv("MTPLX_QPACK_PF2"))) kn.qpack_pf2 = atoi(e);
     if ((e = getenv("MTPLX_QPACK_MIX"))) kn.qpack_mix = atoi(e);
+    if ((e = getenv("MTPLX_QPACK_PAIR"))) kn.qpack_pair = atoi(e);
     kern_knobs_set(&kn);
     kern_isa isa = cpu_isa();
     int vnni = isa >= KERN_ISA_AVX512 && cpu_get_features()->avx512vnni;

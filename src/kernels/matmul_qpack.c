@@ -500,6 +500,76 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
     qp_store_rows(y, ldy, bi, t0, TT, nr, acc);
 }
 
+/* Two q4 blocks (rows 16·bi .. 16·bi + 31) × TT (<= 4) activation rows from t0: each activation quad is
+ * broadcast once into a register and feeds both blocks' vpdpbusd, where qp_block_q4 broadcasts it for
+ * every block (a memory operand or a shuffle per vpdpbusd). In L2 on a Zen 5 core a q4 call of 8 / 16 /
+ * 64 rows ran at 57% of the vpdpbusd peak in 8-row single blocks (their 16 chains plus 8 float sums
+ * spill) and 72% here (bench/qpack_micro.c; bench/zen.md "Session 26"). Chains per (block, row): low
+ * and high nibbles; the same integer sums and the same epilogue per block as qp_block_q4, so the same
+ * bits. */
+INL void qp_pair_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int HALF, float *y,
+                    int ldy, int nr0, int nr1) {
+    const int G = p->G, K = qa->K;
+    int pf, pf2;
+    kern_qpack_prefetch(qa->T, &pf, &pf2);
+    const size_t gstride = p->gstride;
+    __m512 acc0[4], acc1[4];
+    QP_UNROLL(4) for (int t = 0; t < TT; t++) acc0[t] = acc1[t] = _mm512_setzero_ps();
+    const uint8_t *qg = p->q + (size_t)bi * G * gstride, *qh = qg + (size_t)G * gstride;
+    const int8_t *ag = qa->a + (size_t)t0 * K;
+    const __m512i lo = _mm512_set1_epi8(0x0f), hi = _mm512_set1_epi8((char)0xf0);
+    for (int g = 0; g < G; g++, qg += gstride, qh += gstride, ag += 8 * HALF) {
+        qp_prefetch_group(p, qg, pf, pf2, HALF);
+        qp_prefetch_group(p, qh, pf, pf2, HALF);
+        __m512i is0[4][2], is1[4][2];
+        QP_UNROLL(4) for (int t = 0; t < TT; t++) is0[t][0] = is0[t][1] = is1[t][0] = is1[t][1] = _mm512_setzero_si512();
+        QP_UNROLL(16) for (int j = 0; j < HALF; j++) {
+            __m512i v = ld_vec(qg + (size_t)j * 64), u = ld_vec(qh + (size_t)j * 64);
+            __m512i v0 = _mm512_and_si512(v, lo), v1 = _mm512_and_si512(v, hi);
+            __m512i u0 = _mm512_and_si512(u, lo), u1 = _mm512_and_si512(u, hi);
+            QP_UNROLL(4) for (int t = 0; t < TT; t++) {
+                const int8_t *at = ag + (size_t)t * K;
+                __m512i b0 = bcast_quad(at + 4 * j), b1 = bcast_quad(at + 4 * (j + HALF));
+                is0[t][0] = _mm512_dpbusd_epi32(is0[t][0], v0, b0);
+                is1[t][0] = _mm512_dpbusd_epi32(is1[t][0], u0, b0);
+                is0[t][1] = _mm512_dpbusd_epi32(is0[t][1], v1, b1);
+                is1[t][1] = _mm512_dpbusd_epi32(is1[t][1], u1, b1);
+            }
+        }
+        __m512i s0[4], s1[4];
+        QP_UNROLL(4) for (int t = 0; t < TT; t++) {
+            s0[t] = _mm512_add_epi32(is0[t][0], _mm512_srai_epi32(is0[t][1], 4));
+            s1[t] = _mm512_add_epi32(is1[t][0], _mm512_srai_epi32(is1[t][1], 4));
+        }
+        qp_epilogue(p, qg, qa, t0, g, TT, s0, acc0);
+        qp_epilogue(p, qh, qa, t0, g, TT, s1, acc1);
+    }
+    qp_store_rows(y, ldy, bi, t0, TT, nr0, acc0);
+    qp_store_rows(y, ldy, bi + 1, t0, TT, nr1, acc1);
+}
+
+/* All activation rows through the block pair bi, bi + 1 (the second holding nr1 of its rows): 4-row
+ * tiles, then the 1-3 rows left. */
+INL void qp_pair_rows(const kern_qpack *p, const qact *qa, int bi, int nr1, float *y, int ldy) {
+#ifdef QP_SANITIZED
+#define QP_PAIR(TT) qp_pair_q4(p, qa, bi, t, TT, p->gs / 8, y, ldy, 16, nr1)
+#else
+#define QP_PAIR(TT)                                                                                                    \
+    (p->gs == 64 ? qp_pair_q4(p, qa, bi, t, TT, 8, y, ldy, 16, nr1)                                                   \
+     : p->gs == 32 ? qp_pair_q4(p, qa, bi, t, TT, 4, y, ldy, 16, nr1)                                                 \
+                   : qp_pair_q4(p, qa, bi, t, TT, 16, y, ldy, 16, nr1))
+#endif
+    int t = 0;
+    for (; t + 4 <= qa->T; t += 4) QP_PAIR(4);
+    switch (qa->T - t) {
+    case 3: QP_PAIR(3); break;
+    case 2: QP_PAIR(2); break;
+    case 1: QP_PAIR(1); break;
+    default: break;
+    }
+#undef QP_PAIR
+}
+
 /* q8 block: 16 rows × TT activation rows from t0, QV = gs/4 weight vectors per group (compile-time,
  * as for q4); vector j feeds chain j % NC of each row. */
 INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int QV, float *y,
@@ -566,8 +636,14 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
     const int knob = kern_knobs_get()->qpack_mix, mix = knob >= 0 ? knob : !cpu_get_features()->zmm_halves;
+    const int pair = p->bits == 4 && qa->T >= 4 && kern_knobs_get()->qpack_pair;
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
+        if (pair && nr == 16 && (bi + 1) * 16 < r1) { /* a whole block and some of the next */
+            qp_pair_rows(p, qa, bi, r1 - (bi + 1) * 16 < 16 ? r1 - (bi + 1) * 16 : 16, y, ldy);
+            bi++;
+            continue;
+        }
         int t = 0;
         for (; t + 8 <= qa->T; t += 8) qp_block(p, qa, bi, t, 8, mix, y, ldy, nr);
         switch (qa->T - t) {

@@ -277,13 +277,17 @@ TEST(test_avx512_int8_path) {
 }
 /* The VNNI packed kernel with both ways of feeding q4's activation quads from 2 rows on (shuffle mix
  * and broadcast operands only, $MTPLX_QPACK_MIX: which one a CPU takes by default depends on it), so
- * every machine checks both: row invariance (T = 2..40 against T = 1) and the int8 bound each time. */
+ * every machine checks both, and with q4's block pairs from 4 rows on ($MTPLX_QPACK_PAIR, default) and
+ * without them: row invariance (T = 2..40 against T = 1, whose rows come from single blocks) and the
+ * int8 bound each time. */
 TEST(test_avx512_packed_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 1);
     kern_knobs saved = *kern_knobs_get(), k = saved;
     g_packed = 1;
-    for (int mix = 0; mix <= 1; mix++) {
+    for (int v = 0; v < 3; v++) {
+        int mix = v & 1;
         k.qpack_mix = mix;
+        k.qpack_pair = v < 2;
         kern_knobs_set(&k);
         CHECK_INT(kern_knobs_get()->qpack_mix, mix);
         check_path(KERN_ISA_AVX512);

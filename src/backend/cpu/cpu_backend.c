@@ -47,6 +47,7 @@ static void knobs_from_env(kern_knobs *k, int *rc, mtplx_err *err) {
     KNOB_SWITCH(k->bf16_pf, "MTPLX_BF16_PF");
     KNOB_INT(k->qpack_mix, "MTPLX_QPACK_MIX", -1, 1);
     KNOB_SWITCH(k->mm_guided, "MTPLX_MM_GUIDED");
+    KNOB_SWITCH(k->qpack_pair, "MTPLX_QPACK_PAIR");
 }
 
 int cpu_settings_from_env(cpu_settings *s, mtplx_err *err) {
