@@ -26,7 +26,7 @@ typedef struct {
                        0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, else 1) */
     int mm_guided;  /* 1: a matmul's rows go to the pool in shrinking pieces (mm_cut_pieces); 0: ~4
                        equal pieces a thread (the split before; same bits either way) */
-    int qpack_pair; /* 1: q4 VNNI calls of 4+ rows run two 16-row blocks at once, each activation quad
+    int qpack_pair; /* 1: q4 VNNI calls of 6+ rows run two 16-row blocks at once, each activation quad
                        broadcast once for both (qp_pair_q4); 0: one block at a time. Same sums */
 } kern_knobs;
 

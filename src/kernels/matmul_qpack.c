@@ -636,7 +636,9 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
     const int knob = kern_knobs_get()->qpack_mix, mix = knob >= 0 ? knob : !cpu_get_features()->zmm_halves;
-    const int pair = p->bits == 4 && qa->T >= 4 && kern_knobs_get()->qpack_pair;
+    /* from 6 rows: at 5 (a depth-4 verify) one 4-row pair tile plus a 1-row pair ran 5% slower in L2
+     * and 5-12% slower in bench-2b's 5-row forward than 5-row single blocks; at 4 level */
+    const int pair = p->bits == 4 && qa->T >= 6 && kern_knobs_get()->qpack_pair;
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
         if (pair && nr == 16 && (bi + 1) * 16 < r1) { /* a whole block and some of the next */

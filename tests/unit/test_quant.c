@@ -277,7 +277,7 @@ TEST(test_avx512_int8_path) {
 }
 /* The VNNI packed kernel with both ways of feeding q4's activation quads from 2 rows on (shuffle mix
  * and broadcast operands only, $MTPLX_QPACK_MIX: which one a CPU takes by default depends on it), so
- * every machine checks both, and with q4's block pairs from 4 rows on ($MTPLX_QPACK_PAIR, default) and
+ * every machine checks both, and with q4's block pairs from 6 rows on ($MTPLX_QPACK_PAIR, default) and
  * without them: row invariance (T = 2..40 against T = 1, whose rows come from single blocks) and the
  * int8 bound each time. */
 TEST(test_avx512_packed_int8_path) {
