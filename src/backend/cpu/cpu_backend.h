@@ -15,7 +15,7 @@
 #include "../backend.h"
 
 #define CPU_CACHE_PATH_MAX 1024
-#define CPU_ATT_SPLIT_DEFAULT 0 /* cpu_settings.att_split: off */
+#define CPU_ATT_SPLIT_DEFAULT -1 /* cpu_settings.att_split: auto (cpu_seq.c, ATT_SPLIT_AUTO_*) */
 /* cpu_settings.prefill_rows: a chunk's rows then meet each routed expert of a MoE layer ~16 times
  * instead of ~4 at 128 (256 experts, 8 a token): a 35B-A3B shape's prefill ~20% faster, dense models
  * level or a little faster (docs/kernels.md "Prefill chunks") */
@@ -29,8 +29,9 @@ typedef struct {
                            the residual add inside the next RMSNorm); 0: separate ops ($MTPLX_FUSE=0;
                            same bits either way) */
     int att_split;      /* keys from which a decode-sized attention call spreads each KV head's keys
-                           and value dims over the pool (cpu_seq.c); 0 = never, the default
-                           ($MTPLX_ATT_SPLIT; same bits either way) */
+                           and value dims over the pool (cpu_seq.c); 0 = never; -1 (default) = auto:
+                           from ATT_SPLIT_AUTO_KEYS when the pool has ATT_SPLIT_AUTO_THREADS threads a
+                           KV head ($MTPLX_ATT_SPLIT; same bits either way) */
     int pack_experts;   /* routed MoE experts packed like every other weight: 1 always, 0 never, -1
                            (default) when the copy fits in memory beside the checkpoint
                            ($MTPLX_PACK_EXPERTS; cpu_routed_copies) */
@@ -42,7 +43,7 @@ typedef struct {
  * MTPLX_THREADS (1..256; 0 = the CPUs this process may run on), MTPLX_QPACK (0 / 1), MTPLX_QACT
  * (int8 / f32), MTPLX_QAMX_MIN (1..4096), MTPLX_AMX_PF, MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB),
  * MTPLX_BF16DP, MTPLX_BF16_PF, MTPLX_MM_GUIDED, MTPLX_FUSE (0 / 1), MTPLX_QPACK_MIX (-1..1),
- * MTPLX_ATT_SPLIT (keys; default 0 = off), MTPLX_PREFILL_ROWS (32..4096), MTPLX_PACK_EXPERTS (0 / 1;
+ * MTPLX_ATT_SPLIT (keys; 0 = off; default: auto), MTPLX_PREFILL_ROWS (32..4096), MTPLX_PACK_EXPERTS (0 / 1;
  * default: auto), MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
  * $HOME/.cache/mtplx/qpack). Unset or empty variables keep the default. Returns 0, or MTPLX_EINVAL
  * naming the first variable whose value is not of its kind (base/env.h); *s holds the defaults in its

@@ -173,13 +173,18 @@ static void attn_task(void *ctx, int task, int n_tasks) {
  *
  * With a few queries a KV head (decode, a short verify), attn_task gives each KV head's block to one
  * thread, so a step uses at most n_kv_heads threads (2 of 16 on a Qwen3.5 2B-class model). With
- * $MTPLX_ATT_SPLIT = N (cpu_settings.att_split; 0 = off, the default), a decode-sized call over N
- * keys or more runs in three dispatches instead (attention.h's phases): scores over key chunks of
- * every head, each query's softmax, then value sums over 64-dim pieces of every head, every output
- * bit-identical to the one-block path (test_backend). Off by default: on the 2-vCPU Zen 5 where it
- * was written it was slower (its phase 3 reads each value row in strided pieces; pieces of 32 dims
- * were 4× slower than 64), and on machines with many more threads than KV heads, which it is for,
- * it has not been measured yet (bench/zen.md "Session 22"). */
+ * $MTPLX_ATT_SPLIT = N (cpu_settings.att_split; 0 = off), a decode-sized call over N keys or more
+ * runs in three dispatches instead (attention.h's phases): scores over key chunks of every head, each
+ * query's softmax, then value sums over 64-dim pieces of every head, every output bit-identical to the
+ * one-block path (test_backend). By default (att_split -1) it runs from ATT_SPLIT_AUTO_KEYS keys when
+ * the pool has at least ATT_SPLIT_AUTO_THREADS threads a KV head: on the GPU machine's 16-core Xeon
+ * host, qwen35-small-code's shape (2 KV heads), a 1-row step at 16 threads took 1.49-1.73 ms against
+ * 1.87-1.88 at 2,048 positions, 2.20-2.83 against 3.01-4.42 at 8,192, 3.2-3.4 against 5.0-7.4 at
+ * 16,384 (8 threads: 3.4-4.4 against 5.1-6.4); on the 2-vCPU Zen 5 where it was written (one thread a
+ * KV head) it was slower — phase 3 reads each value row in strided pieces (bench/zen.md "Sessions 22
+ * and 26"). */
+#define ATT_SPLIT_AUTO_KEYS 1024  /* keys */
+#define ATT_SPLIT_AUTO_THREADS 4  /* pool threads a KV head */
 #define ATT_SPLIT_MAX_QUERIES 8 /* per KV head: decode rows (attention.c's ATT_FEW_MAX) */
 #define ATT_SPLIT_MIN_CHUNK 256 /* keys */
 #define ATT_SPLIT_DIMS 64       /* value dims of a phase-3 piece: the kernels' 64-dim pass; sums on the stack */
@@ -310,7 +315,9 @@ void cpu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, i
         attn_rows(&rj, 0, R);
     }
     const cpu_ctx *c = be->impl;
-    if (c->settings.att_split && pos0 + R >= c->settings.att_split && attn_split_try(a, kv, pos0, R, scratch, capacity))
+    int split_from = c->settings.att_split;
+    if (split_from < 0) split_from = tpool_threads(tpool_global()) >= ATT_SPLIT_AUTO_THREADS * nKV ? ATT_SPLIT_AUTO_KEYS : 0;
+    if (split_from && pos0 + R >= split_from && attn_split_try(a, kv, pos0, R, scratch, capacity))
         return;
     /* blocks as large as the pool allows (each one reads its KV head from memory once), at most
      * ATT_BLOCK_MAX so a prefill's causal rows still spread evenly, then evened out (384 queries go
