@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN: no device machine could be started in session 25 (ten tries, 11:30-13:36 UTC); kept for the
-# next session with a GPU, which should run it first (carry build/device-debs).
+# Prepared in session 25 (no device lent then); run in session 26 at a358190 on an H100: output in call1-out/.
 # session 25 call 1: gpu-test on the landed tree (first GPU run since session 21), then issue 17's
 # "threads beyond 2" on the host CPU (Intel Xeon, 16 cores) with today's tree: bench-2b q4 / q8 / bf16
 # AR decode as a share of same-run bandwidth at 16 / 8 / 4 threads, and MTPLX_ATT_SPLIT at 16 threads;
