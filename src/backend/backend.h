@@ -36,7 +36,8 @@ typedef struct {
     int logits_top_min_vocab; /* with logits_top: only for vocabularies of at least this many ids (under
                                  it, selecting costs more than downloading whole rows) */
     int prefill_rows;  /* rows of a prefill chunk in a standalone model state (run, bench, logits):
-                          its scratch holds this many rows; chunking never changes a row's bits */
+                          its scratch holds this many rows; and the scheduler's default chunk for a
+                          lone prompt (serve). Chunking never changes a row's bits */
 } be_caps;
 
 /* One product of be_matmul_n: y[t·ldy + r] = Σ_c x[t·ldx + c] · w[r][c]. */

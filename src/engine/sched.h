@@ -60,9 +60,9 @@ typedef struct {
  * max_batch_rows are left 0: the model decides them (sched_config_resolve, which sched_new calls). */
 void sched_config_default(sched_config *c, int max_seqs, int capacity);
 
-/* Replace a 0 prefill_chunk by m's (on the CPU its backend's prefill chunk, be_caps.prefill_rows:
- * MTPLX_PREFILL_ROWS moves run and serve alike; on a GPU 64 rows, batching.md) and a 0 max_batch_rows
- * by one that covers the chunk and max_seqs verifies. Values already set are kept. */
+/* Replace a 0 prefill_chunk by m's backend's prefill chunk (be_caps.prefill_rows: 512 rows on the
+ * CPU and on CUDA; MTPLX_PREFILL_ROWS / MTPLX_CUDA_PREFILL_ROWS move run and serve alike) and a 0
+ * max_batch_rows by one that covers the chunk and max_seqs verifies. Values already set are kept. */
 void sched_config_resolve(sched_config *c, const mtplx_model *m);
 
 /* Create a scheduler over m (pool and batch scratch allocated here). Returns 0 and *out or an error

@@ -418,7 +418,7 @@ const char *model_dir(const mtplx_model *m) { return m->dir; }
 int model_has_mtp(const mtplx_model *m) { return m->has_mtp; }
 const char *model_load_note(const mtplx_model *m) { return m->fam.load_note; }
 int model_memory_is_host(const mtplx_model *m) { return m->be->caps.host_memory; }
-/* The backend's prefill chunk (be_caps.prefill_rows: 512 on the CPU, 128 on CUDA); 128 rows when a
+/* The backend's prefill chunk (be_caps.prefill_rows: 512 on the CPU and on CUDA); 128 rows when a
  * backend names none. */
 int model_prefill_rows(const mtplx_model *m) {
     return m->be->caps.prefill_rows > 0 ? m->be->caps.prefill_rows : 128;
