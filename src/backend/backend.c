@@ -81,12 +81,19 @@ const char *be_device_resolved(void) {
     return gpu_count() > 0 ? "cuda:0" : "cpu";
 }
 
+/* $MTPLX_DEVICE, when set, must name a device (be_device_resolved would otherwise fall back to the
+ * default silently). Returns 0 or MTPLX_EINVAL naming it. */
+static int device_env_check(mtplx_err *err) {
+    int gpu;
+    const char *env = getenv("MTPLX_DEVICE");
+    if (env && *env && parse_spec(env, &gpu, err)) return err_prefix(err, "MTPLX_DEVICE");
+    return 0;
+}
+
 int be_create(const char *name, be_backend **out, mtplx_err *err) {
     *out = NULL;
     int gpu;
-    const char *env = getenv("MTPLX_DEVICE");
-    if (!name && !g_default[0] && env && *env && parse_spec(env, &gpu, err)) /* not silently the default */
-        return err_prefix(err, "MTPLX_DEVICE");
+    if (!name && !g_default[0] && device_env_check(err)) return MTPLX_EINVAL;
     if (!name) name = be_device_resolved();
     int rc = check_spec(name, &gpu, err);
     if (rc) return err_prefix(err, "backend");
@@ -111,9 +118,7 @@ void be_cpu_pack_cache_dir(char *out, size_t cap) {
 }
 
 int be_env_check(mtplx_err *err) {
-    int gpu;
-    const char *env = getenv("MTPLX_DEVICE");
-    if (env && *env && parse_spec(env, &gpu, err)) return err_prefix(err, "MTPLX_DEVICE");
+    if (device_env_check(err)) return MTPLX_EINVAL;
     cpu_settings s;
     if (cpu_settings_from_env(&s, err)) return err_prefix(err, "CPU backend");
 #ifdef MTPLX_CUDA
