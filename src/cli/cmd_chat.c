@@ -471,7 +471,8 @@ int cmd_chat(int argc, char **argv) {
     cli_load_note("chat", cs.m);
     if (cli_draft_vocab("chat", cs.m, model, dv, &rc) || cli_draft_quant("chat", cs.m, dq, &rc)) goto out;
     rc = 1;
-    if (tok_load(model, &cs.tok, &err) || chat_template_load(model, &cs.ct, &err) || gen_params_from_model(cs.m, &cs.p, &err) ||
+    if (tok_load(model, &cs.tok, &err) || tok_cover_vocab(cs.tok, model_config_of(cs.m)->vocab_size, &err) ||
+        chat_template_load(model, &cs.ct, &err) || gen_params_from_model(cs.m, &cs.p, &err) ||
         gen_session_new(cs.m, &cs.s, &err)) {
         cli_error("chat", "%s", err.msg);
         goto out;

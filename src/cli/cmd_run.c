@@ -415,7 +415,7 @@ int cmd_run(int argc, char **argv) {
     /* the tokenizer is optional with --prompt-tokens (ids are printed when it is missing) */
     char tpath[4096];
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", model);
-    if (file_exists(tpath) && tok_load(model, &tok, &err)) {
+    if (file_exists(tpath) && (tok_load(model, &tok, &err) || tok_cover_vocab(tok, model_config_of(m)->vocab_size, &err))) {
         cli_error("run", "%s", err.msg);
         goto out;
     }

@@ -191,6 +191,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     if (!b) return err_set(err, MTPLX_ENOMEM, "out of memory");
     int rc;
     if ((rc = model_load(dir, &b->model, err)) || (rc = tok_load(dir, &b->tok, err)) ||
+        (rc = tok_cover_vocab(b->tok, model_config_of(b->model)->vocab_size, err)) ||
         (rc = chat_template_load(dir, &b->tmpl, err)) || (rc = gen_params_from_model(b->model, &b->defaults, err))) {
         out->impl = b;
         backend_model_close(out);

@@ -929,6 +929,26 @@ int tok_vocab_size(const tokenizer *t) {
     return t ? t->n_ids : 0;
 }
 
+/* Grows *a (elements of size sz, n + 1 of them) to V + 1, the new ones zeroed. Returns 0 or -1. */
+static int grow_ids(void **a, size_t sz, int32_t n, int32_t V) {
+    void *p = realloc(*a, ((size_t)V + 1) * sz);
+    if (!p) return -1;
+    memset((char *)p + ((size_t)n + 1) * sz, 0, (size_t)(V - n) * sz);
+    *a = p;
+    return 0;
+}
+
+int tok_cover_vocab(tokenizer *t, int32_t V, mtplx_err *err) {
+    if (!t || V <= t->n_ids) return 0;
+    if (grow_ids((void **)&t->added_of_id, sizeof *t->added_of_id, t->n_ids, V) ||
+        (t->dec_bytes && grow_ids((void **)&t->dec_bytes, sizeof *t->dec_bytes, t->n_ids, V)) ||
+        (t->dec_len && grow_ids((void **)&t->dec_len, sizeof *t->dec_len, t->n_ids, V)))
+        return err_set(err, MTPLX_ENOMEM, "tokenizer: out of memory covering %d ids", (int)V);
+    for (int32_t i = t->n_ids; i < V; i++) t->added_of_id[i] = -1;
+    t->n_ids = V;
+    return 0;
+}
+
 int32_t tok_token_to_id(const tokenizer *t, const char *s, size_t len) {
     if (!t || !s) return -1;
     int32_t id = strmap_get(&t->added_map, s, len);

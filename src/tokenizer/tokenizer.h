@@ -46,8 +46,14 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, int32_t **ids, 
 int tok_decode(const tokenizer *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len,
                mtplx_err *err);
 
-/* One past the largest id (model vocab and added tokens). */
+/* One past the largest id (model vocab and added tokens; after tok_cover_vocab, at least its V). */
 int tok_vocab_size(const tokenizer *t);
+/* Let the tokenizer accept every id of a model vocabulary of V ids. Real checkpoints pad their
+ * embedding past the tokenizer (Qwen3.5: 248,320 rows, 248,077 ids), and the model can sample a
+ * padding id; like HF `decode`, such ids (and holes between ids) then decode to no text instead of
+ * ERANGE (docs/tokenizer.md, "Ids past the tokenizer"). V <= tok_vocab_size changes nothing.
+ * Returns 0 or ENOMEM (t unchanged). */
+int tok_cover_vocab(tokenizer *t, int32_t V, mtplx_err *err);
 /* Id of the token spelled exactly `s` (len bytes; added tokens first, then the model vocab), or -1. */
 int32_t tok_token_to_id(const tokenizer *t, const char *s, size_t len);
 /* The token string of id (NUL-terminated, owned by t), or NULL for an unknown id. */

@@ -369,6 +369,53 @@ TEST(test_decode_rejects_ids_outside_vocab) {
     CHECK_INT(tok_decode(t, &neg, 1, 0, &text, NULL, &e), MTPLX_ERANGE);
 }
 
+/* A model vocabulary larger than the tokenizer (padded embedding rows): after tok_cover_vocab the
+ * padding ids decode to nothing — in tok_decode and in a stream, on the byte-level fast path and
+ * the general decoder chain — and only ids past the model's vocabulary are out of range. */
+TEST(test_cover_vocab_decodes_padding_ids_to_nothing) {
+    const char *names[] = {"tiny", "metaspace"};
+    for (int f = 0; f < 2; f++) {
+        const fixture *fx = NULL;
+        for (int i = 0; i < N_FIX; i++)
+            if (!strcmp(fixtures[i].name, names[f])) fx = &fixtures[i];
+        REQUIRE(fx);
+        tokenizer *t = NULL; /* an own copy: covering changes it */
+        mtplx_err e = {0};
+        REQUIRE(tok_load_ex(fx->dir, fx->flags, &t, &e) == 0);
+        const int n = tok_vocab_size(t), V = n + 243;
+        REQUIRE(n > 300);
+        CHECK_INT(tok_cover_vocab(t, n - 7, &e), 0); /* smaller: nothing changes */
+        CHECK_INT(tok_vocab_size(t), n);
+        int32_t pad[] = {n, 100, n + 5, 200, 250, V - 1}, plain[] = {100, 200, 250};
+        char *text;
+        CHECK_INT(tok_decode(t, pad, 6, 0, &text, NULL, &e), MTPLX_ERANGE); /* before: out of range */
+        REQUIRE(tok_cover_vocab(t, V, &e) == 0);
+        CHECK_INT(tok_vocab_size(t), V);
+        CHECK(tok_id_to_token(t, n + 5) == NULL && !tok_is_added(t, n + 5) && !tok_is_special(t, V - 1));
+        for (int skip = 0; skip < 2; skip++) {
+            char *a = NULL, *b = NULL;
+            size_t al = 0, bl = 0;
+            CHECK_INT(tok_decode(t, pad, 6, skip, &a, &al, &e), 0);
+            CHECK_INT(tok_decode(t, plain, 3, skip, &b, &bl, &e), 0);
+            CHECK_MSG(a && b && al == bl && !memcmp(a, b, al), "%s: padded decode \"%s\" != \"%s\"", names[f],
+                      a ? a : "", b ? b : "");
+            free(a);
+            free(b);
+            stream_check(t, names[f], pad, 6, skip);
+        }
+        int32_t past[] = {100, V};
+        CHECK_INT(tok_decode(t, past, 2, 0, &text, NULL, &e), MTPLX_ERANGE);
+        CHECK(strstr(e.msg, "position 1") != NULL);
+        tok_stream *s;
+        const char *piece;
+        size_t pl;
+        REQUIRE(tok_stream_new(t, 0, &s, &e) == 0);
+        CHECK_INT(tok_stream_push(s, V, &piece, &pl, &e), MTPLX_ERANGE);
+        tok_stream_free(s);
+        tok_free(t);
+    }
+}
+
 TEST(test_vocab_lookups_and_config_fields) {
     tokenizer *t = get_tok("tiny");
     REQUIRE(t);
@@ -474,6 +521,7 @@ int main(void) {
     RUN(test_stream_holds_a_character_split_across_tokens);
     RUN(test_encode_rejects_invalid_utf8_with_offset);
     RUN(test_decode_rejects_ids_outside_vocab);
+    RUN(test_cover_vocab_decodes_padding_ids_to_nothing);
     RUN(test_vocab_lookups_and_config_fields);
     RUN(test_load_reports_malformed_files);
     for (int i = 0; i < N_FIX; i++) tok_free(fixtures[i].t);
