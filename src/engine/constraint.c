@@ -10,7 +10,7 @@ static void m_rollback(void *ctx, int n) { grammar_matcher_rollback(ctx, n); }
 static int m_ended(void *ctx) { return grammar_matcher_ended(ctx); }
 
 gen_constraint gen_constraint_of_matcher(grammar_matcher *m) {
-    gen_constraint c = {m, m_mask, m_advance, m_rollback, m_ended};
+    gen_constraint c = {m, grammar_matcher_vocab_size(m), m_mask, m_advance, m_rollback, m_ended};
     return c;
 }
 

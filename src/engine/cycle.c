@@ -62,13 +62,16 @@ void cycle_use_lists(cycle_state *c, int32_t *tops, int32_t *dtops) {
 
 /* ---- structured output (docs/structured-output.md): the only place the constraint is used ---- */
 
-/* Set logits[j] = -inf for every id the constraint forbids in its current state (no-op without one). */
+/* Set logits[j] = -inf for every id the constraint forbids in its current state, and for the ids past
+ * those its mask covers (no-op without a constraint). */
 static int constrain(cycle_state *c, float *logits, mtplx_err *err) {
     if (!c->con) return 0;
     const uint32_t *m = c->con->mask(c->con->ctx, err);
     if (!m) return err->code ? err->code : MTPLX_EINTERNAL;
-    for (int j = 0; j < c->V; j++)
+    const int n = c->con->vocab < c->V ? c->con->vocab : c->V;
+    for (int j = 0; j < n; j++)
         if (!((m[j >> 5] >> (j & 31)) & 1)) logits[j] = -INFINITY;
+    for (int j = n; j < c->V; j++) logits[j] = -INFINITY;
     return 0;
 }
 

@@ -22,8 +22,10 @@
  * gen_params = unconstrained. */
 typedef struct {
     void *ctx;
-    /* allowed next ids: bitset of ceil(V / 32) words (bit j % 32 of word j / 32), valid until the
-     * next call; NULL with err set on failure */
+    int vocab; /* ids the mask covers; ids at or past it (a model vocabulary larger than the
+                  tokenizer's) are never allowed */
+    /* allowed next ids: bitset of ceil(vocab / 32) words (bit j % 32 of word j / 32), valid until
+     * the next call; NULL with err set on failure */
     const uint32_t *(*mask)(void *ctx, mtplx_err *err);
     /* take tok (0), or an error when tok is not allowed */
     int (*advance)(void *ctx, int32_t tok, mtplx_err *err);

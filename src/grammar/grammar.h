@@ -111,6 +111,8 @@ int grammar_matcher_history(const grammar_matcher *m);
 int grammar_matcher_ended(grammar_matcher *m);
 /* 1 while inside the thinking prelude. */
 int grammar_matcher_thinking(const grammar_matcher *m);
+/* Ids the matcher's masks cover: its vocabulary's size (ids at or past it are never allowed). */
+int grammar_matcher_vocab_size(const grammar_matcher *m);
 
 /* Counters for benchmarks: masks asked for, masks computed (cache misses), token-walk steps. */
 typedef struct {

@@ -403,6 +403,8 @@ int grammar_matcher_ended(grammar_matcher *m) {
     return c ? c->ended : 0;
 }
 
+int grammar_matcher_vocab_size(const grammar_matcher *m) { return m->v->V; }
+
 int grammar_matcher_thinking(const grammar_matcher *m) {
     int p = m->hist[m->cur].phase;
     return p == PH_THINK || p == PH_FORCE;

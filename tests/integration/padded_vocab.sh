@@ -39,7 +39,16 @@ if (j0.tokens.filter(t => t >= 8192).length < 1) { console.error("depth 0: no pa
 console.log("run: 48 tokens, " + pads + " padding ids, streamed text = JSON text");' "$tmp/run.json" "$tmp/run.txt" "$tmp/run0.json" \
     || bad "run output"
 
-# 2. serve: a streamed and a whole completion, then structured output (its token mask covers the
+# 2. structured output: the token mask covers the model's vocabulary; padding ids (no bytes) are never
+#    allowed (a mask sized by the tokenizer was read past its end: ASan caught it)
+"$M" run --model "$tmp/m" --prompt "def f(x):" --max-tokens 40 --temperature 1 --seed 7 --depth 3 --grammar json \
+    --json >"$tmp/g.json" 2>"$tmp/g.err" || bad "run --grammar json: $(cat "$tmp/g.err")"
+node -e '
+const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+if (!j.tokens.length || j.tokens.some(t => t >= 8192)) { console.error("grammar tokens", j.tokens); process.exit(1); }
+console.log("run --grammar json: " + j.tokens.length + " tokens, no padding id");' "$tmp/g.json" || bad "grammar output"
+
+# 3. serve: a streamed and a whole completion, then structured output (its token mask covers the
 #    model's vocabulary, padding ids masked off)
 if serve_start "$M" s --model "$tmp/m" --cache-ram 0; then
     node - "$port" "$tmp/run0.json" <<'JS' || bad "serve"

@@ -205,8 +205,11 @@ static int toy_ended(void *ctx) {
     toy_con *c = ctx;
     return toy_complete(c->t, c->n);
 }
-static const gen_constraint k_toy = {&TOY, toy_mask, toy_advance, toy_rollback, toy_ended};
-static int CONSTRAINED; /* 1: the rig and the reference use the toy constraint */
+static const gen_constraint k_toy = {&TOY, V, toy_mask, toy_advance, toy_rollback, toy_ended};
+/* the same constraint over a tokenizer one id short of the model's vocabulary: its masks say nothing of
+ * id V - 1, which the engine must then never allow */
+static const gen_constraint k_toy_short = {&TOY, V - 1, toy_mask, toy_advance, toy_rollback, toy_ended};
+static int CONSTRAINED; /* 1: the rig and the reference use the toy constraint; 2: k_toy_short */
 
 /* ---------------- branch oracle ---------------- */
 
@@ -438,7 +441,7 @@ static void rig_params(const setting *s, int depth, float conf, int max_tokens) 
     G.p.max_tokens = max_tokens;
     G.p.depth = depth;
     G.p.draft_min_conf = conf;
-    G.p.constraint = CONSTRAINED ? &k_toy : NULL;
+    G.p.constraint = CONSTRAINED == 2 ? &k_toy_short : CONSTRAINED ? &k_toy : NULL;
     if (s->stop_id >= 0) {
         G.p.stop_ids[0] = s->stop_id;
         G.p.n_stop_ids = 1;
@@ -509,7 +512,7 @@ static void ref_dist(const setting *s, const int32_t *comp, int n, double *out) 
     memcpy(l, G.m.f->t[target_row(ctx, n + 2)], sizeof l);
     if (CONSTRAINED) /* the mask comes first: -inf ids take no penalty and no mass */
         for (int j = 0; j < V; j++)
-            if (!toy_allowed(comp, n, j)) l[j] = NI;
+            if (!toy_allowed(comp, n, j) || (CONSTRAINED == 2 && j == V - 1)) l[j] = NI;
     for (int j = 0; j < V; j++) {
         int cnt = 0, seen = j == k_prompt[0] || j == k_prompt[1];
         for (int i = 0; i < n; i++) cnt += comp[i] == j;
@@ -677,6 +680,13 @@ TEST(test_exact_law_under_a_constraint) {
                 check_config(fi, si, depth, 0, 6);
                 configs++;
             }
+    }
+    CONSTRAINED = 2; /* a mask shorter than the vocabulary: the ids past it masked too */
+    for (int fi = 0; fi < N_FAMILIES; fi++) {
+        int finite = 1;
+        for (int r = 0; r < ROWS; r++)
+            for (int j = 0; j < V; j++) finite &= k_families[fi].t[r][j] != NI && k_families[fi].d[r][j] != NI;
+        if (finite) check_config(fi, 0, 3, 0, 6);
     }
     CONSTRAINED = 0;
     CHECK_INT(configs, 3 * N_SETTINGS * 4);
