@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../base/file.h"
+#include "../model/model.h"
 #include "../server/backend_model.h"
 #include "../server/server.h"
 #include "commands.h"
@@ -82,6 +83,9 @@ static void usage(FILE *f) {
             "                      first (default 8589934592 = 8 GiB)\n"
             "  --draft-vocab N     draft head over the N most common token ids only (merge order of\n"
             "                      tokenizer.json; the output law is unchanged); 0 = full (default)\n"
+            "  --draft-quant Q     the draft's own copy: q4 (default: LM head + MTP layer, group 64), q8,\n"
+            "                      q4-head, q8-head (LM head only) or none; :32/:64/:128 sets the group\n"
+            "                      size; as in run. p (the target) is never quantized\n"
             "  --max-connections N open client connections at most (default 1024; one thread each);\n"
             "                      more wait in the listen backlog until one closes\n"
             "  --max-connections-per-ip N  per client address (default 0 = no limit)\n"
@@ -266,6 +270,14 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--draft-vocab")) {
             if (parse_long(a, val, 0, INT32_MAX, &v)) goto usage_err;
             mo.draft_vocab = (int)v, i++;
+        } else if (!strcmp(a, "--draft-quant") && val) {
+            draft_quant dq;
+            mtplx_err e;
+            if (draft_quant_parse(val, &dq, &e)) {
+                cli_error("serve", "%s", e.msg);
+                goto usage_err;
+            }
+            mo.draft_quant = val, i++;
         } else if (!strcmp(a, "--prefill-chunk")) {
             if (parse_long(a, val, 1, 1 << 16, &v)) goto usage_err;
             mo.prefill_chunk = (int)v, i++;
@@ -338,10 +350,10 @@ int cmd_serve(int argc, char **argv) {
     int v6 = strchr(h, ':') && h[0] != '[';
     sched_stats ss;
     be.sched_stats(be.impl, &ss);
-    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d, ctx %d, %d at once, %d KV pages%s)\n",
-           v6 ? "[" : "", h, v6 ? "]" : "", server_port(s), be.model_id, be.tier,
-           cfg.depth >= 0 ? cfg.depth : be.default_depth, cfg.ctx > 0 ? cfg.ctx : be.ctx, be.n_slots, ss.pages_total,
-           key ? ", API key required" : "");
+    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d%s%s, ctx %d, %d at once, %d KV "
+           "pages%s)\n", v6 ? "[" : "", h, v6 ? "]" : "", server_port(s), be.model_id, be.tier,
+           cfg.depth >= 0 ? cfg.depth : be.default_depth, be.draft ? ", draft-quant " : "", be.draft ? be.draft : "",
+           cfg.ctx > 0 ? cfg.ctx : be.ctx, be.n_slots, ss.pages_total, key ? ", API key required" : "");
     fflush(stdout);
     wait_for_shutdown(s, &sigs, log_file, drain_timeout);
     server_stop(s);

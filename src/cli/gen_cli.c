@@ -204,41 +204,17 @@ void cli_load_note(const char *cmd, const mtplx_model *m) {
 }
 
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code) {
-    const int by_default = !spec; /* the user did not ask for it: a shape it cannot take is no error */
-    if (!spec) spec = CLI_DRAFT_QUANT_DEFAULT;
-    int bits = 0, layer = 1, gs = 64;
-    if (!strcmp(spec, "none")) return 0;
-    /* q4 | q8, then optionally -head, then optionally :GROUP */
-    const char *p = spec;
-    if (!strncmp(p, "q4", 2)) bits = 4;
-    else if (!strncmp(p, "q8", 2)) bits = 8;
-    if (bits) {
-        p += 2;
-        if (!strncmp(p, "-head", 5)) layer = 0, p += 5;
-        if (*p == ':') {
-            char *end;
-            long g = strtol(p + 1, &end, 10);
-            gs = (g == 32 || g == 64 || g == 128) && end != p + 1 ? (int)g : 0;
-            p = end;
-        }
-    }
-    if (!bits || *p || !gs) {
-        cli_error(cmd, "--draft-quant must be q4, q8, q4-head, q8-head (optionally :32, :64 or :128 for the group "
-                  "size) or none, got '%s'", spec);
+    mtplx_err err;
+    err_clear(&err);
+    draft_quant q;
+    if (draft_quant_parse(spec ? spec : DRAFT_QUANT_DEFAULT, &q, &err)) {
+        cli_error(cmd, "%s", err.msg);
         *code = 2;
         return -1;
     }
-    if (!model_has_mtp(m)) return 0; /* nothing drafts */
-    mtplx_err err;
-    err_clear(&err);
-    if (model_quantize_draft(m, bits, gs, layer, &err) == 0) return 0;
-    if (err.code == MTPLX_EUNSUPPORTED && layer) { /* e.g. an MoE MTP layer: quantize the head only */
-        err_clear(&err);
-        if (model_quantize_draft(m, bits, gs, 0, &err) == 0) return 0;
-    }
-    if (by_default && err.code == MTPLX_EINVAL) { /* e.g. hidden 48 with group 64: draft at full precision */
-        fprintf(stderr, "mtplx %s: note: default draft quantization skipped (%s); drafting at full precision\n", cmd,
-                err.msg);
+    char note[sizeof err.msg + 96];
+    if (model_draft_quant_apply(m, &q, !spec, note, sizeof note, &err) == 0) { /* !spec: the user did not ask */
+        if (*note) fprintf(stderr, "mtplx %s: note: %s\n", cmd, note);
         return 0;
     }
     cli_error(cmd, "draft quantization: %s", err.msg);

@@ -51,7 +51,6 @@ void cli_free_prompts(int32_t **prompts, int *lens, int n);
 /* --draft-quant SPEC: "q4" (default: q4 group 64 LM head + MTP layer), "q8", "q4-head", "q8-head"
  * (head only) or "none"; a ":32", ":64" or ":128" suffix sets the group size. Applies model_quantize_draft to m when it has an MTP head. Returns 0, or
  * -1 with a message (2 = usage error, 1 = runtime error in *code). */
-#define CLI_DRAFT_QUANT_DEFAULT "q4"
 int cli_draft_quant(const char *cmd, mtplx_model *m, const char *spec, int *code);
 /* Prints the model's load note (model_load_note), when it has one, as "mtplx CMD: note: ..." on stderr. */
 void cli_load_note(const char *cmd, const mtplx_model *m);

@@ -2,6 +2,7 @@
  * optionally, the MTP layer's matrices. They only change the draft proposal q; the engine samples
  * from exactly that q, so the output distribution is unchanged (reference §4.4). The target head
  * (p) is never touched. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,53 @@ int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer
     }
     m->draft_head = head;
     return 0;
+}
+
+int draft_quant_parse(const char *spec, draft_quant *out, mtplx_err *err) {
+    *out = (draft_quant){0, 64, 1};
+    if (spec && !strcmp(spec, "none")) return 0;
+    const char *p = spec ? spec : "";
+    if (!strncmp(p, "q4", 2)) out->bits = 4;
+    else if (!strncmp(p, "q8", 2)) out->bits = 8;
+    if (out->bits) {
+        p += 2;
+        if (!strncmp(p, "-head", 5)) out->mtp_layer = 0, p += 5;
+        if (*p == ':') {
+            char *end;
+            long g = strtol(p + 1, &end, 10);
+            out->group_size = (g == 32 || g == 64 || g == 128) && end != p + 1 ? (int)g : 0;
+            p = end;
+        }
+    }
+    if (!out->bits || *p || !out->group_size)
+        return err_set(err, MTPLX_EINVAL, "--draft-quant must be q4, q8, q4-head, q8-head (optionally :32, :64 or "
+                       ":128 for the group size) or none, got '%s'", spec ? spec : "");
+    return 0;
+}
+
+const char *draft_quant_name(const draft_quant *q, char *buf, size_t cap) {
+    if (!q->bits) snprintf(buf, cap, "none");
+    else snprintf(buf, cap, "q%d%s%s%d", q->bits, q->mtp_layer ? "" : "-head", ":", q->group_size);
+    if (q->bits && q->group_size == 64) buf[strcspn(buf, ":")] = 0; /* the default group goes unsaid */
+    return buf;
+}
+
+int model_draft_quant_apply(mtplx_model *m, draft_quant *q, int by_default, char *note, size_t cap, mtplx_err *err) {
+    if (cap) note[0] = 0;
+    if (!m->has_mtp) q->bits = 0;
+    if (!q->bits) return 0; /* nothing drafts, or nothing to do */
+    int rc = model_quantize_draft(m, q->bits, q->group_size, q->mtp_layer, err);
+    if (rc == MTPLX_EUNSUPPORTED && q->mtp_layer) { /* e.g. an MoE MTP layer: quantize the head only */
+        q->mtp_layer = 0;
+        rc = model_quantize_draft(m, q->bits, q->group_size, 0, err);
+    }
+    if (rc == MTPLX_EINVAL && by_default) { /* e.g. hidden 48 with group 64: draft at full precision */
+        snprintf(note, cap, "default draft quantization skipped (%s); drafting at full precision", err->msg);
+        err_clear(err);
+        q->bits = 0;
+        return 0;
+    }
+    return rc;
 }
 
 /* Keep ptr in m->draft_bufs (freed by model_free); on failure free it. Returns 0 or ENOMEM. */

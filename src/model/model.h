@@ -185,6 +185,25 @@ typedef enum {
  * (no MTP head / MTP layer kind) or ENOMEM. Buffers are freed by model_free. */
 int model_quantize_draft(mtplx_model *m, int bits, int group_size, int mtp_layer, mtplx_err *err);
 
+/* A draft quantization as `run`, `chat`, `bench`, `tune` and `serve` name it (--draft-quant). */
+typedef struct {
+    int bits;       /* 4 or 8; 0 = none (the draft at the checkpoint's precision) */
+    int group_size; /* 32, 64 or 128 */
+    int mtp_layer;  /* 1: the MTP layer's matrices too ("q4"), 0: the LM head only ("q4-head") */
+} draft_quant;
+#define DRAFT_QUANT_DEFAULT "q4" /* measured: docs/speculative.md, "Draft head and layer" */
+/* Parse "q4" | "q8", then optionally "-head", then optionally ":32" | ":64" | ":128" (group 64
+ * otherwise), or "none". Returns 0, or EINVAL with a message naming the accepted forms. */
+int draft_quant_parse(const char *spec, draft_quant *out, mtplx_err *err);
+/* The spec that parses to q ("q4", "q8-head:128", "none") into buf[cap]; returns buf. */
+const char *draft_quant_name(const draft_quant *q, char *buf, size_t cap);
+/* Apply *q to m (nothing for bits 0 or a model without an MTP head) and leave in *q what was applied.
+ * An MTP layer that cannot be quantized (an MoE or MLA one) keeps its precision and only the head is
+ * quantized (mtp_layer becomes 0); when by_default (the user did not ask) a shape the format cannot
+ * take (EINVAL, e.g. hidden 48 with group 64) leaves the draft at full precision (bits becomes 0) and
+ * says so in note[cap] (else note is ""). Returns 0 or the error of model_quantize_draft. */
+int model_draft_quant_apply(mtplx_model *m, draft_quant *q, int by_default, char *note, size_t cap, mtplx_err *err);
+
 /* Make the draft head cover only the vocabulary subset ids[0..n) (strictly ascending, inside
  * [0, V)): the rows of HEAD_DRAFT's weight at those ids are copied once into one contiguous matrix
  * (so a draft step reads only those bytes), and model_lm_head(HEAD_DRAFT) then returns -inf for every

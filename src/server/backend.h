@@ -29,6 +29,8 @@ struct srv_backend {
     int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
+    const char *draft;        /* the draft's weights as --draft-quant names them ("q4", "none"); NULL
+                                 without an MTP head */
     const grammar_vocab *vocab;   /* token bytes for structured output (src/server/structured.c);
                                      NULL: not a byte-level tokenizer, structured requests get a 400 */
     grammar_tool_dialect tool_dialect; /* how the chat template writes tool calls (forced calls) */

@@ -28,6 +28,7 @@ typedef struct {
     gen_params     defaults;    /* generation_config.json + end-of-turn ids */
     grammar_vocab *vocab;       /* structured output; NULL when the tokenizer is not byte-level */
     char           model_id[256];
+    char           draft[32];   /* srv_backend.draft */
 } model_backend;
 
 static int mb_render(void *impl, const json_t *request, int enable_thinking, char **prompt, mtplx_err *err) {
@@ -211,6 +212,17 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
             return rc;
         }
     }
+    /* the draft's cheap copy, after the subset (it then quantizes only the subset's rows) */
+    draft_quant dq;
+    char note[sizeof err->msg + 96];
+    if ((rc = draft_quant_parse(o->draft_quant ? o->draft_quant : DRAFT_QUANT_DEFAULT, &dq, err)) ||
+        (rc = model_draft_quant_apply(b->model, &dq, !o->draft_quant, note, sizeof note, err))) {
+        out->impl = b;
+        backend_model_close(out);
+        return rc;
+    }
+    if (*note) fprintf(stderr, "mtplx serve: note: %s\n", note);
+    draft_quant_name(&dq, b->draft, sizeof b->draft);
     /* end of turn: the EOS ids of the model, plus the chat format's end-of-message token */
     const tok_config *tc = tok_get_config(b->tok);
     add_stop_id(&b->defaults, tc->eos_id);
@@ -249,6 +261,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     out->cache_stats = b->pcache ? mb_cache_stats : NULL;
     out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
     out->default_depth = depth;
+    out->draft = model_has_mtp(b->model) ? b->draft : NULL;
     out->render_chat = mb_render;
     out->encode = mb_encode;
     out->decoder_new = mb_dec_new;

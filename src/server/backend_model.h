@@ -16,6 +16,8 @@ typedef struct {
     const char *cache_dir;   /* the prefix cache's disk tier (NULL = none) */
     size_t cache_disk_bytes; /* its byte budget (0 = the default) */
     int draft_vocab;     /* draft head over this many most common ids (tok_common_ids); 0 = full */
+    const char *draft_quant; /* the draft's quantization, a --draft-quant spec (draft_quant_parse);
+                                NULL = DRAFT_QUANT_DEFAULT, as run / chat / bench use */
 } srv_model_opts;
 
 /* Load dir (weights, tokenizer, chat template, generation_config) into *out, with a scheduler for
