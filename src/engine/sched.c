@@ -278,20 +278,27 @@ void sched_leave(sched *s, int positions) {
 
 /* ------------------------------------------------------------------ one step */
 
-/* The kind the next step runs: MTP when any MTP request is queued, else trunk. A step runs one kind
- * only, and the draft steps go first, so that the sequences of a cycle line up: a sequence that
- * reaches its verify waits there while the others finish drafting, and the verifies of all of them
- * then share one trunk forward. Serving every queued request in every step instead lets sequences
- * that are out of phase stay so: each step then runs a trunk forward (a few sequences' verifies)
- * and an MTP forward (the others' drafts), and a small model on a GPU, whose forward costs about
- * the same for 1 or 40 rows, pays a whole trunk forward per draft step (bench/batching.md, "Session
- * 6"). A trunk request waits at most for the depth of the deepest draft chain queued before it:
- * every sequence drafts at most GEN_MAX_DEPTH times (plus its prompt's MTP history) between trunk
- * forwards. Called with mu held. */
+/* The kind the next step runs: MTP when a decoding sequence's MTP request is queued, else trunk when
+ * any trunk request is, else MTP (a prompt's MTP history alone). A step runs one kind only, and the
+ * draft steps go first, so that the sequences of a cycle line up: a sequence that reaches its verify
+ * waits there while the others finish drafting, and the verifies of all of them then share one trunk
+ * forward. Serving every queued request in every step instead lets sequences that are out of phase
+ * stay so: each step then runs a trunk forward (a few sequences' verifies) and an MTP forward (the
+ * others' drafts), and a small model on a GPU, whose forward costs about the same for 1 or 40 rows,
+ * pays a whole trunk forward per draft step (bench/batching.md, "Session 6"). A trunk request waits
+ * at most for the deepest draft chain queued before it (GEN_MAX_DEPTH steps). A prompt's MTP history
+ * does not count as a draft: it is hundreds of chunks, each queued as the last one ends, and letting
+ * it pick the kind held every decoding sequence's verify until the whole history was read (a 9-15 ms
+ * gap in the streams beside a 4,000-token prompt on a GPU, bench/batching.md "Session 27"); its
+ * chunks ride along with the drafts' steps instead. Called with mu held. */
 static sub_kind next_kind(const sched *s) {
-    for (const sub *x = s->head; x; x = x->next)
-        if (x->kind == SUB_MTP) return SUB_MTP;
-    return SUB_TRUNK;
+    int trunk = 0, history = 0;
+    for (const sub *x = s->head; x; x = x->next) {
+        if (x->kind == SUB_MTP && !x->prompt) return SUB_MTP;
+        trunk |= x->kind == SUB_TRUNK;
+        history |= x->kind == SUB_MTP;
+    }
+    return history && !trunk ? SUB_MTP : SUB_TRUNK;
 }
 
 /* Take queued requests of kind k (k < 0: of both kinds), oldest first, while each kind's rows fit

@@ -510,6 +510,94 @@ TEST(test_rendezvous_aligns_cycles) {
               (unsigned long long)trunk, CYCLES);
 }
 
+/* A prompt's MTP history (sched_mtp of many rows, cut into prefill_rows chunks while another sequence
+ * decodes) must not hold a decoding sequence's verifies: its chunks are prompt rows, not drafts, so
+ * they do not make the step an MTP step (next_kind). One phased decoder (phase_main: CYCLES cycles of a
+ * verify and CYC_DRAFTS drafts) beside a HIST-row history, every step waiting for both: every verify
+ * runs while the history is still being read, never more than CYC_DRAFTS MTP steps apart. Before, the
+ * history's chunks (each queued as the last one ended) kept every step an MTP step until it was done. */
+#define HIST 480
+
+typedef struct {
+    sched *x;
+    pthread_barrier_t *go;
+    int rc;
+} hist_job;
+
+static void *hist_main(void *arg) {
+    hist_job *j = arg;
+    mtplx_err e;
+    int H = model_config_of(M)->hidden_size;
+    float *h = calloc((size_t)HIST * H, sizeof(float)), *ho = calloc((size_t)HIST * H, sizeof(float));
+    int32_t *nx = malloc(sizeof(int32_t) * HIST);
+    mtp_state *mt = NULL;
+    j->rc = !h || !ho || !nx || sched_join(j->x, HIST + 8, NULL, NULL, &e) ? 1 : 0;
+    if (!j->rc) j->rc = mtp_state_new_in(sched_pool(j->x), HIST + 8, &mt, &e);
+    for (int i = 0; nx && i < HIST; i++) nx[i] = 100 + i % 500;
+    pthread_barrier_wait(j->go);
+    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, nx, HIST, ho, HEAD_TARGET, 0, NULL, 0, NULL, &e);
+    if (mt) mtp_state_free(mt);
+    sched_leave(j->x, HIST + 8);
+    free(h), free(ho), free(nx);
+    return NULL;
+}
+
+TEST(test_prompt_history_does_not_hold_verifies) {
+    char path[] = "/tmp/mtplx-sched-hist-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    sched_config c;
+    sched_config_default(&c, 2, HIST + 64);
+    c.wait_ms = 600000; /* never: a step runs when both sequences wait */
+    c.trace_path = path;
+    sched_config_resolve(&c, M);
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    phase_job pj = {x, 0, &go, 0};
+    hist_job hj = {x, &go, 0};
+    pthread_t t1, t2;
+    REQUIRE(pthread_create(&t1, NULL, phase_main, &pj) == 0);
+    REQUIRE(pthread_create(&t2, NULL, hist_main, &hj) == 0);
+    pthread_join(t1, NULL), pthread_join(t2, NULL);
+    CHECK(pj.rc == 0 && hj.rc == 0);
+    pthread_barrier_destroy(&go);
+    sched_free(x); /* closes the trace */
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    char line[512];
+    int hist_rows = 0, hist_steps = 0, verifies_during = 0, mtp_run = 0, worst_run = 0;
+    while (fgets(line, sizeof line, f)) {
+        double t, gap, lock, ms0, ms1;
+        int n0, r0, p0, n1, r1, p1, run, wait;
+        if (line[0] == '#' || sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &t, &gap, &lock, &n0,
+                                     &r0, &p0, &ms0, &n1, &r1, &p1, &ms1, &run, &wait) != 13)
+            continue;
+        if (r0 > 0) { /* a trunk step: the decoder's verify, after mtp_run MTP steps */
+            if (hist_rows > 0 && hist_rows < HIST) {
+                verifies_during++;
+                if (mtp_run > worst_run) worst_run = mtp_run;
+            }
+            mtp_run = 0;
+        } else {
+            mtp_run++;
+        }
+        hist_rows += p1;
+        hist_steps += p1 > 0;
+    }
+    fclose(f);
+    unlink(path);
+    CHECK_MSG(hist_rows == HIST && hist_steps >= 2 * CYCLES, "history: %d rows in %d steps (want %d rows, in chunks)",
+              hist_rows, hist_steps, HIST);
+    CHECK_MSG(verifies_during >= CYCLES - 1, "only %d of the decoder's %d verifies ran while the history was read",
+              verifies_during, CYCLES);
+    CHECK_MSG(worst_run <= CYC_DRAFTS, "%d MTP steps before a verify while the history was read (a cycle drafts %d)",
+              worst_run, CYC_DRAFTS);
+}
+
 /* The draft heads' top-k rows (model_lm_head_top, sched.c run_heads): a draft sampler (no penalties,
  * top_k k or greedy) must read the same distribution from a top-k row as from the whole row, bit for
  * bit — on a device backend only the k best logits come down and the rest read -inf. NTOP sequences
@@ -696,6 +784,7 @@ int main(void) {
     RUN(test_step_trace);
     RUN(test_depth_policy_keeps_greedy_and_history);
     RUN(test_rendezvous_aligns_cycles);
+    RUN(test_prompt_history_does_not_hold_verifies);
     RUN(test_draft_top_rows);
     RUN(test_accept_estimate);
     RUN(test_policy_recovers);
