@@ -1,7 +1,8 @@
 /* sched.c — continuous batching (sched.h, docs/architecture.md "The scheduler").
  *
  * A sequence's thread that needs the model queues a request ("sub") and waits. Whoever finds the
- * queue ready — every running sequence is waiting, or the oldest request has waited wait_ms —
+ * queue ready — every running sequence is waiting (a sequence counts from its first request: until then it
+ * is setting up on the host), or the oldest request has waited wait_ms —
  * becomes the executor for one step: it takes the queued requests in arrival order while they fit
  * the row budget, runs one merged trunk forward and one merged MTP forward (plus the draft heads)
  * with the model to itself, marks them done and wakes their owners. Requests that did not fit keep
@@ -58,6 +59,10 @@ struct sched {
     sub *head, *tail;        /* queued requests, oldest first */
     int n_pending;           /* queued requests (one per waiting sequence) */
     int n_active, n_waiting; /* joined sequences; sequences waiting to join */
+    int n_fresh;             /* joined sequences that have not submitted yet (setting up on the host:
+                                scratch, states, a cache restore) */
+    double fresh_until;      /* clock_now() after which steps stop waiting for them: wait_ms after the
+                                latest join (a burst of requests still shares its first steps) */
     int n_prefill;           /* joined sequences inside a prompt (trunk or MTP history) forward */
     int pages_reserved;
     int executing;           /* 1 while some thread runs a step */
@@ -68,7 +73,7 @@ struct sched {
     uint64_t forwards, rows, seq_parts; /* counters, under exec */
     FILE *trace;             /* cfg.trace_path opened, or NULL; written by the executing thread only */
     double t0;               /* clock_now() at creation: the trace's time origin */
-    uint64_t steps, trunk_forwards;
+    uint64_t steps, trunk_forwards, late_steps;
     double kind_ms[2];       /* time inside the steps' trunk / MTP forwards (heads included), ms */
     double gap_ms;           /* time from a step's end to the next one's start, ms */
     /* the depth policy's cost model (sched_cost.h), under mu; used once sched_calibrate ran */
@@ -206,6 +211,23 @@ static _Thread_local struct {
     int (*fn)(void *user);
     void *user;
 } tl_cancel;
+static _Thread_local sched *tl_fresh; /* the sched this thread joined and has not submitted to yet */
+
+/* This thread's sequence submits: it is no longer fresh. Called with mu held. */
+static void fresh_done(sched *s) {
+    if (tl_fresh != s) return;
+    tl_fresh = NULL;
+    s->n_fresh--;
+}
+
+/* 1 when every joined sequence has a request queued, not counting those that joined more than wait_ms
+ * ago and have not submitted yet: the step need wait no longer. A sequence setting up for milliseconds
+ * (a GPU thread's first scratch, a long prompt's buffers) otherwise made every step wait wait_ms for it,
+ * a 2 ms gap per step in every other stream (bench/batching.md "Session 27"). Called with mu held. */
+static int all_queued(const sched *s) {
+    int fresh = s->n_fresh > 0 && clock_now() >= s->fresh_until ? s->n_fresh : 0;
+    return s->n_pending >= s->n_active - fresh;
+}
 
 /* 1 when the joined sequence's cancel check says stop. */
 static int joined_cancelled(void) { return tl_cancel.fn && tl_cancel.fn(tl_cancel.user); }
@@ -242,6 +264,10 @@ int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user
     }
     s->n_waiting--;
     s->n_active++;
+    s->n_fresh++;
+    tl_fresh = s;
+    double until = clock_now() + s->cfg.wait_ms / 1000.0;
+    if (until > s->fresh_until) s->fresh_until = until;
     s->pages_reserved += pages;
     pthread_mutex_unlock(&s->mu);
     /* this thread may run merged forwards for everyone: their scratch must not be allocated then */
@@ -269,6 +295,7 @@ static void wake_head(sched *s) {
 void sched_leave(sched *s, int positions) {
     tl_cancel.fn = NULL, tl_cancel.user = NULL;
     pthread_mutex_lock(&s->mu);
+    fresh_done(s);
     s->n_active--;
     s->pages_reserved -= pages_for(positions);
     pthread_cond_broadcast(&s->cv);
@@ -462,7 +489,7 @@ static void run_step(sched *s) {
     double t_begin = clock_now();
     double gap = t_begin - s->t_step; /* since the last step: the sequences' own work between steps */
     if (s->t_step > 0 && s->n_active > 0) s->gap_ms += gap * 1e3;
-    if (s->costs_on && s->t_step > 0 && s->n_pending >= s->n_active && gap < 0.01) {
+    if (s->costs_on && s->t_step > 0 && all_queued(s) && gap < 0.01) {
         double *g = s->last_trunk ? &s->costs.cycle_ms : &s->costs.step_ms; /* whose work the gap was */
         *g += 0.2 * (gap * 1e3 - *g);
     }
@@ -541,9 +568,11 @@ static int submit(sched *s, sub *x, mtplx_err *err) {
     else s->head = x;
     s->tail = x;
     s->n_pending++;
+    fresh_done(s);
     int spun = 0;
     while (!x->done) {
-        if (!s->executing && s->head && (s->n_pending >= s->n_active || clock_now() >= ready_at(s))) {
+        if (!s->executing && s->head && (all_queued(s) || clock_now() >= ready_at(s))) {
+            s->late_steps += !all_queued(s);
             run_step(s);
             continue;
         }
@@ -842,6 +871,7 @@ void sched_get_stats(sched *s, sched_stats *o) {
     o->rows = s->rows;
     o->seq_parts = s->seq_parts;
     o->steps = s->steps;
+    o->late_steps = s->late_steps;
     o->trunk_forwards = s->trunk_forwards;
     o->trunk_ms = s->kind_ms[0];
     o->mtp_ms = s->kind_ms[1];

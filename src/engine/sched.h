@@ -135,6 +135,7 @@ typedef struct {
     uint64_t seq_parts;      /* sequence parts they carried (a sequence's rows in one forward) */
     uint64_t steps;          /* steps run (one executor turn: a trunk forward, an MTP forward, or both) */
     uint64_t trunk_forwards; /* merged trunk forwards among `forwards` */
+    uint64_t late_steps;     /* steps run at their deadline (wait_ms) with some sequence's request missing */
     double trunk_ms, mtp_ms; /* time inside them (trunk; MTP with the draft heads), ms */
     double gap_ms;           /* time between one step's end and the next one's start while
                                 sequences run (their sampling, commits, wake-ups), ms */

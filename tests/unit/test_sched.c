@@ -598,6 +598,73 @@ TEST(test_prompt_history_does_not_hold_verifies) {
               worst_run, CYC_DRAFTS);
 }
 
+/* A sequence that has joined but not yet submitted (setting up on the host: a GPU thread's first scratch,
+ * a long prompt's buffers) is waited for only wait_ms after its join (sched.c all_queued): before, every
+ * step of every other sequence waited wait_ms for it (a 2 ms gap a step). A decoder runs FRESH_STEPS
+ * one-row steps while a second sequence sits joined without submitting; at most the steps inside the
+ * join's grace period run late (late_steps), then the late joiner's own request still runs. */
+#define FRESH_STEPS 20
+
+typedef struct {
+    sched *x;
+    pthread_barrier_t *joined, *done;
+    int rc;
+} late_job;
+
+static void *late_main(void *arg) {
+    late_job *j = arg;
+    mtplx_err e;
+    model_state *st = NULL;
+    int32_t tok = 123;
+    int joined = sched_join(j->x, 16, NULL, NULL, &e) == 0;
+    pthread_barrier_wait(j->joined);
+    pthread_barrier_wait(j->done); /* the decoder's steps ran meanwhile */
+    j->rc = !joined || model_state_new_in(sched_pool(j->x), 16, 8, &st, &e) || sched_forward(j->x, st, &tok, 1, NULL, &e);
+    model_state_free(st);
+    if (joined) sched_leave(j->x, 16);
+    return NULL;
+}
+
+TEST(test_fresh_sequence_does_not_hold_steps) {
+    sched_config c;
+    sched_config_default(&c, 2, 64);
+    sched_config_resolve(&c, M); /* wait_ms: the default */
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    model_state *st;
+    REQUIRE(model_state_new_in(sched_pool(x), 64, 8, &st, &e) == 0);
+    REQUIRE(sched_join(x, 64, NULL, NULL, &e) == 0);
+    pthread_barrier_t joined, done;
+    pthread_barrier_init(&joined, NULL, 2);
+    pthread_barrier_init(&done, NULL, 2);
+    late_job j = {x, &joined, &done, 0};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, late_main, &j) == 0);
+    pthread_barrier_wait(&joined);
+    int32_t toks[FRESH_STEPS];
+    for (int i = 0; i < FRESH_STEPS; i++) toks[i] = 200 + i;
+    int rc = 0;
+    for (int i = 0; i < FRESH_STEPS && !rc; i++) rc = sched_forward(x, st, toks + i, 1, NULL, &e);
+    CHECK(rc == 0);
+    sched_stats ss;
+    sched_get_stats(x, &ss);
+    pthread_barrier_wait(&done);
+    pthread_join(th, NULL);
+    CHECK(j.rc == 0);
+    CHECK_MSG(ss.steps == FRESH_STEPS && ss.late_steps <= 2, "%llu of %llu steps waited for the sequence that had not "
+              "submitted (at most 2: those inside its join's grace)", (unsigned long long)ss.late_steps,
+              (unsigned long long)ss.steps);
+    sched_leave(x, 64);
+    model_state_free(st);
+    sched_get_stats(x, &ss);
+    CHECK_MSG(ss.running == 0 && ss.steps == FRESH_STEPS + 1, "%d running, %llu steps at the end", ss.running,
+              (unsigned long long)ss.steps);
+    pthread_barrier_destroy(&joined);
+    pthread_barrier_destroy(&done);
+    sched_free(x);
+}
+
 /* The draft heads' top-k rows (model_lm_head_top, sched.c run_heads): a draft sampler (no penalties,
  * top_k k or greedy) must read the same distribution from a top-k row as from the whole row, bit for
  * bit — on a device backend only the k best logits come down and the rest read -inf. NTOP sequences
@@ -785,6 +852,7 @@ int main(void) {
     RUN(test_depth_policy_keeps_greedy_and_history);
     RUN(test_rendezvous_aligns_cycles);
     RUN(test_prompt_history_does_not_hold_verifies);
+    RUN(test_fresh_sequence_does_not_hold_steps);
     RUN(test_draft_top_rows);
     RUN(test_accept_estimate);
     RUN(test_policy_recovers);
