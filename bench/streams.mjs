@@ -27,6 +27,7 @@ const maxTokens = Number(arg('--max-tokens', 256));
 const depth = arg('--depth', null);
 const rounds = Number(arg('--rounds', 1));
 const longPrompt = Number(arg('--long-prompt', 0));
+let longRounds = 0; // rounds that sent a long prompt (its first line)
 const asJson = process.argv.includes('--json');
 const closedLoop = Number(arg('--closed-loop', 0)), closedWarm = Number(arg('--closed-warmup', 1));
 if (closedLoop && longPrompt) throw new Error('--long-prompt measures a round; it does not combine with --closed-loop');
@@ -74,7 +75,8 @@ async function round(n, r) {
   let long = null;
   if (longPrompt) {
     await new Promise((res) => setTimeout(res, 300)); // the others are decoding by now
-    const text = src.repeat(4).slice(0, longPrompt * 4); // ~4 chars per token of C
+    // ~4 chars per token of C; a new first line each round, so a prefix cache does not hold the prompt
+    const text = `# long prompt ${longRounds++}\n` + src.repeat(4).slice(0, longPrompt * 4);
     long = stream(n, text, 7);
   }
   const res = await Promise.all(jobs);

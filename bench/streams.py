@@ -16,8 +16,8 @@ cycle commits several tokens at once, sent 5-12 us apart, while a whole cycle ta
 the old 1 ms merged a GPU stream's 0.95 ms cycles into false bursts, bench/batching.md "Session 20"). One thread per stream, as before, lost up to tens of ms per
 gap to the threads' turns on a busy host where the server's own trace showed no such gap
 (bench/batching.md "Session 13"). Aggregate tok/s = completion tokens of all streams / wall time of the round. With
---long-prompt T, one more request with a ~T-token prompt joins --long-delay seconds (default 0.3) after
-the others started, and the others' longest gap while it is read (from its start to its first token)
+--long-prompt T, one more request with a ~T-token prompt (a new first line each round, so a prefix cache
+does not hold it) joins --long-delay seconds (default 0.3) after the others started, and the others' longest gap while it is read (from its start to its first token)
 is reported against their median gap, as streams.mjs does (issue 12's chunked-prefill bar: <= 5x).
 --warmup W runs W unreported rounds per stream count first; after the table, each stream count's mean
 aggregate over its R rounds and its ratio to the first count's (issue 12's 8 streams vs one).
@@ -29,12 +29,14 @@ one ends) and the completion tokens that arrive in an S-second window after --cl
 (default 1) are counted; a row's "wall s" is then S, and TTFT / gaps are those of the window.
 """
 import argparse
+import itertools
 import json
 import selectors
 import socket
 import time
 import urllib.parse
 
+LONG_ROUNDS = itertools.count()  # rounds that sent a long prompt (its first line)
 MERGE_S = 0.2e-3  # events closer than this are one delivery (the docstring says why)
 
 
@@ -208,7 +210,10 @@ def run_round(args, src, n, r):
         starts.append((t0, args.url, request_body(args, src, i + 31 * r, 1000 + i), results[i]))
     long = {}
     if args.long_prompt:  # joins when the others are decoding
-        body = {"model": "m", "prompt": (src * 4)[:args.long_prompt * 4], "max_tokens": 16, "temperature": 0.6,
+        # a new first line every round (warm-ups included), so that a prefix cache cannot serve the
+        # prompt and every round reads it in chunks beside the decoding streams
+        text = "# long prompt %d\n" % next(LONG_ROUNDS) + (src * 4)[:args.long_prompt * 4]
+        body = {"model": "m", "prompt": text, "max_tokens": 16, "temperature": 0.6,
                 "top_p": 0.95, "top_k": 20, "seed": 7, "stream": True, "stream_options": {"include_usage": True}}
         starts.append((t0 + args.long_delay, args.url, body, long))
     run_streams(starts)

@@ -111,14 +111,19 @@ static void sess_unlock(gen_session *s) {
     if (s->exec) sched_unlock(s->exec);
 }
 
-static void cache_drop(gen_session *s) {
-    model_state_free(s->snap);
-    if (s->msnap) mtp_state_free(s->msnap);
+/* Forget the cached prompt; its snapshot states stay allocated for the next store. */
+static void cache_forget(gen_session *s) {
     free(s->cache_ids);
-    s->snap = NULL;
-    s->msnap = NULL;
     s->cache_ids = NULL;
     s->cache_n = 0;
+}
+
+static void cache_drop(gen_session *s) {
+    cache_forget(s);
+    model_state_free(s->snap);
+    if (s->msnap) mtp_state_free(s->msnap);
+    s->snap = NULL;
+    s->msnap = NULL;
 }
 
 void gen_session_attach(gen_session *s, sched *x) {
@@ -321,7 +326,7 @@ static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err);
 
 /* Remember the states after prefilling prompt (with the MTP history when with_mtp). */
 static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mtp, mtplx_err *err) {
-    cache_drop(s);
+    cache_forget(s);
     /* on host memory no model lock: the snapshot's pages come from its own pool, only this session
      * writes the pages it copies, and holding the lock while the snapshot is allocated would stall
      * every other stream; a device backend's memory ops are not promised to be thread-safe */
@@ -346,10 +351,13 @@ static int cache_store(gen_session *s, const int32_t *prompt, int n, int with_mt
     return 0;
 }
 
-/* The snapshot states (standalone, outside any scheduler's pool) as copies of the live ones. */
+/* The snapshot states (standalone, outside any scheduler's pool; allocated by the first store and kept:
+ * on a GPU a state of the whole context is a device allocation, made under the model lock that every
+ * other stream waits on — 3.4 ms a request in bench/batching.md "Session 27") as copies of the live
+ * ones. */
 static int cache_copy(gen_session *s, int with_mtp, mtplx_err *err) {
-    int rc = model_state_new(s->m, s->capacity, 1, &s->snap, err);
-    if (!rc && with_mtp) rc = mtp_state_new(s->m, s->capacity, &s->msnap, err);
+    int rc = s->snap ? 0 : model_state_new(s->m, s->capacity, 1, &s->snap, err);
+    if (!rc && with_mtp && !s->msnap) rc = mtp_state_new(s->m, s->capacity, &s->msnap, err);
     if (!rc) rc = model_state_copy(s->snap, s->st, err);
     if (!rc && with_mtp) rc = mtp_state_copy(s->msnap, s->mst, err);
     return rc;
