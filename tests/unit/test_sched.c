@@ -550,6 +550,7 @@ TEST(test_prompt_history_does_not_hold_verifies) {
     sched_config c;
     sched_config_default(&c, 2, HIST + 64);
     c.wait_ms = 600000; /* never: a step runs when both sequences wait */
+    c.knee_rows = 8;    /* prompt chunks of 8 rows beside a decoder on every backend (a GPU's default is 64) */
     c.trace_path = path;
     sched_config_resolve(&c, M);
     sched *x;
