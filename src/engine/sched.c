@@ -305,8 +305,9 @@ void sched_leave(sched *s, int positions) {
 
 /* ------------------------------------------------------------------ one step */
 
-/* The kind the next step runs: MTP when a decoding sequence's MTP request is queued, else trunk when
- * any trunk request is, else MTP (a prompt's MTP history alone). A step runs one kind only, and the
+/* The kind the next step runs: MTP when a decoding sequence's MTP request (a draft) is queued; else,
+ * with both a trunk request and a prompt's MTP history queued, the kind the last step did not run;
+ * else the kind that is queued. A step runs one kind only, and the
  * draft steps go first, so that the sequences of a cycle line up: a sequence that reaches its verify
  * waits there while the others finish drafting, and the verifies of all of them then share one trunk
  * forward. Serving every queued request in every step instead lets sequences that are out of phase
@@ -316,8 +317,10 @@ void sched_leave(sched *s, int positions) {
  * at most for the deepest draft chain queued before it (GEN_MAX_DEPTH steps). A prompt's MTP history
  * does not count as a draft: it is hundreds of chunks, each queued as the last one ends, and letting
  * it pick the kind held every decoding sequence's verify until the whole history was read (a 9-15 ms
- * gap in the streams beside a 4,000-token prompt on a GPU, bench/batching.md "Session 27"); its
- * chunks ride along with the drafts' steps instead. Called with mu held. */
+ * gap in the streams beside a 4,000-token prompt on a GPU, bench/batching.md "Session 27"). Nor may
+ * a long prompt's trunk chunks hold other prompts' histories (requests that arrive together): trunk
+ * requests and histories take turns, so neither waits more than one step for the other. Called with
+ * mu held. */
 static sub_kind next_kind(const sched *s) {
     int trunk = 0, history = 0;
     for (const sub *x = s->head; x; x = x->next) {
@@ -325,7 +328,8 @@ static sub_kind next_kind(const sched *s) {
         trunk |= x->kind == SUB_TRUNK;
         history |= x->kind == SUB_MTP;
     }
-    return history && !trunk ? SUB_MTP : SUB_TRUNK;
+    if (trunk && history) return s->last_trunk ? SUB_MTP : SUB_TRUNK;
+    return history ? SUB_MTP : SUB_TRUNK;
 }
 
 /* Take queued requests of kind k (k < 0: of both kinds), oldest first, while each kind's rows fit

@@ -599,6 +599,98 @@ TEST(test_prompt_history_does_not_hold_verifies) {
               worst_run, CYC_DRAFTS);
 }
 
+/* The other way round: a long prompt's trunk chunks must not hold another prompt's MTP history
+ * (requests that arrive together: a 4,000-token prompt beside short ones). A 480-row prompt in chunks
+ * of 32 and a 64-row history that start together take turns (next_kind): never two trunk steps in a
+ * row while the history waits. Before, all 15 trunk chunks went first. */
+typedef struct {
+    sched *x;
+    pthread_barrier_t *go;
+    int rows, rc; /* the prompt's rows */
+} prompt_job;
+
+static void *prompt_main(void *arg) {
+    prompt_job *j = arg;
+    mtplx_err e;
+    model_state *st = NULL;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)j->rows);
+    for (int i = 0; toks && i < j->rows; i++) toks[i] = 100 + i % 500;
+    int joined = toks && sched_join(j->x, j->rows + 8, NULL, NULL, &e) == 0;
+    j->rc = !joined || model_state_new_in(sched_pool(j->x), j->rows + 8, sched_config_of(j->x)->max_batch_rows, &st, &e);
+    pthread_barrier_wait(j->go);
+    if (!j->rc) j->rc = sched_forward(j->x, st, toks, j->rows, NULL, &e);
+    model_state_free(st);
+    if (joined) sched_leave(j->x, j->rows + 8);
+    free(toks);
+    return NULL;
+}
+
+static void *short_hist_main(void *arg) {
+    hist_job *j = arg;
+    mtplx_err e;
+    int H = model_config_of(M)->hidden_size, T = 64;
+    float *h = calloc((size_t)T * H, sizeof(float)), *ho = calloc((size_t)T * H, sizeof(float));
+    int32_t nx[64];
+    for (int i = 0; i < T; i++) nx[i] = 300 + i;
+    mtp_state *mt = NULL;
+    int joined = h && ho && sched_join(j->x, T + 8, NULL, NULL, &e) == 0;
+    j->rc = !joined || mtp_state_new_in(sched_pool(j->x), T + 8, &mt, &e);
+    pthread_barrier_wait(j->go);
+    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, nx, T, ho, HEAD_TARGET, 0, NULL, 0, NULL, &e);
+    if (mt) mtp_state_free(mt);
+    if (joined) sched_leave(j->x, T + 8);
+    free(h), free(ho);
+    return NULL;
+}
+
+TEST(test_long_prompt_does_not_hold_histories) {
+    char path[] = "/tmp/mtplx-sched-turns-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    close(fd);
+    sched_config c;
+    sched_config_default(&c, 2, 512);
+    c.wait_ms = 600000; /* never: a step runs when both sequences wait */
+    c.prefill_chunk = 32;
+    c.trace_path = path;
+    sched_config_resolve(&c, M);
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    prompt_job pj = {x, &go, 480, 0};
+    hist_job hj = {x, &go, 0};
+    pthread_t t1, t2;
+    REQUIRE(pthread_create(&t1, NULL, prompt_main, &pj) == 0);
+    REQUIRE(pthread_create(&t2, NULL, short_hist_main, &hj) == 0);
+    pthread_join(t1, NULL), pthread_join(t2, NULL);
+    CHECK(pj.rc == 0 && hj.rc == 0);
+    pthread_barrier_destroy(&go);
+    sched_free(x);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL);
+    char line[512];
+    int trunk_rows = 0, trunk_steps = 0, hist_rows = 0, streak = 0, worst = 0;
+    while (fgets(line, sizeof line, f)) {
+        double t, gap, lock, ms0, ms1;
+        int n0, r0, p0, n1, r1, p1, run, wait;
+        if (line[0] == '#' || sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &t, &gap, &lock, &n0,
+                                     &r0, &p0, &ms0, &n1, &r1, &p1, &ms1, &run, &wait) != 13)
+            continue;
+        if (hist_rows < 64) { /* trunk steps in a row while the history waits */
+            streak = r0 > 0 ? streak + 1 : 0;
+            if (streak > worst) worst = streak;
+        }
+        trunk_rows += r0, trunk_steps += r0 > 0, hist_rows += p1;
+    }
+    fclose(f);
+    unlink(path);
+    CHECK_MSG(trunk_rows == 480 && trunk_steps >= 15 && hist_rows == 64, "trace: %d trunk rows in %d steps, %d history "
+              "rows (want 480 in chunks of at most 32, 64)", trunk_rows, trunk_steps, hist_rows);
+    CHECK_MSG(worst <= 1, "%d of the prompt's trunk steps in a row while the history waited (they take turns)", worst);
+}
+
 /* A sequence that has joined but not yet submitted (setting up on the host: a GPU thread's first scratch,
  * a long prompt's buffers) is waited for only wait_ms after its join (sched.c all_queued): before, every
  * step of every other sequence waited wait_ms for it (a 2 ms gap a step). A decoder runs FRESH_STEPS
@@ -853,6 +945,7 @@ int main(void) {
     RUN(test_depth_policy_keeps_greedy_and_history);
     RUN(test_rendezvous_aligns_cycles);
     RUN(test_prompt_history_does_not_hold_verifies);
+    RUN(test_long_prompt_does_not_hold_histories);
     RUN(test_fresh_sequence_does_not_hold_steps);
     RUN(test_draft_top_rows);
     RUN(test_accept_estimate);
