@@ -609,15 +609,21 @@ static void prefill_mark(sched *s, int d) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Prompt rows one sequence puts in the next step: prefill_chunk when nobody decodes; while some
- * sequence decodes, what the measured costs allow (sched_prefill_rows) or, without them,
- * knee_rows (at least 8), so that its steps cost about what they cost without the prompt and it keeps
- * streaming (the long prompt then takes more steps). */
-static int prefill_rows(sched *s) {
+/* Prompt rows one sequence with `left` prompt rows to go puts in the next step: prefill_chunk when
+ * no other sequence decodes and the rest fits one chunk or nobody else is joined; else what the
+ * measured costs allow for the decoding ones (sched_prefill_rows; at least one: a sequence reading a
+ * short prompt decodes a step later) or, without costs, knee_rows (at least 8), so that their steps
+ * cost about what they cost without the prompt and they keep streaming (the long prompt then takes
+ * more steps). Counting only the sequences decoding now gave a long prompt that arrived with short
+ * ones chunks of prefill_chunk rows: 60-80 ms steps on two CPU cores that the short ones, decoding by
+ * then, waited for; short prompts arriving together still go in one step each (bench/batching.md
+ * "Session 27"). */
+static int prefill_rows(sched *s, int left) {
     pthread_mutex_lock(&s->mu);
     int decoding = s->n_active - s->n_prefill, rows = s->cfg.prefill_chunk;
-    if (decoding > 0)
-        rows = s->costs_on ? sched_prefill_rows(&s->costs, decoding, s->decode_rows, s->n_prefill, s->cfg.prefill_chunk)
+    if (decoding > 0 || (s->n_active > 1 && left > s->cfg.prefill_chunk))
+        rows = s->costs_on ? sched_prefill_rows(&s->costs, imax(decoding, 1), s->decode_rows, s->n_prefill,
+                                                s->cfg.prefill_chunk)
                            : imin(s->cfg.prefill_chunk, imax(s->cfg.knee_rows, 8));
     pthread_mutex_unlock(&s->mu);
     return rows;
@@ -636,7 +642,7 @@ int sched_forward(sched *s, model_state *st, const int32_t *tokens, int T, const
             rc = err_set(err, MTPLX_ECANCELED, "cancelled during the prompt (%d of %d rows done)", c0, T);
             break;
         }
-        R = imin(r.capture ? T : prefill_rows(s), T - c0);
+        R = imin(r.capture ? T : prefill_rows(s, T - c0), T - c0);
         sub x = {.kind = SUB_TRUNK, .rows = R, .prompt = prompt};
         fwd_request p = {NULL, 0, r.hidden ? r.hidden + (size_t)c0 * H : NULL, r.capture, r.logits_top, NULL};
         if (r.logits && r.logits_from < c0 + R) {
@@ -667,7 +673,7 @@ int sched_mtp(sched *s, mtp_state *st, const float *hidden, const int32_t *next,
             rc = err_set(err, MTPLX_ECANCELED, "cancelled during the MTP history of the prompt (%d of %d rows)", c0, T);
             break;
         }
-        R = imin(prefill_rows(s), T - c0);
+        R = imin(prefill_rows(s, T - c0), T - c0);
         sub x = {.kind = SUB_MTP, .rows = R, .head = head, .top = top, .prompt = prompt};
         x.q = (mtp_seq){st, hidden + (size_t)c0 * H, next + c0, R, hidden_out + (size_t)c0 * H};
         if (logits && logits_row >= c0 && logits_row < c0 + R) {
