@@ -600,9 +600,10 @@ TEST(test_prompt_history_does_not_hold_verifies) {
 }
 
 /* The other way round: a long prompt's trunk chunks must not hold another prompt's MTP history
- * (requests that arrive together: a 4,000-token prompt beside short ones). A 480-row prompt in chunks
- * of 32 and a 64-row history that start together take turns (next_kind): never two trunk steps in a
- * row while the history waits. Before, all 15 trunk chunks went first. */
+ * (requests that arrive together: a 4,000-token prompt beside short ones). A 480-row prompt (chunks of
+ * 32 alone) and a 64-row history that start together take turns (next_kind): never two trunk steps in
+ * a row while the history waits (before, all the trunk chunks went first), and the prompt's chunks
+ * beside the other sequence are the small ones (prefill_rows: before, prefill_chunk). */
 typedef struct {
     sched *x;
     pthread_barrier_t *go;
@@ -671,7 +672,7 @@ TEST(test_long_prompt_does_not_hold_histories) {
     FILE *f = fopen(path, "r");
     REQUIRE(f != NULL);
     char line[512];
-    int trunk_rows = 0, trunk_steps = 0, hist_rows = 0, streak = 0, worst = 0;
+    int trunk_rows = 0, trunk_steps = 0, hist_rows = 0, streak = 0, worst = 0, first_chunk = -1;
     while (fgets(line, sizeof line, f)) {
         double t, gap, lock, ms0, ms1;
         int n0, r0, p0, n1, r1, p1, run, wait;
@@ -682,6 +683,7 @@ TEST(test_long_prompt_does_not_hold_histories) {
             streak = r0 > 0 ? streak + 1 : 0;
             if (streak > worst) worst = streak;
         }
+        if (r0 > 0 && first_chunk < 0) first_chunk = p0;
         trunk_rows += r0, trunk_steps += r0 > 0, hist_rows += p1;
     }
     fclose(f);
@@ -689,6 +691,9 @@ TEST(test_long_prompt_does_not_hold_histories) {
     CHECK_MSG(trunk_rows == 480 && trunk_steps >= 15 && hist_rows == 64, "trace: %d trunk rows in %d steps, %d history "
               "rows (want 480 in chunks of at most 32, 64)", trunk_rows, trunk_steps, hist_rows);
     CHECK_MSG(worst <= 1, "%d of the prompt's trunk steps in a row while the history waited (they take turns)", worst);
+    /* and while the other sequence is joined the long prompt is cut by the rule for decoding neighbours
+     * (knee_rows 8 without measured costs), not prefill_chunk: the other decodes a step later */
+    CHECK_MSG(first_chunk == 8, "the long prompt's first chunk beside another sequence: %d rows (want 8)", first_chunk);
 }
 
 /* A sequence that has joined but not yet submitted (setting up on the host: a GPU thread's first scratch,
