@@ -315,6 +315,20 @@ TEST(test_admission) {
 /* MTPLX_SCHED_TRACE's file (sched_config.trace_path): one line per step, whose rows add up to what
  * ran — a 200-token prompt in 64-row chunks (4 steps, all prompt rows) and then one decoding row —
  * and a path that cannot be opened is an error at creation, not a silent no-trace. */
+/* One step line of a scheduler trace (MTPLX_SCHED_TRACE; docs/architecture.md): trunk and MTP
+ * sequences / rows / prompt rows / ms. */
+typedef struct {
+    double t, gap, lock, ms0, ms1;
+    int n0, r0, p0, n1, r1, p1, run, wait;
+} trace_line;
+
+/* Parses line into *l; returns 1, or 0 for a comment or a malformed line. */
+static int trace_parse(const char *line, trace_line *l) {
+    return line[0] != '#' && sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &l->t, &l->gap, &l->lock,
+                                    &l->n0, &l->r0, &l->p0, &l->ms0, &l->n1, &l->r1, &l->p1, &l->ms1, &l->run,
+                                    &l->wait) == 13;
+}
+
 TEST(test_step_trace) {
     char path[] = "/tmp/mtplx-sched-trace-XXXXXX";
     int fd = mkstemp(path);
@@ -346,12 +360,9 @@ TEST(test_step_trace) {
     int lines = 0, rows = 0, prompt = 0, last_rows = -1, last_prompt = -1, bad = 0;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') continue;
-        double t, gap, lock, ms0, ms1;
-        int n0, r0, p0, n1, r1, p1, run, wait;
-        if (sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &t, &gap, &lock, &n0, &r0, &p0, &ms0, &n1,
-                   &r1, &p1, &ms1, &run, &wait) != 13 || t < 0 || gap < 0 || ms0 < 0)
-            bad++;
-        lines++, rows += r0 + r1, prompt += p0 + p1, last_rows = r0, last_prompt = p0;
+        trace_line l = {0};
+        if (!trace_parse(line, &l) || l.t < 0 || l.gap < 0 || l.ms0 < 0) bad++;
+        lines++, rows += l.r0 + l.r1, prompt += l.p0 + l.p1, last_rows = l.r0, last_prompt = l.p0;
     }
     fclose(f);
     unlink(path);
@@ -572,12 +583,9 @@ TEST(test_prompt_history_does_not_hold_verifies) {
     char line[512];
     int hist_rows = 0, hist_steps = 0, verifies_during = 0, mtp_run = 0, worst_run = 0;
     while (fgets(line, sizeof line, f)) {
-        double t, gap, lock, ms0, ms1;
-        int n0, r0, p0, n1, r1, p1, run, wait;
-        if (line[0] == '#' || sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &t, &gap, &lock, &n0,
-                                     &r0, &p0, &ms0, &n1, &r1, &p1, &ms1, &run, &wait) != 13)
-            continue;
-        if (r0 > 0) { /* a trunk step: the decoder's verify, after mtp_run MTP steps */
+        trace_line l;
+        if (!trace_parse(line, &l)) continue;
+        if (l.r0 > 0) { /* a trunk step: the decoder's verify, after mtp_run MTP steps */
             if (hist_rows > 0 && hist_rows < HIST) {
                 verifies_during++;
                 if (mtp_run > worst_run) worst_run = mtp_run;
@@ -586,8 +594,8 @@ TEST(test_prompt_history_does_not_hold_verifies) {
         } else {
             mtp_run++;
         }
-        hist_rows += p1;
-        hist_steps += p1 > 0;
+        hist_rows += l.p1;
+        hist_steps += l.p1 > 0;
     }
     fclose(f);
     unlink(path);
@@ -674,17 +682,14 @@ TEST(test_long_prompt_does_not_hold_histories) {
     char line[512];
     int trunk_rows = 0, trunk_steps = 0, hist_rows = 0, streak = 0, worst = 0, first_chunk = -1;
     while (fgets(line, sizeof line, f)) {
-        double t, gap, lock, ms0, ms1;
-        int n0, r0, p0, n1, r1, p1, run, wait;
-        if (line[0] == '#' || sscanf(line, "%lf %lf %lf | %d %d %d %lf | %d %d %d %lf | %d %d", &t, &gap, &lock, &n0,
-                                     &r0, &p0, &ms0, &n1, &r1, &p1, &ms1, &run, &wait) != 13)
-            continue;
+        trace_line l;
+        if (!trace_parse(line, &l)) continue;
         if (hist_rows < 64) { /* trunk steps in a row while the history waits */
-            streak = r0 > 0 ? streak + 1 : 0;
+            streak = l.r0 > 0 ? streak + 1 : 0;
             if (streak > worst) worst = streak;
         }
-        if (r0 > 0 && first_chunk < 0) first_chunk = p0;
-        trunk_rows += r0, trunk_steps += r0 > 0, hist_rows += p1;
+        if (l.r0 > 0 && first_chunk < 0) first_chunk = l.p0;
+        trunk_rows += l.r0, trunk_steps += l.r0 > 0, hist_rows += l.p1;
     }
     fclose(f);
     unlink(path);
