@@ -532,23 +532,23 @@ TEST(test_rendezvous_aligns_cycles) {
 typedef struct {
     sched *x;
     pthread_barrier_t *go;
-    int rc;
+    int rows, rc; /* the history's rows */
 } hist_job;
 
 static void *hist_main(void *arg) {
     hist_job *j = arg;
     mtplx_err e;
-    int H = model_config_of(M)->hidden_size;
-    float *h = calloc((size_t)HIST * H, sizeof(float)), *ho = calloc((size_t)HIST * H, sizeof(float));
-    int32_t *nx = malloc(sizeof(int32_t) * HIST);
+    int H = model_config_of(M)->hidden_size, T = j->rows;
+    float *h = calloc((size_t)T * H, sizeof(float)), *ho = calloc((size_t)T * H, sizeof(float));
+    int32_t *nx = malloc(sizeof(int32_t) * (size_t)T);
     mtp_state *mt = NULL;
-    j->rc = !h || !ho || !nx || sched_join(j->x, HIST + 8, NULL, NULL, &e) ? 1 : 0;
-    if (!j->rc) j->rc = mtp_state_new_in(sched_pool(j->x), HIST + 8, &mt, &e);
-    for (int i = 0; nx && i < HIST; i++) nx[i] = 100 + i % 500;
+    for (int i = 0; nx && i < T; i++) nx[i] = 100 + i % 500;
+    int joined = h && ho && nx && sched_join(j->x, T + 8, NULL, NULL, &e) == 0;
+    j->rc = !joined || mtp_state_new_in(sched_pool(j->x), T + 8, &mt, &e);
     pthread_barrier_wait(j->go);
-    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, nx, HIST, ho, HEAD_TARGET, 0, NULL, 0, NULL, &e);
+    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, nx, T, ho, HEAD_TARGET, 0, NULL, 0, NULL, &e);
     if (mt) mtp_state_free(mt);
-    sched_leave(j->x, HIST + 8);
+    if (joined) sched_leave(j->x, T + 8);
     free(h), free(ho), free(nx);
     return NULL;
 }
@@ -570,7 +570,7 @@ TEST(test_prompt_history_does_not_hold_verifies) {
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, 2);
     phase_job pj = {x, 0, &go, 0};
-    hist_job hj = {x, &go, 0};
+    hist_job hj = {x, &go, HIST, 0};
     pthread_t t1, t2;
     REQUIRE(pthread_create(&t1, NULL, phase_main, &pj) == 0);
     REQUIRE(pthread_create(&t2, NULL, hist_main, &hj) == 0);
@@ -634,24 +634,6 @@ static void *prompt_main(void *arg) {
     return NULL;
 }
 
-static void *short_hist_main(void *arg) {
-    hist_job *j = arg;
-    mtplx_err e;
-    int H = model_config_of(M)->hidden_size, T = 64;
-    float *h = calloc((size_t)T * H, sizeof(float)), *ho = calloc((size_t)T * H, sizeof(float));
-    int32_t nx[64];
-    for (int i = 0; i < T; i++) nx[i] = 300 + i;
-    mtp_state *mt = NULL;
-    int joined = h && ho && sched_join(j->x, T + 8, NULL, NULL, &e) == 0;
-    j->rc = !joined || mtp_state_new_in(sched_pool(j->x), T + 8, &mt, &e);
-    pthread_barrier_wait(j->go);
-    if (!j->rc) j->rc = sched_mtp(j->x, mt, h, nx, T, ho, HEAD_TARGET, 0, NULL, 0, NULL, &e);
-    if (mt) mtp_state_free(mt);
-    if (joined) sched_leave(j->x, T + 8);
-    free(h), free(ho);
-    return NULL;
-}
-
 TEST(test_long_prompt_does_not_hold_histories) {
     char path[] = "/tmp/mtplx-sched-turns-XXXXXX";
     int fd = mkstemp(path);
@@ -669,10 +651,10 @@ TEST(test_long_prompt_does_not_hold_histories) {
     pthread_barrier_t go;
     pthread_barrier_init(&go, NULL, 2);
     prompt_job pj = {x, &go, 480, 0};
-    hist_job hj = {x, &go, 0};
+    hist_job hj = {x, &go, 64, 0};
     pthread_t t1, t2;
     REQUIRE(pthread_create(&t1, NULL, prompt_main, &pj) == 0);
-    REQUIRE(pthread_create(&t2, NULL, short_hist_main, &hj) == 0);
+    REQUIRE(pthread_create(&t2, NULL, hist_main, &hj) == 0);
     pthread_join(t1, NULL), pthread_join(t2, NULL);
     CHECK(pj.rc == 0 && hj.rc == 0);
     pthread_barrier_destroy(&go);
