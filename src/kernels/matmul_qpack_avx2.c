@@ -179,8 +179,10 @@ INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT
         for (int t = 0; t < TT; t++) acc[h][t] = _mm256_setzero_ps();
     const uint8_t *qg = qb;
     const int8_t *ag = ab;
+    const int lead = pf || pf2 ? 0 : kern_page_lead();
     for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
         prefetch_group(qg, pf, pf2, NV, f32);
+        kern_page_lead_at(qg, p->gstride, lead);
         __m256i is0[4], is1[4];
         if (BITS == 4) group_q4_both(qg, ag, (size_t)K, TT, NV, is0, is1);
         else group_q8_both(qg, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is0, is1);
