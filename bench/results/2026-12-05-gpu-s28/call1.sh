@@ -5,7 +5,8 @@ set -uo pipefail
 t0=$(date +%s); L=$OUT/log.txt
 el() { echo $(( $(date +%s)-t0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $L
-nvcc -O3 -arch=sm_90 -o /tmp/gm bench/cuda_gemv_micro.cu -Xptxas -v > $OUT/nvcc.txt 2>&1 || { tail -20 $OUT/nvcc.txt; exit 1; }
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+$NVCC -O3 -arch=sm_90 -o /tmp/gm bench/cuda_gemv_micro.cu -Xptxas -v > $OUT/nvcc.txt 2>&1 || { tail -20 $OUT/nvcc.txt; exit 1; }
 echo "micro built $(el) s" | tee -a $L
 /tmp/gm 3 2>&1 | tee -a $L
 scripts/device-build.sh build CUDA=1 model build/mtplx > $OUT/build.txt 2>&1 || { tail -30 $OUT/build.txt; exit 1; }
