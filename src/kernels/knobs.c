@@ -46,7 +46,7 @@ void kern_knobs_set(const kern_knobs *k) {
 
 const kern_knobs *kern_knobs_get(void) { return &g_knobs; }
 
-/* Auto: on in AMD Zen, whose L2 stream prefetcher starts over at each 4 KiB page and, in a kernel that
+/* Auto: on for AMD CPUs (Zen), whose L2 stream prefetcher starts over at each 4 KiB page and, in a kernel that
  * computes between its loads, reaches the next page late (bench/zen.md "Session 28"); not measured
  * elsewhere, so off. */
 int kern_page_lead(void) {

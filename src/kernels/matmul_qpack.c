@@ -637,10 +637,7 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 #endif
 }
 
-/* The start of a run of blocks from bi: the page leads its first `lead` bytes would have had from
- * records before them (a pool piece starts cold), asked for at once. Only where kern_page_lead applies
- * (a stream that prefetches nothing else). */
-static void qp_lead_start(const kern_qpack *p, int T, int bi) {
+void kern_qpack_lead_start(const kern_qpack *p, int T, int bi) {
     int pf, pf2;
     kern_qpack_prefetch(T, &pf, &pf2);
     const int lead = pf || pf2 ? 0 : kern_page_lead();
@@ -657,7 +654,7 @@ TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w
     /* from 6 rows: at 5 (a depth-4 verify) one 4-row pair tile plus a 1-row pair ran 5% slower in L2
      * and 5-12% slower in bench-2b's 5-row forward than 5-row single blocks; at 4 level */
     const int pair = p->bits == 4 && qa->T >= 6 && kern_knobs_get()->qpack_pair;
-    qp_lead_start(p, qa->T, r0 / 16);
+    kern_qpack_lead_start(p, qa->T, r0 / 16);
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
         if (pair && nr == 16 && (bi + 1) * 16 < r1) { /* a whole block and some of the next */

@@ -205,6 +205,7 @@ INL void block_tt(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 
 TGT void mm_qrows_packed_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
+    kern_qpack_lead_start(p, qa->T, r0 / 16);
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
         int t = 0;
