@@ -295,6 +295,8 @@ TEST(test_avx512_packed_int8_path) {
         check_path(KERN_ISA_AVX512);
         check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block */
     }
+    check_format(4, 64, DT_BF16, 40, 6144); /* long rows (an FFN down projection's) */
+    check_format(8, 32, DT_F16, 40, 4160);
     g_packed = 0;
     kern_knobs_set(&saved);
 }
