@@ -15,7 +15,7 @@
  *
  * Build: gcc -O2 -std=c17 -D_GNU_SOURCE -pthread -o build/bench/qpack_micro bench/qpack_micro.c
  *        build/libmtplx.a -lm (x86-64 with AVX2 at least). Reads MTPLX_KERNEL=avx2, MTPLX_QPACK_PF,
- *        MTPLX_QPACK_PF2, MTPLX_QPACK_MIX, MTPLX_QPACK_PAIR and MTPLX_PAGE_LEAD as the CPU backend would. */
+ *        MTPLX_QPACK_PF2, MTPLX_QPACK_MIX and MTPLX_QPACK_PAIR as the CPU backend would. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +102,6 @@ int main(int argc, char **argv) {
     if ((e = getenv("MTPLX_QPACK_PF2"))) kn.qpack_pf2 = atoi(e);
     if ((e = getenv("MTPLX_QPACK_MIX"))) kn.qpack_mix = atoi(e);
     if ((e = getenv("MTPLX_QPACK_PAIR"))) kn.qpack_pair = atoi(e);
-    if ((e = getenv("MTPLX_PAGE_LEAD"))) kn.page_lead = atoi(e);
     kern_knobs_set(&kn);
     kern_isa isa = cpu_isa();
     int vnni = isa >= KERN_ISA_AVX512 && cpu_get_features()->avx512vnni;

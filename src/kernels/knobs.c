@@ -5,10 +5,10 @@
 
 #define KNOB_BYTES_MAX (1 << 20) /* prefetch distances: 0 .. 1 MiB */
 
-static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1, -1, 1, 1, 0, -1};
+static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1, -1, 1, 1};
 
 /* qpack_pf / qpack_pf2 -1: chosen per CPU and call by kern_qpack_prefetch (matmul_qpack.c) */
-kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1, -1, 1, 1, 0, -1}; }
+kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1, -1, 1, 1}; }
 
 /* Knobs a program set through their own setters (kern_matmul_set_qact_f32, cpu_isa_set): installing
  * settings later (a backend created after the override) keeps the program's value, as when the
@@ -37,19 +37,9 @@ void kern_knobs_set(const kern_knobs *k) {
     if (n.qpack_mix < -1 || n.qpack_mix > 1) n.qpack_mix = -1;
     n.mm_guided = n.mm_guided ? 1 : 0;
     n.qpack_pair = n.qpack_pair ? 1 : 0;
-    n.mm_ranges = n.mm_ranges ? 1 : 0;
-    n.page_lead = clamp_bytes(n.page_lead, d.page_lead);
     if (g_qact_pinned) n.qact_f32 = g_knobs.qact_f32;
     g_knobs = n;
     if (!g_isa_pinned) cpu_knobs_changed(); /* a forced path applies now; cpu_isa_set's choice stays */
 }
 
 const kern_knobs *kern_knobs_get(void) { return &g_knobs; }
-
-/* Auto: on for AMD CPUs (Zen), whose L2 stream prefetcher starts over at each 4 KiB page and, in a kernel that
- * computes between its loads, reaches the next page late (bench/zen.md "Session 28"); not measured
- * elsewhere, so off. */
-int kern_page_lead(void) {
-    int v = g_knobs.page_lead;
-    return v >= 0 ? v : cpu_get_features()->amd ? 8192 : 0;
-}

@@ -7,9 +7,6 @@
 #ifndef MTPLX_KERNELS_KNOBS_H
 #define MTPLX_KERNELS_KNOBS_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 typedef struct {
     int isa;        /* forced kernel path (a kern_isa value, clamped to what the CPU runs), -1 = best */
     int no_amx;     /* 1: never ask the OS for AMX tiles (valgrind); read at CPU detection only */
@@ -31,12 +28,6 @@ typedef struct {
                        equal pieces a thread (the split before; same bits either way) */
     int qpack_pair; /* 1: q4 VNNI calls of 6+ rows run two 16-row blocks at once, each activation quad
                        broadcast once for both (qp_pair_q4); 0: one block at a time. Same sums */
-    int mm_ranges;  /* 1: a matmul's rows go to the pool as one contiguous home range a thread, the
-                       last units stolen from the others' ends (mm_run_ranges); 0 (default): pieces
-                       claimed in turn (mm_guided). Same bits either way */
-    int page_lead;  /* weight streams that prefetch nothing else: the first line of the 4 KiB page this
-                       many bytes ahead, prefetched into L2 once a page (kern_page_lead; 0 = off, -1 =
-                       auto: 8192 on AMD, else 0) */
 } kern_knobs;
 
 /* The values used when nothing was set (the documented defaults of each knob). */
@@ -54,23 +45,5 @@ void kern_knobs_pin_isa(void);
 
 /* The knobs in force (never NULL). */
 const kern_knobs *kern_knobs_get(void);
-
-/* The page lead in force for this CPU (page_lead resolved: bytes, 0 = off). */
-int kern_page_lead(void);
-
-/* A stream's page lead (docs/kernels.md "Page lead"). A kernel reading one forward stream in steps of
- * `step` bytes (at most 4 KiB) calls kern_page_lead_at once per step at p: it prefetches into L2 the
- * first line of a 4 KiB page that starts in (p + lead - step, p + lead] — so each page of the stream is
- * asked for once, about `lead` bytes before the stream reaches it. kern_page_lead_addr names that line
- * (NULL: no page starts there, or lead is 0). A prefetch only asks for a line: no result depends on it. */
-static inline const void *kern_page_lead_addr(const void *p, size_t step, int lead) {
-    uintptr_t f = (uintptr_t)p + (uintptr_t)lead;
-    return lead && (f & 4095) < step ? (const void *)(f & ~(uintptr_t)4095) : NULL;
-}
-
-static inline void kern_page_lead_at(const void *p, size_t step, int lead) {
-    const void *a = kern_page_lead_addr(p, step, lead);
-    if (a) __builtin_prefetch(a, 0, 2); /* locality 2: prefetcht1 on x86-64, into L2 */
-}
 
 #endif

@@ -7,7 +7,6 @@
  * microseconds). */
 #include <assert.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,98 +160,6 @@ static int mm_cut_pieces(const mm_job *jobs, const double *cost, int n, int thre
     return np;
 }
 
-/* ---- home ranges: one contiguous stream a thread, the tail shared by stealing ---- */
-
-#define MM_N_UNITS 1024   /* units of a ranges split, at most */
-#define MM_UNITS_THREAD 32 /* units a thread's share is cut into (so a stolen unit is ~3% of a share) */
-
-typedef struct {
-    _Alignas(64) _Atomic uint64_t lohi; /* unclaimed units [lo, hi): lo in the low 32 bits */
-} mm_range;
-
-typedef struct {
-    const mm_job *jobs;
-    const mm_piece *units; /* [n_units] in memory order, each inside one job's rows */
-    mm_range *ranges;      /* [n_ranges] */
-    int n_ranges;
-} mm_ranges;
-
-/* Claims a unit of range r — from its front (its owner, keeping its stream contiguous) or its back (a
- * thief) — into *u; 0 when the range is empty. One word holds both ends, so each unit goes once. */
-static int mm_range_claim(mm_range *r, int back, int *u) {
-    uint64_t v = atomic_load_explicit(&r->lohi, memory_order_relaxed);
-    for (;;) {
-        uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
-        if (lo >= hi) return 0;
-        uint64_t nv = back ? (uint64_t)lo | (uint64_t)(hi - 1) << 32 : (uint64_t)(lo + 1) | (uint64_t)hi << 32;
-        if (atomic_compare_exchange_weak_explicit(&r->lohi, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
-            *u = back ? (int)hi - 1 : (int)lo;
-            return 1;
-        }
-    }
-}
-
-/* Task i: its home range front to back (one stream: the prefetchers and the page lead stay ahead of
- * it, where pieces claimed in turn by both threads restart a cold stream at each piece), then the other
- * ranges' units from their backs, so the threads still finish within a unit of each other. */
-static void mm_range_task(void *ctx, int i, int n) {
-    (void)n;
-    const mm_ranges *m = ctx;
-    int u;
-    while (mm_range_claim(&m->ranges[i], 0, &u)) mm_job_rows(&m->jobs[m->units[u].job], m->units[u].r0, m->units[u].r1);
-    for (int d = 1; d < m->n_ranges; d++) {
-        mm_range *r = &m->ranges[(i + d) % m->n_ranges];
-        while (mm_range_claim(r, 1, &u)) mm_job_rows(&m->jobs[m->units[u].job], m->units[u].r0, m->units[u].r1);
-    }
-}
-
-/* Cuts jobs[0..n) into units of about a MM_UNITS_THREAD-th of a thread's share (aligned to each job's
- * row blocks, never spanning two jobs) and hands each thread a contiguous home range of equal cost. */
-static void mm_run_ranges(const mm_job *jobs, const double *cost, int n, int threads) {
-    double total = 0;
-    for (int k = 0; k < n; k++) total += cost[k];
-    int n_ranges = threads < 256 ? threads : 256;
-    int want = n_ranges * MM_UNITS_THREAD < MM_N_UNITS - KERN_MM_N_MAX ? n_ranges * MM_UNITS_THREAD : MM_N_UNITS - KERN_MM_N_MAX;
-    const double unit = total / want;
-    mm_piece units[MM_N_UNITS];
-    int nu = 0;
-    for (int k = 0; k < n; k++) {
-        int rows = jobs[k].w->rows, al = mm_row_align(&jobs[k]);
-        double want_rows = unit * rows / cost[k]; /* rows of one unit's cost, rounded up: <= cost / unit + 1 units */
-        int rpu = want_rows >= rows ? rows : (int)want_rows + 1;
-        rpu = (rpu + al - 1) / al * al;
-        /* (a job's last free slot takes the rest of its rows: never reached, the count is bounded above) */
-        for (int r0 = 0, r1; r0 < rows; r0 = r1) {
-            r1 = r0 + rpu < rows && nu < MM_N_UNITS - (n - k) ? r0 + rpu : rows;
-            units[nu++] = (mm_piece){k, r0, r1};
-        }
-    }
-    mm_range ranges[256];
-    double acc = 0;
-    for (int i = 0, u = 0; i < n_ranges; i++) { /* range i ends where the cost so far passes (i + 1) shares */
-        int lo = u;
-        while (u < nu && (i == n_ranges - 1 || acc < total * (i + 1) / n_ranges)) {
-            const mm_piece *p = &units[u++];
-            acc += cost[p->job] * (p->r1 - p->r0) / jobs[p->job].w->rows;
-        }
-        atomic_init(&ranges[i].lohi, (uint64_t)lo | (uint64_t)u << 32);
-    }
-    mm_ranges m = {jobs, units, ranges, n_ranges};
-    tpool_run(tpool_global(), n_ranges, mm_range_task, &m);
-}
-
-/* Splits jobs[0..n) over the pool's threads: home ranges (knob mm_ranges), else pieces claimed in turn. */
-static void mm_run_split(const mm_job *jobs, const double *cost, int n, int threads) {
-    if (kern_knobs_get()->mm_ranges) {
-        mm_run_ranges(jobs, cost, n, threads);
-        return;
-    }
-    mm_piece pieces[MM_N_PIECES];
-    int np = mm_cut_pieces(jobs, cost, n, threads, pieces);
-    mm_multi m = {jobs, pieces};
-    tpool_run(tpool_global(), np, mm_multi_task, &m);
-}
-
 /* Run rows [0, rows) of one T-block, split over the pool when worth it. */
 static void mm_run(mm_job *j) {
     tpool *pool = tpool_global();
@@ -264,8 +171,11 @@ static void mm_run(mm_job *j) {
         mm_task(j, 0, 1);
         return;
     }
-    /* several units or pieces a thread, so a core taken by another process does not stall the call */
-    mm_run_split(j, &cost, 1, threads);
+    /* several pieces a thread, so a core taken by another process does not stall the call */
+    mm_piece pieces[MM_N_PIECES];
+    int n = mm_cut_pieces(j, &cost, 1, threads, pieces);
+    mm_multi m = {j, pieces};
+    tpool_run(pool, n, mm_multi_task, &m);
 }
 
 /* ---- quantized weights ---- */
@@ -679,7 +589,10 @@ static void mm_n_run(const kern_mm_out *outs, int n, const float *const *xs, con
         for (int k = 0; k < n_fast; k++) mm_job_rows(&jobs[k], 0, jobs[k].w->rows);
         return;
     }
-    mm_run_split(jobs, cost, n_fast, threads);
+    mm_piece pieces[MM_N_PIECES];
+    int n_pieces = mm_cut_pieces(jobs, cost, n_fast, threads, pieces);
+    mm_multi m = {jobs, pieces};
+    tpool_run(pool, n_pieces, mm_multi_task, &m);
 }
 
 void kern_matmul_n(const kern_mm_out *outs, int n, const float *x, int ldx, int T) {

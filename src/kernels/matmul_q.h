@@ -53,10 +53,6 @@ struct kern_qpack {
  * hardware prefetchers alone stream one block's records at the plain read rate, and the software
  * prefetches took it down to ~70% (docs/kernels.md, "Prefetch per CPU"). */
 void kern_qpack_prefetch(int T, int *pf, int *pf2);
-/* The start of a kernel's run of 16-row blocks from block bi of the packed copy p for a T-row call: the
- * page leads (kern_page_lead_at) its first kern_page_lead() bytes would have had from the records before
- * them, asked for at once (a pool piece starts cold). Nothing where the call prefetches otherwise. */
-void kern_qpack_lead_start(const kern_qpack *p, int T, int bi);
 
 typedef void (*mm_qrows_fn)(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 

@@ -469,10 +469,8 @@ INL void qp_block_q4(const kern_qpack *p, const qact *qa, int bi, int t0, const 
     const uint8_t *qg = p->q + (size_t)bi * G * gstride;
     const int8_t *ag = qa->a + (size_t)t0 * K;
     const __m512i lo = _mm512_set1_epi8(0x0f), hi = _mm512_set1_epi8((char)0xf0);
-    const int lead = pf || pf2 ? 0 : kern_page_lead();
     for (int g = 0; g < G; g++, qg += gstride, ag += 8 * HALF) {
         qp_prefetch_group(p, qg, pf, pf2, HALF);
-        kern_page_lead_at(qg, gstride, lead);
         __m512i is[8][4];
         QP_UNROLL(8) for (int t = 0; t < TT; t++)
             QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
@@ -584,10 +582,8 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
     QP_UNROLL(8) for (int t = 0; t < TT; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *qg = p->q + (size_t)bi * G * gstride;
     const int8_t *ag = qa->a + (size_t)t0 * K;
-    const int lead = pf || pf2 ? 0 : kern_page_lead();
     for (int g = 0; g < G; g++, qg += gstride, ag += 4 * QV) {
         qp_prefetch_group(p, qg, pf, pf2, QV);
-        kern_page_lead_at(qg, gstride, lead);
         __m512i is[8][4];
         QP_UNROLL(8) for (int t = 0; t < TT; t++)
             QP_UNROLL(4) for (int c = 0; c < NC; c++) is[t][c] = _mm512_setzero_si512();
@@ -637,24 +633,12 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 #endif
 }
 
-void kern_qpack_lead_start(const kern_qpack *p, int T, int bi) {
-    int pf, pf2;
-    kern_qpack_prefetch(T, &pf, &pf2);
-    const int lead = pf || pf2 ? 0 : kern_page_lead();
-    const uintptr_t q = (uintptr_t)p->q + (uintptr_t)bi * p->G * p->gstride, end = (uintptr_t)p->q + p->bytes;
-    for (int o = 4096; o <= lead; o += 4096) {
-        const uintptr_t a = (q + (uintptr_t)o) & ~(uintptr_t)4095;
-        if (a > q && a < end) __builtin_prefetch((const void *)a, 0, 2);
-    }
-}
-
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
     const int knob = kern_knobs_get()->qpack_mix, mix = knob >= 0 ? knob : !cpu_get_features()->zmm_halves;
     /* from 6 rows: at 5 (a depth-4 verify) one 4-row pair tile plus a 1-row pair ran 5% slower in L2
      * and 5-12% slower in bench-2b's 5-row forward than 5-row single blocks; at 4 level */
     const int pair = p->bits == 4 && qa->T >= 6 && kern_knobs_get()->qpack_pair;
-    kern_qpack_lead_start(p, qa->T, r0 / 16);
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
         if (pair && nr == 16 && (bi + 1) * 16 < r1) { /* a whole block and some of the next */

@@ -179,10 +179,8 @@ INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT
         for (int t = 0; t < TT; t++) acc[h][t] = _mm256_setzero_ps();
     const uint8_t *qg = qb;
     const int8_t *ag = ab;
-    const int lead = pf || pf2 ? 0 : kern_page_lead();
     for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
         prefetch_group(qg, pf, pf2, NV, f32);
-        kern_page_lead_at(qg, p->gstride, lead);
         __m256i is0[4], is1[4];
         if (BITS == 4) group_q4_both(qg, ag, (size_t)K, TT, NV, is0, is1);
         else group_q8_both(qg, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is0, is1);
@@ -205,7 +203,6 @@ INL void block_tt(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 
 TGT void mm_qrows_packed_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
-    kern_qpack_lead_start(p, qa->T, r0 / 16);
     for (int bi = r0 / 16; bi * 16 < r1; bi++) {
         int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
         int t = 0;

@@ -40,7 +40,6 @@ TEST(test_cpu_settings_read_from_the_environment) {
     setenv("MTPLX_QAMX_MIN", "3", 1);
     setenv("MTPLX_QPACK_PF", "128", 1);
     setenv("MTPLX_PREFILL_ROWS", "96", 1);
-    setenv("MTPLX_PAGE_LEAD", "12288", 1);
     setenv("MTPLX_PACK_EXPERTS", "", 1); /* empty: the default */
     cpu_settings s;
     mtplx_err err = {0};
@@ -53,10 +52,9 @@ TEST(test_cpu_settings_read_from_the_environment) {
     CHECK_INT(s.knobs.qamx_min, 3);
     CHECK_INT(s.knobs.qpack_pf, 128);
     CHECK_INT(s.prefill_rows, 96);
-    CHECK_INT(s.knobs.page_lead, 12288);
     CHECK_INT(s.pack_experts, -1);
     const char *names[] = {"MTPLX_KERNEL", "MTPLX_THREADS", "MTPLX_QPACK", "MTPLX_QACT", "MTPLX_QAMX_MIN",
-                           "MTPLX_QPACK_PF", "MTPLX_PREFILL_ROWS", "MTPLX_PAGE_LEAD", "MTPLX_PACK_EXPERTS"};
+                           "MTPLX_QPACK_PF", "MTPLX_PREFILL_ROWS", "MTPLX_PACK_EXPERTS"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unsetenv(names[i]);
     CHECK_INT(cpu_settings_from_env(&s, &err), 0);
     CHECK_MSG(memcmp(&s.knobs, &d, sizeof d) == 0, "unset environment must give the defaults");
@@ -73,7 +71,6 @@ TEST(test_bad_knobs_are_errors) {
         {"MTPLX_PREFILL_ROWS", "8", "[32, 4096]"}, {"MTPLX_QACT", "fp32", "int8, f32"},
         {"MTPLX_AMX_PF", "99999999", "1048576"}, {"MTPLX_FUSE", "off", "0, 1"},
         {"MTPLX_PACK_EXPERTS", "2", "0, 1"},    {"MTPLX_ATT_SPLIT", "-5", "[0,"},
-        {"MTPLX_PAGE_LEAD", "-1", "1048576"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         setenv(bad[i][0], bad[i][1], 1);

@@ -289,7 +289,6 @@ TEST(test_avx512_packed_int8_path) {
         int mix = v & 1;
         k.qpack_mix = mix;
         k.qpack_pair = v < 2;
-        k.page_lead = v == 1 ? 4096 : 0; /* the lead's prefetches run too (any address: no fault) */
         kern_knobs_set(&k);
         CHECK_INT(kern_knobs_get()->qpack_mix, mix);
         check_path(KERN_ISA_AVX512);
@@ -409,16 +408,11 @@ TEST(test_matmul_each_equals_single) {
                 ts[k] = k == 4 && t > 1 ? t - 1 : t; /* product 4 shares product 0's input, with fewer rows */
                 kern_matmul(y1[k], rows[k], xs[k], cols, ts[k], &m[k].w);
             }
-            /* the multi-weight split: pieces claimed in turn, or (every other round) home ranges */
-            kern_knobs kk = *kern_knobs_get(), kr = kk;
-            kr.mm_ranges = (t + pack) % 2;
-            kern_knobs_set(&kr);
             kern_matmul_each(o, NW, xs, ld, ts);
-            kern_knobs_set(&kk);
             for (int k = 0; k < NW; k++) {
                 CHECK_MSG(!memcmp(y[k], y1[k], sizeof(float) * ts[k] * rows[k]),
-                          "%s, T=%d, ranges %d: product %d (q%d gs%d) differs", pack ? "packed" : "checkpoint layout",
-                          ts[k], kr.mm_ranges, k, bits[k], gsz[k]);
+                          "%s, T=%d: product %d (q%d gs%d) differs", pack ? "packed" : "checkpoint layout", ts[k], k,
+                          bits[k], gsz[k]);
                 free(y[k]), free(y1[k]);
             }
         }
@@ -450,47 +444,6 @@ TEST(test_qpack_prefetch_policy) {
     kern_knobs_set(&saved);
 }
 
-/* The page lead (knobs.h): its knob's default per CPU, and kern_page_lead_addr naming each 4 KiB page
- * start about `lead` bytes ahead of a stream of records exactly once (record p names a start in
- * (p + lead - step, p + lead]), for record sizes of the packed layouts (q4 / q8, groups of 32..128) and
- * unaligned starts. */
-TEST(test_page_lead) {
-    kern_knobs saved = *kern_knobs_get(), k = kern_knobs_default();
-    CHECK_INT(k.page_lead, -1);
-    kern_knobs_set(&k);
-    CHECK_INT(kern_page_lead(), cpu_get_features()->amd ? 8192 : 0);
-    k.page_lead = 4096;
-    kern_knobs_set(&k);
-    CHECK_INT(kern_page_lead(), 4096);
-    k.page_lead = 0;
-    kern_knobs_set(&k);
-    CHECK_INT(kern_page_lead(), 0);
-    kern_knobs_set(&saved);
-    static const int steps[] = {320, 576, 1088, 2112, 4096}, leads[] = {4096, 8192, 12288}, starts[] = {0, 64, 4000};
-    for (int si = 0; si < 5; si++)
-        for (int li = 0; li < 3; li++)
-            for (int oi = 0; oi < 3; oi++) {
-                const uintptr_t base = ((uintptr_t)1 << 20) + (uintptr_t)starts[oi], step = (uintptr_t)steps[si];
-                const int n = 200, lead = leads[li];
-                uintptr_t got[64];
-                int ng = 0;
-                for (int i = 0; i < n; i++) {
-                    const uintptr_t p = base + (uintptr_t)i * step;
-                    const void *a = kern_page_lead_addr((const void *)p, (size_t)step, lead);
-                    if (!a) continue;
-                    CHECK((uintptr_t)a % 4096 == 0 && (uintptr_t)a >= p + lead - step + 1 && (uintptr_t)a <= p + lead);
-                    if (ng < 64) got[ng] = (uintptr_t)a;
-                    ng++;
-                }
-                /* every page start in (base + lead - step, base + (n - 1)·step + lead], in order, once */
-                uintptr_t first = (base + lead - step + 1 + 4095) & ~(uintptr_t)4095, last = base + (n - 1) * step + lead;
-                int want = (int)((last - first) / 4096 + 1);
-                CHECK_MSG(ng == want, "step %d lead %d start %d: %d leads for %d pages", steps[si], lead, starts[oi], ng, want);
-                for (int j = 0; j < ng && j < 64; j++) CHECK(got[j] == first + (uintptr_t)j * 4096);
-                CHECK(kern_page_lead_addr((const void *)base, (size_t)step, 0) == NULL);
-            }
-}
-
 int main(void) {
     RUN(test_quantizer_error_and_edges);
     RUN(test_quantizer_rejects_bad_formats);
@@ -508,7 +461,6 @@ int main(void) {
     RUN(test_neon_levels_bit_identical);
     RUN(test_f32_activation_path_matches_reference);
     RUN(test_qpack_prefetch_policy);
-    RUN(test_page_lead);
     kern_matmul_release_scratch();
     return TEST_SUMMARY();
 }

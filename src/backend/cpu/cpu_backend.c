@@ -48,8 +48,6 @@ static void knobs_from_env(kern_knobs *k, int *rc, mtplx_err *err) {
     KNOB_INT(k->qpack_mix, "MTPLX_QPACK_MIX", -1, 1);
     KNOB_SWITCH(k->mm_guided, "MTPLX_MM_GUIDED");
     KNOB_SWITCH(k->qpack_pair, "MTPLX_QPACK_PAIR");
-    KNOB_SWITCH(k->mm_ranges, "MTPLX_MM_RANGES");
-    KNOB_INT(k->page_lead, "MTPLX_PAGE_LEAD", 0, 1 << 20);
 }
 
 int cpu_settings_from_env(cpu_settings *s, mtplx_err *err) {
