@@ -1,19 +1,21 @@
 /* knob_ab.c — two settings of the CPU kernels' knobs side by side in one process: each round runs a
  * 1-row decode forward of a model with settings A and one with settings B (each first in every other
- * round), then a streaming read of 2 GiB on all pool threads (the machine's read rate at that moment). On a VM whose bandwidth drifts by 2×
- * within minutes (bench/zen.md), separate runs of A and B compare two states of the machine; rounds
- * alternated within a second compare the settings. Rounds are then split by the read rate, so a
- * result says which state of the machine it holds in (bench/zen.md "Session 28").
+ * round: the first forward after the read finds colder caches), then a streaming read of 2 GiB on all
+ * pool threads (the machine's read rate at that moment). On a VM whose bandwidth drifts by 2× within
+ * minutes (bench/zen.md), separate runs of A and B compare two states of the machine; rounds alternated
+ * within a second compare the settings. Rounds are then split by the read rate, so a result says which
+ * state of the machine it holds in (bench/zen.md "Session 28").
  *
  *   knob_ab MODEL_DIR ROUNDS A B [SPLIT_GBS]
  *     A, B       comma lists of knob=value over: mm_guided, qpack_pf, qpack_pf2, qpack_pair, qpack_mix,
- *                bf16_pf ("-" = the defaults); the rest stay as the environment
- *                set them (MTPLX_THREADS, MTPLX_KERNEL, ...)
+ *                bf16_pf ("-" = the defaults); the rest stay as the environment set them
+ *                (MTPLX_THREADS, MTPLX_KERNEL, ...)
  *     SPLIT_GBS  read rate that separates the "fast" rounds from the "slow" ones (default 50)
  *
  * Prints per round "ms_A ms_B read_GB/s", then per state: mean forward ms of A and B, how many rounds B
- * won, B / A of the means and the median of the rounds' B / A. Build (after `make`): gcc -O2 -std=c17 -D_GNU_SOURCE -pthread -o build/bench/knob_ab
- * bench/knob_ab.c build/libmtplx.a -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm */
+ * won, B / A of the means and the median of the rounds' B / A. Build (after `make`):
+ *   gcc -O2 -std=c17 -D_GNU_SOURCE -pthread -o build/bench/knob_ab bench/knob_ab.c build/libmtplx.a \
+ *       -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,8 +114,7 @@ int main(int argc, char **argv) {
     for (int r = -1; r < rounds; r++) { /* round -1 warms up */
         double t[2];
         for (int o = 0; o < 2; o++) {
-            const int v = o ^ (r & 1); /* A first in even rounds, B first in odd ones: the first forward after
-                                        * the read finds colder caches */
+            const int v = o ^ (r & 1); /* A first in even rounds, B first in odd ones */
             kern_knobs_set(v ? &kb : &ka);
             int32_t tk = (int32_t)(((r + 2) * 31L + v) % c->vocab_size);
             fwd_request req = {.logits = logits, .logits_from = 0, .capture = 1};
