@@ -643,6 +643,7 @@ TEST(test_long_prompt_does_not_hold_histories) {
     sched_config_default(&c, 2, 512);
     c.wait_ms = 600000; /* never: a step runs when both sequences wait */
     c.prefill_chunk = 32;
+    c.knee_rows = 8; /* the CPU's default; a GPU's (64) would leave the neighbour rule at prefill_chunk */
     c.trace_path = path;
     sched_config_resolve(&c, M);
     sched *x;

@@ -990,6 +990,7 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     /* on by default: embedded model AR +38-53%, D3 +24-32% (bench/cuda.md, "Session 5, final run") */
     s->fuse = SW("MTPLX_CUDA_FUSE", 1);
     s->pdl = SW("MTPLX_CUDA_PDL", 1);
+    s->fuse_seq = SW("MTPLX_CUDA_FUSE_SEQ", 1);
     s->graph = SW("MTPLX_CUDA_GRAPH", 0);
     s->seq_batch = SW("MTPLX_CUDA_SEQ_BATCH", 1);
     s->commit = SW("MTPLX_CUDA_COMMIT", 1);

@@ -13,6 +13,7 @@
 #ifndef MTPLX_BACKEND_CUDA_INTERNAL_CUH
 #define MTPLX_BACKEND_CUDA_INTERNAL_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -222,6 +223,97 @@ int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const f
 int cu_mma_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R);
 /* A matmul wrote R rows of N outputs at y (stride ldy): forget prepared activations it overwrote. */
 void cu_prep_clobber(const float *y, int ldy, int R, int N);
+
+/* ------------------------------------------------------------------ activation preparation (cuda_mma.cu)
+ *
+ * A matmul's input prepared for its weight's kind: bf16 split into hi / lo halves, or q int8 per group
+ * with (d, d·Σa). Defined here because producers in other files (the GDN step) prepare their output
+ * in their own kernels, with this same arithmetic, so the bits are those of the stand-alone kernels. */
+
+/* Entry (r, k) of xh / xl [R][K] = bf16(v), bf16(v − bf16(v)) (round to nearest even, as
+ * _mm512_cvtne2ps_pbh). Shared by every kernel that prepares bf16 activations. */
+__device__ __forceinline__ void split_one(__nv_bfloat16 *xh, __nv_bfloat16 *xl, float v, int r, int k, int K) {
+    __nv_bfloat16 h = __float2bfloat16_rn(v);
+    xh[(size_t)r * K + k] = h;
+    xl[(size_t)r * K + k] = __float2bfloat16_rn(v - __bfloat162float(h));
+}
+
+/* One warp's part of k_qact for group g of row r, from the group's values v[j] = x[g·GS + lane + 32j]:
+ * a [R][K] int8 (q4: per 8 inputs the even ones, then the odd ones, the order of the nibbles in a
+ * weight word), db [R][G] = (d, d · Σa), as qact_fill_portable. Shared by every kernel that prepares
+ * q activations, so they quantize identically. */
+template <int GS, int BITS>
+__device__ __forceinline__ void qact_group(int8_t *a, float2 *db, const float *v, int g, int r, int lane, int K) {
+    constexpr int PER = GS / 32;
+    int G = K / GS;
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < PER; j++) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    float dd = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < PER; j++) {
+        float q = rintf(v[j] * id);
+        q = fminf(fmaxf(q, -127.f), 127.f);
+        int k = g * GS + lane + 32 * j;
+        int pos = BITS == 4 ? (k & ~7) | ((k & 1) << 2) | ((k & 7) >> 1) : k;
+        a[(size_t)r * K + pos] = (int8_t)q;
+        sum += (int)q;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) db[(size_t)r * G + g] = make_float2(dd, dd * (float)sum);
+}
+
+/* Where and how a producer kernel prepares its output for the matmul that reads it next (cuda_mma.cu's
+ * "preparation shared across ops"): kind 0 nothing, 1 bf16 split, else q4 / q8 with group gs = kind / 4;
+ * xp the thread's preparation scratch for R rows of K inputs. */
+typedef struct {
+    void *xp;
+    int kind, R, K;
+} cu_prep_out;
+
+/* Whether a top-level op writing y (R rows of K values, stride ldy) in blocks of `unit` values each
+ * should prepare them (a matmul read y with a known kind last time; unit a multiple of the q group):
+ * fills *p and returns 1, else returns 0 with p->kind = 0. The op then launches its kernel with *p and
+ * calls cu_prep_done. */
+int cu_prep_begin(const float *y, int ldy, int R, int K, int unit, cu_prep_out *p);
+void cu_prep_done(const cu_prep_out *p, const float *y, int ldy);
+
+/* Block-wide (every thread of the block calls it, the same number of times): thread i < n holds v, entry
+ * c0 + i of row `row`; prepares entries c0 .. c0 + n - 1 into p's scratch. stage: n floats of shared
+ * memory (q kinds: a warp quantizes a group from there). */
+__device__ __forceinline__ void cu_prep_span(const cu_prep_out &p, float v, int n, int c0, int row, float *stage) {
+    const int i = threadIdx.x;
+    if (p.kind == 1) {
+        __nv_bfloat16 *xh = (__nv_bfloat16 *)p.xp;
+        if (i < n) split_one(xh, xh + (size_t)p.R * p.K, v, row, c0 + i, p.K);
+        return;
+    }
+    const int gs = p.kind / 4, lane = i & 31, w = i >> 5;
+    const size_t ab = ((size_t)p.R * p.K + 255) & ~(size_t)255;
+    int8_t *a = (int8_t *)p.xp;
+    float2 *db = (float2 *)((char *)p.xp + ab);
+    __syncthreads(); /* stage free */
+    if (i < n) stage[i] = v;
+    __syncthreads();
+    for (int g = w; g < n / gs; g += blockDim.x >> 5) { /* warp-uniform */
+        float x[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) x[j] = j < gs / 32 ? stage[g * gs + lane + 32 * j] : 0.f;
+        const int G = (c0 + g * gs) / gs;
+        switch (p.kind) {
+        case 2 + 4 * 32: qact_group<32, 4>(a, db, x, G, row, lane, p.K); break;
+        case 2 + 4 * 64: qact_group<64, 4>(a, db, x, G, row, lane, p.K); break;
+        case 2 + 4 * 128: qact_group<128, 4>(a, db, x, G, row, lane, p.K); break;
+        case 3 + 4 * 32: qact_group<32, 8>(a, db, x, G, row, lane, p.K); break;
+        case 3 + 4 * 64: qact_group<64, 8>(a, db, x, G, row, lane, p.K); break;
+        default: qact_group<128, 8>(a, db, x, G, row, lane, p.K); break;
+        }
+    }
+}
 
 #define SK_ROWS 32   /* activation rows per bf16 stream-K launch (four mma N tiles of 8) */
 #define SK_Q_ROWS 16 /* ... per q4 / q8 launch (cuda_mma_sk.cu says why) */

@@ -71,49 +71,12 @@ static void scratch_grow(void **p, size_t *cap, size_t bytes, int zero) {
 
 /* ------------------------------------------------------------------ activation preparation */
 
-/* Entry (r, k) of xh / xl [R][K] = bf16(v), bf16(v − bf16(v)) (round to nearest even, as
- * _mm512_cvtne2ps_pbh). Shared by every kernel that prepares bf16 activations. */
-__device__ __forceinline__ void split_one(__nv_bfloat16 *xh, __nv_bfloat16 *xl, float v, int r, int k, int K) {
-    __nv_bfloat16 h = __float2bfloat16_rn(v);
-    xh[(size_t)r * K + k] = h;
-    xl[(size_t)r * K + k] = __float2bfloat16_rn(v - __bfloat162float(h));
-}
-
 /* xh / xl [R][K] from x: split_one of every entry. */
 __global__ void k_split_x(__nv_bfloat16 *xh, __nv_bfloat16 *xl, const float *x, int ldx, int K) {
     CU_PDL_ENTRY();
     int k = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
     if (k >= K) return;
     split_one(xh, xl, x[(size_t)r * ldx + k], r, k, K);
-}
-
-/* One warp's part of k_qact for group g of row r, from the group's values v[j] = x[g·GS + lane + 32j]:
- * a [R][K] int8 (q4: per 8 inputs the even ones, then the odd ones, the order of the nibbles in a
- * weight word), db [R][G] = (d, d · Σa), as qact_fill_portable. Shared by every kernel that prepares
- * q activations, so they quantize identically. */
-template <int GS, int BITS>
-__device__ __forceinline__ void qact_group(int8_t *a, float2 *db, const float *v, int g, int r, int lane, int K) {
-    constexpr int PER = GS / 32;
-    int G = K / GS;
-    float amax = 0.f;
-#pragma unroll
-    for (int j = 0; j < PER; j++) amax = fmaxf(amax, fabsf(v[j]));
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float dd = amax / 127.f, id = amax > 0.f ? 127.f / amax : 0.f;
-    int sum = 0;
-#pragma unroll
-    for (int j = 0; j < PER; j++) {
-        float q = rintf(v[j] * id);
-        q = fminf(fmaxf(q, -127.f), 127.f);
-        int k = g * GS + lane + 32 * j;
-        int pos = BITS == 4 ? (k & ~7) | ((k & 1) << 2) | ((k & 7) >> 1) : k;
-        a[(size_t)r * K + pos] = (int8_t)q;
-        sum += (int)q;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) db[(size_t)r * G + g] = make_float2(dd, dd * (float)sum);
 }
 
 /* One warp per (group g, row r): qact_group of row r of x. */
@@ -682,6 +645,20 @@ int cu_mma_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, in
     CU_LAUNCHED("swiglu prep");
     prep_set(y, ldy, R, n, kind);
     return 1;
+}
+
+int cu_prep_begin(const float *y, int ldy, int R, int K, int unit, cu_prep_out *p) {
+    p->kind = 0;
+    if (!fuse_enabled() || !cu_set.fuse_seq || cu_op_depth != 1 || !cu_mma_enabled() || R <= 0) return 0;
+    int kind = hint_kind(y, K);
+    if (!kind || (kind != 1 && (K % (kind / 4) || unit % (kind / 4)))) return 0;
+    *p = (cu_prep_out){prep_space(kind, R, K), kind, R, K};
+    (void)ldy;
+    return 1;
+}
+
+void cu_prep_done(const cu_prep_out *p, const float *y, int ldy) {
+    if (p->kind) prep_set(y, ldy, p->R, p->K, p->kind);
 }
 
 /* y = x · Wᵀ from activations already prepared for w's kind (prep_x with the same R and K). */

@@ -776,6 +776,8 @@ typedef struct {
     float *dst, *tape_g, *tape_d;
     int split;      /* blocks per value head of the register step (gdn_split); 1 for the others */
     int xp;         /* 1: the register step's warp sums by warp_sum8 (cu_set.gdn_xpose), 0: by butterflies */
+    cu_prep_out prep; /* the normalised outputs prepared for the out-projection too (cu_prep_span), or kind 0 */
+    int prep_r0;      /* the prepared rows' index of this call's row 0 */
 } gdn_k_args;
 
 /* Block hv: value head hv's rows in order. Thread i owns value row i of the state, kept transposed
@@ -1051,7 +1053,9 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
         int i = threadIdx.x;
         float yi = i < Dv ? yv[i] : 0.f;
         float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + a.eps);
-        if (i < Dv) row[a.y_off + hv * Dv + i] = ((yi * inv) * a.norm[i]) * cu_silu(zg);
+        const float out = i < Dv ? ((yi * inv) * a.norm[i]) * cu_silu(zg) : 0.f;
+        if (i < Dv) row[a.y_off + hv * Dv + i] = out;
+        if (a.prep.kind) cu_prep_span(a.prep, out, Dv, hv * Dv, a.prep_r0 + t, yv); /* yv read: free */
         __syncthreads();
     }
     float *dst = a.dst + (size_t)hv * Dv * Dk;
@@ -1072,18 +1076,20 @@ __global__ void __launch_bounds__(GDN_REG_THREADS) k_gdn_reg(gdn_k_args a) {
  * fused step's arithmetic: thread i < Dv holds y_i, the same warp sums (the fused block's warps past Dv
  * add zero) in the same order, then ((y·inv)·norm)·silu(z). Threads: (Dv + 31) / 32 · 32. */
 __device__ __forceinline__ void gdn_norm_body(float *big, int ldb, int y_off, int Dv, const float *norm, float eps, int t,
-                                              int hv) {
-    __shared__ float sh[33];
+                                              int hv, const cu_prep_out &prep, int prow) {
+    __shared__ float sh[33], stage[32 * GDN_RPW];
     const int i = threadIdx.x;
     float *row = big + (size_t)t * ldb;
     const float yi = i < Dv ? row[y_off + hv * Dv + i] : 0.f, zg = i < Dv ? row[hv * Dv + i] : 0.f;
     const float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + eps);
-    if (i < Dv) row[y_off + hv * Dv + i] = ((yi * inv) * norm[i]) * cu_silu(zg);
+    const float out = i < Dv ? ((yi * inv) * norm[i]) * cu_silu(zg) : 0.f;
+    if (i < Dv) row[y_off + hv * Dv + i] = out;
+    if (prep.kind) cu_prep_span(prep, out, Dv, hv * Dv, prow, stage); /* prow: row t of the prepared rows */
 }
 
-__global__ void k_gdn_norm(float *big, int ldb, int y_off, int Dv, const float *norm, float eps) {
+__global__ void k_gdn_norm(float *big, int ldb, int y_off, int Dv, const float *norm, float eps, cu_prep_out prep) {
     CU_PDL_ENTRY();
-    gdn_norm_body(big, ldb, y_off, Dv, norm, eps, blockIdx.x, blockIdx.y);
+    gdn_norm_body(big, ldb, y_off, Dv, norm, eps, blockIdx.x, blockIdx.y, prep, blockIdx.x);
 }
 
 /* Blocks per value head for the register step (gdn_reg_body): $MTPLX_CUDA_GDN_SPLIT when set (capped at
@@ -1123,6 +1129,7 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
          * for the block sums; split, a block's share of the warps, then the norm launch */
         k.split = gdn_split(a->Hv, a->Dv, 1, R);
         const int fused = k.split == 1;
+        cu_prep_begin(a->big + a->y_off, a->ldb, R, a->Hv * a->Dv, a->Dv, &k.prep);
         int threads = fused ? 32 * (warps > (a->Dv + 31) / 32 ? warps : (a->Dv + 31) / 32)
                             : 32 * ((warps + k.split - 1) / k.split);
         if (!cu_set.gdn_l2) {
@@ -1144,9 +1151,10 @@ void cu_gdn(be_backend *be, const be_gdn_args *a, int R) {
         CU_LAUNCHED("gdn");
         if (!fused) {
             seq_launch(k_gdn_norm, dim3(R, a->Hv), (a->Dv + 31) / 32 * 32, 0, a->big, a->ldb, a->y_off, a->Dv, k.norm,
-                       a->eps);
+                       a->eps, k.prep);
             CU_LAUNCHED("gdn norm");
         }
+        cu_prep_done(&k.prep, a->big + a->y_off, a->ldb);
         return;
     }
     seq_launch(k_gdn_l2, dim3(R, 2 * Hk), 128, 0, (const float *)a->big, a->ldb, a->u_off, Hk, Dk, a->qn, a->kn);
@@ -1505,6 +1513,7 @@ __device__ __forceinline__ gdn_k_args gdn_seq_args(gdn_k_args a, const cu_gdn_se
     a.big += (size_t)q.r0 * a.ldb;
     a.R = q.R;
     a.src = q.src, a.dst = q.dst, a.qn = q.qn, a.kn = q.kn, a.tape_g = q.tape_g, a.tape_d = q.tape_d;
+    a.prep_r0 = q.r0;
     return a;
 }
 
@@ -1520,11 +1529,11 @@ __global__ void __launch_bounds__(GDN_REG_THREADS)
 
 /* Block (t, hv, i): k_gdn_norm's block (t, hv) for sequence i. */
 __global__ void k_gdn_norm_seqs(const __grid_constant__ seq_tab inl, const int32_t *dtab, float *big, int ldb, int y_off,
-                                int Dv, const float *norm, float eps) {
+                                int Dv, const float *norm, float eps, cu_prep_out prep) {
     CU_PDL_ENTRY();
     cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.z];
     if ((int)blockIdx.x >= q.R) return;
-    gdn_norm_body(big + (size_t)q.r0 * ldb, ldb, y_off, Dv, norm, eps, blockIdx.x, blockIdx.y);
+    gdn_norm_body(big + (size_t)q.r0 * ldb, ldb, y_off, Dv, norm, eps, blockIdx.x, blockIdx.y, prep, q.r0 + blockIdx.x);
 }
 
 /* Block (hv, i): k_gdn's block hv for sequence i. */
@@ -1543,7 +1552,7 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         return;
     }
     cu_ctx *c = cu_of(be);
-    int Hk = a->Hk, Dk = a->Dk, Hv = a->Hv, Dv = a->Dv, maxR = 0;
+    int Hk = a->Hk, Dk = a->Dk, Hv = a->Hv, Dv = a->Dv, maxR = 0, rows = 0, sum = 0, lo = 0;
     const size_t dw = sizeof(cu_gdn_seq) / sizeof(int32_t);
     cu_gdn_seq *h = (cu_gdn_seq *)seq_host(n * dw);
     for (int i = 0; i < n; i++) {
@@ -1551,7 +1560,13 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         h[i] = (cu_gdn_seq){q->src, q->dst, q->qn, q->kn, q->tape_g, q->tape_d, q->conv, q->win, q->r0, q->R,
                             q->keep_win, 0};
         if (q->R > maxR) maxR = q->R;
+        if (q->R > 0) {
+            sum += q->R, rows = q->r0 + q->R > rows ? q->r0 + q->R : rows;
+            lo = i == 0 || q->r0 < lo ? q->r0 : lo;
+        }
     }
+    /* the out-projection's input is prepared here only when the sequences' rows are exactly rows 0 .. rows-1 */
+    const int rows_tiled = sum == rows && lo == 0;
     if (maxR <= 0) return;
     seq_tab inl;
     const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
@@ -1569,6 +1584,7 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
          * the norm's when the heads are split (gdn_split) */
         k.split = gdn_split(Hv, Dv, n, maxR);
         const int fused = k.split == 1;
+        if (rows_tiled) cu_prep_begin(a->big + a->y_off, a->ldb, rows, Hv * Dv, Dv, &k.prep);
         int threads = fused ? 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32) : 32 * ((warps + k.split - 1) / k.split);
         dim3 g(Hv * k.split, n);
         if (!cu_set.gdn_l2) {
@@ -1590,9 +1606,10 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         CU_LAUNCHED("gdn");
         if (!fused) {
             seq_launch(k_gdn_norm_seqs, dim3(maxR, Hv, n), (Dv + 31) / 32 * 32, 0, inl, d, a->big, a->ldb, a->y_off, Dv,
-                       k.norm, a->eps);
+                       k.norm, a->eps, k.prep);
             CU_LAUNCHED("gdn norm");
         }
+        cu_prep_done(&k.prep, a->big + a->y_off, a->ldb);
         return;
     }
     seq_launch(k_gdn_l2_seqs, dim3(maxR, 2 * Hk, n), 128, 0, inl, d, (const float *)a->big, a->ldb, a->u_off, Hk, Dk);
