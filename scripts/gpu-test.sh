@@ -22,7 +22,8 @@
 #      block rows ≡ in each warp ≡ block rows in waves (MTPLX_CUDA_SK_RG=0 / 1 / default 2 / 3);
 #   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
 #   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4);
-#   8b. the GDN step's fused preparation of the out-projection's input ≡ the separate launch (MTPLX_CUDA_FUSE_SEQ);
+#   8b. the GDN step's and attention's fused preparation of the out-projections' input ≡ the separate launch
+#       (MTPLX_CUDA_FUSE_SEQ);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed.
 set -uo pipefail
@@ -200,25 +201,29 @@ dp_equal() {
 }
 check sk_integer_pipe_bit_identical dp_equal
 
-# 8b. the GDN step preparing its output for the out-projection in its own kernel (cuda_seq.cu, cu_prep_span)
-#     gives the bits of the separate k_split_x / k_qact launch: logits of a prefill, of decode steps and
-#     of the MTP head with it off (MTPLX_CUDA_FUSE_SEQ=0), on, and on with the fused-norm step forced
+# 8b. the GDN step and attention preparing their outputs for the out-projections in their own kernels
+#     (cuda_seq.cu, cu_prep_from) give the bits of the separate k_split_x / k_qact launch: logits of a
+#     prefill, of decode steps (also past 256 keys, where the attention's merge kernel writes) and of the
+#     MTP head with it off (MTPLX_CUDA_FUSE_SEQ=0), on, and on with the fused-norm GDN step forced
 #     (MTPLX_CUDA_GDN_SPLIT=1; the default splits a head's warps for many rows and prepares in the norm
 #     kernel), on the embedded model in bf16, q4 groups of 64 and 32, and q8
 seq_prep_equal() {
     local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
+    local L=$(seq -s, 11 13 3900) T0=
     for m in "" /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
-        for mode in "" "--step" "--step --mtp"; do
+        for mode in "" "--step" "--step --mtp" "--long"; do
+            [ "$mode" = --long ] && { T0=$T; T=$L; mode=--step; }
             MTPLX_CUDA_FUSE_SEQ=0 build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
             build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
             MTPLX_CUDA_GDN_SPLIT=1 build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
             cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
                 { echo "${m:-embedded} logits [$mode] differ"; return 1; }
-            echo "${m:-embedded} logits [$mode]: separate == fused preparation"
+            echo "${m:-embedded} logits [$mode, $(echo $T | tr , '\n' | wc -l) tokens]: separate == fused preparation"
+            [ -n "${T0:-}" ] && { T=$T0; T0=; }
         done
     done
 }
-check gdn_prepares_out_projection_bit_identical seq_prep_equal
+check seq_ops_prepare_out_projection_bit_identical seq_prep_equal
 
 # 9. step graphs replayed and patched in place (cuda_graph.cu) generate what eager launches do: sampled
 #    text (T 0.6, one seed) at depths 0 and 3 on the embedded model and its q4 conversion, graphs off vs
