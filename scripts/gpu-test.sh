@@ -22,8 +22,7 @@
 #      block rows ≡ in each warp ≡ block rows in waves (MTPLX_CUDA_SK_RG=0 / 1 / default 2 / 3);
 #   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
 #   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4);
-#   8b. the GDN step's and attention's fused preparation of the out-projections' input ≡ the separate launch
-#       (MTPLX_CUDA_FUSE_SEQ);
+#   8b. the GDN step's fused preparation of the out-projection's input ≡ the separate launch (MTPLX_CUDA_FUSE_SEQ);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed. GPU_TEST_SKIP=REGEX skips the checks
 # whose names match (a shorter run when device time is short; say so where its result is quoted).
@@ -203,10 +202,9 @@ dp_equal() {
 }
 check sk_integer_pipe_bit_identical dp_equal
 
-# 8b. the GDN step and attention preparing their outputs for the out-projections in their own kernels
-#     (cuda_seq.cu, cu_prep_from) give the bits of the separate k_split_x / k_qact launch: logits of a
-#     prefill, of decode steps (both also over 300 tokens: the many-row GEMM reads the prefill's, the
-#     attention's merge kernel writes past 256 keys) and of the
+# 8b. the GDN step preparing its output for the out-projection in its own kernel (cuda_seq.cu,
+#     cu_prep_span) gives the bits of the separate k_split_x / k_qact launch: logits of a prefill, of
+#     decode steps (both also over 300 tokens: the many-row GEMM reads the prefill's) and of the
 #     MTP head with it off (MTPLX_CUDA_FUSE_SEQ=0), on, and on with the fused-norm GDN step forced
 #     (MTPLX_CUDA_GDN_SPLIT=1; the default splits a head's warps for many rows and prepares in the norm
 #     kernel), on the embedded model in bf16, q4 groups of 64 and 32, and q8
@@ -226,7 +224,7 @@ seq_prep_equal() {
         done
     done
 }
-check seq_ops_prepare_out_projection_bit_identical seq_prep_equal
+check gdn_prepares_out_projection_bit_identical seq_prep_equal
 
 # 9. step graphs replayed and patched in place (cuda_graph.cu) generate what eager launches do: sampled
 #    text (T 0.6, one seed) at depths 0 and 3 on the embedded model and its q4 conversion, graphs off vs

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# session 30 call 4: attention prepares the output projection's input too (the same knob,
-# MTPLX_CUDA_FUSE_SEQ): gpu-test (check 8b now also past 256 keys), then FUSE_SEQ=0 / 1 alternated on
+# session 30 call 4 (NOT RUN: the session's device time ran out): attention prepares the output
+# projection's input too (the same knob, MTPLX_CUDA_FUSE_SEQ). Apply attn-prep.patch first
+# (`git apply bench/results/2026-12-06-gpu-s30/attn-prep.patch`: attention's core / merge blocks call
+# cu_prep_from, and the GDN step uses that helper instead of cu_prep_span). Then gpu-test (check 8b, whose
+# 300-token decode steps reach the attention's merge kernel past 256 keys), then FUSE_SEQ=0 / 1 alternated on
 # the embedded model (D3 bench, bf16 and q4). gpu-test without its three
 # slowest checks that this change does not touch (device time was short).
 set -uo pipefail
