@@ -22,7 +22,8 @@
 #      block rows ≡ in each warp ≡ block rows in waves (MTPLX_CUDA_SK_RG=0 / 1 / default 2 / 3);
 #   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
 #   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4);
-#   8b. the GDN step's fused preparation of the out-projection's input ≡ the separate launch (MTPLX_CUDA_FUSE_SEQ);
+#   8b. the GDN step's and the attention's fused preparation of the out-projection's input ≡ the separate
+#      launch (MTPLX_CUDA_FUSE_SEQ);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed. GPU_TEST_SKIP=REGEX skips the checks
 # whose names match (a shorter run when device time is short; say so where its result is quoted).
@@ -54,6 +55,17 @@ export MTPLX_DEVICE=cuda
 # the test models' 8,192-id vocabularies are under the top-k download's default threshold (65536 ids):
 # take the top-k path anyway so the checks keep covering it
 export MTPLX_CUDA_TOP_MIN_VOCAB=${MTPLX_CUDA_TOP_MIN_VOCAB:-1}
+
+# the embedded model converted to q4 (groups of 64 and 32) and q8 under /tmp, once per run, by whichever
+# check needs them first (so GPU_TEST_SKIP may skip any check)
+rm -f /tmp/gpu-qmodels.done
+qmodels() {
+    [ -f /tmp/gpu-qmodels.done ] && return 0
+    rm -rf /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8
+    build/mtplx convert --q-bits 4 --out /tmp/gpu-q4 --quiet &&
+        build/mtplx convert --q-bits 4 --group-size 32 --out /tmp/gpu-q4g32 --quiet &&
+        build/mtplx convert --q-bits 8 --out /tmp/gpu-q8 --quiet && touch /tmp/gpu-qmodels.done
+}
 
 uses_gpu() { MTPLX_CUDA_VERBOSE=1 build/mtplx run --prompt hi --max-tokens 2 2>&1 | grep "CUDA backend on GPU"; }
 check default_device_is_the_gpu uses_gpu
@@ -143,7 +155,7 @@ check batch_invariance_attention_grouped att_group_batch
 #    only with the split's K batch (=1) and always (=3)
 gemm_equal() {
     local T=$(seq -s, 11 37 3674) q4=/tmp/gpu-q4 m mode
-    rm -rf $q4; build/mtplx convert --q-bits 4 --out $q4 --quiet || return 1
+    qmodels || return 1
     for m in models/qwen35-tiny-code $q4; do
         for mode in "" "--mtp"; do
             MTPLX_CUDA_GEMM=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-g0.safetensors > /dev/null || return 1
@@ -169,8 +181,7 @@ check gemm_bit_identical gemm_equal
 #    =0, in q4 with groups of 64 (gemm_equal's conversion) and 32, and q8 with groups of 64
 layouts_equal() {
     local T=$(seq -s, 11 37 3674) m mode
-    rm -rf /tmp/gpu-q4g32 /tmp/gpu-q8; build/mtplx convert --q-bits 4 --group-size 32 --out /tmp/gpu-q4g32 --quiet &&
-        build/mtplx convert --q-bits 8 --out /tmp/gpu-q8 --quiet || return 1
+    qmodels || return 1
     for m in /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
         for mode in "" "--mtp"; do
             MTPLX_CUDA_GEMM=0 MTPLX_CUDA_SK_GA=1 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
@@ -188,6 +199,7 @@ check sk_layouts_bit_identical layouts_equal
 #    and the ops' row-invariance checks with it taking 1..4-row launches
 dp_equal() {
     local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
+    qmodels || return 1
     for m in /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
         for mode in "--step" "--step --mtp"; do
             MTPLX_CUDA_SK_DP=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
@@ -202,14 +214,16 @@ dp_equal() {
 }
 check sk_integer_pipe_bit_identical dp_equal
 
-# 8b. the GDN step preparing its output for the out-projection in its own kernel (cuda_seq.cu,
-#     cu_prep_span) gives the bits of the separate k_split_x / k_qact launch: logits of a prefill, of
-#     decode steps (both also over 300 tokens: the many-row GEMM reads the prefill's) and of the
+# 8b. the GDN step and the attention (core and merge blocks) preparing their outputs for the output
+#     projection in their own kernels (cuda_seq.cu, cu_prep_from) give the bits of the separate
+#     k_split_x / k_qact launch: logits of a prefill, of decode steps (both also over 300 tokens: the
+#     many-row GEMM reads the prefill's, and the steps' attention merges key chunks) and of the
 #     MTP head with it off (MTPLX_CUDA_FUSE_SEQ=0), on, and on with the fused-norm GDN step forced
 #     (MTPLX_CUDA_GDN_SPLIT=1; the default splits a head's warps for many rows and prepares in the norm
 #     kernel), on the embedded model in bf16, q4 groups of 64 and 32, and q8
 seq_prep_equal() {
     local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
+    qmodels || return 1
     local L=$(seq -s, 11 13 3900) T0=
     for m in "" /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
         for mode in "" "--step" "--step --mtp" "--long" "--long --step"; do
@@ -231,6 +245,7 @@ check gdn_prepares_out_projection_bit_identical seq_prep_equal
 #    on, and the graphed runs really replayed patched graphs (the step table's counts)
 graphs_equal() {
     local m d
+    qmodels || return 1
     for m in models/qwen35-tiny-code /tmp/gpu-q4; do
         for d in 0 3; do
             MTPLX_CUDA_GRAPH=0 build/mtplx run --model $m --prompt "$P" --max-tokens 96 --temperature 0.6 --seed 11 \

@@ -19,8 +19,8 @@ extern "C" {
 typedef struct {
     int stream;     /* 1: a non-blocking stream; MTPLX_CUDA_STREAM=0: the legacy default stream */
     int fuse;       /* MTPLX_CUDA_FUSE=1: deferred residual add + activation preparation shared across ops */
-    int fuse_seq;   /* 1: the GDN step also prepares its output for the out-projection (cuda_seq.cu);
-                     * MTPLX_CUDA_FUSE_SEQ=0: a k_split_x / k_qact launch does (a comparison knob) */
+    int fuse_seq;   /* 1: the GDN step and attention also prepare their outputs for the out-projections
+                     * (cuda_seq.cu); MTPLX_CUDA_FUSE_SEQ=0: a k_split_x / k_qact launch does (a comparison knob) */
     int pdl;        /* MTPLX_CUDA_PDL=1: programmatic dependent launch */
     int graph;      /* MTPLX_CUDA_GRAPH=1: step graphs (recorded, replayed and patched in place: cuda_graph.cu) */
     int seq_batch;  /* 1: attention_seqs / mla_seqs / gdn_seqs as one grid over the sequences;

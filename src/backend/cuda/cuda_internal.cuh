@@ -277,32 +277,29 @@ typedef struct {
 
 /* Whether a top-level op writing y (R rows of K values, stride ldy) in blocks of `unit` values each
  * should prepare them (a matmul read y with a known kind last time; unit a multiple of the q group):
- * fills *p and returns 1, else returns 0 with p->kind = 0. The op then launches its kernel with *p and
- * calls cu_prep_done. */
+ * fills *p and returns 1, else returns 0 with p->kind = 0. The op then launches its kernels with *p (each
+ * block that writes a span of y calls cu_prep_from on it) and calls cu_prep_done. */
 int cu_prep_begin(const float *y, int ldy, int R, int K, int unit, cu_prep_out *p);
 void cu_prep_done(const cu_prep_out *p, const float *y, int ldy);
 
-/* Block-wide (every thread of the block calls it, the same number of times): thread i < n holds v, entry
- * c0 + i of row `row`; prepares entries c0 .. c0 + n - 1 into p's scratch. stage: n floats of shared
- * memory (q kinds: a warp quantizes a group from there). */
-__device__ __forceinline__ void cu_prep_span(const cu_prep_out &p, float v, int n, int c0, int row, float *stage) {
-    const int i = threadIdx.x;
+/* Block-wide (every thread of the block calls it, the same number of times, after writing src): prepares
+ * the n values at src, entries c0 .. c0 + n - 1 of row `row` of the matmul's input, into p's scratch —
+ * bf16 a thread an entry, q a warp a group (the block's own writes are visible after its barrier). */
+__device__ __forceinline__ void cu_prep_from(const cu_prep_out &p, const float *src, int n, int c0, int row) {
+    __syncthreads();
     if (p.kind == 1) {
         __nv_bfloat16 *xh = (__nv_bfloat16 *)p.xp;
-        if (i < n) split_one(xh, xh + (size_t)p.R * p.K, v, row, c0 + i, p.K);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) split_one(xh, xh + (size_t)p.R * p.K, src[i], row, c0 + i, p.K);
         return;
     }
-    const int gs = p.kind / 4, lane = i & 31, w = i >> 5;
+    const int gs = p.kind / 4, lane = threadIdx.x & 31;
     const size_t ab = ((size_t)p.R * p.K + 255) & ~(size_t)255;
     int8_t *a = (int8_t *)p.xp;
     float2 *db = (float2 *)((char *)p.xp + ab);
-    __syncthreads(); /* stage free */
-    if (i < n) stage[i] = v;
-    __syncthreads();
-    for (int g = w; g < n / gs; g += blockDim.x >> 5) { /* warp-uniform */
+    for (int g = threadIdx.x >> 5; g < n / gs; g += blockDim.x >> 5) { /* warp-uniform: qact_group shuffles */
         float x[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) x[j] = j < gs / 32 ? stage[g * gs + lane + 32 * j] : 0.f;
+        for (int j = 0; j < 4; j++) x[j] = j < gs / 32 ? src[g * gs + lane + 32 * j] : 0.f;
         const int G = (c0 + g * gs) / gs;
         switch (p.kind) {
         case 2 + 4 * 32: qact_group<32, 4>(a, db, x, G, row, lane, p.K); break;

@@ -132,6 +132,8 @@ typedef struct {
                   * ((z · rows + t - t0) · heads + h) · S + chunk, z the sequence's index in the launch */
     int S, t0, rows, heads; /* chunks a query may have in this call, first row, rows of the slots, query heads */
     int z0;                 /* a batched launch's first sequence (its table index) */
+    cu_prep_out prep;       /* the outputs prepared for the output projection too (cu_prep_from), or kind 0 */
+    int prep_r0;            /* the prepared rows' index of row 0 of a.big */
 } attn_core_args;
 
 /* Chunk partial slot of row t (t0 <= t < t0 + rows), head h, chunk c of the launch's sequence z. */
@@ -282,6 +284,7 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
         if (a.gated) r *= cu_sigmoid(qg[Dk + dd]);
         out[dd] = r;
     }
+    if (a.prep.kind && !slot) cu_prep_from(a.prep, out, Dv, h * Dv, a.prep_r0 + t); /* slot: the same for the block */
 }
 
 /* Block (t, h) of a query over more than one chunk: its chunks' partials merged in chunk order (the
@@ -303,6 +306,7 @@ __device__ __forceinline__ void attn_merge_body(const attn_core_args &a, int t, 
         if (a.gated) r *= cu_sigmoid(qg[a.Dk + dd]);
         out[dd] = r;
     }
+    if (a.prep.kind) cu_prep_from(a.prep, out, Dv, h * Dv, a.prep_r0 + t);
 }
 
 __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
@@ -776,7 +780,7 @@ typedef struct {
     float *dst, *tape_g, *tape_d;
     int split;      /* blocks per value head of the register step (gdn_split); 1 for the others */
     int xp;         /* 1: the register step's warp sums by warp_sum8 (cu_set.gdn_xpose), 0: by butterflies */
-    cu_prep_out prep; /* the normalised outputs prepared for the out-projection too (cu_prep_span), or kind 0 */
+    cu_prep_out prep; /* the normalised outputs prepared for the out-projection too (cu_prep_from), or kind 0 */
     int prep_r0;      /* the prepared rows' index of this call's row 0 */
 } gdn_k_args;
 
@@ -1055,7 +1059,7 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
         float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + a.eps);
         const float out = i < Dv ? ((yi * inv) * a.norm[i]) * cu_silu(zg) : 0.f;
         if (i < Dv) row[a.y_off + hv * Dv + i] = out;
-        if (a.prep.kind) cu_prep_span(a.prep, out, Dv, hv * Dv, a.prep_r0 + t, yv); /* yv read: free */
+        if (a.prep.kind) cu_prep_from(a.prep, row + a.y_off + hv * Dv, Dv, hv * Dv, a.prep_r0 + t);
         __syncthreads();
     }
     float *dst = a.dst + (size_t)hv * Dv * Dk;
@@ -1077,14 +1081,14 @@ __global__ void __launch_bounds__(GDN_REG_THREADS) k_gdn_reg(gdn_k_args a) {
  * add zero) in the same order, then ((y·inv)·norm)·silu(z). Threads: (Dv + 31) / 32 · 32. */
 __device__ __forceinline__ void gdn_norm_body(float *big, int ldb, int y_off, int Dv, const float *norm, float eps, int t,
                                               int hv, const cu_prep_out &prep, int prow) {
-    __shared__ float sh[33], stage[32 * GDN_RPW];
+    __shared__ float sh[33];
     const int i = threadIdx.x;
     float *row = big + (size_t)t * ldb;
     const float yi = i < Dv ? row[y_off + hv * Dv + i] : 0.f, zg = i < Dv ? row[hv * Dv + i] : 0.f;
     const float inv = 1.0f / sqrtf(cu_block_sum(yi * yi, sh) / (float)Dv + eps);
     const float out = i < Dv ? ((yi * inv) * norm[i]) * cu_silu(zg) : 0.f;
     if (i < Dv) row[y_off + hv * Dv + i] = out;
-    if (prep.kind) cu_prep_span(prep, out, Dv, hv * Dv, prow, stage); /* prow: row t of the prepared rows */
+    if (prep.kind) cu_prep_from(prep, row + y_off + hv * Dv, Dv, hv * Dv, prow); /* prow: row t of the prepared rows */
 }
 
 __global__ void k_gdn_norm(float *big, int ldb, int y_off, int Dv, const float *norm, float eps, cu_prep_out prep) {
@@ -1314,7 +1318,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + z];
     if (t >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
-    a.pos0 = q.pos0;
+    a.pos0 = q.pos0, a.prep_r0 = q.r0;
     attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z);
 }
 
@@ -1343,7 +1347,7 @@ __global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_
     cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + blockIdx.z];
     if (t >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
-    a.pos0 = q.pos0;
+    a.pos0 = q.pos0, a.prep_r0 = q.r0;
     attn_merge_body(a, t, blockIdx.y, blockIdx.z);
 }
 
@@ -1358,8 +1362,19 @@ static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab 
         if (seqs[i].R > 0 && seqs[i].pos0 + seqs[i].R > max_keys) max_keys = seqs[i].pos0 + seqs[i].R;
     q.S = attn_split(max_keys, maxR, n, nH, q.Dv, &q.part, &ns, &group);
     q.rows = group, q.heads = nH;
-    int aligned = 1;
-    for (int i = 0; i < n; i++) aligned &= ((uintptr_t)seqs[i].kv.k | (uintptr_t)seqs[i].kv.v) % 16 == 0;
+    int aligned = 1, rows_all = 0, sum = 0, lo = 0;
+    for (int i = 0; i < n; i++) {
+        aligned &= ((uintptr_t)seqs[i].kv.k | (uintptr_t)seqs[i].kv.v) % 16 == 0;
+        if (seqs[i].R > 0) {
+            sum += seqs[i].R, rows_all = seqs[i].r0 + seqs[i].R > rows_all ? seqs[i].r0 + seqs[i].R : rows_all;
+            lo = i == 0 || seqs[i].r0 < lo ? seqs[i].r0 : lo;
+        }
+    }
+    /* the output projection's input prepared here: when one launch of one-query blocks (and its merge)
+     * writes every output and the sequences' rows are exactly rows 0 .. rows_all - 1 */
+    q.z0 = 0, q.t0 = 0;
+    if (n <= ns && maxR <= group && sum == rows_all && lo == 0 && !attn_qb(q, maxR, aligned, n, nH, q.S))
+        cu_prep_begin(q.big + q.att_off, q.ldb, rows_all, nH * q.Dv, q.Dv, &q.prep);
     for (q.z0 = 0; q.z0 < n; q.z0 += ns) {
         int nz = n - q.z0 < ns ? n - q.z0 : ns;
         for (q.t0 = 0; q.t0 < maxR; q.t0 += group) {
@@ -1377,6 +1392,7 @@ static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab 
             }
         }
     }
+    cu_prep_done(&q.prep, q.big + q.att_off, q.ldb);
 }
 
 void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch) {
