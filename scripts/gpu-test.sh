@@ -21,7 +21,8 @@
 #      and stream-K passes of 16 rows ≡ 32 (MTPLX_CUDA_SK_ROWS=16 with the GEMM off), bf16 row groups in
 #      block rows ≡ in each warp ≡ block rows in waves (MTPLX_CUDA_SK_RG=0 / 1 / default 2 / 3);
 #   7. the stream-K q kernels' two span layouts ≡ (MTPLX_CUDA_SK_GA=1 / 0), q4 groups of 64 and 32, q8;
-#   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4);
+#   8. the integer-pipe decode kernel ≡ the mma one (MTPLX_CUDA_SK_DP=0 / default / 4; its spans interleaved
+#      or in turn, MTPLX_CUDA_SK_IL=1 / 0);
 #   8b. the GDN step's and the attention's fused preparation of the out-projection's input ≡ the separate
 #      launch (MTPLX_CUDA_FUSE_SEQ);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
@@ -195,7 +196,8 @@ check sk_layouts_bit_identical layouts_equal
 
 # 8. the integer-pipe decode kernel (cuda_mma_sk.cu, k_sk_qdp: launches of up to MTPLX_CUDA_SK_DP rows)
 #    gives the mma kernel's bits: decode-step logits (1-row launches) and the MTP head's, with it off
-#    (MTPLX_CUDA_SK_DP=0), by default and up to 4 rows, in q4 groups of 64 and 32 and q8 groups of 64;
+#    (MTPLX_CUDA_SK_DP=0), by default, up to 4 rows and with a batch's spans interleaved or in turn
+#    (MTPLX_CUDA_SK_IL=1 / 0), in q4 groups of 64 and 32 and q8 groups of 64;
 #    and the ops' row-invariance checks with it taking 1..4-row launches
 dp_equal() {
     local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
@@ -207,7 +209,11 @@ dp_equal() {
             MTPLX_CUDA_SK_DP=4 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
             cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
                 { echo "$m logits [$mode] differ"; return 1; }
-            echo "$m logits [$mode]: mma == integer pipe"
+            for il in 0 1; do
+                MTPLX_CUDA_SK_IL=$il build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
+                cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors || { echo "$m logits [$mode] SK_IL=$il differ"; return 1; }
+            done
+            echo "$m logits [$mode]: mma == integer pipe (its spans interleaved or in turn)"
         done
     done
     MTPLX_CUDA_SK_DP=4 build/tests/test_backend_cuda

@@ -1011,6 +1011,7 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->sk_bu = NUM("MTPLX_CUDA_SK_BU");
     s->sk_bps = NUM("MTPLX_CUDA_SK_BPS");
     s->sk_minu = NUM("MTPLX_CUDA_SK_MINU");
+    s->sk_il = SW("MTPLX_CUDA_SK_IL", -1);
     s->thin = SW("MTPLX_CUDA_THIN", 1);
     s->sk_rg = knob_int(&k, "MTPLX_CUDA_SK_RG", 2, 0, 3);
     static const char *const sk_rows[] = {"16", "32"};

@@ -63,6 +63,9 @@ typedef struct {
                        blocks a multiprocessor); 3 one a block row always, in waves when they do not fit */
     int thin;       /* 1: thin bf16 weights (<= 64 rows) of a matmul_n that also holds quantized weights run on
                        k_thin_bf16 (cuda_mma.cu); MTPLX_CUDA_THIN=0: on the mma kernels (other bits) */
+    int sk_il;      /* the integer-pipe kernel's spans of a batch without a branch between them and two dp4a chains
+                       a chunk (same bits): MTPLX_CUDA_SK_IL=1 always, =0 never (a span's chain after the last
+                       one's); -1 (unset): q4 only (bench/cuda.md "Session 31": q4 +1-8%, q8 -1-3%) */
     int sk_minu;    /* MTPLX_CUDA_SK_MINU=N: fewer stream-K warps for a weight of under N units (K spans /
                        blocks of a 16-row tile) per warp; 0: a fifth of a tile, at most 2·U (sk_minu) */
     int rms_batch;  /* entries a thread of the fused rmsnorm loads at once (cuda_mma.cu); MTPLX_CUDA_RMS_BATCH=1:

@@ -371,8 +371,10 @@ __device__ __forceinline__ int sk_dp4a(uint32_t a, uint32_t b, int c) {
  * chunks at bytes 32c + 16h (c < CH): a warp load reads 16 rows x 32 contiguous bytes. Activation bytes
  * follow the weight bytes (k_qact: q4 words 2i / 2i + 1 hold the inputs of weight word i's low / high
  * nibbles; q8 word i those of word i). The two lanes of a row trade their chunks' sums (one shuffle a
- * chunk), so both hold every group's sum and both run the row's float chain; lane h = 0 writes. */
-template <int BITS, int GS, int U, int F16, int NR>
+ * chunk), so both hold every group's sum and both run the row's float chain; lane h = 0 writes.
+ * IL = 1 leaves no branch between a batch's spans and splits each chunk's dp4a chain in two, so a warp's
+ * spans overlap their latencies (q4 +1-8%, the 27B q4 step 2.83 -> 2.77 ms; bench/cuda.md "Session 31"). */
+template <int BITS, int GS, int U, int F16, int NR, int IL>
 __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
     k_sk_qdp(sk_jobs jobs, int K, const uint4 *xa, const float2 *xdb, int R) {
     CU_PDL_ENTRY();
@@ -426,7 +428,11 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
             }
 #pragma unroll
             for (int v = 0; v < U; v++) {
-                if (s0 + v >= b) break;
+                /* IL: no branch between the batch's spans (one past b has zero weights, scales and d, so it
+                 * adds +0 to sums that are never -0: the same bits), so their loads and dp4a chains
+                 * interleave; else each span's chain runs after the last one's */
+                if (!IL && s0 + v >= b) break;
+                const bool okv = s0 + v < b;
                 int ic[NR][S];
 #pragma unroll
                 for (int j = 0; j < NR; j++) {
@@ -437,7 +443,7 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
                     for (int c = 0; c < CH; c++)
 #pragma unroll
                         for (int e = 0; e < AC; e++)
-                            XV[c][e] = j < R ? __ldg(xa + j * xrow + (size_t)(s0 + v) * 8 + (2 * c + h) * AC + e) : z;
+                            XV[c][e] = j < R && okv ? __ldg(xa + j * xrow + (size_t)(s0 + v) * 8 + (2 * c + h) * AC + e) : z;
                     int cs[CH];
 #pragma unroll
                     for (int c = 0; c < CH; c++) {
@@ -445,17 +451,20 @@ __global__ void __launch_bounds__(SK_WARPS * 32, SK_Q_BLOCKS)
                         const uint32_t xv[8] = {XV[c][0].x, XV[c][0].y, XV[c][0].z,
                                                 XV[c][0].w, XV[c][AC - 1].x, XV[c][AC - 1].y,
                                                 XV[c][AC - 1].z, XV[c][AC - 1].w}; /* q8: 4 used */
-                        int sum = 0;
+                        int sum = 0, s2 = 0; /* IL: two chains (integers: exact in any order) */
 #pragma unroll
                         for (int i = 0; i < 4; i++) {
                             if (BITS == 4) {
                                 sum = sk_dp4a(wv[i] & 0x0F0F0F0Fu, xv[2 * i], sum);
-                                sum = sk_dp4a((wv[i] >> 4) & 0x0F0F0F0Fu, xv[2 * i + 1], sum);
+                                if (IL) s2 = sk_dp4a((wv[i] >> 4) & 0x0F0F0F0Fu, xv[2 * i + 1], s2);
+                                else sum = sk_dp4a((wv[i] >> 4) & 0x0F0F0F0Fu, xv[2 * i + 1], sum);
+                            } else if (IL && (i & 1)) {
+                                s2 = sk_dp4a(wv[i], xv[i], s2);
                             } else {
                                 sum = sk_dp4a(wv[i], xv[i], sum);
                             }
                         }
-                        cs[c] = sum;
+                        cs[c] = sum + s2;
                     }
 #pragma unroll
                     for (int s = 0; s < S; s++) ic[j][s] = 0;
@@ -692,8 +701,11 @@ template <int BITS, int GS, int NR>
 static void sk_qdp_go(const sk_jobs &js, int blocks, int K, const uint4 *a, const float2 *d, int R) {
     constexpr int U = (BITS == 4 ? 4 : 2) / NR > 0 ? (BITS == 4 ? 4 : 2) / NR : 1; /* no spills at 128 registers */
     if (NR > 1 && R <= NR / 2) return sk_qdp_go<BITS, GS, (NR > 1 ? NR / 2 : 1)>(js, blocks, K, a, d, R);
-    if (js.j[0].f16) cu_launch(k_sk_qdp<BITS, GS, U, 1, NR>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
-    else cu_launch(k_sk_qdp<BITS, GS, U, 0, NR>, blocks, SK_WARPS * 32, 0, js, K, a, d, R);
+    const int f = js.j[0].f16;
+    if (cu_set.sk_il > 0 || (cu_set.sk_il < 0 && BITS == 4)) cu_launch(f ? k_sk_qdp<BITS, GS, U, 1, NR, 1> : k_sk_qdp<BITS, GS, U, 0, NR, 1>, blocks,
+                                SK_WARPS * 32, 0, js, K, a, d, R);
+    else cu_launch(f ? k_sk_qdp<BITS, GS, U, 1, NR, 0> : k_sk_qdp<BITS, GS, U, 0, NR, 0>, blocks, SK_WARPS * 32, 0,
+                   js, K, a, d, R);
 }
 
 /* The rows up to which k_sk_qdp takes a launch instead of the mma kernel (same bits either way, so a
