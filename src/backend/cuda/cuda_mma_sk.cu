@@ -701,9 +701,9 @@ template <int BITS, int GS, int NR>
 static void sk_qdp_go(const sk_jobs &js, int blocks, int K, const uint4 *a, const float2 *d, int R) {
     constexpr int U = (BITS == 4 ? 4 : 2) / NR > 0 ? (BITS == 4 ? 4 : 2) / NR : 1; /* no spills at 128 registers */
     if (NR > 1 && R <= NR / 2) return sk_qdp_go<BITS, GS, (NR > 1 ? NR / 2 : 1)>(js, blocks, K, a, d, R);
-    const int f = js.j[0].f16;
-    if (cu_set.sk_il > 0 || (cu_set.sk_il < 0 && BITS == 4)) cu_launch(f ? k_sk_qdp<BITS, GS, U, 1, NR, 1> : k_sk_qdp<BITS, GS, U, 0, NR, 1>, blocks,
-                                SK_WARPS * 32, 0, js, K, a, d, R);
+    const int f = js.j[0].f16, il = cu_set.sk_il >= 0 ? cu_set.sk_il : BITS == 4; /* unset: q4 (cu_settings) */
+    if (il) cu_launch(f ? k_sk_qdp<BITS, GS, U, 1, NR, 1> : k_sk_qdp<BITS, GS, U, 0, NR, 1>, blocks, SK_WARPS * 32, 0,
+                      js, K, a, d, R);
     else cu_launch(f ? k_sk_qdp<BITS, GS, U, 1, NR, 0> : k_sk_qdp<BITS, GS, U, 0, NR, 0>, blocks, SK_WARPS * 32, 0,
                    js, K, a, d, R);
 }
