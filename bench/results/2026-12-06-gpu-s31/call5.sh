@@ -5,7 +5,9 @@
 #   git apply bench/results/2026-12-06-gpu-s31/mma-il.patch
 # Then: bit-identity (logits of 100-token prefills, launches of 16 and 4 rows, and of --step --mtp, QIL 0 / 1,
 # against the GEMM-off default), 2..16-row matmul GB/s and the 27B-16l q4 verify ratios, QIL 0 / 1 alternated.
-# If it wins, add QIL to gpu-test's check 7 (sk_layouts) and run the whole gpu-test.
+# If it wins, add QIL to gpu-test's check 7 (sk_layouts) and run the whole gpu-test. The patch also has
+# MTPLX_CUDA_SK_DPU=2|8 (spans a batch of the interleaved 1-row q4 kernel, default 4), swept below; check its
+# bits with gpu-test check 8 if it wins.
 set -uo pipefail
 t0=$(date +%s); L=$OUT/log.txt
 el() { echo $(( $(date +%s)-t0 )); }
@@ -26,6 +28,9 @@ for r in 2 4 8 16; do
   for q in 0 1 0 1; do
     echo "QIL=$q rows $r: $(MTPLX_CUDA_SK_QIL=$q timeout 40 build/mtplx bench --device cuda --matmul q4 --shape 17408x5120 --count 16 --rows $r --reps 7 2>&1 | grep -E "T=$r " | awk '{print $4}') GB/s" | tee -a $L
   done
+done
+for dpu in 0 2 8 0 2 8; do # the interleaved 1-row q4 kernel's spans a batch (0: 4; 8 spills 224 bytes)
+  echo "SK_DPU=$dpu rows 1: $(MTPLX_CUDA_SK_DPU=$dpu timeout 40 build/mtplx bench --device cuda --matmul q4 --shape 17408x5120 --count 16 --rows 1 --reps 7 2>&1 | grep -E "T=1 " | awk '{print $4}') GB/s" | tee -a $L
 done
 mkdir -p /tmp/s; build/mtplx synth --preset qwen35-27b-16l --dtype q4 --out /tmp/s/q4 --quiet 2>&1 | tail -1
 for q in 0 1 0 1; do
