@@ -179,7 +179,7 @@ check gemm_bit_identical gemm_equal
 # 7. the two span layouts of the stream-K q kernels (cuda_mma_sk.cu: a piece of every group per thread,
 #    or a quarter of the span with the other groups masked) give the same bits: logits of the same
 #    prefill (launches of 16 rows and of 4) with every matmul on stream-K, MTPLX_CUDA_SK_GA=1 against
-#    =0, in q4 with groups of 64 (gemm_equal's conversion) and 32, and q8 with groups of 64
+#    =0, in q4 with groups of 64 and 32 (qmodels), and q8 with groups of 64
 layouts_equal() {
     local T=$(seq -s, 11 37 3674) m mode
     qmodels || return 1
