@@ -25,6 +25,7 @@
 #      or in turn, MTPLX_CUDA_SK_IL=1 / 0);
 #   8b. the GDN step's and the attention's fused preparation of the out-projection's input ≡ the separate
 #      launch (MTPLX_CUDA_FUSE_SEQ);
+#   8c. the device MoE's per-slot kernels ≡ its tiles (MTPLX_CUDA_MOE_SLOTS, _MOE_STAGE);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed. GPU_TEST_SKIP=REGEX skips the checks
 # whose names match (a shorter run when device time is short; say so where its result is quoted).
@@ -219,6 +220,28 @@ dp_equal() {
     MTPLX_CUDA_SK_DP=4 build/tests/test_backend_cuda
 }
 check sk_integer_pipe_bit_identical dp_equal
+
+# 8c. the device MoE's per-slot kernels (calls of up to MTPLX_CUDA_MOE_SLOTS rows: no plan, the combine in the
+#     down launch, input rows staged in shared memory) give the tiled kernels' bits: test_backend_cuda's MoE
+#     check with SLOTS=4 (its 5..20-row calls tiled, each row compared with the row alone, per slot) and with
+#     the tiles everywhere, and logits of a 12-row prefill and of decode steps (and the MTP head) on the MoE
+#     goldens with SLOTS=0 / default / STAGE=0
+moe_slots_equal() {
+    local T=11,48,85,122,159,196,233,250,7,99,201,3 m mode
+    for m in tests/data/goldens/qwen3_5_moe tests/data/goldens-extra/qwen3_5_moe_b tests/data/goldens/deepseek_v3; do
+        for mode in "" "--step" "--step --mtp"; do
+            [ "$m" = tests/data/goldens/deepseek_v3 ] && [ "$mode" = "--step --mtp" ] && continue # no MTP head
+            MTPLX_CUDA_MOE_SLOTS=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+            MTPLX_CUDA_MOE_STAGE=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
+                { echo "$m logits [$mode] differ"; return 1; }
+            echo "$m logits [$mode]: tiles == staged slots == slots"
+        done
+    done
+    MTPLX_CUDA_MOE_SLOTS=4 build/tests/test_backend_cuda && MTPLX_CUDA_MOE_SLOTS=0 build/tests/test_backend_cuda
+}
+check moe_slots_bit_identical moe_slots_equal
 
 # 8b. the GDN step and the attention (core and merge blocks) preparing their outputs for the output
 #     projection in their own kernels (cuda_seq.cu, cu_prep_from) give the bits of the separate

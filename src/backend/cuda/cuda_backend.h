@@ -77,6 +77,11 @@ typedef struct {
                        block), _KS (spans a stage: bf16 32-input 2|4|8, q 128-input 1|2|4), _ST (bf16 stages) */
     int moe;        /* 1: the MoE block on the device (routing, grouped experts: cuda_moe.cu);
                        MTPLX_CUDA_MOE=0: top-k on the host and one launch per expert (comparison) */
+    int moe_slots;  /* calls of up to this many rows run the device MoE a slot per grid row, no plan and the
+                       combine inside the down launch (cuda_moe.cu, moe_slots; same bits as the tiles);
+                       MTPLX_CUDA_MOE_SLOTS=N, 0: always tiles */
+    int moe_stage;  /* 1: the per-slot kernels stage their input rows in shared memory (same bits);
+                       MTPLX_CUDA_MOE_STAGE=0: each lane reads its chunks from global memory */
     /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */
     int gdn_l2;     /* 1: the register GDN step L2-normalises q / k itself; MTPLX_CUDA_GDN_L2=0: a separate
                        launch first (same bits) */

@@ -15,6 +15,11 @@
  *   5. k_moe_combine: out = Σ_k w_k · yk[slot k] in slot (= ascending expert) order, then + the gated
  *      shared expert — the CPU's accumulation order.
  *
+ * Calls of few rows (decode, verify: R <= cu_set.moe_slots) skip the plan: k_moe_gu_slot takes one slot a
+ * grid row (its expert read from the route's idx), and k_moe_down_slots one input row a grid row, a warp per
+ * slot, combining the slots' outputs through shared memory in the same order — two launches fewer a layer,
+ * the same bits (a row's sums never depend on which rows share its tile).
+ *
  * No host synchronisation inside the op (grids are sized for the worst case from R; surplus blocks
  * exit), so the forward stays capturable into a CUDA graph. Batch invariance (DESIGN.md §3): a lane
  * takes fixed 16-byte chunks of a weight row (moe_lpo: set by the weight's shape) and adds each row's
@@ -41,6 +46,8 @@ extern "C" {
 #define MOE_WARPS 8    /* warps of a block */
 #define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
 #define MOE_DN_NO 4    /* outputs of a warp in k_moe_down */
+#define MOE_SLOT_MAX 16 /* slots of a row (K + shared) up to which k_moe_down_slots takes a row (a warp each) */
+#define MOE_STAGE_MAX (44 * 1024) /* bytes of staged rows a per-slot block may take (under the 48 KB default) */
 
 enum { MF_F32 = 0, MF_F16, MF_BF16, MF_Q8, MF_Q4 };
 
@@ -440,9 +447,12 @@ template <int F> __device__ __forceinline__ void moe_deq(uint32_t u, float s, fl
     }
 }
 
-/* V floats of p (16-byte aligned rows when al). */
-template <int V> __device__ __forceinline__ void moe_ldx(const float *p, int al, float *v) {
-    if (al && V % 4 == 0) {
+/* V floats of p (16-byte aligned rows when al; SM: p is in shared memory, staged by moe_stage). */
+template <int V, int SM = 0> __device__ __forceinline__ void moe_ldx(const float *p, int al, float *v) {
+    if (SM) {
+#pragma unroll
+        for (int i = 0; i < V; i++) v[i] = p[i];
+    } else if (al && V % 4 == 0) {
 #pragma unroll
         for (int i = 0; i < V / 4; i++) {
             float4 a = __ldg((const float4 *)p + i);
@@ -454,6 +464,27 @@ template <int V> __device__ __forceinline__ void moe_ldx(const float *p, int al,
     } else {
 #pragma unroll
         for (int i = 0; i < V; i++) v[i] = __ldg(p + i);
+    }
+}
+
+/* Floats a staged chunk of EPL inputs takes in shared memory: 4 more than it holds, so that the lanes of a
+ * warp, each reading its own chunk, spread over the banks (a stride of EPL floats would put them all on the
+ * same ones: the plain row read from global memory is what kept the per-slot kernels on L1, session 32). */
+__host__ __device__ constexpr int moe_sstride(int epl) { return epl + 4; }
+
+/* dst (shared, moe_sstride(EPL) floats a chunk) = the n floats of src (n a multiple of EPL), by threads
+ * tid, tid + nt, ... (16-byte loads when al). Values are copied, not computed: the sums that read them keep
+ * their bits. */
+template <int EPL>
+__device__ __forceinline__ void moe_stage(float *dst, const float *src, int n, int al, int tid, int nt) {
+    constexpr int SS = moe_sstride(EPL);
+    if (al) {
+        for (int i = tid; i < n / 4; i += nt) {
+            int e = 4 * i;
+            *(float4 *)(dst + (e / EPL) * SS + e % EPL) = __ldg((const float4 *)src + i);
+        }
+    } else {
+        for (int e = tid; e < n; e += nt) dst[(e / EPL) * SS + e % EPL] = __ldg(src + e);
     }
 }
 
@@ -488,31 +519,19 @@ __device__ __forceinline__ float moe_group_sum(float v, int lpo) {
     return v;
 }
 
-/* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for the rows of one tile; a warp computes
- * MOE_GU_NO consecutive outputs n, its lanes as moe_lpo says. Gate and up of an expert share format
- * F (group gs, scale dtype sdt); x rows are Hin floats. */
-template <int F>
-__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
-    k_moe_gu(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
-             const int32_t *slots, int RK, int K, const float *x, int ldx, int xal, int Hin, int gs, int sdt,
-             float *h, int ldh) {
-    CU_PDL_ENTRY();
-    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_GU_NO;
-    int4 tl;
-    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
-    const moe_dex *ex = &tab[tl.x];
-    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO, N = ex->inter;
-    if (n0 >= N) return;
-    int nr = tl.z;
-    const int32_t *sl = slots + tl.y;
-    const float *xr[MOE_RT];
-#pragma unroll
-    for (int r = 0; r < MOE_RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
-    int chunks = Hin / EPL, G = F >= MF_Q8 ? Hin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
+/* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for MOE_GU_NO consecutive outputs from n0 of expert ex
+ * and nr (<= RT) input rows xr (Hin floats each) of slots sl[0..nr) (RT = 1: the one slot j0), the
+ * warp's lanes as moe_lpo says. A row's sums depend on nothing but its own row and the expert: the tiled
+ * kernel (RT = MOE_RT) and the per-slot one (RT = 1) give the same bits. */
+template <int F, int RT, int SM = 0>
+__device__ __forceinline__ void moe_gu_rows(const moe_dex *ex, int nr, const float *const *xr, int xal, int Hin, int gs,
+                                            int sdt, int n0, int lane, const int32_t *sl, int j0, float *h, int ldh) {
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_GU_NO, XS = SM ? moe_sstride(EPL) : EPL;
+    int N = ex->inter, chunks = Hin / EPL, G = F >= MF_Q8 ? Hin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
     int grp = lane / lpo;
-    float ag[MOE_RT][NO], au[MOE_RT][NO];
+    float ag[RT][NO], au[RT][NO];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++)
+    for (int r = 0; r < RT; r++)
 #pragma unroll
         for (int s = 0; s < NO; s++) ag[r][s] = au[r][s] = 0.f;
     for (int c = lane % lpo; c < chunks; c += lpo) {
@@ -542,10 +561,10 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, 3)
                 moe_deq<F>(word_of(qg[s], j), sg[s], bg[s], vg);
                 moe_deq<F>(word_of(qu[s], j), su[s], bu[s], vu);
 #pragma unroll
-                for (int r = 0; r < MOE_RT; r++) {
+                for (int r = 0; r < RT; r++) {
                     if (r >= nr) break;
                     float xv[VPW];
-                    moe_ldx<VPW>(xr[r] + (size_t)c * EPL + j * VPW, xal, xv);
+                    moe_ldx<VPW, SM>(xr[r] + (size_t)c * XS + j * VPW, xal, xv);
 #pragma unroll
                     for (int i = 0; i < VPW; i++)
                         ag[r][s] = fmaf(xv[i], vg[i], ag[r][s]), au[r][s] = fmaf(xv[i], vu[i], au[r][s]);
@@ -553,41 +572,71 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, 3)
             }
     }
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) {
+    for (int r = 0; r < RT; r++) {
         if (r >= nr) break;
 #pragma unroll
         for (int s = 0; s < NO; s++) {
             if (s * sub >= NO) break;
             float g = moe_group_sum(ag[r][s], lpo), u = moe_group_sum(au[r][s], lpo);
             int o = s * sub + grp, n = n0 + o;
-            if (lane % lpo == 0 && o < NO && n < N) h[(size_t)sl[r] * ldh + n] = cu_silu(g) * u;
+            if (lane % lpo == 0 && o < NO && n < N) h[(size_t)(RT == 1 ? j0 : sl[r]) * ldh + n] = cu_silu(g) * u;
         }
     }
 }
 
-/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, MOE_DN_NO consecutive outputs a
- * warp, inputs the expert's width I; lanes as moe_lpo says). */
+/* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for the rows of one tile; a warp computes
+ * MOE_GU_NO consecutive outputs n, its lanes as moe_lpo says. Gate and up of an expert share format
+ * F (group gs, scale dtype sdt); x rows are Hin floats. */
 template <int F>
 __global__ void __launch_bounds__(32 * MOE_WARPS, 3)
-    k_moe_down(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
-               const int32_t *slots, const float *h, int ldh, int Hout, int gs, int sdt, float *yk) {
+    k_moe_gu(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
+             const int32_t *slots, int RK, int K, const float *x, int ldx, int xal, int Hin, int gs, int sdt,
+             float *h, int ldh) {
     CU_PDL_ENTRY();
-    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_DN_NO;
     int4 tl;
     if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
     const moe_dex *ex = &tab[tl.x];
-    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO;
-    if (n0 >= Hout) return;
-    int nr = tl.z, Kin = ex->inter;
+    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_GU_NO;
+    if (n0 >= ex->inter) return;
+    int nr = tl.z;
     const int32_t *sl = slots + tl.y;
-    const float *hr[MOE_RT];
+    const float *xr[MOE_RT];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
-    int chunks = Kin / EPL, G = F >= MF_Q8 ? Kin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
+    for (int r = 0; r < MOE_RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
+    moe_gu_rows<F, MOE_RT>(ex, nr, xr, xal, Hin, gs, sdt, n0, lane, sl, 0, h, ldh);
+}
+
+/* The same for one slot a grid row (blockIdx.y = slot j: routed t·K + k with expert idx[j] for j < RK,
+ * the shared expert E of row j − RK after them) with no plan: calls of few rows (moe_slots). */
+template <int F, int SM>
+__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
+    k_moe_gu_slot(const moe_dex *tab, const int32_t *idx, int E, int RK, int K, const float *x, int ldx, int xal,
+                  int Hin, int gs, int sdt, float *h, int ldh) {
+    CU_PDL_ENTRY();
+    extern __shared__ float4 moe_sm[];
+    int j = blockIdx.y, lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_GU_NO;
+    const float *xr[1] = {x + (size_t)row_of_slot(j, RK, K) * ldx};
+    if (SM) { /* the block's one input row, staged once for its warps (moe_stage) */
+        moe_stage<mf<F>::EPL>((float *)moe_sm, xr[0], Hin, xal, threadIdx.x, blockDim.x);
+        __syncthreads();
+        xr[0] = (const float *)moe_sm;
+    }
+    const moe_dex *ex = &tab[j < RK ? idx[j] : E];
+    if (n0 >= ex->inter) return;
+    moe_gu_rows<F, 1, SM>(ex, 1, xr, xal, Hin, gs, sdt, n0, lane, NULL, j, h, ldh);
+}
+
+/* Down sums of MOE_DN_NO consecutive outputs from n0 of expert ex for nr (<= RT) rows hr of its width
+ * (group-summed: v[r][s] for output n0 + s·sub + grp); like moe_gu_rows, the same bits for any RT. */
+template <int F, int RT, int SM = 0>
+__device__ __forceinline__ void moe_down_sums(const moe_dex *ex, int nr, const float *const *hr, int Hout, int gs,
+                                              int sdt, int n0, int lane, float (*v)[MOE_DN_NO]) {
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_DN_NO, XS = SM ? moe_sstride(EPL) : EPL;
+    int Kin = ex->inter, chunks = Kin / EPL, G = F >= MF_Q8 ? Kin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
     int grp = lane / lpo;
-    float acc[MOE_RT][NO];
+    float acc[RT][NO];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++)
+    for (int r = 0; r < RT; r++)
 #pragma unroll
         for (int s = 0; s < NO; s++) acc[r][s] = 0.f;
     for (int c = lane % lpo; c < chunks; c += lpo) {
@@ -611,29 +660,99 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, 3)
 #pragma unroll
             for (int s = 0; s < NO; s++) {
                 if (s * sub >= NO) break;
-                float v[VPW];
-                moe_deq<F>(word_of(q[s], j), sc[s], bi[s], v);
+                float w[VPW];
+                moe_deq<F>(word_of(q[s], j), sc[s], bi[s], w);
 #pragma unroll
-                for (int r = 0; r < MOE_RT; r++) {
+                for (int r = 0; r < RT; r++) {
                     if (r >= nr) break;
                     float xv[VPW];
-                    moe_ldx<VPW>(hr[r] + (size_t)c * EPL + j * VPW, 1, xv);
+                    moe_ldx<VPW, SM>(hr[r] + (size_t)c * XS + j * VPW, 1, xv);
 #pragma unroll
-                    for (int i = 0; i < VPW; i++) acc[r][s] = fmaf(xv[i], v[i], acc[r][s]);
+                    for (int i = 0; i < VPW; i++) acc[r][s] = fmaf(xv[i], w[i], acc[r][s]);
                 }
             }
     }
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) {
+    for (int r = 0; r < RT; r++) {
         if (r >= nr) break;
 #pragma unroll
         for (int s = 0; s < NO; s++) {
             if (s * sub >= NO) break;
-            float v = moe_group_sum(acc[r][s], lpo);
-            int o = s * sub + grp, n = n0 + o;
-            if (lane % lpo == 0 && o < NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v;
+            v[r][s] = moe_group_sum(acc[r][s], lpo);
         }
     }
+}
+
+/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, MOE_DN_NO consecutive outputs a
+ * warp, inputs the expert's width I; lanes as moe_lpo says). */
+template <int F>
+__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
+    k_moe_down(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
+               const int32_t *slots, const float *h, int ldh, int Hout, int gs, int sdt, float *yk) {
+    CU_PDL_ENTRY();
+    int4 tl;
+    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
+    const moe_dex *ex = &tab[tl.x];
+    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_DN_NO;
+    if (n0 >= Hout) return;
+    int nr = tl.z;
+    const int32_t *sl = slots + tl.y;
+    const float *hr[MOE_RT];
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
+    float v[MOE_RT][MOE_DN_NO];
+    moe_down_sums<F, MOE_RT>(ex, nr, hr, Hout, gs, sdt, n0, lane, v);
+    int lpo = moe_lpo(ex->inter / mf<F>::EPL), sub = 32 / lpo, grp = lane / lpo;
+#pragma unroll
+    for (int r = 0; r < MOE_RT; r++) {
+        if (r >= nr) break;
+#pragma unroll
+        for (int s = 0; s < MOE_DN_NO; s++) {
+            if (s * sub >= MOE_DN_NO) break;
+            int o = s * sub + grp, n = n0 + o;
+            if (lane % lpo == 0 && o < MOE_DN_NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v[r][s];
+        }
+    }
+}
+
+/* The down projections of row t = blockIdx.y's slots and their combine, for MOE_DN_NO outputs from n0 =
+ * blockIdx.x · MOE_DN_NO: warp k < K computes them for routed slot t·K + k (expert idx[t·K + k]), warp K for
+ * the shared slot (expert E) when `shared`; then out[t][n] = Σ_k w[t][k] · y_k in slot order, + sigmoid(shg[t])
+ * (1 without shg) · y_shared — k_moe_combine's expression on moe_down_sums' values, so the tiled path's bits,
+ * with no plan and no yk round trip: calls of few rows (moe_slots). blockDim.x = 32 · (K + shared). */
+template <int F, int SM>
+__global__ void __launch_bounds__(32 * MOE_SLOT_MAX, 1)
+    k_moe_down_slots(const moe_dex *tab, const int32_t *idx, const float *wts, int E, int R, int K, int shared,
+                     const float *shg, const float *h, int ldh, int Hout, int gs, int sdt, float *out, int ldo) {
+    CU_PDL_ENTRY();
+    __shared__ float part[MOE_SLOT_MAX][MOE_DN_NO];
+    extern __shared__ float4 moe_sm[];
+    int t = blockIdx.y, k = threadIdx.x >> 5, lane = threadIdx.x & 31, n0 = blockIdx.x * MOE_DN_NO;
+    int j = k < K ? t * K + k : R * K + t;
+    const moe_dex *ex = &tab[k < K ? idx[j] : E];
+    const float *hr[1] = {h + (size_t)j * ldh};
+    if (SM) { /* each warp stages its slot's row (ldh floats a warp: the widest expert, moe_stage) */
+        float *hs = (float *)moe_sm + (size_t)k * (ldh / mf<F>::EPL) * moe_sstride(mf<F>::EPL);
+        moe_stage<mf<F>::EPL>(hs, hr[0], ex->inter, 1, lane, 32);
+        __syncwarp();
+        hr[0] = hs;
+    }
+    float v[1][MOE_DN_NO];
+    moe_down_sums<F, 1, SM>(ex, 1, hr, Hout, gs, sdt, n0, lane, v);
+    int lpo = moe_lpo(ex->inter / mf<F>::EPL), sub = 32 / lpo, grp = lane / lpo;
+#pragma unroll
+    for (int s = 0; s < MOE_DN_NO; s++) {
+        if (s * sub >= MOE_DN_NO) break;
+        int o = s * sub + grp;
+        if (lane % lpo == 0 && o < MOE_DN_NO) part[k][o] = v[0][s];
+    }
+    __syncthreads();
+    int o = threadIdx.x, n = n0 + o;
+    if (o >= MOE_DN_NO || n >= Hout) return;
+    float acc = 0.f;
+    for (int i = 0; i < K; i++) acc += wts[(size_t)t * K + i] * part[i][o];
+    if (shared) acc += (shg ? cu_sigmoid(shg[t]) : 1.0f) * part[K][o];
+    out[(size_t)t * ldo + n] = acc;
 }
 
 /* out[t] = Σ_k w[t][k] · yk[t·K + k] in slot order, then + sigmoid(shg[t]) (1 when shg is NULL) ·
@@ -742,6 +861,18 @@ static const moe_layer *layer_of(be_backend *be, be_moe_scratch *f, const moe_we
 
 /* ------------------------------------------------------------------ launches */
 
+/* L(F) with F the kernels' format constant for format kind k (MF_*). */
+#define MOE_FMT_SWITCH(k, L)                                                                                           \
+    do {                                                                                                               \
+        switch (k) {                                                                                                   \
+        case MF_F32: L(MF_F32); break;                                                                                 \
+        case MF_F16: L(MF_F16); break;                                                                                 \
+        case MF_BF16: L(MF_BF16); break;                                                                               \
+        case MF_Q8: L(MF_Q8); break;                                                                                   \
+        default: L(MF_Q4); break;                                                                                      \
+        }                                                                                                              \
+    } while (0)
+
 /* k_moe_gu / k_moe_down in format fm over tiles tile0 .. tile0 + ny - 1, for experts e_lo .. e_hi. */
 static void launch_gu(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi,
                       int RK, const float *x, int ldx, int xal, int nx) {
@@ -750,13 +881,7 @@ static void launch_gu(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int til
 #define GU(F_) cu_launch(k_moe_gu<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
                          (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots, RK, f->K, x, ldx,  \
                          xal, H, fm.gs, fm.sdt, f->d_h, f->ldh)
-    switch (fm.F) {
-    case MF_F32: GU(MF_F32); break;
-    case MF_F16: GU(MF_F16); break;
-    case MF_BF16: GU(MF_BF16); break;
-    case MF_Q8: GU(MF_Q8); break;
-    default: GU(MF_Q4); break;
-    }
+    MOE_FMT_SWITCH(fm.F, GU);
 #undef GU
     CU_LAUNCHED("moe gate/up");
 }
@@ -766,15 +891,47 @@ static void launch_down(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int t
 #define DN(F_) cu_launch(k_moe_down<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
                          (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots,                  \
                          (const float *)f->d_h, f->ldh, f->H, fm.gs, fm.sdt, f->d_yk)
-    switch (fm.F) {
-    case MF_F32: DN(MF_F32); break;
-    case MF_F16: DN(MF_F16); break;
-    case MF_BF16: DN(MF_BF16); break;
-    case MF_Q8: DN(MF_Q8); break;
-    default: DN(MF_Q4); break;
-    }
+    MOE_FMT_SWITCH(fm.F, DN);
 #undef DN
     CU_LAUNCHED("moe down");
+}
+
+/* 1 when a call of R rows of layer L may take the per-slot kernels (k_moe_gu_slot, k_moe_down_slots): few
+ * enough rows (cu_set.moe_slots), at most MOE_SLOT_MAX slots a row, and a shared expert, if any, in the
+ * routed experts' format (one template instance for all of a row's slots). */
+static int moe_slots_fit(const moe_layer *L, int R, int K, int S) {
+    return R <= cu_set.moe_slots && K + (S > 0) <= MOE_SLOT_MAX && (S <= 0 || L->merged);
+}
+
+/* The per-slot path: gate / up a grid row per slot, then down and the combine a grid row per input row —
+ * no plan, no yk round trip (two launches fewer than the tiled path, the same bits). */
+static void moe_slots(be_moe_scratch *f, const moe_layer *L, float *out, int ldo, const float *x, int ldx, int R,
+                      int S, int nxg, const float *shg) {
+    int E = f->E, K = f->K, RK = R * K, ny = RK + (S > 0 ? R : 0), nw = K + (S > 0);
+    int xal = ((uintptr_t)x % 16 == 0) && ldx % 4 == 0;
+    moe_fmt gu = L->gu, dn = L->dn;
+    /* shared memory of the staged rows (moe_stage): the block's input row; each warp's slot row */
+    int egu = fmt_epl(gu), edn = fmt_epl(dn);
+    size_t sgu = sizeof(float) * (size_t)(f->H / egu) * moe_sstride(egu);
+    size_t sdn = sizeof(float) * (size_t)nw * ((f->ldh + edn - 1) / edn) * moe_sstride(edn);
+    int gu_st = cu_set.moe_stage && sgu <= MOE_STAGE_MAX, dn_st = cu_set.moe_stage && sdn <= MOE_STAGE_MAX;
+#define GUS(F_, SM_) cu_launch(k_moe_gu_slot<F_, SM_>, dim3(nxg, ny), 32 * MOE_WARPS, SM_ ? sgu : 0,                \
+                               (const moe_dex *)L->tab, (const int32_t *)f->d_idx, E, RK, K, x, ldx, xal, f->H, gu.gs, \
+                               gu.sdt, f->d_h, f->ldh)
+#define GUS2(F_) (gu_st ? GUS(F_, 1) : GUS(F_, 0))
+    MOE_FMT_SWITCH(gu.F, GUS2);
+#undef GUS2
+#undef GUS
+    CU_LAUNCHED("moe gate/up slots");
+    dim3 grid((f->H + MOE_DN_NO - 1) / MOE_DN_NO, R);
+#define DNS(F_, SM_) cu_launch(k_moe_down_slots<F_, SM_>, grid, 32 * nw, SM_ ? sdn : 0, (const moe_dex *)L->tab,      \
+                               (const int32_t *)f->d_idx, (const float *)f->d_wts, E, R, K, S > 0 ? 1 : 0, shg,      \
+                               (const float *)f->d_h, f->ldh, f->H, dn.gs, dn.sdt, out, ldo)
+#define DNS2(F_) (dn_st ? DNS(F_, 1) : DNS(F_, 0))
+    MOE_FMT_SWITCH(dn.F, DNS2);
+#undef DNS2
+#undef DNS
+    CU_LAUNCHED("moe down slots");
 }
 
 static void moe_device(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
@@ -788,14 +945,19 @@ static void moe_device(be_backend *be, float *out, int ldo, const float *x, int 
     cu_launch(k_moe_route, dim3(R), 32, smem, (const float *)f->d_router, E, K, (int)rt->score, rt->norm_topk, G,
               rt->topk_group, L->bias, rt->scaling, f->d_idx, f->d_wts);
     CU_LAUNCHED("moe route");
+    int Imax = S > w->inter ? S : w->inter;
+    int nxg = (Imax + MOE_WARPS * MOE_GU_NO - 1) / (MOE_WARPS * MOE_GU_NO);
+    const float *shg = S > 0 && w->shared_gated ? f->d_shg : NULL;
+    if (moe_slots_fit(L, R, K, S)) {
+        moe_slots(f, L, out, ldo, x, ldx, R, S, nxg, shg);
+        return;
+    }
     int nt = (E + 31) & ~31;
     cu_launch(k_moe_plan, dim3(1), nt, 0, (const int32_t *)f->d_idx, R, K, E, S > 0 ? 1 : 0, f->d_slots, f->d_tiles,
               f->d_ntiles);
     CU_LAUNCHED("moe plan");
     int ts = S > 0 ? tiles_shared(R) : 0, tr = tiles_routed(R, E, K);
     int xal = ((uintptr_t)x % 16 == 0) && ldx % 4 == 0;
-    int Imax = S > w->inter ? S : w->inter;
-    int nxg = (Imax + MOE_WARPS * MOE_GU_NO - 1) / (MOE_WARPS * MOE_GU_NO);
     if (ts && !L->merged) {
         launch_gu(L->sgu, f, L, 0, ts, E, E, RK, x, ldx, xal, nxg);
         launch_gu(L->gu, f, L, ts, tr, 0, E - 1, RK, x, ldx, xal, nxg);
@@ -805,7 +967,7 @@ static void moe_device(be_backend *be, float *out, int ldo, const float *x, int 
         launch_gu(L->gu, f, L, 0, ts + tr, 0, E, RK, x, ldx, xal, nxg);
         launch_down(L->dn, f, L, 0, ts + tr, 0, E);
     }
-    moe_combine(f, out, ldo, R, S > 0, S > 0 && w->shared_gated ? f->d_shg : NULL);
+    moe_combine(f, out, ldo, R, S > 0, shg);
 }
 
 void cu_moe(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
