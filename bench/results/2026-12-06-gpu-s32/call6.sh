@@ -5,6 +5,9 @@
 # a row (k_moe_route_w, MTPLX_CUDA_MOE_ROUTE_W: each warp's top K of its share, then the top K of the
 # candidates by the same total order; call 4's ncu had the one-warp route at 10 us). Apply first:
 #   git apply bench/results/2026-12-06-gpu-s32/moe-route.patch
+# (and, to measure in the same call, moe-slot-ilp.patch on top: the per-slot kernels' two chunk iterations a lane
+#  unrolled so their loads go out together, and k_moe_gu_slot reading its expert before the staging barrier;
+#  same sums in the same order. Compare it by building twice, or against call 5's 1.26 ms 1-row step.)
 # Then: bits (test_backend_cuda; logits of the MoE goldens — deepseek_v3 has the grouped sigmoid router — and of
 # the 35B-A3B-10l q4 synth with both knobs 0 against the default), speed alternated, then the whole gpu-test.
 set -uo pipefail
