@@ -32,6 +32,10 @@ for v in "1 1" "0 0" "1 0" "0 1" "1 1" "0 0"; do
   set -- $v
   echo "GATE1=$1 ROUTE_W=$2: $(MTPLX_CUDA_MOE_GATE1=$1 MTPLX_CUDA_MOE_ROUTE_W=$2 timeout 60 build/mtplx bench --device cuda --membw --verify-cost --rows 8 --reps 5 --context 512 --model $M 2>&1 | grep -E 'row forward|tok/s' | tr -s ' ' | tr '\n' ' ')" | tee -a $L
 done
+# where the per-slot kernels wait now (latency-bound after staging: DRAM 11-19% of peak in call 5)
+[ $(el) -lt 400 ] && timeout 120 ncu --clock-control none -k regex:"k_moe_gu_slot|k_moe_down_slots" --launch-skip 20 \
+  --launch-count 2 --section WarpStateStats --section SourceCounters --section Occupancy --section MemoryWorkloadAnalysis \
+  build/mtplx bench --device cuda --model $M --verify-cost --rows 1 --reps 3 --context 16 > $OUT/ncu-slots.txt 2>&1
 echo "done $(el) s" | tee -a $L
 # if identical and faster: add both knobs to gpu-test's check 8c (logits with them 0 against the default), then
 # run the whole scripts/gpu-test.sh (carry build/device-debs).
