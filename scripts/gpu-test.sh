@@ -221,28 +221,6 @@ dp_equal() {
 }
 check sk_integer_pipe_bit_identical dp_equal
 
-# 8c. the device MoE's per-slot kernels (calls of up to MTPLX_CUDA_MOE_SLOTS rows: no plan, the combine in the
-#     down launch, input rows staged in shared memory) give the tiled kernels' bits: test_backend_cuda's MoE
-#     check with SLOTS=4 (its 5..20-row calls tiled, each row compared with the row alone, per slot) and with
-#     the tiles everywhere, and logits of a 12-row prefill and of decode steps (and the MTP head) on the MoE
-#     goldens with SLOTS=0 / default / STAGE=0
-moe_slots_equal() {
-    local T=11,48,85,122,159,196,233,250,7,99,201,3 m mode
-    for m in tests/data/goldens/qwen3_5_moe tests/data/goldens-extra/qwen3_5_moe_b tests/data/goldens/deepseek_v3; do
-        for mode in "" "--step" "--step --mtp"; do
-            [ "$m" = tests/data/goldens/deepseek_v3 ] && [ "$mode" = "--step --mtp" ] && continue # no MTP head
-            MTPLX_CUDA_MOE_SLOTS=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
-            build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
-            MTPLX_CUDA_MOE_STAGE=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
-            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
-                { echo "$m logits [$mode] differ"; return 1; }
-            echo "$m logits [$mode]: tiles == staged slots == slots"
-        done
-    done
-    MTPLX_CUDA_MOE_SLOTS=4 build/tests/test_backend_cuda && MTPLX_CUDA_MOE_SLOTS=0 build/tests/test_backend_cuda
-}
-check moe_slots_bit_identical moe_slots_equal
-
 # 8b. the GDN step and the attention (core and merge blocks) preparing their outputs for the output
 #     projection in their own kernels (cuda_seq.cu, cu_prep_from) give the bits of the separate
 #     k_split_x / k_qact launch: logits of a prefill, of decode steps (both also over 300 tokens: the
@@ -268,6 +246,28 @@ seq_prep_equal() {
     done
 }
 check gdn_prepares_out_projection_bit_identical seq_prep_equal
+
+# 8c. the device MoE's per-slot kernels (calls of up to MTPLX_CUDA_MOE_SLOTS rows: no plan, the combine in the
+#     down launch, input rows staged in shared memory) give the tiled kernels' bits: test_backend_cuda's MoE
+#     check with SLOTS=4 (its 5..20-row calls tiled, each row compared with the row alone, per slot) and with
+#     the tiles everywhere, and logits of a 12-row prefill and of decode steps (and the MTP head) on the MoE
+#     goldens with SLOTS=0 / default / STAGE=0
+moe_slots_equal() {
+    local T=11,48,85,122,159,196,233,250,7,99,201,3 m mode
+    for m in tests/data/goldens/qwen3_5_moe tests/data/goldens-extra/qwen3_5_moe_b tests/data/goldens/deepseek_v3; do
+        for mode in "" "--step" "--step --mtp"; do
+            [ "$m" = tests/data/goldens/deepseek_v3 ] && [ "$mode" = "--step --mtp" ] && continue # no MTP head
+            MTPLX_CUDA_MOE_SLOTS=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+            MTPLX_CUDA_MOE_STAGE=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
+                { echo "$m logits [$mode] differ"; return 1; }
+            echo "$m logits [$mode]: tiles == staged slots == slots"
+        done
+    done
+    MTPLX_CUDA_MOE_SLOTS=4 build/tests/test_backend_cuda && MTPLX_CUDA_MOE_SLOTS=0 build/tests/test_backend_cuda
+}
+check moe_slots_bit_identical moe_slots_equal
 
 # 9. step graphs replayed and patched in place (cuda_graph.cu) generate what eager launches do: sampled
 #    text (T 0.6, one seed) at depths 0 and 3 on the embedded model and its q4 conversion, graphs off vs
