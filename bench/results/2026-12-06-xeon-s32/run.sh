@@ -9,3 +9,4 @@ for r in 1 2; do for pf in "4096 16384" "0 0" "8192 32768" "2048 8192"; do set -
   echo "PF=$1/$2: $(MTPLX_KERNEL=avx2 MTPLX_QPACK_PF=$1 MTPLX_QPACK_PF2=$2 build/mtplx bench --membw --verify-cost --rows 1 --reps 7 --context 64 --model $B 2>&1 | grep 'AR decode')"
 done; done
 for k in avx2 amx; do echo "$k 1 thread: $(MTPLX_THREADS=1 MTPLX_KERNEL=$k build/mtplx bench --membw --verify-cost --rows 1 --reps 5 --context 64 --model $B 2>&1 | grep -E 'AR decode|memory read' | tr '\n' ' ')"; done
+for k in avx2 amx; do MTPLX_THREADS=1 MTPLX_KERNEL=$k build/mtplx bench --matmul q4 --shape 1024x1024 --count 1 --rows 1 --reps 201 | grep "T=1 "; done
