@@ -32,6 +32,9 @@ for v in "1 1" "0 0" "1 0" "0 1" "1 1" "0 0"; do
   set -- $v
   echo "GATE1=$1 ROUTE_W=$2: $(MTPLX_CUDA_MOE_GATE1=$1 MTPLX_CUDA_MOE_ROUTE_W=$2 timeout 60 build/mtplx bench --device cuda --membw --verify-cost --rows 8 --reps 5 --context 512 --model $M 2>&1 | grep -E 'row forward|tok/s' | tr -s ' ' | tr '\n' ' ')" | tee -a $L
 done
+# the MoE shape's prefill (never measured on the GPU: 512-row chunks take the tiled CUDA-core kernels, each expert
+# read once per 4 rows)
+[ $(el) -lt 380 ] && echo "prefill 4096: $(timeout 120 build/mtplx bench --device cuda --prefill 4096 --model $M 2>&1 | tail -1)" | tee -a $L
 # where the per-slot kernels wait now (latency-bound after staging: DRAM 11-19% of peak in call 5)
 [ $(el) -lt 400 ] && timeout 120 ncu --clock-control none -k regex:"k_moe_gu_slot|k_moe_down_slots" --launch-skip 20 \
   --launch-count 2 --section WarpStateStats --section SourceCounters --section Occupancy --section MemoryWorkloadAnalysis \
