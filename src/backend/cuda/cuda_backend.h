@@ -82,6 +82,8 @@ typedef struct {
                        MTPLX_CUDA_MOE_SLOTS=N, 0: always tiles */
     int moe_stage;  /* 1: the per-slot kernels stage their input rows in shared memory (same bits);
                        MTPLX_CUDA_MOE_STAGE=0: each lane reads its chunks from global memory */
+    int moe_gate1;  /* 1: router and shared-gate logits in one matmul_n launch when the two weights share a kind
+                       (same bits); MTPLX_CUDA_MOE_GATE1=0: two launches */
     /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */
     int gdn_l2;     /* 1: the register GDN step L2-normalises q / k itself; MTPLX_CUDA_GDN_L2=0: a separate
                        launch first (same bits) */

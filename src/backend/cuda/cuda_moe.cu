@@ -47,6 +47,7 @@ extern "C" {
 #define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
 #define MOE_DN_NO 4    /* outputs of a warp in k_moe_down */
 #define MOE_SLOT_MAX 16 /* slots of a row (K + shared) up to which k_moe_down_slots takes a row (a warp each) */
+#define MOE_SLOT_UNROLL 2 /* chunk iterations of a per-slot lane unrolled, so their loads go out together */
 #define MOE_STAGE_MAX (44 * 1024) /* bytes of staged rows a per-slot block may take (under the 48 KB default) */
 
 enum { MF_F32 = 0, MF_F16, MF_BF16, MF_Q8, MF_Q4 };
@@ -260,19 +261,13 @@ static void moe_host_routed(be_backend *be, float *out, int ldo, const float *x,
 
 /* ------------------------------------------------------------------ device routing */
 
-/* Row blockIdx.x of logits [R][E] routed by the rule of kern_moe_route (src/kernels/moe.c), one warp:
- * expert ids ascending into idx[t][K], weights into wts[t][K]. Shared memory: score [E], choice [E],
- * gscore [G] floats, then taken [max(E, G)] bytes. The softmax sum is a warp tree (the CPU adds in
- * expert order; the two differ by rounding only); selection, ties, order and the weight sum are the
- * CPU's. NaN logits are not ranked as the CPU ranks them. */
-__global__ void __launch_bounds__(32) k_moe_route(const float *logits, int E, int K, int score_fn, int norm, int G,
-                                                  int TG, const float *bias, float scaling, int32_t *idx, float *wts) {
-    CU_PDL_ENTRY();
-    extern __shared__ float sm[];
-    float *score = sm, *choice = sm + E, *gscore = sm + 2 * E;
-    unsigned char *taken = (unsigned char *)(sm + 2 * E + G);
-    int t = blockIdx.x, lane = threadIdx.x;
-    const float *L = logits + (size_t)t * E;
+/* The route's scores of row L (one warp, lanes lane): score[e] (softmax or sigmoid) and choice[e] (score +
+ * correction bias, the experts of groups not kept set to 0) in shared memory; gscore [G] and taken
+ * [max(E, G)] are scratch. The softmax sum is a warp tree (the CPU adds in expert order; the two differ by
+ * rounding only). */
+__device__ __forceinline__ void route_scores(const float *L, int E, int score_fn, int G, int TG, const float *bias,
+                                             float *score, float *choice, float *gscore, unsigned char *taken,
+                                             int lane) {
     if (score_fn == MOE_SCORE_SOFTMAX) {
         float mx = L[0];
         for (int e = lane; e < E; e += 32) mx = fmaxf(mx, L[e]);
@@ -317,23 +312,28 @@ __global__ void __launch_bounds__(32) k_moe_route(const float *logits, int E, in
             if (!taken[e / per]) choice[e] = 0.f;
         __syncwarp();
     }
-    for (int e = lane; e < E; e += 32) taken[e] = 0;
-    __syncwarp();
-    int sel[MOE_MAX_TOPK];
-    for (int j = 0; j < K; j++) { /* the largest untaken choice, lower index on ties */
-        int bi = -1;
-        float bv = 0.f;
-        for (int e = lane; e < E; e += 32)
-            if (!taken[e] && (bi < 0 || choice[e] > bv)) bi = e, bv = choice[e];
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bi = oi, bv = ov;
-        }
-        if (lane == 0) taken[bi] = 1, sel[j] = bi;
-        __syncwarp();
+}
+
+/* The best untaken entry of this lane's share (e = e0, e0 + es, ...: ascending, so ties keep the lower id),
+ * then the warp's best by value, ties to the lower id: every lane gets (*bi, *bv); *bi < 0 when none is left. */
+__device__ __forceinline__ void route_argmax(const float *choice, const unsigned char *taken, int e0, int es, int E,
+                                             int *bi_, float *bv_) {
+    int bi = -1;
+    float bv = 0.f;
+    for (int e = e0; e < E; e += es)
+        if (!taken[e] && (bi < 0 || choice[e] > bv)) bi = e, bv = choice[e];
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) bi = oi, bv = ov;
     }
-    if (lane) return;
+    *bi_ = bi, *bv_ = bv;
+}
+
+/* Lane 0: the K chosen ids sel (any order) ascending into idx[t], their weights (score, summed in that
+ * order, normalised and scaled as the CPU does) into wts[t]. */
+__device__ __forceinline__ void route_finish(int *sel, int K, const float *score, int score_fn, int norm, float scaling,
+                                             int t, int32_t *idx, float *wts) {
     for (int i = 1; i < K; i++) /* ascending expert order */
         for (int j = i; j > 0 && sel[j - 1] > sel[j]; j--) {
             int s = sel[j];
@@ -353,6 +353,31 @@ __global__ void __launch_bounds__(32) k_moe_route(const float *logits, int E, in
     if (scaling != 1.0f)
         for (int j = 0; j < K; j++) w[j] *= scaling;
     for (int j = 0; j < K; j++) idx[(size_t)t * K + j] = sel[j], wts[(size_t)t * K + j] = w[j];
+}
+
+/* Row blockIdx.x of logits [R][E] routed by the rule of kern_moe_route (src/kernels/moe.c), one warp:
+ * expert ids ascending into idx[t][K], weights into wts[t][K]. Shared memory: score [E], choice [E],
+ * gscore [G] floats, then taken [max(E, G)] bytes. Selection, ties, order and the weight sum are the
+ * CPU's. NaN logits are not ranked as the CPU ranks them. */
+__global__ void __launch_bounds__(32) k_moe_route(const float *logits, int E, int K, int score_fn, int norm, int G,
+                                                  int TG, const float *bias, float scaling, int32_t *idx, float *wts) {
+    CU_PDL_ENTRY();
+    extern __shared__ float sm[];
+    float *score = sm, *choice = sm + E, *gscore = sm + 2 * E;
+    unsigned char *taken = (unsigned char *)(sm + 2 * E + G);
+    int t = blockIdx.x, lane = threadIdx.x;
+    route_scores(logits + (size_t)t * E, E, score_fn, G, TG, bias, score, choice, gscore, taken, lane);
+    for (int e = lane; e < E; e += 32) taken[e] = 0;
+    __syncwarp();
+    int sel[MOE_MAX_TOPK];
+    for (int j = 0; j < K; j++) { /* the largest untaken choice, lower index on ties */
+        int bi;
+        float bv;
+        route_argmax(choice, taken, lane, 32, E, &bi, &bv);
+        if (lane == 0) taken[bi] = 1, sel[j] = bi;
+        __syncwarp();
+    }
+    if (lane == 0) route_finish(sel, K, score, score_fn, norm, scaling, t, idx, wts);
 }
 
 /* Block-wide exclusive prefix sum of v (one value per thread, blockDim.x <= 1024); *total gets the sum. */
@@ -534,6 +559,8 @@ __device__ __forceinline__ void moe_gu_rows(const moe_dex *ex, int nr, const flo
     for (int r = 0; r < RT; r++)
 #pragma unroll
         for (int s = 0; s < NO; s++) ag[r][s] = au[r][s] = 0.f;
+    constexpr int UNR = RT == 1 ? MOE_SLOT_UNROLL : 1;
+#pragma unroll UNR
     for (int c = lane % lpo; c < chunks; c += lpo) {
         uint4 qg[NO], qu[NO];
         float sg[NO], bg[NO], su[NO], bu[NO];
@@ -616,13 +643,14 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, 3)
     extern __shared__ float4 moe_sm[];
     int j = blockIdx.y, lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_GU_NO;
     const float *xr[1] = {x + (size_t)row_of_slot(j, RK, K) * ldx};
+    const moe_dex *ex = &tab[j < RK ? idx[j] : E]; /* its loads in flight during the staging */
+    int N = ex->inter;
     if (SM) { /* the block's one input row, staged once for its warps (moe_stage) */
         moe_stage<mf<F>::EPL>((float *)moe_sm, xr[0], Hin, xal, threadIdx.x, blockDim.x);
         __syncthreads();
         xr[0] = (const float *)moe_sm;
     }
-    const moe_dex *ex = &tab[j < RK ? idx[j] : E];
-    if (n0 >= ex->inter) return;
+    if (n0 >= N) return;
     moe_gu_rows<F, 1, SM>(ex, 1, xr, xal, Hin, gs, sdt, n0, lane, NULL, j, h, ldh);
 }
 
@@ -639,6 +667,8 @@ __device__ __forceinline__ void moe_down_sums(const moe_dex *ex, int nr, const f
     for (int r = 0; r < RT; r++)
 #pragma unroll
         for (int s = 0; s < NO; s++) acc[r][s] = 0.f;
+    constexpr int UNR = RT == 1 ? MOE_SLOT_UNROLL : 1;
+#pragma unroll UNR
     for (int c = lane % lpo; c < chunks; c += lpo) {
         uint4 q[NO];
         float sc[NO], bi[NO];
@@ -934,17 +964,38 @@ static void moe_slots(be_moe_scratch *f, const moe_layer *L, float *out, int ldo
     CU_LAUNCHED("moe down slots");
 }
 
-static void moe_device(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
-                       be_moe_scratch *f, const moe_layer *L) {
-    int E = f->E, K = f->K, S = w->shared_inter, RK = R * K;
-    const moe_router *rt = &w->router;
-    cu_matmul(be, f->d_router, E, x, ldx, R, &w->router_w);
-    if (S > 0 && w->shared_gated) cu_matmul(be, f->d_shg, 1, x, ldx, R, &w->shared_gate);
-    int G = rt->n_group > 1 ? rt->n_group : 1;
+/* The route of R rows of router logits (f->d_router) into f->d_idx / f->d_wts, a warp a row (k_moe_route).
+ * (Eight warps a row, each taking the top K of its share before one warp merges, kept the bits but was slower:
+ * bench/cuda.md, "Session 33".) */
+static void moe_route(be_moe_scratch *f, const moe_layer *L, const moe_router *rt, int R) {
+    int E = f->E, K = f->K, G = rt->n_group > 1 ? rt->n_group : 1;
     size_t smem = sizeof(float) * (2 * (size_t)E + (size_t)G) + (size_t)(E > G ? E : G);
     cu_launch(k_moe_route, dim3(R), 32, smem, (const float *)f->d_router, E, K, (int)rt->score, rt->norm_topk, G,
               rt->topk_group, L->bias, rt->scaling, f->d_idx, f->d_wts);
     CU_LAUNCHED("moe route");
+}
+
+/* Router logits into f->d_router and, for a gated shared expert, its gate logit into f->d_shg: one matmul_n
+ * launch when the two weights are of one kind (each output keeps its solo launch's bits: cuda_mma_sk.cu's
+ * jobs), else two matmuls ($MTPLX_CUDA_MOE_GATE1=0 always two: a comparison knob). */
+static void moe_router_logits(be_backend *be, be_moe_scratch *f, const moe_weights *w, const float *x, int ldx, int R) {
+    int gated = w->shared_inter > 0 && w->shared_gated;
+    const be_weight *a = &w->router_w, *b = &w->shared_gate;
+    if (gated && cu_set.moe_gate1 && a->dtype == b->dtype && a->bits == b->bits && a->group_size == b->group_size) {
+        be_mm_out mo[2] = {{f->d_router, f->E, a}, {f->d_shg, 1, b}};
+        cu_matmul_n(be, mo, 2, x, ldx, R);
+        return;
+    }
+    cu_matmul(be, f->d_router, f->E, x, ldx, R, a);
+    if (gated) cu_matmul(be, f->d_shg, 1, x, ldx, R, b);
+}
+
+static void moe_device(be_backend *be, float *out, int ldo, const float *x, int ldx, int R, const moe_weights *w,
+                       be_moe_scratch *f, const moe_layer *L) {
+    int E = f->E, K = f->K, S = w->shared_inter, RK = R * K;
+    const moe_router *rt = &w->router;
+    moe_router_logits(be, f, w, x, ldx, R);
+    moe_route(f, L, rt, R);
     int Imax = S > w->inter ? S : w->inter;
     int nxg = (Imax + MOE_WARPS * MOE_GU_NO - 1) / (MOE_WARPS * MOE_GU_NO);
     const float *shg = S > 0 && w->shared_gated ? f->d_shg : NULL;
