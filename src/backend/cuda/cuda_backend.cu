@@ -956,6 +956,7 @@ cu_settings cu_set = [] {
     cu_settings s = {}; /* by name: a positional list went stale when fields were added in the middle */
     s.stream = 1, s.seq_batch = 1, s.commit = 1, s.top = 1, s.top_min_vocab = 1, s.gdn_reg = 1;
     s.mma = 1, s.sk = 1, s.sk_group = 1, s.gemm = 1, s.moe = 1, s.moe_slots = 32, s.moe_stage = 1, s.moe_gate1 = 1;
+    s.moe_tstage = 1, s.moe_tloop = 8;
     s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1, s.gdn_xpose = 1, s.att_group = 1;
     return s;
 }();
@@ -1028,6 +1029,8 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->moe_slots = knob_int(&k, "MTPLX_CUDA_MOE_SLOTS", 32, 0, 1 << 30);
     s->moe_stage = SW("MTPLX_CUDA_MOE_STAGE", 1);
     s->moe_gate1 = SW("MTPLX_CUDA_MOE_GATE1", 1);
+    s->moe_tstage = SW("MTPLX_CUDA_MOE_TSTAGE", 1);
+    s->moe_tloop = knob_int(&k, "MTPLX_CUDA_MOE_TLOOP", 8, 1, 1 << 20);
     s->gdn_l2 = SW("MTPLX_CUDA_GDN_L2", 1);
     s->seq_inline = SW("MTPLX_CUDA_SEQ_INLINE", 1);
     s->dl_pipe = SW("MTPLX_CUDA_DL_PIPE", 0);

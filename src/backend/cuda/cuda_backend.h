@@ -82,6 +82,10 @@ typedef struct {
                        MTPLX_CUDA_MOE_SLOTS=N, 0: always tiles */
     int moe_stage;  /* 1: the per-slot kernels stage their input rows in shared memory (same bits);
                        MTPLX_CUDA_MOE_STAGE=0: each lane reads its chunks from global memory */
+    int moe_tstage; /* 1: the tiled MoE kernels (calls of more than moe_slots rows) stage their tile's rows in
+                       shared memory (same bits); MTPLX_CUDA_MOE_TSTAGE=0: each lane reads global memory */
+    int moe_tloop;  /* output groups of MOE_WARPS warps a tiled MoE block computes in turn after staging
+                       (MTPLX_CUDA_MOE_TLOOP=N, default 8; the same bits for any N) */
     int moe_gate1;  /* 1: router and shared-gate logits in one matmul_n launch when the two weights share a kind
                        (same bits); MTPLX_CUDA_MOE_GATE1=0: two launches */
     /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */

@@ -7,11 +7,13 @@
  *      order, the same sequential weight sum and normalisation);
  *   3. k_moe_plan: one block lists each expert's (row, slot) pairs in ascending row order and cuts
  *      them into tiles of up to MOE_RT rows (the shared expert first, as expert E with every row);
- *   4. k_moe_gu: per tile, a warp computes gate and up of MOE_GU_NO outputs for the tile's rows and
- *      writes silu(gate)·up into the slots' rows of h; k_moe_down: MOE_DN_NO outputs of the down
+ *   4. k_moe_gu: per tile, a warp computes gate and up of MOE_GU_NO outputs at a time for the tile's rows
+ *      and writes silu(gate)·up into the slots' rows of h; k_moe_down: MOE_DN_NO outputs of the down
  *      projection of h into the slots' rows of yk. Both read only the chosen experts' weights, in the
  *      checkpoint format, through a per-layer device table of the experts' device copies, every lane
- *      with all of its outputs' 16-byte chunks in flight at once;
+ *      with all of its outputs' 16-byte chunks in flight at once; a block first stages its tile's rows in
+ *      shared memory, then takes cu_set.moe_tloop groups of outputs in turn (prefill: bench/cuda.md,
+ *      "Session 33");
  *   5. k_moe_combine: out = Σ_k w_k · yk[slot k] in slot (= ascending expert) order, then + the gated
  *      shared expert — the CPU's accumulation order.
  *
@@ -44,6 +46,7 @@ extern "C" {
 
 #define MOE_RT 4       /* rows of one tile */
 #define MOE_WARPS 8    /* warps of a block */
+#define MOE_TILE_BLOCKS 2 /* blocks an SM the tiled kernels are compiled for (registers: four rows' sums) */
 #define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
 #define MOE_DN_NO 4    /* outputs of a warp in k_moe_down */
 #define MOE_SLOT_MAX 16 /* slots of a row (K + shared) up to which k_moe_down_slots takes a row (a warp each) */
@@ -456,7 +459,9 @@ __device__ __forceinline__ float moe_sb(const void *p, int sdt, size_t i) {
     return ((const float *)p)[i];
 }
 
-/* The VPW values of word u (scale s, bias b when quantized: s·q + b). */
+/* The VPW values of word u (scale s, bias b when quantized: fmaf(s, q, b)). A quantized q becomes a float
+ * through the exponent trick (2^23 + q, minus 2^23: exact, so the value (float)q would give) — two full-rate
+ * operations where a conversion runs at a quarter of the FMA rate, which bounded the tiled prefill kernels. */
 template <int F> __device__ __forceinline__ void moe_deq(uint32_t u, float s, float b, float *v) {
     if (F == MF_F32) {
         v[0] = __uint_as_float(u);
@@ -468,13 +473,22 @@ template <int F> __device__ __forceinline__ void moe_deq(uint32_t u, float s, fl
     } else {
         constexpr int BITS = F == MF_Q8 ? 8 : 4, VPW = mf<F>::VPW;
 #pragma unroll
-        for (int i = 0; i < VPW; i++) v[i] = s * (float)((u >> (BITS * i)) & ((1u << BITS) - 1)) + b;
+        for (int i = 0; i < VPW; i++) {
+            float q = __uint_as_float(0x4B000000u | ((u >> (BITS * i)) & ((1u << BITS) - 1))) - 8388608.0f;
+            v[i] = fmaf(s, q, b);
+        }
     }
 }
 
 /* V floats of p (16-byte aligned rows when al; SM: p is in shared memory, staged by moe_stage). */
 template <int V, int SM = 0> __device__ __forceinline__ void moe_ldx(const float *p, int al, float *v) {
-    if (SM) {
+    if (SM && V % 4 == 0) { /* staged chunks start 16-byte aligned, parts at multiples of V floats */
+#pragma unroll
+        for (int i = 0; i < V / 4; i++) {
+            float4 a = ((const float4 *)p)[i];
+            v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+        }
+    } else if (SM) {
 #pragma unroll
         for (int i = 0; i < V; i++) v[i] = p[i];
     } else if (al && V % 4 == 0) {
@@ -514,6 +528,20 @@ __device__ __forceinline__ void moe_stage(float *dst, const float *src, int n, i
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4 &q, int j) { return j == 0 ? q.x : j == 1 ? q.y : j == 2 ? q.z : q.w; }
+
+/* Parts a 32-bit word's values are taken in by the expert sums (two when it holds two or more): the
+ * values of an output and the inputs of a row are live for half a word at a time, which keeps the tiled
+ * kernels' four rows in registers. A sum's order is unchanged: part after part, value after value. */
+#define MOE_PARTS(F) (mf<F>::VPW >= 2 ? 2 : 1)
+
+/* The PV values of part j (PV values each, words in order) of chunk q: moe_deq's, of the word holding them. */
+template <int F, int PV> __device__ __forceinline__ void moe_deq_part(const uint4 &q, int j, float s, float b, float *v) {
+    constexpr int VPW = mf<F>::VPW;
+    float t[VPW];
+    moe_deq<F>(word_of(q, j * PV / VPW), s, b, t);
+#pragma unroll
+    for (int i = 0; i < PV; i++) v[i] = t[(j * PV) % VPW + i];
+}
 
 /* Row of slot s: t for a routed slot t·K + k (s < RK), t for the shared slot RK + t. */
 __device__ __forceinline__ int row_of_slot(int s, int RK, int K) { return s < RK ? s / K : s - RK; }
@@ -580,23 +608,29 @@ __device__ __forceinline__ void moe_gu_rows(const moe_dex *ex, int nr, const flo
             }
         }
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 4 * MOE_PARTS(F); j++) { /* part j of the chunk: outputs' values once, rows' inputs once */
+            constexpr int PV = VPW / MOE_PARTS(F);
+            float vg[NO][PV], vu[NO][PV];
 #pragma unroll
             for (int s = 0; s < NO; s++) {
                 if (s * sub >= NO) break;
-                float vg[VPW], vu[VPW];
-                moe_deq<F>(word_of(qg[s], j), sg[s], bg[s], vg);
-                moe_deq<F>(word_of(qu[s], j), su[s], bu[s], vu);
+                moe_deq_part<F, PV>(qg[s], j, sg[s], bg[s], vg[s]);
+                moe_deq_part<F, PV>(qu[s], j, su[s], bu[s], vu[s]);
+            }
 #pragma unroll
-                for (int r = 0; r < RT; r++) {
-                    if (r >= nr) break;
-                    float xv[VPW];
-                    moe_ldx<VPW, SM>(xr[r] + (size_t)c * XS + j * VPW, xal, xv);
+            for (int r = 0; r < RT; r++) {
+                if (r >= nr) break;
+                float xv[PV];
+                moe_ldx<PV, SM>(xr[r] + (size_t)c * XS + j * PV, xal, xv);
 #pragma unroll
-                    for (int i = 0; i < VPW; i++)
-                        ag[r][s] = fmaf(xv[i], vg[i], ag[r][s]), au[r][s] = fmaf(xv[i], vu[i], au[r][s]);
+                for (int s = 0; s < NO; s++) {
+                    if (s * sub >= NO) break;
+#pragma unroll
+                    for (int i = 0; i < PV; i++)
+                        ag[r][s] = fmaf(xv[i], vg[s][i], ag[r][s]), au[r][s] = fmaf(xv[i], vu[s][i], au[r][s]);
                 }
             }
+        }
     }
 #pragma unroll
     for (int r = 0; r < RT; r++) {
@@ -612,25 +646,39 @@ __device__ __forceinline__ void moe_gu_rows(const moe_dex *ex, int nr, const flo
 }
 
 /* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for the rows of one tile; a warp computes
- * MOE_GU_NO consecutive outputs n, its lanes as moe_lpo says. Gate and up of an expert share format
- * F (group gs, scale dtype sdt); x rows are Hin floats. */
-template <int F>
-__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
+ * MOE_GU_NO consecutive outputs n at a time, the block's warps every gridDim.x · MOE_WARPS · MOE_GU_NO-th
+ * group of them (moe_tile_grid), its lanes as moe_lpo says. Gate and up of an expert share format F (group
+ * gs, scale dtype sdt); x rows are Hin floats. SM: the tile's rows staged in shared memory first
+ * (moe_stage, moe_sstride(EPL) floats a chunk), so that a lane's read of its own chunk does not cost a
+ * wavefront of its own (the unstaged read kept these kernels on L1, as it had the per-slot ones). */
+template <int F, int SM>
+__global__ void __launch_bounds__(32 * MOE_WARPS, MOE_TILE_BLOCKS)
     k_moe_gu(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
              const int32_t *slots, int RK, int K, const float *x, int ldx, int xal, int Hin, int gs, int sdt,
              float *h, int ldh) {
     CU_PDL_ENTRY();
+    extern __shared__ float4 moe_sm[];
     int4 tl;
-    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
+    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return; /* the whole block: tl is the block's */
     const moe_dex *ex = &tab[tl.x];
-    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_GU_NO;
-    if (n0 >= ex->inter) return;
-    int nr = tl.z;
+    int N = ex->inter, nr = tl.z, lane = threadIdx.x & 31;
     const int32_t *sl = slots + tl.y;
     const float *xr[MOE_RT];
 #pragma unroll
     for (int r = 0; r < MOE_RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
-    moe_gu_rows<F, MOE_RT>(ex, nr, xr, xal, Hin, gs, sdt, n0, lane, sl, 0, h, ldh);
+    if (SM) {
+        constexpr int EPL = mf<F>::EPL;
+        float *xs = (float *)moe_sm;
+        size_t rs = (size_t)(Hin / EPL) * moe_sstride(EPL);
+#pragma unroll
+        for (int r = 0; r < MOE_RT; r++)
+            if (r < nr) moe_stage<EPL>(xs + r * rs, xr[r], Hin, xal, threadIdx.x, blockDim.x);
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < MOE_RT; r++) xr[r] = xs + r * rs;
+    }
+    for (int n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_GU_NO; n0 < N; n0 += gridDim.x * MOE_WARPS * MOE_GU_NO)
+        moe_gu_rows<F, MOE_RT, SM>(ex, nr, xr, xal, Hin, gs, sdt, n0, lane, sl, 0, h, ldh);
 }
 
 /* The same for one slot a grid row (blockIdx.y = slot j: routed t·K + k with expert idx[j] for j < RK,
@@ -686,21 +734,27 @@ __device__ __forceinline__ void moe_down_sums(const moe_dex *ex, int nr, const f
             }
         }
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 4 * MOE_PARTS(F); j++) { /* part j of the chunk: outputs' values once, rows' inputs once */
+            constexpr int PV = VPW / MOE_PARTS(F);
+            float w[NO][PV];
 #pragma unroll
             for (int s = 0; s < NO; s++) {
                 if (s * sub >= NO) break;
-                float w[VPW];
-                moe_deq<F>(word_of(q[s], j), sc[s], bi[s], w);
+                moe_deq_part<F, PV>(q[s], j, sc[s], bi[s], w[s]);
+            }
 #pragma unroll
-                for (int r = 0; r < RT; r++) {
-                    if (r >= nr) break;
-                    float xv[VPW];
-                    moe_ldx<VPW, SM>(hr[r] + (size_t)c * XS + j * VPW, 1, xv);
+            for (int r = 0; r < RT; r++) {
+                if (r >= nr) break;
+                float xv[PV];
+                moe_ldx<PV, SM>(hr[r] + (size_t)c * XS + j * PV, 1, xv);
 #pragma unroll
-                    for (int i = 0; i < VPW; i++) acc[r][s] = fmaf(xv[i], w[i], acc[r][s]);
+                for (int s = 0; s < NO; s++) {
+                    if (s * sub >= NO) break;
+#pragma unroll
+                    for (int i = 0; i < PV; i++) acc[r][s] = fmaf(xv[i], w[s][i], acc[r][s]);
                 }
             }
+        }
     }
 #pragma unroll
     for (int r = 0; r < RT; r++) {
@@ -714,33 +768,47 @@ __device__ __forceinline__ void moe_down_sums(const moe_dex *ex, int nr, const f
 }
 
 /* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, MOE_DN_NO consecutive outputs a
- * warp, inputs the expert's width I; lanes as moe_lpo says). */
-template <int F>
-__global__ void __launch_bounds__(32 * MOE_WARPS, 3)
+ * warp at a time, the block's warps every gridDim.x · MOE_WARPS · MOE_DN_NO-th group; inputs the expert's
+ * width I; lanes as moe_lpo says; SM: the tile's rows of h staged as in k_moe_gu, ldh floats a row). */
+template <int F, int SM>
+__global__ void __launch_bounds__(32 * MOE_WARPS, MOE_TILE_BLOCKS)
     k_moe_down(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
                const int32_t *slots, const float *h, int ldh, int Hout, int gs, int sdt, float *yk) {
     CU_PDL_ENTRY();
+    extern __shared__ float4 moe_sm[];
     int4 tl;
-    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return;
+    if (!moe_tile(tiles, ntiles, tile0, e_lo, e_hi, &tl)) return; /* the whole block */
     const moe_dex *ex = &tab[tl.x];
-    int lane = threadIdx.x & 31, n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_DN_NO;
-    if (n0 >= Hout) return;
-    int nr = tl.z;
+    int nr = tl.z, lane = threadIdx.x & 31;
     const int32_t *sl = slots + tl.y;
     const float *hr[MOE_RT];
 #pragma unroll
     for (int r = 0; r < MOE_RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
-    float v[MOE_RT][MOE_DN_NO];
-    moe_down_sums<F, MOE_RT>(ex, nr, hr, Hout, gs, sdt, n0, lane, v);
+    if (SM) {
+        constexpr int EPL = mf<F>::EPL;
+        float *hs = (float *)moe_sm;
+        size_t rs = (size_t)(ldh / EPL) * moe_sstride(EPL);
+#pragma unroll
+        for (int r = 0; r < MOE_RT; r++)
+            if (r < nr) moe_stage<EPL>(hs + r * rs, hr[r], ex->inter, 1, threadIdx.x, blockDim.x);
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < MOE_RT; r++) hr[r] = hs + r * rs;
+    }
     int lpo = moe_lpo(ex->inter / mf<F>::EPL), sub = 32 / lpo, grp = lane / lpo;
+    for (int n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_DN_NO; n0 < Hout;
+         n0 += gridDim.x * MOE_WARPS * MOE_DN_NO) {
+        float v[MOE_RT][MOE_DN_NO];
+        moe_down_sums<F, MOE_RT, SM>(ex, nr, hr, Hout, gs, sdt, n0, lane, v);
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) {
-        if (r >= nr) break;
+        for (int r = 0; r < MOE_RT; r++) {
+            if (r >= nr) break;
 #pragma unroll
-        for (int s = 0; s < MOE_DN_NO; s++) {
-            if (s * sub >= MOE_DN_NO) break;
-            int o = s * sub + grp, n = n0 + o;
-            if (lane % lpo == 0 && o < MOE_DN_NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v[r][s];
+            for (int s = 0; s < MOE_DN_NO; s++) {
+                if (s * sub >= MOE_DN_NO) break;
+                int o = s * sub + grp, n = n0 + o;
+                if (lane % lpo == 0 && o < MOE_DN_NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v[r][s];
+            }
         }
     }
 }
@@ -903,26 +971,48 @@ static const moe_layer *layer_of(be_backend *be, be_moe_scratch *f, const moe_we
         }                                                                                                              \
     } while (0)
 
-/* k_moe_gu / k_moe_down in format fm over tiles tile0 .. tile0 + ny - 1, for experts e_lo .. e_hi. */
+/* Blocks a tile takes for n output groups of a block's warps (cu_set.moe_tloop groups a block, at least 1). */
+static int tile_blocks(int n) {
+    int per = cu_set.moe_tloop > 1 ? cu_set.moe_tloop : 1;
+    return (n + per - 1) / per;
+}
+
+/* Shared memory a tiled block stages its rows in (MOE_RT rows of `cols` floats in format fm, each row
+ * row_stride floats wide before padding), or 0 when staging is off ($MTPLX_CUDA_MOE_TSTAGE=0) or would not
+ * fit MOE_STAGE_MAX (the kernels then read the rows from global memory: the same bits). */
+static size_t tile_stage_bytes(moe_fmt fm, int row_stride) {
+    int epl = fmt_epl(fm);
+    size_t b = sizeof(float) * MOE_RT * (size_t)(row_stride / epl) * moe_sstride(epl);
+    return cu_set.moe_tstage && b <= MOE_STAGE_MAX ? b : 0;
+}
+
+/* k_moe_gu / k_moe_down in format fm over tiles tile0 .. tile0 + ny - 1, for experts e_lo .. e_hi; nx output
+ * groups of MOE_WARPS · MOE_GU_NO outputs cover the widest expert. */
 static void launch_gu(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi,
                       int RK, const float *x, int ldx, int xal, int nx) {
-    dim3 grid(nx, ny);
+    dim3 grid(tile_blocks(nx), ny);
     int H = f->H;
-#define GU(F_) cu_launch(k_moe_gu<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
-                         (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots, RK, f->K, x, ldx,  \
-                         xal, H, fm.gs, fm.sdt, f->d_h, f->ldh)
+    size_t sm = tile_stage_bytes(fm, H);
+#define GU1(F_, SM_) cu_launch(k_moe_gu<F_, SM_>, grid, 32 * MOE_WARPS, sm, (const moe_dex *)L->tab,                  \
+                               (const int4 *)f->d_tiles, (const int *)f->d_ntiles, tile0, e_lo, e_hi,                   \
+                               (const int32_t *)f->d_slots, RK, f->K, x, ldx, xal, H, fm.gs, fm.sdt, f->d_h, f->ldh)
+#define GU(F_) (sm ? GU1(F_, 1) : GU1(F_, 0))
     MOE_FMT_SWITCH(fm.F, GU);
 #undef GU
+#undef GU1
     CU_LAUNCHED("moe gate/up");
 }
 
 static void launch_down(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi) {
-    dim3 grid((f->H + MOE_WARPS * MOE_DN_NO - 1) / (MOE_WARPS * MOE_DN_NO), ny);
-#define DN(F_) cu_launch(k_moe_down<F_>, grid, 32 * MOE_WARPS, 0, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
-                         (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots,                  \
-                         (const float *)f->d_h, f->ldh, f->H, fm.gs, fm.sdt, f->d_yk)
+    dim3 grid(tile_blocks((f->H + MOE_WARPS * MOE_DN_NO - 1) / (MOE_WARPS * MOE_DN_NO)), ny);
+    size_t sm = tile_stage_bytes(fm, f->ldh);
+#define DN1(F_, SM_) cu_launch(k_moe_down<F_, SM_>, grid, 32 * MOE_WARPS, sm, (const moe_dex *)L->tab,                \
+                               (const int4 *)f->d_tiles, (const int *)f->d_ntiles, tile0, e_lo, e_hi,                   \
+                               (const int32_t *)f->d_slots, (const float *)f->d_h, f->ldh, f->H, fm.gs, fm.sdt, f->d_yk)
+#define DN(F_) (sm ? DN1(F_, 1) : DN1(F_, 0))
     MOE_FMT_SWITCH(fm.F, DN);
 #undef DN
+#undef DN1
     CU_LAUNCHED("moe down");
 }
 
