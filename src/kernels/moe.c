@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../base/mem.h"
+#include "matmul_internal.h" /* MM_TMAX: the rows a batched kern_matmul_each product takes */
 
 /* One window of a call: its experts (eid[ne], each with cnt rows gathered at off in the scratch). */
 typedef struct moe_window {
@@ -176,7 +177,11 @@ static void pairs_sort(const int *idx, int n, int E, int *order) {
 
 /* Gather the next window from the sorted slots order[*q ..): up to s->brows (expert, row) pairs, a
  * row routed twice to one expert counted once (its first slot, as in a per-expert loop). Rows go to
- * s->xg (a one-row call reads x itself, so every expert shares one quantized copy of it). */
+ * s->xg (a one-row call reads x itself, so every expert shares one quantized copy of it). An expert's
+ * rows are cut into entries of at most MM_TMAX: kern_matmul_each batches products of up to that many
+ * rows across the pool and sends a larger one to kern_matmul alone, weight after weight (prefill
+ * chunks whose experts get more than MM_TMAX rows ran at the speed of 512-row chunks, bench/zen.md
+ * "Session 33"); rows are row-invariant, so the cut keeps every bit. */
 static void window_gather(moe_window *wd, const int *order, int n_slots, int *q, const float *x, int ldx, int T,
                           const int *idx, const float *w, int K, moe_scratch *s) {
     int H = s->hidden;
@@ -184,7 +189,10 @@ static void window_gather(moe_window *wd, const int *order, int n_slots, int *q,
     for (; *q < n_slots && wd->n < s->brows; (*q)++) {
         int p = order[*q], e = idx[p], t = p / K;
         if (*q && idx[order[*q - 1]] == e && order[*q - 1] / K == t) continue;
-        if (!wd->ne || wd->eid[wd->ne - 1] != e) wd->eid[wd->ne] = e, wd->off[wd->ne] = wd->n, wd->cnt[wd->ne++] = 0;
+        if (!wd->ne || wd->eid[wd->ne - 1] != e || wd->cnt[wd->ne - 1] == MM_TMAX) {
+            if (wd->ne == MOE_MAX_EXPERTS) break; /* the window's entry list is full: the next one starts here */
+            wd->eid[wd->ne] = e, wd->off[wd->ne] = wd->n, wd->cnt[wd->ne++] = 0;
+        }
         s->rows_of[wd->n] = t;
         s->w_of[wd->n] = w[p];
         if (T > 1) memcpy(s->xg + (size_t)wd->n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);

@@ -156,7 +156,8 @@ TEST(test_moe_experts_match_hand_sum) {
 /* A row's output is bit-identical whether it is computed alone or with a few other rows or with
  * many: 70 rows of 2 routes (140 pairs: two windows of the 128-row scratch, experts 1 and 2 split
  * between them) and 300 rows (600 pairs, windows of 300: every expert split), each against one-row
- * calls and a 5-row call. */
+ * calls and a 5-row call. Every expert gets more than MM_TMAX (32) rows of a window here, so its rows
+ * are also cut into entries of 32 (window_gather). */
 TEST(test_moe_experts_row_invariant) {
     moe_expert ex[EE];
     make_experts(ex);
