@@ -26,7 +26,7 @@
 #   8b. the GDN step's and the attention's fused preparation of the out-projection's input ≡ the separate
 #      launch (MTPLX_CUDA_FUSE_SEQ);
 #   8c. the device MoE's per-slot kernels ≡ its tiles (MTPLX_CUDA_MOE_SLOTS, _MOE_STAGE, _MOE_GATE1, _MOE_TSTAGE,
-#       _MOE_TLOOP);
+#       _MOE_TLOOP, _MOE_TROWS);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed. GPU_TEST_SKIP=REGEX skips the checks
 # whose names match (a shorter run when device time is short; say so where its result is quoted).
@@ -253,7 +253,8 @@ check gdn_prepares_out_projection_bit_identical seq_prep_equal
 #     check with SLOTS=4 (its 5..20-row calls tiled, each row compared with the row alone, per slot) and with
 #     the tiles everywhere, and logits of a 12-row prefill and of decode steps (and the MTP head) on the MoE
 #     goldens with SLOTS=0 and GATE1=0 (router and shared gate in two launches) / default / STAGE=0; the
-#     tiled kernels' staging and output loop (TSTAGE=0, TLOOP=1) against their defaults the same way
+#     tiled kernels' staging and output loop (TSTAGE=0, TLOOP=1) and tiles of 4 rows (TROWS=4, default 8)
+#     against their defaults the same way
 moe_slots_equal() {
     local T=11,48,85,122,159,196,233,250,7,99,201,3 m mode
     for m in tests/data/goldens/qwen3_5_moe tests/data/goldens-extra/qwen3_5_moe_b tests/data/goldens/deepseek_v3; do
@@ -264,13 +265,17 @@ moe_slots_equal() {
             MTPLX_CUDA_MOE_STAGE=0 build/mtplx logits --model $m --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
             MTPLX_CUDA_MOE_SLOTS=0 MTPLX_CUDA_MOE_TSTAGE=0 MTPLX_CUDA_MOE_TLOOP=1 build/mtplx logits --model $m --tokens $T $mode \
                 --out /tmp/gpu-l3.safetensors > /dev/null || return 1
+            MTPLX_CUDA_MOE_SLOTS=0 MTPLX_CUDA_MOE_TROWS=4 build/mtplx logits --model $m --tokens $T $mode \
+                --out /tmp/gpu-l4.safetensors > /dev/null || return 1
             cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors &&
-                cmp /tmp/gpu-l0.safetensors /tmp/gpu-l3.safetensors || { echo "$m logits [$mode] differ"; return 1; }
-            echo "$m logits [$mode]: tiles, two gate launches == staged slots == slots == unstaged tiles, one group a block"
+                cmp /tmp/gpu-l0.safetensors /tmp/gpu-l3.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l4.safetensors ||
+                { echo "$m logits [$mode] differ"; return 1; }
+            echo "$m logits [$mode]: tiles, two gate launches == staged slots == slots == unstaged tiles, one group a block == tiles of 4 rows"
         done
     done
     MTPLX_CUDA_MOE_SLOTS=4 build/tests/test_backend_cuda && MTPLX_CUDA_MOE_SLOTS=0 build/tests/test_backend_cuda &&
-        MTPLX_CUDA_MOE_SLOTS=0 MTPLX_CUDA_MOE_TSTAGE=0 MTPLX_CUDA_MOE_TLOOP=1 build/tests/test_backend_cuda
+        MTPLX_CUDA_MOE_SLOTS=0 MTPLX_CUDA_MOE_TSTAGE=0 MTPLX_CUDA_MOE_TLOOP=1 build/tests/test_backend_cuda &&
+        MTPLX_CUDA_MOE_SLOTS=4 MTPLX_CUDA_MOE_TROWS=4 build/tests/test_backend_cuda
 }
 check moe_slots_bit_identical moe_slots_equal
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NOT RUN (session 33's device time ran out). Next step for the MoE prefill after a87fc27's staged tiles: tiles of
+# Prepared in session 33, run in session 34 (call 1). Next step for the MoE prefill after a87fc27's staged tiles: tiles of
 # 8 rows (MTPLX_CUDA_MOE_TROWS=8: half the weight reads and dequantization per product; staging up to 100 KB a
 # block, opted in above 48 KB; the down kernel 2 outputs a warp at 8 rows so the sums stay in registers — ptxas:
 # no spills). Same bits by the tiles' argument (a row's sums never depend on its tile). Apply first:
@@ -40,7 +40,7 @@ timeout 150 ncu --clock-control none -k regex:"k_moe_gu|k_moe_down" --launch-ski
   --section SpeedOfLight --section WarpStateStats --section Occupancy --section ComputeWorkloadAnalysis \
   --section MemoryWorkloadAnalysis build/mtplx bench --device cuda --prefill 1024 --model $M > $OUT/ncu-tiles.txt 2>&1
 echo "ncu done $(el) s" | tee -a $L
-[ $(el) -lt 300 ] && { bash scripts/gpu-test.sh > $OUT/gpu-test.txt 2>&1; echo "gpu-test rc=$? $(tail -1 $OUT/gpu-test.txt)" | tee -a $L; }
+# (session 34: the whole gpu-test moved to its own call on the final tree, to spend device time once)
 echo "done $(el) s" | tee -a $L
 # If TROWS=8 is identical and faster: make it the default (cuda_backend.cu), add it to gpu-test check 8c, and
 # rerun the whole gpu-test.

@@ -956,7 +956,7 @@ cu_settings cu_set = [] {
     cu_settings s = {}; /* by name: a positional list went stale when fields were added in the middle */
     s.stream = 1, s.seq_batch = 1, s.commit = 1, s.top = 1, s.top_min_vocab = 1, s.gdn_reg = 1;
     s.mma = 1, s.sk = 1, s.sk_group = 1, s.gemm = 1, s.moe = 1, s.moe_slots = 32, s.moe_stage = 1, s.moe_gate1 = 1;
-    s.moe_tstage = 1, s.moe_tloop = 8;
+    s.moe_tstage = 1, s.moe_tloop = 8, s.moe_trows = 8;
     s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1, s.gdn_xpose = 1, s.att_group = 1;
     return s;
 }();
@@ -1031,6 +1031,11 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->moe_gate1 = SW("MTPLX_CUDA_MOE_GATE1", 1);
     s->moe_tstage = SW("MTPLX_CUDA_MOE_TSTAGE", 1);
     s->moe_tloop = knob_int(&k, "MTPLX_CUDA_MOE_TLOOP", 8, 1, 1 << 20);
+    /* tiles of 8 rows: 35B-A3B-10l q4 4k prefill 8,687-8,689 -> 9,082-9,083 tok/s on an H100 (bench/cuda.md,
+       "Session 34"); 4 is kept for comparison */
+    s->moe_trows = knob_int(&k, "MTPLX_CUDA_MOE_TROWS", 8, 4, 8);
+    if (s->moe_trows != 4 && s->moe_trows != 8 && !k.rc)
+        k.rc = err_set(err, MTPLX_EINVAL, "MTPLX_CUDA_MOE_TROWS=%d: expected 4 or 8", s->moe_trows);
     s->gdn_l2 = SW("MTPLX_CUDA_GDN_L2", 1);
     s->seq_inline = SW("MTPLX_CUDA_SEQ_INLINE", 1);
     s->dl_pipe = SW("MTPLX_CUDA_DL_PIPE", 0);

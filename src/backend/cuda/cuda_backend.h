@@ -86,6 +86,7 @@ typedef struct {
                        shared memory (same bits); MTPLX_CUDA_MOE_TSTAGE=0: each lane reads global memory */
     int moe_tloop;  /* output groups of MOE_WARPS warps a tiled MoE block computes in turn after staging
                        (MTPLX_CUDA_MOE_TLOOP=N, default 8; the same bits for any N) */
+    int moe_trows;  /* rows of a tile of the tiled MoE kernels: 8, or 4 (MTPLX_CUDA_MOE_TROWS=4; same bits) */
     int moe_gate1;  /* 1: router and shared-gate logits in one matmul_n launch when the two weights share a kind
                        (same bits); MTPLX_CUDA_MOE_GATE1=0: two launches */
     /* session 7, small-op latency (bench/cuda.md, "Session 7: small-op latency"; comparison knobs) */

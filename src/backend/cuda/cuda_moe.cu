@@ -6,7 +6,8 @@
  *      correction bias, group selection, top-k by value with ties to the lower index, ascending
  *      order, the same sequential weight sum and normalisation);
  *   3. k_moe_plan: one block lists each expert's (row, slot) pairs in ascending row order and cuts
- *      them into tiles of up to MOE_RT rows (the shared expert first, as expert E with every row);
+ *      them into tiles of up to 4 or 8 rows (cu_set.moe_trows; the shared expert first, as expert E with
+ *      every row);
  *   4. k_moe_gu: per tile, a warp computes gate and up of MOE_GU_NO outputs at a time for the tile's rows
  *      and writes silu(gate)·up into the slots' rows of h; k_moe_down: MOE_DN_NO outputs of the down
  *      projection of h into the slots' rows of yk. Both read only the chosen experts' weights, in the
@@ -44,11 +45,14 @@ extern "C" {
 #include "../../kernels/moe.h"
 }
 
-#define MOE_RT 4       /* rows of one tile */
+#define MOE_RT_MIN 4   /* rows of one tile, the smaller choice (cu_set.moe_trows: 4 or 8) */
+#define MOE_RT_MAX 8   /* and the larger */
+#define MOE_TSTAGE_MAX (100 * 1024) /* bytes of staged rows a tiled block may take (opted in above 48 KB) */
 #define MOE_WARPS 8    /* warps of a block */
 #define MOE_TILE_BLOCKS 2 /* blocks an SM the tiled kernels are compiled for (registers: four rows' sums) */
 #define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
-#define MOE_DN_NO 4    /* outputs of a warp in k_moe_down */
+#define MOE_DN_NO 4    /* outputs of a warp in k_moe_down (2 at tiles of 8 rows: registers) */
+#define MOE_DN_NO_RT(rt) ((rt) > 4 ? 2 : MOE_DN_NO)
 #define MOE_SLOT_MAX 16 /* slots of a row (K + shared) up to which k_moe_down_slots takes a row (a warp each) */
 #define MOE_SLOT_UNROLL 2 /* chunk iterations of a per-slot lane unrolled, so their loads go out together */
 #define MOE_STAGE_MAX (44 * 1024) /* bytes of staged rows a per-slot block may take (under the 48 KB default) */
@@ -115,11 +119,14 @@ struct be_moe_scratch {
 
 /* Tiles a call of R rows may need: the shared expert's ceil(R / RT), and for the routed experts at
  * most one partial tile per expert used beside R·K / RT full ones. */
-static int tiles_shared(int R) { return (R + MOE_RT - 1) / MOE_RT; }
-static int tiles_routed(int R, int E, int K) {
+static int tiles_shared(int R, int rt) { return (R + rt - 1) / rt; }
+static int tiles_routed(int R, int E, int K, int rt) {
     int used = R * K < E ? R * K : E;
-    return used + (R * K + MOE_RT - 1) / MOE_RT;
+    return used + (R * K + rt - 1) / rt;
 }
+
+/* Rows of a tile this process uses: MTPLX_CUDA_MOE_TROWS, 4 or 8 (the same bits either way). */
+static int tile_rows(void) { return cu_set.moe_trows == MOE_RT_MAX ? MOE_RT_MAX : MOE_RT_MIN; }
 
 void cu_moe_scratch_free(be_backend *be, be_moe_scratch *f) {
     (void)be;
@@ -155,7 +162,7 @@ int cu_moe_scratch_new(be_backend *be, int rows, int hidden, int inter, int n_ex
     if (!f) return err_set(err, MTPLX_ENOMEM, "MoE scratch: out of host memory");
     f->rows = rows, f->H = hidden, f->I = inter, f->E = n_experts, f->K = top_k;
     f->ldh = (inter + 3) & ~3;
-    f->tmax = tiles_shared(rows) + tiles_routed(rows, n_experts, top_k);
+    f->tmax = tiles_shared(rows, MOE_RT_MIN) + tiles_routed(rows, n_experts, top_k, MOE_RT_MIN); /* the most tiles */
     size_t S = R * (K + 1);
     cu_graph_break();
     int bad = dev_alloc((void **)&f->d_router, sizeof(float) * R * E) || dev_alloc((void **)&f->d_idx, 4 * R * K) ||
@@ -410,8 +417,8 @@ __device__ int block_excl_scan(int v, int *sh32, int *total) {
 
 /* The tiles of a call (one block, blockDim.x >= E, a multiple of 32): the shared expert's rows first
  * (when `shared`: slots R·K + t, expert E), then per expert in ascending order the slots t·K + k of
- * the rows choosing it in ascending t, cut into tiles (expert, first entry, rows) of up to MOE_RT. */
-__global__ void k_moe_plan(const int32_t *idx, int R, int K, int E, int shared, int32_t *slots, int4 *tiles,
+ * the rows choosing it in ascending t, cut into tiles (expert, first entry, rows) of up to RT. */
+__global__ void k_moe_plan(const int32_t *idx, int R, int K, int E, int shared, int RT, int32_t *slots, int4 *tiles,
                            int *ntiles) {
     CU_PDL_ENTRY();
     __shared__ int sh32[33];
@@ -425,12 +432,12 @@ __global__ void k_moe_plan(const int32_t *idx, int R, int K, int E, int shared, 
                     break;
                 }
             }
-    int nt = (c + MOE_RT - 1) / MOE_RT, cs, ts;
+    int nt = (c + RT - 1) / RT, cs, ts;
     int so = block_excl_scan(c, sh32, &cs), to = block_excl_scan(nt, sh32, &ts);
-    int s_slots = shared ? R : 0, s_tiles = shared ? (R + MOE_RT - 1) / MOE_RT : 0;
+    int s_slots = shared ? R : 0, s_tiles = shared ? (R + RT - 1) / RT : 0;
     for (int t = threadIdx.x; t < s_slots; t += blockDim.x) slots[t] = R * K + t;
     for (int i = threadIdx.x; i < s_tiles; i += blockDim.x)
-        tiles[i] = make_int4(E, i * MOE_RT, R - i * MOE_RT < MOE_RT ? R - i * MOE_RT : MOE_RT, 0);
+        tiles[i] = make_int4(E, i * RT, R - i * RT < RT ? R - i * RT : RT, 0);
     if (c) {
         int base = s_slots + so, j = 0;
         for (int t = 0; t < R && j < c; t++)
@@ -440,7 +447,7 @@ __global__ void k_moe_plan(const int32_t *idx, int R, int K, int E, int shared, 
                     break;
                 }
         for (int i = 0; i < nt; i++)
-            tiles[s_tiles + to + i] = make_int4(e, base + i * MOE_RT, c - i * MOE_RT < MOE_RT ? c - i * MOE_RT : MOE_RT, 0);
+            tiles[s_tiles + to + i] = make_int4(e, base + i * RT, c - i * RT < RT ? c - i * RT : RT, 0);
     }
     if (threadIdx.x == 0) *ntiles = s_tiles + ts;
 }
@@ -575,7 +582,7 @@ __device__ __forceinline__ float moe_group_sum(float v, int lpo) {
 /* h[slot][n] = silu(gate_n · x_row) · (up_n · x_row) for MOE_GU_NO consecutive outputs from n0 of expert ex
  * and nr (<= RT) input rows xr (Hin floats each) of slots sl[0..nr) (RT = 1: the one slot j0), the
  * warp's lanes as moe_lpo says. A row's sums depend on nothing but its own row and the expert: the tiled
- * kernel (RT = MOE_RT) and the per-slot one (RT = 1) give the same bits. */
+ * kernels (RT = 4 or 8) and the per-slot one (RT = 1) give the same bits. */
 template <int F, int RT, int SM = 0>
 __device__ __forceinline__ void moe_gu_rows(const moe_dex *ex, int nr, const float *const *xr, int xal, int Hin, int gs,
                                             int sdt, int n0, int lane, const int32_t *sl, int j0, float *h, int ldh) {
@@ -651,7 +658,7 @@ __device__ __forceinline__ void moe_gu_rows(const moe_dex *ex, int nr, const flo
  * gs, scale dtype sdt); x rows are Hin floats. SM: the tile's rows staged in shared memory first
  * (moe_stage, moe_sstride(EPL) floats a chunk), so that a lane's read of its own chunk does not cost a
  * wavefront of its own (the unstaged read kept these kernels on L1, as it had the per-slot ones). */
-template <int F, int SM>
+template <int F, int SM, int RT>
 __global__ void __launch_bounds__(32 * MOE_WARPS, MOE_TILE_BLOCKS)
     k_moe_gu(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
              const int32_t *slots, int RK, int K, const float *x, int ldx, int xal, int Hin, int gs, int sdt,
@@ -663,22 +670,22 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, MOE_TILE_BLOCKS)
     const moe_dex *ex = &tab[tl.x];
     int N = ex->inter, nr = tl.z, lane = threadIdx.x & 31;
     const int32_t *sl = slots + tl.y;
-    const float *xr[MOE_RT];
+    const float *xr[RT];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
+    for (int r = 0; r < RT; r++) xr[r] = r < nr ? x + (size_t)row_of_slot(sl[r], RK, K) * ldx : x;
     if (SM) {
         constexpr int EPL = mf<F>::EPL;
         float *xs = (float *)moe_sm;
         size_t rs = (size_t)(Hin / EPL) * moe_sstride(EPL);
 #pragma unroll
-        for (int r = 0; r < MOE_RT; r++)
+        for (int r = 0; r < RT; r++)
             if (r < nr) moe_stage<EPL>(xs + r * rs, xr[r], Hin, xal, threadIdx.x, blockDim.x);
         __syncthreads();
 #pragma unroll
-        for (int r = 0; r < MOE_RT; r++) xr[r] = xs + r * rs;
+        for (int r = 0; r < RT; r++) xr[r] = xs + r * rs;
     }
     for (int n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_GU_NO; n0 < N; n0 += gridDim.x * MOE_WARPS * MOE_GU_NO)
-        moe_gu_rows<F, MOE_RT, SM>(ex, nr, xr, xal, Hin, gs, sdt, n0, lane, sl, 0, h, ldh);
+        moe_gu_rows<F, RT, SM>(ex, nr, xr, xal, Hin, gs, sdt, n0, lane, sl, 0, h, ldh);
 }
 
 /* The same for one slot a grid row (blockIdx.y = slot j: routed t·K + k with expert idx[j] for j < RK,
@@ -704,10 +711,10 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, 3)
 
 /* Down sums of MOE_DN_NO consecutive outputs from n0 of expert ex for nr (<= RT) rows hr of its width
  * (group-summed: v[r][s] for output n0 + s·sub + grp); like moe_gu_rows, the same bits for any RT. */
-template <int F, int RT, int SM = 0>
+template <int F, int RT, int SM = 0, int NO = MOE_DN_NO>
 __device__ __forceinline__ void moe_down_sums(const moe_dex *ex, int nr, const float *const *hr, int Hout, int gs,
-                                              int sdt, int n0, int lane, float (*v)[MOE_DN_NO]) {
-    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, NO = MOE_DN_NO, XS = SM ? moe_sstride(EPL) : EPL;
+                                              int sdt, int n0, int lane, float (*v)[NO]) {
+    constexpr int VPW = mf<F>::VPW, EPL = mf<F>::EPL, XS = SM ? moe_sstride(EPL) : EPL;
     int Kin = ex->inter, chunks = Kin / EPL, G = F >= MF_Q8 ? Kin / gs : 1, lpo = moe_lpo(chunks), sub = 32 / lpo;
     int grp = lane / lpo;
     float acc[RT][NO];
@@ -767,10 +774,10 @@ __device__ __forceinline__ void moe_down_sums(const moe_dex *ex, int nr, const f
     }
 }
 
-/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, MOE_DN_NO consecutive outputs a
- * warp at a time, the block's warps every gridDim.x · MOE_WARPS · MOE_DN_NO-th group; inputs the expert's
+/* yk[slot][n] = down_n · h[slot] for the rows of one tile (n < Hout, NO = MOE_DN_NO_RT(RT) consecutive outputs
+ * a warp at a time, the block's warps every gridDim.x · MOE_WARPS · NO-th group; inputs the expert's
  * width I; lanes as moe_lpo says; SM: the tile's rows of h staged as in k_moe_gu, ldh floats a row). */
-template <int F, int SM>
+template <int F, int SM, int RT>
 __global__ void __launch_bounds__(32 * MOE_WARPS, MOE_TILE_BLOCKS)
     k_moe_down(const moe_dex *tab, const int4 *tiles, const int *ntiles, int tile0, int e_lo, int e_hi,
                const int32_t *slots, const float *h, int ldh, int Hout, int gs, int sdt, float *yk) {
@@ -781,33 +788,33 @@ __global__ void __launch_bounds__(32 * MOE_WARPS, MOE_TILE_BLOCKS)
     const moe_dex *ex = &tab[tl.x];
     int nr = tl.z, lane = threadIdx.x & 31;
     const int32_t *sl = slots + tl.y;
-    const float *hr[MOE_RT];
+    const float *hr[RT];
 #pragma unroll
-    for (int r = 0; r < MOE_RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
+    for (int r = 0; r < RT; r++) hr[r] = h + (size_t)(r < nr ? sl[r] : 0) * ldh;
     if (SM) {
         constexpr int EPL = mf<F>::EPL;
         float *hs = (float *)moe_sm;
         size_t rs = (size_t)(ldh / EPL) * moe_sstride(EPL);
 #pragma unroll
-        for (int r = 0; r < MOE_RT; r++)
+        for (int r = 0; r < RT; r++)
             if (r < nr) moe_stage<EPL>(hs + r * rs, hr[r], ex->inter, 1, threadIdx.x, blockDim.x);
         __syncthreads();
 #pragma unroll
-        for (int r = 0; r < MOE_RT; r++) hr[r] = hs + r * rs;
+        for (int r = 0; r < RT; r++) hr[r] = hs + r * rs;
     }
     int lpo = moe_lpo(ex->inter / mf<F>::EPL), sub = 32 / lpo, grp = lane / lpo;
-    for (int n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * MOE_DN_NO; n0 < Hout;
-         n0 += gridDim.x * MOE_WARPS * MOE_DN_NO) {
-        float v[MOE_RT][MOE_DN_NO];
-        moe_down_sums<F, MOE_RT, SM>(ex, nr, hr, Hout, gs, sdt, n0, lane, v);
+    constexpr int NO = MOE_DN_NO_RT(RT);
+    for (int n0 = (blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * NO; n0 < Hout; n0 += gridDim.x * MOE_WARPS * NO) {
+        float v[RT][NO];
+        moe_down_sums<F, RT, SM, NO>(ex, nr, hr, Hout, gs, sdt, n0, lane, v);
 #pragma unroll
-        for (int r = 0; r < MOE_RT; r++) {
+        for (int r = 0; r < RT; r++) {
             if (r >= nr) break;
 #pragma unroll
-            for (int s = 0; s < MOE_DN_NO; s++) {
-                if (s * sub >= MOE_DN_NO) break;
+            for (int s = 0; s < NO; s++) {
+                if (s * sub >= NO) break;
                 int o = s * sub + grp, n = n0 + o;
-                if (lane % lpo == 0 && o < MOE_DN_NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v[r][s];
+                if (lane % lpo == 0 && o < NO && n < Hout) yk[(size_t)sl[r] * Hout + n] = v[r][s];
             }
         }
     }
@@ -977,13 +984,19 @@ static int tile_blocks(int n) {
     return (n + per - 1) / per;
 }
 
-/* Shared memory a tiled block stages its rows in (MOE_RT rows of `cols` floats in format fm, each row
- * row_stride floats wide before padding), or 0 when staging is off ($MTPLX_CUDA_MOE_TSTAGE=0) or would not
- * fit MOE_STAGE_MAX (the kernels then read the rows from global memory: the same bits). */
-static size_t tile_stage_bytes(moe_fmt fm, int row_stride) {
+/* Shared memory a tiled block stages its rows in (rt rows in format fm, each row_stride floats wide before
+ * padding), or 0 when staging is off ($MTPLX_CUDA_MOE_TSTAGE=0) or would not fit MOE_TSTAGE_MAX (the kernels
+ * then read the rows from global memory: the same bits). */
+static size_t tile_stage_bytes(moe_fmt fm, int row_stride, int rt) {
     int epl = fmt_epl(fm);
-    size_t b = sizeof(float) * MOE_RT * (size_t)(row_stride / epl) * moe_sstride(epl);
-    return cu_set.moe_tstage && b <= MOE_STAGE_MAX ? b : 0;
+    size_t b = sizeof(float) * rt * (size_t)(row_stride / epl) * moe_sstride(epl);
+    return cu_set.moe_tstage && b <= MOE_TSTAGE_MAX ? b : 0;
+}
+
+/* Lets kernel fn take sm bytes of dynamic shared memory when that is over the 48 KB default (each launch
+ * asks: a cheap attribute call, and no per-instance flag to keep). */
+static void tile_allow(const void *fn, size_t sm) {
+    if (sm > 48 * 1024) CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm), "MoE smem");
 }
 
 /* k_moe_gu / k_moe_down in format fm over tiles tile0 .. tile0 + ny - 1, for experts e_lo .. e_hi; nx output
@@ -991,28 +1004,37 @@ static size_t tile_stage_bytes(moe_fmt fm, int row_stride) {
 static void launch_gu(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi,
                       int RK, const float *x, int ldx, int xal, int nx) {
     dim3 grid(tile_blocks(nx), ny);
-    int H = f->H;
-    size_t sm = tile_stage_bytes(fm, H);
-#define GU1(F_, SM_) cu_launch(k_moe_gu<F_, SM_>, grid, 32 * MOE_WARPS, sm, (const moe_dex *)L->tab,                  \
-                               (const int4 *)f->d_tiles, (const int *)f->d_ntiles, tile0, e_lo, e_hi,                   \
-                               (const int32_t *)f->d_slots, RK, f->K, x, ldx, xal, H, fm.gs, fm.sdt, f->d_h, f->ldh)
+    int H = f->H, rt = tile_rows();
+    size_t sm = tile_stage_bytes(fm, H, rt);
+#define GU2(F_, SM_, RT_)                                                                                               \
+    (tile_allow((const void *)k_moe_gu<F_, SM_, RT_>, sm),                                                              \
+     cu_launch(k_moe_gu<F_, SM_, RT_>, grid, 32 * MOE_WARPS, sm, (const moe_dex *)L->tab, (const int4 *)f->d_tiles,   \
+               (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots, RK, f->K, x, ldx, xal, H,     \
+               fm.gs, fm.sdt, f->d_h, f->ldh))
+#define GU1(F_, SM_) (rt == MOE_RT_MAX ? GU2(F_, SM_, MOE_RT_MAX) : GU2(F_, SM_, MOE_RT_MIN))
 #define GU(F_) (sm ? GU1(F_, 1) : GU1(F_, 0))
     MOE_FMT_SWITCH(fm.F, GU);
 #undef GU
 #undef GU1
+#undef GU2
     CU_LAUNCHED("moe gate/up");
 }
 
 static void launch_down(moe_fmt fm, be_moe_scratch *f, const moe_layer *L, int tile0, int ny, int e_lo, int e_hi) {
-    dim3 grid(tile_blocks((f->H + MOE_WARPS * MOE_DN_NO - 1) / (MOE_WARPS * MOE_DN_NO)), ny);
-    size_t sm = tile_stage_bytes(fm, f->ldh);
-#define DN1(F_, SM_) cu_launch(k_moe_down<F_, SM_>, grid, 32 * MOE_WARPS, sm, (const moe_dex *)L->tab,                \
-                               (const int4 *)f->d_tiles, (const int *)f->d_ntiles, tile0, e_lo, e_hi,                   \
-                               (const int32_t *)f->d_slots, (const float *)f->d_h, f->ldh, f->H, fm.gs, fm.sdt, f->d_yk)
+    int rt = tile_rows(), per = MOE_WARPS * MOE_DN_NO_RT(rt);
+    dim3 grid(tile_blocks((f->H + per - 1) / per), ny);
+    size_t sm = tile_stage_bytes(fm, f->ldh, rt);
+#define DN2(F_, SM_, RT_)                                                                                               \
+    (tile_allow((const void *)k_moe_down<F_, SM_, RT_>, sm),                                                            \
+     cu_launch(k_moe_down<F_, SM_, RT_>, grid, 32 * MOE_WARPS, sm, (const moe_dex *)L->tab, (const int4 *)f->d_tiles, \
+               (const int *)f->d_ntiles, tile0, e_lo, e_hi, (const int32_t *)f->d_slots, (const float *)f->d_h, f->ldh, \
+               f->H, fm.gs, fm.sdt, f->d_yk))
+#define DN1(F_, SM_) (rt == MOE_RT_MAX ? DN2(F_, SM_, MOE_RT_MAX) : DN2(F_, SM_, MOE_RT_MIN))
 #define DN(F_) (sm ? DN1(F_, 1) : DN1(F_, 0))
     MOE_FMT_SWITCH(fm.F, DN);
 #undef DN
 #undef DN1
+#undef DN2
     CU_LAUNCHED("moe down");
 }
 
@@ -1093,11 +1115,11 @@ static void moe_device(be_backend *be, float *out, int ldo, const float *x, int 
         moe_slots(f, L, out, ldo, x, ldx, R, S, nxg, shg);
         return;
     }
-    int nt = (E + 31) & ~31;
-    cu_launch(k_moe_plan, dim3(1), nt, 0, (const int32_t *)f->d_idx, R, K, E, S > 0 ? 1 : 0, f->d_slots, f->d_tiles,
-              f->d_ntiles);
+    int nt = (E + 31) & ~31, trows = tile_rows();
+    cu_launch(k_moe_plan, dim3(1), nt, 0, (const int32_t *)f->d_idx, R, K, E, S > 0 ? 1 : 0, trows, f->d_slots,
+              f->d_tiles, f->d_ntiles);
     CU_LAUNCHED("moe plan");
-    int ts = S > 0 ? tiles_shared(R) : 0, tr = tiles_routed(R, E, K);
+    int ts = S > 0 ? tiles_shared(R, trows) : 0, tr = tiles_routed(R, E, K, trows);
     int xal = ((uintptr_t)x % 16 == 0) && ldx % 4 == 0;
     if (ts && !L->merged) {
         launch_gu(L->sgu, f, L, 0, ts, E, E, RK, x, ldx, xal, nxg);
