@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "../base/mem.h"
+#include "act.h"       /* kern_swiglu: the SIMD SwiGLU of the dense FFN */
 #include "matmul_internal.h" /* MM_TMAX: the rows a batched kern_matmul_each product takes */
+#include "threadpool.h"
 
 /* One window of a call: its experts (eid[ne], each with cnt rows gathered at off in the scratch). */
 typedef struct moe_window {
@@ -157,11 +159,6 @@ void kern_moe_scratch_free(moe_scratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* silu(g[i]) · u[i] into g, i < I. */
-static void swiglu_inplace(float *g, const float *u, int I) {
-    for (int i = 0; i < I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
 _Static_assert(2 * MOE_GU_BATCH <= KERN_MM_N_MAX && MOE_ROW_STEP <= KERN_MM_N_MAX, "MoE batches exceed a dispatch");
 
 /* The slots p = t·K + j of a call's T·K routes sorted by (expert, row): a counting sort by expert
@@ -173,6 +170,53 @@ static void pairs_sort(const int *idx, int n, int E, int *order) {
     for (int p = 0; p < n; p++) start[idx[p] + 1]++;
     for (int e = 0; e < E; e++) start[e + 1] += start[e];
     for (int p = 0; p < n; p++) order[start[idx[p]]++] = p;
+}
+
+/* The per-row work around a window's matmuls, split over the thread pool when the window is large:
+ * ROWS_GATHER copies row rows_of[r] of x into row r of s->xg; ROWS_COMBINE adds w_of[r] · y[r] into
+ * row rows_of[r] of out, r ascending. The combine splits the columns (two window rows may add into one
+ * output row), the gather the rows; each element sees the same operations in the same order as on one
+ * thread, so the bits do not depend on the split (a 512-row prefill chunk's window is ~4,000 rows of
+ * 2,048 floats, copied and added while the other threads waited: bench/zen.md "Session 34"). */
+enum { ROWS_GATHER, ROWS_COMBINE };
+enum { ROWS_PAR_MIN = 1 << 16 }; /* floats of a window's rows from which the pool takes the work */
+
+typedef struct {
+    int what, n, H, ldo, ldx, cols; /* ROWS_*, window rows, row width, strides, columns a combine task */
+    float *out;
+    const float *x;
+    const moe_scratch *s;
+} rows_job;
+
+static void rows_task(void *ctx, int task, int n_tasks) {
+    const rows_job *j = ctx;
+    const moe_scratch *s = j->s;
+    if (j->what == ROWS_GATHER) {
+        int r0 = (int)((long)j->n * task / n_tasks), r1 = (int)((long)j->n * (task + 1) / n_tasks);
+        for (int r = r0; r < r1; r++)
+            memcpy(s->xg + (size_t)r * j->H, j->x + (size_t)s->rows_of[r] * j->ldx, sizeof(float) * (size_t)j->H);
+        return;
+    }
+    int h0 = task * j->cols, h1 = h0 + j->cols < j->H ? h0 + j->cols : j->H;
+    for (int r = 0; r < j->n; r++) {
+        float *o = j->out + (size_t)s->rows_of[r] * j->ldo;
+        const float *y = s->y + (size_t)r * j->H;
+        float wr = s->w_of[r];
+        for (int h = h0; h < h1; h++) o[h] += wr * y[h];
+    }
+}
+
+static void window_rows_par(int what, int n, int H, float *out, int ldo, const float *x, int ldx, const moe_scratch *s) {
+    rows_job j = {what, n, H, ldo, ldx, H, out, x, s};
+    tpool *pool = (size_t)n * H >= ROWS_PAR_MIN ? tpool_global() : NULL;
+    int tasks = pool ? tpool_threads(pool) : 1;
+    if (what == ROWS_COMBINE) { /* columns in multiples of 16 floats (a cache line) */
+        j.cols = ((H + tasks - 1) / tasks + 15) & ~15;
+        tasks = (H + j.cols - 1) / j.cols;
+    }
+    if (tasks > 1) tpool_run(pool, tasks, rows_task, &j);
+    else
+        for (int t = 0; t < tasks; t++) rows_task(&j, t, tasks);
 }
 
 /* Gather the next window from the sorted slots order[*q ..): up to s->brows (expert, row) pairs, a
@@ -195,9 +239,9 @@ static void window_gather(moe_window *wd, const int *order, int n_slots, int *q,
         }
         s->rows_of[wd->n] = t;
         s->w_of[wd->n] = w[p];
-        if (T > 1) memcpy(s->xg + (size_t)wd->n * H, x + (size_t)t * ldx, sizeof(float) * (size_t)H);
         wd->cnt[wd->ne - 1]++, wd->n++;
     }
+    if (T > 1) window_rows_par(ROWS_GATHER, wd->n, H, NULL, 0, x, ldx, s);
 }
 
 /* The window's experts, MOE_ROW_STEP at a time: gate / up projections as kern_matmul_each calls of
@@ -227,7 +271,7 @@ static void window_run(const moe_window *wd, const float *x, int ldx, int T, con
         for (int i = i0; i < i0 + ni; i++) {
             const moe_expert *ex = &experts[wd->eid[i]];
             for (int r = wd->off[i]; r < wd->off[i] + wd->cnt[i]; r++)
-                swiglu_inplace(s->g + (size_t)r * I, s->u + (size_t)r * I, ex->gate.rows);
+                kern_swiglu(s->g + (size_t)r * I, s->g + (size_t)r * I, s->u + (size_t)r * I, ex->gate.rows);
             dn[i - i0] = (kern_mm_out){s->y + (size_t)wd->off[i] * H, H, &ex->down};
             hs[i - i0] = s->g + (size_t)wd->off[i] * I, lds[i - i0] = I, ts[i - i0] = wd->cnt[i];
         }
@@ -251,11 +295,6 @@ void kern_moe_experts(float *out, int ldo, const float *x, int ldx, int T, const
     for (int q = 0; q < n_slots;) {
         window_gather(wd, s->order, n_slots, &q, x, ldx, T, idx, w, K, s);
         window_run(wd, x, ldx, T, experts, s);
-        for (int r = 0; r < wd->n; r++) {
-            float *o = out + (size_t)s->rows_of[r] * ldo;
-            const float *y = s->y + (size_t)r * H;
-            float wr = s->w_of[r];
-            for (int h = 0; h < H; h++) o[h] += wr * y[h];
-        }
+        window_rows_par(ROWS_COMBINE, wd->n, H, out, ldo, NULL, 0, s);
     }
 }

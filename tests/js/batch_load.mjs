@@ -54,6 +54,9 @@ async function one(kind, mode, stream) {
         const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('');
         if (!data || data === '[DONE]') continue;
         const j = JSON.parse(data);
+        // a generation that fails after the 200 ends its stream with an error event (finish_reason
+        // "error"): an error with the server's message, not a completed (empty) answer
+        if (j.error) throw new Error(`stream error event: ${JSON.stringify(j.error)}`);
         if (j.choices?.[0]) text += piece(kind, j.choices[0]);
         if (mode === 'cancel' && ++chunks >= 2) { ac.abort(); return null; }
       }

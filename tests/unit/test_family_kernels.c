@@ -189,6 +189,45 @@ TEST(test_moe_experts_row_invariant) {
     }
 }
 
+/* Windows wide enough that the gather of their rows and the weighted sum into the output go to the thread
+ * pool (moe.c, window_rows_par: from 65,536 floats; here 600 rows of 256): every row still equals a one-row
+ * call's (which stays on the calling thread), bit for bit, and two routes of one row to different experts
+ * still add in expert order. */
+TEST(test_moe_experts_wide_window_split_over_threads) {
+    enum { WH = 256, WI = 16, WE = 4, WT = 300 };
+    static float gw[WE][WI * WH], uw[WE][WI * WH], dw[WE][WH * WI], x[WT][WH], all[WT][WH];
+    static int idx[WT][2];
+    static float w[WT][2];
+    moe_expert ex[WE];
+    for (int e = 0; e < WE; e++) {
+        for (int k = 0; k < WI * WH; k++) {
+            gw[e][k] = 0.05f * sinf((float)(e * 131 + k));
+            uw[e][k] = 0.05f * cosf((float)(e * 71 + 3 * k));
+            dw[e][k] = 0.05f * sinf((float)(e * 17 + 5 * k + 1));
+        }
+        ex[e].gate = (kern_weight){.dtype = DT_F32, .rows = WI, .cols = WH, .data = gw[e]};
+        ex[e].up = (kern_weight){.dtype = DT_F32, .rows = WI, .cols = WH, .data = uw[e]};
+        ex[e].down = (kern_weight){.dtype = DT_F32, .rows = WH, .cols = WI, .data = dw[e]};
+    }
+    for (int t = 0; t < WT; t++) {
+        for (int h = 0; h < WH; h++) x[t][h] = sinf((float)(t * 7 + h)) * 1.3f;
+        idx[t][0] = t % 3, idx[t][1] = 3 - (t % 2); /* experts 0..2, then 2 or 3 */
+        if (idx[t][1] == idx[t][0]) idx[t][1] = 3;
+        w[t][0] = 0.05f * (float)(t % 17 + 1), w[t][1] = 1.0f - w[t][0];
+    }
+    moe_scratch s;
+    REQUIRE(kern_moe_scratch_init(&s, WT, WH, WI, NULL) == 0);
+    kern_moe_experts(&all[0][0], WH, &x[0][0], WH, WT, ex, WE, &idx[0][0], &w[0][0], 2, &s);
+    float one[WH];
+    int bad = 0;
+    for (int t = 0; t < WT; t++) {
+        kern_moe_experts(one, WH, x[t], WH, 1, ex, WE, idx[t], w[t], 2, &s);
+        if (memcmp(one, all[t], sizeof one)) bad++;
+    }
+    CHECK_MSG(bad == 0, "%d of %d rows of the %d-row call differ from single-row calls", bad, WT, WT);
+    kern_moe_scratch_free(&s);
+}
+
 TEST(test_rope_linear_divides_by_factor) {
     float base[8], lin[8];
     rope_scaling s = {ROPE_SCALING_LINEAR, 2.0, 0, 0, 0};
@@ -309,6 +348,7 @@ int main(void) {
     RUN(test_moe_router_check_rejects_impossible);
     RUN(test_moe_experts_match_hand_sum);
     RUN(test_moe_experts_row_invariant);
+    RUN(test_moe_experts_wide_window_split_over_threads);
     RUN(test_rope_linear_divides_by_factor);
     RUN(test_rope_llama3_bands);
     RUN(test_rope_scaling_refuses_unimplemented);

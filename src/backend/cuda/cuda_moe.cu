@@ -49,7 +49,7 @@ extern "C" {
 #define MOE_RT_MAX 8   /* and the larger */
 #define MOE_TSTAGE_MAX (100 * 1024) /* bytes of staged rows a tiled block may take (opted in above 48 KB) */
 #define MOE_WARPS 8    /* warps of a block */
-#define MOE_TILE_BLOCKS 2 /* blocks an SM the tiled kernels are compiled for (registers: four rows' sums) */
+#define MOE_TILE_BLOCKS 2 /* blocks an SM the tiled kernels are compiled for (registers: a tile's rows of sums) */
 #define MOE_GU_NO 2    /* outputs of a warp in k_moe_gu (gate and up each) */
 #define MOE_DN_NO 4    /* outputs of a warp in k_moe_down (2 at tiles of 8 rows: registers) */
 #define MOE_DN_NO_RT(rt) ((rt) > 4 ? 2 : MOE_DN_NO)
