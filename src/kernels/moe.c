@@ -215,8 +215,7 @@ static void window_rows_par(int what, int n, int H, float *out, int ldo, const f
         tasks = (H + j.cols - 1) / j.cols;
     }
     if (tasks > 1) tpool_run(pool, tasks, rows_task, &j);
-    else
-        for (int t = 0; t < tasks; t++) rows_task(&j, t, tasks);
+    else rows_task(&j, 0, 1);
 }
 
 /* Gather the next window from the sorted slots order[*q ..): up to s->brows (expert, row) pairs, a
