@@ -65,6 +65,7 @@ struct sched {
                                 latest join (a burst of requests still shares its first steps) */
     int n_prefill;           /* joined sequences inside a prompt (trunk or MTP history) forward */
     int pages_reserved;
+    uint64_t n_left;         /* sched_leave calls so far: a join's reclaim count is stale after one */
     int executing;           /* 1 while some thread runs a step */
     double t_step;           /* clock_now() when the last step ended (0: none yet) */
     int last_trunk;          /* 1: the last step ran trunk rows (the gap after it is a cycle's, costs.cycle_ms) */
@@ -246,11 +247,15 @@ int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user
         int held = 0;
         if (s->reclaim && s->n_active < s->cfg.max_seqs) { /* pages a cache holds count against the budget */
             int room = s->cfg.kv_pages - s->pages_reserved - pages;
+            uint64_t left = s->n_left;
             pthread_mutex_unlock(&s->mu);
             pthread_mutex_lock(&s->exec);
             held = s->reclaim(s->reclaim_user, room > 0 ? room : 0);
             pthread_mutex_unlock(&s->exec);
             pthread_mutex_lock(&s->mu);
+            /* a sequence that left meanwhile may have stored its pages in the cache after held was
+             * counted, and its reservation no longer covers them: count again */
+            if (s->n_left != left) continue;
         }
         if (s->n_active < s->cfg.max_seqs && s->pages_reserved + pages + held <= s->cfg.kv_pages) break;
         if (cancelled && cancelled(user)) {
@@ -298,6 +303,7 @@ void sched_leave(sched *s, int positions) {
     fresh_done(s);
     s->n_active--;
     s->pages_reserved -= pages_for(positions);
+    s->n_left++;
     pthread_cond_broadcast(&s->cv);
     wake_head(s); /* one fewer sequence to wait for: the queue may be ready now */
     pthread_mutex_unlock(&s->mu);

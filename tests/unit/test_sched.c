@@ -5,7 +5,8 @@
  * requests at every depth also equal greedy AR. Run with room for all 16 at once and with room for
  * 3 (admission waits), and with a row budget that forces prefill chunks to interleave. Also:
  * admission refuses a request that can never fit, with numbers; a cancel while waiting ends it;
- * every KV page is back in the pool at the end. */
+ * every KV page is back in the pool at the end; a sequence leaving while a joiner counts the
+ * prefix cache's pages does not let the joiner in on a stale count. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -309,6 +310,56 @@ TEST(test_admission) {
     sched_stats st;
     sched_get_stats(x, &st);
     CHECK(st.running == 0 && st.pages_reserved == 0 && st.waiting == 0);
+    sched_free(x);
+}
+
+/* A fake prefix cache for test_reclaim_after_leave: it holds `held` pages; on its first call it also
+ * plays a sequence that ends while the joiner waits for the model — it stores its `moved` pages in
+ * the cache and leaves — after the cache counted what it holds, as a real cache's put and the
+ * leaver's sched_leave may run between reclaim's count and the joiner's check. */
+typedef struct {
+    sched *x;
+    int held, moved, leaver_positions, calls;
+} fake_cache;
+
+static int fake_reclaim(void *user, int max_pages) {
+    fake_cache *f = user;
+    if (f->held > max_pages) f->held = max_pages;
+    int counted = f->held;
+    if (f->calls++ == 0) {
+        f->held += f->moved;
+        sched_leave(f->x, f->leaver_positions);
+    }
+    return counted;
+}
+
+/* Admission counts the cache's pages against the budget: a sequence that leaves while a joiner's
+ * reclaim runs must not let the joiner in on a stale count, or the running sequences plus the cache
+ * outgrow the pool ("KV cache full" mid-prefill under load). Pool of 6 pages: A and C hold 3 each;
+ * B (3 pages) waits; A stores its 3 pages in the cache and leaves inside B's reclaim; B may join
+ * only once the cache is down to what fits beside C and B. */
+TEST(test_reclaim_after_leave) {
+    const int P = model_kv_page_size();
+    sched_config c;
+    sched_config_default(&c, 3, 3 * P);
+    c.kv_pages = 6;
+    sched *x;
+    mtplx_err e;
+    REQUIRE(sched_new(M, &c, &x, &e) == 0);
+    REQUIRE(sched_join(x, 3 * P, NULL, NULL, &e) == 0); /* A */
+    REQUIRE(sched_join(x, 3 * P, NULL, NULL, &e) == 0); /* C */
+    fake_cache f = {x, 0, 3, 3 * P, 0};
+    sched_set_reclaim(x, fake_reclaim, &f);
+    REQUIRE(sched_join(x, 3 * P, NULL, NULL, &e) == 0); /* B */
+    sched_stats st;
+    sched_get_stats(x, &st);
+    CHECK_MSG(st.pages_reserved + f.held <= c.kv_pages, "admitted with %d pages reserved and %d cached of %d",
+              st.pages_reserved, f.held, c.kv_pages);
+    CHECK_MSG(f.calls >= 2, "the cache was asked %d time(s): its count after the leave was never taken", f.calls);
+    sched_leave(x, 3 * P);
+    sched_leave(x, 3 * P);
+    sched_get_stats(x, &st);
+    CHECK(st.running == 0 && st.pages_reserved == 0);
     sched_free(x);
 }
 
@@ -932,6 +983,7 @@ int main(void) {
     }
     RUN(test_batched_equals_solo);
     RUN(test_admission);
+    RUN(test_reclaim_after_leave);
     RUN(test_config_resolve);
     RUN(test_cancel_between_prompt_chunks);
     RUN(test_step_trace);
