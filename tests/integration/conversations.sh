@@ -19,8 +19,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktra
 fail=0
 serve_start build/mtplx cold --quiet --max-seqs 1 --ctx 768 --cache-ram 0 || exit 1
 cold_pid=$pid cold_port=$port
-# 8 at once on 1,536 positions of KV pages (a conversation's turn reserves up to ~500)
-serve_start build/asan/mtplx hot --quiet --max-seqs 8 --ctx 768 --kv-pages "$(kv_pages 1536)" --cache-ram 64 || exit 1
+# 8 at once on 2,048 positions of KV pages (a conversation's turn reserves up to ~500)
+serve_start build/asan/mtplx hot --quiet --max-seqs 8 --ctx 768 --kv-pages "$(kv_pages 2048)" --cache-ram 64 || exit 1
 timeout 900 node tests/js/conv_load.mjs "http://127.0.0.1:$port" "http://127.0.0.1:$cold_port" 20 12 || fail=1
 serve_stop "$pid" hot || fail=1
 sanitizer_clean "$tmp/hot.err" || fail=1
