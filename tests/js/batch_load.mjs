@@ -7,6 +7,8 @@
 //
 // Usage: node tests/js/batch_load.mjs BASE_URL [SECONDS=20] [CLIENTS=32]
 // Exit status 0 when every check holds; prints a summary either way.
+import { sseEvents } from './lib.mjs';
+
 const base = process.argv[2];
 const seconds = Number(process.argv[3] || 20);
 const clients = Number(process.argv[4] || 32);
@@ -44,22 +46,10 @@ async function one(kind, mode, stream) {
     if (mode === 'hangup') { ac.abort(); return null; }
     if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
     if (!stream) return piece(kind, (await r.json()).choices[0]);
-    let text = '', buf = '', chunks = 0;
-    const dec = new TextDecoder();
-    for await (const b of r.body) {
-      buf += dec.decode(b, { stream: true });
-      let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const ev = buf.slice(0, i); buf = buf.slice(i + 2);
-        const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('');
-        if (!data || data === '[DONE]') continue;
-        const j = JSON.parse(data);
-        // a generation that fails after the 200 ends its stream with an error event (finish_reason
-        // "error"): an error with the server's message, not a completed (empty) answer
-        if (j.error) throw new Error(`stream error event: ${JSON.stringify(j.error)}`);
-        if (j.choices?.[0]) text += piece(kind, j.choices[0]);
-        if (mode === 'cancel' && ++chunks >= 2) { ac.abort(); return null; }
-      }
+    let text = '', chunks = 0;
+    for await (const j of sseEvents(r.body)) {
+      if (j.choices?.[0]) text += piece(kind, j.choices[0]);
+      if (mode === 'cancel' && ++chunks >= 2) { ac.abort(); return null; }
     }
     return text;
   } catch (e) {

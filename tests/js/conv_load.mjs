@@ -9,6 +9,8 @@
 //
 // Usage: node tests/js/conv_load.mjs HOT_URL COLD_URL [SECONDS=20] [CLIENTS=12]
 // Exit status 0 when every check holds; prints a summary either way.
+import { sseEvents } from './lib.mjs';
+
 const [hot, cold] = process.argv.slice(2, 4);
 const seconds = Number(process.argv[4] || 20);
 const clients = Number(process.argv[5] || 12);
@@ -39,20 +41,10 @@ async function turn(base, conv, messages, mode) {
       const j = await r.json();
       return { text: j.choices[0].message.content ?? '', cached: j.usage?.prompt_tokens_details?.cached_tokens ?? 0 };
     }
-    let text = '', buf = '', chunks = 0;
-    const dec = new TextDecoder();
-    for await (const b of r.body) {
-      buf += dec.decode(b, { stream: true });
-      let i;
-      while ((i = buf.indexOf('\n\n')) >= 0) {
-        const ev = buf.slice(0, i); buf = buf.slice(i + 2);
-        const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('');
-        if (!data || data === '[DONE]') continue;
-        const j = JSON.parse(data);
-        if (j.error) throw new Error(`stream error event: ${JSON.stringify(j.error)}`);
-        text += j.choices?.[0]?.delta?.content ?? '';
-        if (mode === 'cancel' && ++chunks >= 2) { ac.abort(); return null; }
-      }
+    let text = '', chunks = 0;
+    for await (const j of sseEvents(r.body)) {
+      text += j.choices?.[0]?.delta?.content ?? '';
+      if (mode === 'cancel' && ++chunks >= 2) { ac.abort(); return null; }
     }
     return { text, cached: 0 };
   } catch (e) {
