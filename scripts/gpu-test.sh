@@ -132,16 +132,17 @@ check launch_machinery_bit_identical machinery_equal
 # 5b. attention blocks that take the queries of one KV head together, their key and value tiles staged in
 #     shared memory (cuda_seq.cu, attn_core_gbody), give each query the bits of a block of its own, also
 #     over several key chunks: a 700-token prefill, its MTP head and 700 one-row steps (with and without the
-#     MTP head), MTPLX_CUDA_ATT_GROUP=0 against =2 (grouped wherever the shape allows) and the default
-#     (grouped when the launch has a block an SM)
+#     MTP head), MTPLX_CUDA_ATT_GROUP=0 against =2 (grouped wherever the shape allows), the default
+#     (grouped when the launch has a block an SM; a prefill chunk's blocks take 32 queries) and the
+#     prefill's blocks capped at 16 and 8 queries (MTPLX_CUDA_ATT_QB)
 att_group_equal() {
     local T=$(seq -s, 5 3 2100) mode g
     for mode in "" "--mtp" "--step" "--step --mtp"; do
         MTPLX_CUDA_ATT_GROUP=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-a0.safetensors > /dev/null || return 1
-        for g in 2 1; do
-            MTPLX_CUDA_ATT_GROUP=$g build/mtplx logits --tokens $T $mode --out /tmp/gpu-a1.safetensors > /dev/null || return 1
-            cmp /tmp/gpu-a0.safetensors /tmp/gpu-a1.safetensors || { echo "logits [$mode] ATT_GROUP=$g differ"; return 1; }
-            echo "logits [$mode]: one query a block == ATT_GROUP=$g"
+        for g in ATT_GROUP=2 ATT_GROUP=1 ATT_QB=16 ATT_QB=8; do
+            env MTPLX_CUDA_$g build/mtplx logits --tokens $T $mode --out /tmp/gpu-a1.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-a0.safetensors /tmp/gpu-a1.safetensors || { echo "logits [$mode] $g differ"; return 1; }
+            echo "logits [$mode]: one query a block == $g"
         done
     done
 }

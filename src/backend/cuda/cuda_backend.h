@@ -109,6 +109,9 @@ typedef struct {
     int att_group;  /* 1: attention launches with at least a block an SM take up to 8 queries of one KV head a
                        block, its key and value tiles staged once for them (cuda_seq.cu, attn_core_gbody);
                        MTPLX_CUDA_ATT_GROUP=2: every launch the shape allows; =0: a block a query (same bits) */
+    int att_qb;     /* MTPLX_CUDA_ATT_QB=8|16|32: the most queries a grouped block takes when a launch has at least
+                       64 (a prefill chunk's rows x group): fewer reads of each staged key and value tile a
+                       query; 32 unless set (cuda_seq.cu, attn_qb; same bits for every value) */
     int up_async;   /* 1: uploads up to 256 KB through the pinned index ring, in stream order, without a
                        wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;

@@ -336,7 +336,7 @@ __global__ void k_attn_merge(attn_core_args a) {
  *     ..., then (s0 + s1) + (s2 + s3);
  *   - the tiles are merged in tile order with attn_core_body's expressions (empty tiles included).
  *
- * Pass 1 (warp w = query w, lane u = key u of the staged tile): scores, each (query, tile)'s max, sum and
+ * Pass 1 (warp w = queries w, w + 8, ..., lane u = key u of the staged tile): scores, each (query, tile)'s max, sum and
  * p. Pass 2 (thread = two value dims and a set of the queries): each tile's o, folded into the merge as
  * soon as it is complete (the merge's max over the tiles is known after pass 1). Needs Dk = DK and Dv =
  * DV and 16-byte aligned caches (attn_qb and its callers check). */
@@ -367,41 +367,52 @@ __device__ __forceinline__ void att_stage(float *dst, const float *base, const k
     }
 }
 
-/* Pass 1 for query w (keys of the tile: lim, <= 0 none) on the staged key tile kt: lane u's score as
- * attn_core_body's four lanes of key u make it, the tile's softmax; p to pr[u · QP + w], max and sum to
- * *m / *l (lane 0). */
-template <int QP, int DK, int KS>
+/* Pass 1 for queries w + ATT_WARPS·i, i < NQ (keys of the tile: lim[i], <= 0 none) on the staged key tile
+ * kt: lane u's score as attn_core_body's four lanes of key u make it, the tile's softmax; p to
+ * pr[u · QP + query], max and sum to m[query · ATT_WARPS] / l[...] (lane 0). The NQ queries share each key
+ * load; each query's chains are the one-query ones, so NQ does not change a bit. */
+template <int QP, int DK, int KS, int NQ>
 __device__ __forceinline__ void att_g_scores(const float *kt, const float *qs, float *pr, float *m, float *l,
-                                             int w, int lim, float scale) {
-    const int u = threadIdx.x & 31, nt = min(ATT_TILE, lim);
-    if (nt <= 0) {
-        pr[u * QP + w] = 0.f;
-        return;
-    }
-    const float4 *k4 = (const float4 *)(kt + u * KS), *q4 = (const float4 *)(qs + w * DK);
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
+                                             int w, const int *lim, float scale) {
+    const int u = threadIdx.x & 31;
+    const float4 *k4 = (const float4 *)(kt + u * KS);
+    float s[NQ][4];
+#pragma unroll
+    for (int q = 0; q < NQ; q++) s[q][0] = s[q][1] = s[q][2] = s[q][3] = 0.f;
 #pragma unroll
     for (int i = 0; i < DK / 16; i++)
 #pragma unroll
         for (int p = 0; p < 4; p++) {
-            const float4 x = q4[4 * i + p], y = k4[4 * i + p];
-            s[p] = fmaf(x.x, y.x, s[p]);
-            s[p] = fmaf(x.y, y.y, s[p]);
-            s[p] = fmaf(x.z, y.z, s[p]);
-            s[p] = fmaf(x.w, y.w, s[p]);
+            const float4 y = k4[4 * i + p];
+#pragma unroll
+            for (int q = 0; q < NQ; q++) {
+                const float4 x = ((const float4 *)(qs + (w + ATT_WARPS * q) * DK))[4 * i + p];
+                s[q][p] = fmaf(x.x, y.x, s[q][p]);
+                s[q][p] = fmaf(x.y, y.y, s[q][p]);
+                s[q][p] = fmaf(x.z, y.z, s[q][p]);
+                s[q][p] = fmaf(x.w, y.w, s[q][p]);
+            }
         }
-    const float raw = (s[0] + s[1]) + (s[2] + s[3]);
-    const float sc = u < nt ? raw * scale : -INFINITY;
-    float mt = sc;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
-    const float mn = fmaxf(-INFINITY, mt); /* attn_core_body's first tile: m = -inf before it */
-    const float p = u < nt ? expf(sc - mn) : 0.f;
-    float ps = p;
+    for (int q = 0; q < NQ; q++) {
+        const int qq = w + ATT_WARPS * q, nt = min(ATT_TILE, lim[q]);
+        if (nt <= 0) {
+            pr[u * QP + qq] = 0.f;
+            continue;
+        }
+        const float raw = (s[q][0] + s[q][1]) + (s[q][2] + s[q][3]);
+        const float sc = u < nt ? raw * scale : -INFINITY;
+        float mt = sc;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
-    pr[u * QP + w] = p;
-    if (u == 0) *m = mn, *l = ps; /* l · corr + ps with l = 0 */
+        for (int o = 16; o > 0; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+        const float mn = fmaxf(-INFINITY, mt); /* attn_core_body's first tile: m = -inf before it */
+        const float p = u < nt ? expf(sc - mn) : 0.f;
+        float ps = p;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+        pr[u * QP + qq] = p;
+        if (u == 0) m[qq * ATT_WARPS] = mn, l[qq * ATT_WARPS] = ps; /* l · corr + ps with l = 0 */
+    }
 }
 
 /* Pass 2 for one value tile vt (keys 0 .. ntm - 1 staged) and this thread's Q queries (lim[j]: keys of
@@ -466,7 +477,11 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
     for (int i = tid; i < QB * ATT_WARPS; i += NTH) ms[i] = -INFINITY, ls[i] = 0.f;
     for (int i = tid; i < ATT_CHUNK * QP; i += NTH)
         if (i % QP >= QB) pr[i] = 0.f; /* padding queries */
-    const int wend = w < QB ? qend(w) : j0;
+    constexpr int NQ = QB > ATT_WARPS ? QB / ATT_WARPS : 1; /* queries a warp scores: w, w + 8, ... */
+    static_assert(QB <= ATT_WARPS || QB % ATT_WARPS == 0, "a warp's queries are w + 8·i");
+    int wend[NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; q++) wend[q] = w + ATT_WARPS * q < QB ? qend(w + ATT_WARPS * q) : j0;
     /* pass 1: slot t & 1 holds key tile t; the next stage (key tile t + 1, or value tile 0) is queued first */
     for (int t = 0; t < ntl; t++) {
         const int jt = j0 + t * ATT_TILE;
@@ -476,9 +491,13 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
         cu_cp_commit();
         cu_cp_wait<1>();
         __syncthreads();
-        if (w < QB)
-            att_g_scores<QP, DK, KS>(ring + (t & 1) * BUF, qs, pr + t * ATT_TILE * QP, ms + w * ATT_WARPS + t,
-                                     ls + w * ATT_WARPS + t, w, wend - jt, a.scale);
+        if (w < QB) {
+            int lim[NQ];
+#pragma unroll
+            for (int q = 0; q < NQ; q++) lim[q] = wend[q] - jt;
+            att_g_scores<QP, DK, KS, NQ>(ring + (t & 1) * BUF, qs, pr + t * ATT_TILE * QP, ms + t, ls + t, w, lim,
+                                         a.scale);
+        }
         __syncthreads();
     }
     /* pass 2: thread (pair, set) takes dims 2·pair, 2·pair + 1 of queries q0 .. q0 + Q - 1; the merge's max
@@ -558,8 +577,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_g(attn_core_args a
  * head widths other than 128 / 256, Dk != Dv, a cache not 16-byte aligned (`aligned` 0), or (unless =2)
  * fewer grouped blocks than multiprocessors — a grouped block walks its chunk's 16 staged tiles in turn,
  * so a short context with few queries runs faster as one-query blocks side by side (27B-16l q4 at 256
- * keys: 1 row 2.40 vs 2.35 ms; bench/cuda.md "Session 21"). Any choice gives every query the same bits,
- * so it may follow the rows and keys. */
+ * keys: 1 row 2.40 vs 2.35 ms; bench/cuda.md "Session 21"). A launch of 64 queries or more (a prefill
+ * chunk) takes 32 or 16 instead ($MTPLX_CUDA_ATT_QB caps it) when that grid still fills the GPU. Any choice
+ * gives every query the same bits, so it may follow the rows and keys. */
 static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int nH, int S) {
     if (!cu_set.att_group || !aligned || a.Dk != a.Dv || (a.Dk != 128 && a.Dk != 256)) return 0;
     const int q = rows * a.group;
@@ -570,8 +590,15 @@ static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int
         const int wq = (q + cand[i] - 1) / cand[i] * cand[i] - q;
         if (wq < waste) best = cand[i], waste = wq;
     }
-    const long long blocks = (long long)(q + best - 1) / best * (nH / a.group) * S * nseq;
-    return cu_set.att_group == 2 || blocks >= cu_sm_count() ? best : 0;
+    const long long per = (long long)(nH / a.group) * S * nseq; /* blocks a query block */
+    const int all = cu_set.att_group == 2;
+    if (!all && (q + best - 1) / best * per < cu_sm_count()) return 0;
+    /* from 64 queries (prefill chunks) up to 32 a block, while the grid still fills the GPU and at most an
+     * eighth of the places are empty: each staged tile is then read once for 32 queries instead of 8 (the
+     * 27B at 16k keys: attention 45% of the prefill, bench/cuda.md "Session 36") */
+    for (int big = cu_set.att_qb; big > 8 && q >= 64; big /= 2)
+        if (((q + big - 1) / big * big - q) * 8 <= q && (all || (q + big - 1) / big * per >= cu_sm_count())) return big;
+    return best;
 }
 
 template <int QB, int D>
@@ -609,6 +636,10 @@ static void attn_g_allow(const void *fn, size_t smem) {
         else if (k_ == 2256) ATT_G_LAUNCH(KERN, 2, 256, grid, __VA_ARGS__);                                    \
         else if (k_ == 4256) ATT_G_LAUNCH(KERN, 4, 256, grid, __VA_ARGS__);                                    \
         else if (k_ == 6256) ATT_G_LAUNCH(KERN, 6, 256, grid, __VA_ARGS__);                                    \
+        else if (k_ == 16128) ATT_G_LAUNCH(KERN, 16, 128, grid, __VA_ARGS__);                                  \
+        else if (k_ == 32128) ATT_G_LAUNCH(KERN, 32, 128, grid, __VA_ARGS__);                                  \
+        else if (k_ == 16256) ATT_G_LAUNCH(KERN, 16, 256, grid, __VA_ARGS__);                                  \
+        else if (k_ == 32256) ATT_G_LAUNCH(KERN, 32, 256, grid, __VA_ARGS__);                                  \
         else ATT_G_LAUNCH(KERN, 8, 256, grid, __VA_ARGS__);                                                    \
     } while (0)
 
