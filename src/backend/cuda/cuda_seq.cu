@@ -336,8 +336,8 @@ __global__ void k_attn_merge(attn_core_args a) {
  *     ..., then (s0 + s1) + (s2 + s3);
  *   - the tiles are merged in tile order with attn_core_body's expressions (empty tiles included).
  *
- * Pass 1 (warp w = queries w, w + 8, ..., lane u = key u of the staged tile): scores, each (query, tile)'s max, sum and
- * p. Pass 2 (thread = two value dims and a set of the queries): each tile's o, folded into the merge as
+ * Pass 1 (warp w = queries w, w + 8, ..., lane u = key u of the staged tile): scores, each (query, tile)'s
+ * max, sum and p. Pass 2 (thread = two value dims and a set of the queries): each tile's o, folded into the merge as
  * soon as it is complete (the merge's max over the tiles is known after pass 1). Needs Dk = DK and Dv =
  * DV and 16-byte aligned caches (attn_qb and its callers check). */
 template <int QB, int DK, int DV>
@@ -596,8 +596,10 @@ static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int
     /* from 64 queries (prefill chunks) up to 32 a block, while the grid still fills the GPU and at most an
      * eighth of the places are empty: each staged tile is then read once for 32 queries instead of 8 (the
      * 27B at 16k keys: attention 45% of the prefill, bench/cuda.md "Session 36") */
-    for (int big = cu_set.att_qb; big > 8 && q >= 64; big /= 2)
-        if (((q + big - 1) / big * big - q) * 8 <= q && (all || (q + big - 1) / big * per >= cu_sm_count())) return big;
+    for (int big = cu_set.att_qb; big > 8 && q >= 64; big /= 2) {
+        const int nb = (q + big - 1) / big;
+        if ((nb * big - q) * 8 <= q && (all || nb * per >= cu_sm_count())) return big;
+    }
     return best;
 }
 
