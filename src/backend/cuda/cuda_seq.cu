@@ -571,6 +571,29 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_g(attn_core_args a
     attn_core_gbody<QB, D, D>(a, kv, blockIdx.x, blockIdx.y, blockIdx.z, 0, rows_here);
 }
 
+template <int QB, int D>
+static size_t attn_g_smem() {
+    return sizeof(float) * att_g_shape<QB, D, D>::floats;
+}
+
+/* Bytes of shared memory a block may opt in to on this device (the big prefill blocks need up to 134 KB). */
+static size_t cu_smem_optin(void) {
+    static int b = 0;
+    if (!b) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&b, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (b <= 0) b = 48 * 1024;
+    }
+    return (size_t)b;
+}
+
+/* Shared memory of the big grouped instances (16 or 32 queries, head width 128 or 256). */
+static size_t attn_g_big_smem(int qb, int d) {
+    if (d == 128) return qb == 32 ? attn_g_smem<32, 128>() : attn_g_smem<16, 128>();
+    return qb == 32 ? attn_g_smem<32, 256>() : attn_g_smem<16, 256>();
+}
+
 /* Queries a grouped block takes for a launch of `rows` rows a sequence over nseq sequences, nH query
  * heads and S chunks: of 8, 6, 4 and 2, the one that leaves the fewest empty places for rows · group
  * queries (ties: the larger); or 0 for one-query blocks: $MTPLX_CUDA_ATT_GROUP=0, a single query a KV head,
@@ -578,8 +601,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_g(attn_core_args a
  * fewer grouped blocks than multiprocessors — a grouped block walks its chunk's 16 staged tiles in turn,
  * so a short context with few queries runs faster as one-query blocks side by side (27B-16l q4 at 256
  * keys: 1 row 2.40 vs 2.35 ms; bench/cuda.md "Session 21"). A launch of 64 queries or more (a prefill
- * chunk) takes 32 or 16 instead ($MTPLX_CUDA_ATT_QB caps it) when that grid still fills the GPU. Any choice
- * gives every query the same bits, so it may follow the rows and keys. */
+ * chunk) takes 32 or 16 instead ($MTPLX_CUDA_ATT_QB caps it) when that grid still fills the GPU and the
+ * device lets a block have its shared memory (32 at width 256: 134 KB; an sm_89 card allows 99 KB). Any
+ * choice gives every query the same bits, so it may follow the rows and keys. */
 static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int nH, int S) {
     if (!cu_set.att_group || !aligned || a.Dk != a.Dv || (a.Dk != 128 && a.Dk != 256)) return 0;
     const int q = rows * a.group;
@@ -598,14 +622,10 @@ static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int
      * 27B at 16k keys: attention 45% of the prefill, bench/cuda.md "Session 36") */
     for (int big = cu_set.att_qb; big > 8 && q >= 64; big /= 2) {
         const int nb = (q + big - 1) / big;
-        if ((nb * big - q) * 8 <= q && (all || nb * per >= cu_sm_count())) return big;
+        const bool fits = attn_g_big_smem(big, a.Dk) <= cu_smem_optin();
+        if (fits && (nb * big - q) * 8 <= q && (all || nb * per >= cu_sm_count())) return big;
     }
     return best;
-}
-
-template <int QB, int D>
-static size_t attn_g_smem() {
-    return sizeof(float) * att_g_shape<QB, D, D>::floats;
 }
 
 /* Lets kernel fn take more than 48 KB of dynamic shared memory (once a kernel). */
