@@ -2,13 +2,15 @@
 # Prepared in session 36, not run (its device time ran out): what call 5 left of the prefill attention blocks of
 # 32 queries (MTPLX_CUDA_ATT_QB) — gpu-test on the tree (check 5b runs ATT_QB=16 / 8 in every mode), then the
 # full 27B q4's 16k and 32k prefill and the 27B-16l q4 16-row verify at 16k keys (a verify of 11+ rows has 64+
-# queries, so it may take the big blocks too), ATT_QB 32 / 8 alternated. About two device calls: run it again
-# on the warm machine; the gpu-test step is skipped when its output exists.
+# queries, so it may take the big blocks too), ATT_QB 32 / 8 alternated; first bench/cuda_attn_micro.cu. About
+# two device calls: run it again on the warm machine; each step done is skipped.
 set -uo pipefail
 export MTPLX_DEVICE=cuda
 t0=$(date +%s); el() { echo $(( $(date +%s)-t0 )); }; BUDGET=${BUDGET:-540}
 nvidia-smi --query-gpu=name --format=csv,noheader
 [ -x build/mtplx ] || scripts/device-build.sh build CUDA=1 model build/mtplx > $OUT/build.txt 2>&1 || { tail -30 $OUT/build.txt; exit 1; }
+# the tensor-core attention probe first (about a minute): accuracy of the hi / lo split and its speed
+[ -f /tmp/am.done ] || { nvcc -O3 -arch=sm_90 -o /tmp/am bench/cuda_attn_micro.cu && /tmp/am 5 | tee $OUT/attn-micro.txt; touch /tmp/am.done; }
 if [ ! -f /tmp/gpu-test.done ]; then
     bash scripts/gpu-test.sh > $OUT/gpu-test.txt 2>&1; echo "[$(el) s] gpu-test rc=$?"; tail -3 $OUT/gpu-test.txt
     touch /tmp/gpu-test.done
