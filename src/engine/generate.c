@@ -428,13 +428,25 @@ static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_promp
         free(s->pend_hidden[i]);
     }
     /* the conversation so far (a turn's end) and the prompt's n - 1 (where a next turn that re-renders
-     * the reply differently resumes): written through to the disk tier now, for a later turn after
-     * RAM evicted them or for the next server on the same --cache-dir */
+     * the reply differently resumes): marked for the disk tier, for a later turn after RAM evicted
+     * them or for the next server on the same --cache-dir; written once no stream runs (write_marked) */
     if (ids && deepest) prefix_cache_persist(s->pcache, ids, deepest);
     if (ids && in_prompt && in_prompt < deepest) prefix_cache_persist(s->pcache, ids, in_prompt);
     sess_unlock(s);
     s->n_pend = 0;
     free(ids);
+}
+
+/* The disk tier's marked checkpoints (flush_checkpoints), written once this request has left the
+ * scheduler idle: their copy holds the model, and while other sequences ran it stalled each of
+ * their streams for as long as the copy (bench/prefix.md, "Writing to disk off the streams' path").
+ * The last of several requests to leave finds the scheduler idle, so nothing marked waits past the
+ * busy spell; eviction and prefix_cache_free write the rest. */
+static void write_marked(gen_session *s) {
+    if (!sched_idle(s->exec)) return;
+    sess_lock(s);
+    prefix_cache_persist_marked(s->pcache);
+    sess_unlock(s);
 }
 
 /* Restore into the (empty) states the deepest cached prefix of prompt[0, n - 1) (the last token
@@ -697,6 +709,7 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     if (s->pcache) flush_checkpoints(s, prompt, n_prompt);
     undo_restore(s); /* give the pages back now: the next request may wait for them */
     sched_leave(s->exec, join);
+    if (s->pcache) write_marked(s);
     return rc;
 }
 

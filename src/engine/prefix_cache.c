@@ -25,6 +25,7 @@ typedef struct {
     uint64_t used;      /* clock of the last store or restore (LRU) */
     size_t bytes;       /* own memory: GDN copy + tokens + hidden */
     int on_disk;        /* 1: written (or queued) to the disk tier */
+    int marked;         /* 1: prefix_cache_persist asked for it on disk; prefix_cache_persist_marked writes it */
 } pc_entry;
 
 struct prefix_cache {
@@ -134,6 +135,7 @@ static void entry_drop(prefix_cache *pc, int i) {
 
 void prefix_cache_free(prefix_cache *pc) {
     if (!pc) return;
+    prefix_cache_persist_marked(pc);
     prefix_disk_close(pc->disk); /* finishes the queued writes */
     while (pc->n) entry_drop(pc, pc->n - 1);
     free(pc->e);
@@ -359,6 +361,8 @@ void prefix_cache_get_stats(prefix_cache *pc, prefix_cache_stats *o) {
     o->pages_held = pc->pages_held;
     o->pages_counted = pages_counted(pc);
     o->page_bytes = seq_pool_page_bytes(pc->m);
+    o->disk_marked = 0;
+    for (int i = 0; i < pc->n; i++) o->disk_marked += pc->e[i].marked;
     pthread_mutex_unlock(&pc->mu);
     o->disk = pc->had_disk;
     o->disk_on = 0, o->disk_files = 0, o->disk_bytes = o->disk_budget = 0;
@@ -432,12 +436,28 @@ void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L) {
     uint64_t h = prefix_hash(tokens, L);
     pthread_mutex_lock(&pc->mu);
     int i = find_exact(pc, tokens, L, h);
-    if (i >= 0 && !pc->e[i].on_disk && prefix_disk_has(pc->disk, tokens, L, h, pc->e[i].hidden != NULL))
-        pc->e[i].on_disk = 1;
-    if (i >= 0) spill_entry(pc, i);
+    if (i >= 0 && !pc->e[i].on_disk) pc->e[i].marked = 1;
     pthread_mutex_unlock(&pc->mu);
 }
 
+int prefix_cache_persist_marked(prefix_cache *pc) {
+    if (!pc->disk) return 0;
+    int n = 0;
+    pthread_mutex_lock(&pc->mu);
+    for (int i = 0; i < pc->n; i++) {
+        pc_entry *x = &pc->e[i];
+        if (!x->marked) continue;
+        x->marked = 0;
+        if (!x->on_disk && prefix_disk_has(pc->disk, x->tokens, x->L, x->hash, x->hidden != NULL))
+            x->on_disk = 1; /* an earlier server wrote it */
+        n += !x->on_disk;
+        spill_entry(pc, i);
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return n;
+}
+
 void prefix_cache_sync(prefix_cache *pc) {
+    prefix_cache_persist_marked(pc);
     if (pc->disk) prefix_disk_sync(pc->disk);
 }

@@ -44,6 +44,8 @@ int prefix_cache_spacing_rule(const mtplx_model *m);
  * are also written there (prefix_disk.h); a directory that cannot be used (read-only, full, not
  * creatable) is reported on stderr and the cache works from RAM only. */
 int prefix_cache_new(const mtplx_model *m, seq_pool *pool, const prefix_cache_config *c, prefix_cache **out, mtplx_err *err);
+/* Writes the marked entries (prefix_cache_persist) and finishes the disk tier's queue first: call it
+ * while no sequence runs. */
 void prefix_cache_free(prefix_cache *pc);
 int prefix_cache_spacing(const prefix_cache *pc);
 
@@ -82,12 +84,21 @@ int prefix_cache_disk_probe(prefix_cache *pc, const int32_t *tokens, int max_len
 int prefix_cache_disk_restore(prefix_cache *pc, const int32_t *tokens, int max_len, int need_mtp, int min_L,
                               model_state *s, mtp_state *ms, float *hidden, mtplx_err *err);
 
-/* Write the entry for exactly tokens[0, L) to the disk tier now (not only when it is evicted): a
- * conversation's state after a turn, which a later turn — or the next server — resumes. No-op
- * without a disk tier or when it is there already. Model held. */
+/* Ask for the entry of exactly tokens[0, L) on the disk tier (not only when it is evicted): a
+ * conversation's state after a turn, which a later turn — or the next server — resumes. The entry
+ * is only marked: serialising it copies its KV and GDN state under the model lock, a stall of every
+ * running stream (about a second for a 27B model at 20k tokens), so it is written by
+ * prefix_cache_persist_marked, which the request that leaves the scheduler idle calls, or when it
+ * is evicted, or at prefix_cache_sync / prefix_cache_free. No-op without a disk tier or when it is
+ * there already. Model held. */
 void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L);
 
-/* Wait until the disk tier's queued writes are on disk (tests; `mtplx run` before it exits). */
+/* Write the marked entries that are not on disk yet into the disk tier's queue. Returns how many.
+ * Model held (the copy reads the KV pages). */
+int prefix_cache_persist_marked(prefix_cache *pc);
+
+/* Write the marked entries, then wait until the disk tier's queued writes are on disk (tests;
+ * `mtplx run` before it exits). Model held. */
 void prefix_cache_sync(prefix_cache *pc);
 
 /* 1 when an entry for exactly tokens[0, L) exists (with an MTP history when need_mtp). */
@@ -124,6 +135,7 @@ typedef struct {
     uint64_t disk_writes;    /* files written */
     uint64_t disk_evictions; /* files removed for the disk budget */
     uint64_t disk_errors;    /* write errors, corrupt / truncated / unreadable files */
+    int disk_marked;         /* entries prefix_cache_persist marked that wait for an idle moment */
 } prefix_cache_stats;
 
 void prefix_cache_get_stats(prefix_cache *pc, prefix_cache_stats *out);

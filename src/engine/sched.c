@@ -309,6 +309,13 @@ void sched_leave(sched *s, int positions) {
     pthread_mutex_unlock(&s->mu);
 }
 
+int sched_idle(sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int idle = s->n_active == 0 && s->n_waiting == 0;
+    pthread_mutex_unlock(&s->mu);
+    return idle;
+}
+
 /* ------------------------------------------------------------------ one step */
 
 /* The kind the next step runs: MTP when a decoding sequence's MTP request (a draft) is queued; else,

@@ -80,6 +80,10 @@ const sched_config *sched_config_of(const sched *s);
 int sched_join(sched *s, int positions, int (*cancelled)(void *user), void *user, mtplx_err *err);
 void sched_leave(sched *s, int positions);
 
+/* 1 when no sequence is joined or waiting to join: work that holds the model now (the prefix cache's
+ * write-through to disk) delays nobody's stream. A snapshot: a request may join right after. */
+int sched_idle(sched *s);
+
 /* Pages of the pool held by something other than the running sequences (the prefix cache,
  * src/engine/prefix_cache.h). reclaim(user, max_pages) gives back what it can until it holds at most
  * max_pages pages that no sequence holds too, and returns how many it holds then; sched_join counts

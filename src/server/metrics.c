@@ -112,6 +112,8 @@ static void metrics_render_cache(sbuf *b, srv_backend *be) {
         sbuf_printf(b, "mtplx_prefix_cache_disk_on %d\n", c.disk_on);
         HDR(b, "mtplx_prefix_cache_disk_files", "gauge", "Checkpoint files in --cache-dir.");
         sbuf_printf(b, "mtplx_prefix_cache_disk_files %d\n", c.disk_files);
+        HDR(b, "mtplx_prefix_cache_disk_marked", "gauge", "Conversations marked for disk, written once no request runs.");
+        sbuf_printf(b, "mtplx_prefix_cache_disk_marked %d\n", c.disk_marked);
         HDR(b, "mtplx_prefix_cache_disk_budget_bytes", "gauge", "Byte budget of the files (--cache-disk).");
         sbuf_printf(b, "mtplx_prefix_cache_disk_budget_bytes %zu\n", c.disk_budget);
         HDR(b, "mtplx_prefix_cache_disk_hits_total", "counter", "Requests that restored a checkpoint from disk.");

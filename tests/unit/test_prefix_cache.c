@@ -638,6 +638,59 @@ TEST(test_disk_tier_rejects_bad_files) {
     rm_dir(dir);
 }
 
+/* A request that ends while another sequence runs only marks its conversation for disk: the copy
+ * would hold the model and stall that stream. The request that leaves the scheduler idle writes
+ * what is marked (its own too); a marked entry is also written at prefix_cache_free, and the next
+ * cache on the directory resumes from it. */
+TEST(test_disk_write_waits_for_idle) {
+    char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    sched *x = new_sched(2, CAP, 0);
+    REQUIRE(x);
+    prefix_cache *pc = disk_cache(x, 0, dir);
+    gen_session *s = new_session(x, pc);
+    REQUIRE(pc && s);
+    int32_t a[90], b[90];
+    uint32_t seed = 777u;
+    for (int i = 0; i < 90; i++) a[i] = (int32_t)(rnd(&seed) % 8000), b[i] = (int32_t)(rnd(&seed) % 8000);
+    gen_params p;
+    params(&p, 1, 0, 12);
+    result r = {0};
+    prefix_cache_stats ps;
+    mtplx_err e;
+    REQUIRE(sched_join(x, 16, NULL, NULL, &e) == 0); /* another stream runs */
+    REQUIRE(run(s, a, 90, &p, &r) == 0);
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.disk_marked == 2, "%d entries marked with another stream running (the conversation and the "
+              "prompt's n - 1 expected)", ps.disk_marked);
+    sched_leave(x, 16);
+    REQUIRE(run(s, b, 90, &p, &r) == 0); /* alone: leaves the scheduler idle */
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.disk_marked == 0, "%d entries still marked after the scheduler went idle", ps.disk_marked);
+    disk_stats(pc, &ps);
+    CHECK_MSG(ps.disk_writes == 4 && mpc_files(dir, NULL) == 4, "%llu writes, %d files: expected both requests' two",
+              (unsigned long long)ps.disk_writes, mpc_files(dir, NULL));
+
+    /* marked, then the server stops: prefix_cache_free writes it; a new cache resumes from the file */
+    int32_t c[90];
+    for (int i = 0; i < 90; i++) c[i] = (int32_t)(rnd(&seed) % 8000);
+    REQUIRE(sched_join(x, 16, NULL, NULL, &e) == 0);
+    REQUIRE(run(s, c, 90, &p, &r) == 0);
+    sched_leave(x, 16);
+    gen_session_set_prefix_cache(s, NULL);
+    prefix_cache_free(pc);
+    CHECK_INT(mpc_files(dir, NULL), 6);
+    pc = disk_cache(x, 0, dir);
+    REQUIRE(pc != NULL);
+    gen_session_set_prefix_cache(s, pc);
+    CHECK_INT(prefix_cache_disk_probe(pc, c, 90, 1, 0), 89);
+    free(r.toks);
+    gen_session_free(s);
+    prefix_cache_free(pc);
+    sched_free(x);
+    rm_dir(dir);
+}
+
 /* A directory that cannot be written (a regular file in the way) leaves the cache in RAM only. */
 TEST(test_disk_tier_unusable_dir) {
     char path[] = "/tmp/mtplx-test-notadir-XXXXXX";
@@ -685,6 +738,7 @@ int main(void) {
     RUN(test_mtp_page_boundary);
     RUN(test_disk_tier_exact);
     RUN(test_disk_tier_rejects_bad_files);
+    RUN(test_disk_write_waits_for_idle);
     RUN(test_disk_tier_unusable_dir);
     model_free(M);
     return TEST_SUMMARY();
