@@ -429,24 +429,12 @@ static void flush_checkpoints(gen_session *s, const int32_t *prompt, int n_promp
     }
     /* the conversation so far (a turn's end) and the prompt's n - 1 (where a next turn that re-renders
      * the reply differently resumes): marked for the disk tier, for a later turn after RAM evicted
-     * them or for the next server on the same --cache-dir; written once no stream runs (write_marked) */
+     * them or for the next server on the same --cache-dir; written once no stream runs (gen_session_persist) */
     if (ids && deepest) prefix_cache_persist(s->pcache, ids, deepest);
     if (ids && in_prompt && in_prompt < deepest) prefix_cache_persist(s->pcache, ids, in_prompt);
     sess_unlock(s);
     s->n_pend = 0;
     free(ids);
-}
-
-/* The disk tier's marked checkpoints (flush_checkpoints), written once this request has left the
- * scheduler idle: their copy holds the model, and while other sequences ran it stalled each of
- * their streams for as long as the copy (bench/prefix.md, "Writing to disk off the streams' path").
- * The last of several requests to leave finds the scheduler idle, so nothing marked waits past the
- * busy spell; eviction and prefix_cache_free write the rest. */
-static void write_marked(gen_session *s) {
-    if (!sched_idle(s->exec)) return;
-    sess_lock(s);
-    prefix_cache_persist_marked(s->pcache);
-    sess_unlock(s);
 }
 
 /* Restore into the (empty) states the deepest cached prefix of prompt[0, n - 1) (the last token
@@ -666,6 +654,13 @@ static int store_turn(gen_session *s, int n_prompt, int n_out, int n_hist, mtplx
     return checkpoint(s, mtp, s->cur_hidden, err);
 }
 
+void gen_session_persist(gen_session *s) {
+    if (!s->pcache || !s->exec || !sched_idle(s->exec)) return;
+    sess_lock(s);
+    prefix_cache_persist_marked(s->pcache);
+    sess_unlock(s);
+}
+
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
                     gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
                     mtplx_err *err) {
@@ -709,7 +704,6 @@ int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const g
     if (s->pcache) flush_checkpoints(s, prompt, n_prompt);
     undo_restore(s); /* give the pages back now: the next request may wait for them */
     sched_leave(s->exec, join);
-    if (s->pcache) write_marked(s);
     return rc;
 }
 

@@ -140,10 +140,20 @@ void gen_session_attach(gen_session *s, struct sched *x);
  * ECANCELED. NULL: not polled. */
 void gen_session_set_cancel(gen_session *s, int (*cancelled)(void *user), void *user);
 
-/* Same contract as gen_run, on the session's state (reset first). */
+/* Same contract as gen_run, on the session's state (reset first). With a prefix cache that has a disk
+ * tier, the request's conversation checkpoints are only marked for disk at its end; see
+ * gen_session_persist. */
 int gen_session_run(gen_session *s, const int32_t *prompt, int n_prompt, const gen_params *p,
                     gen_token_fn on_tokens, void *user, int32_t **out_tokens, int *n_out, gen_stats *stats,
                     mtplx_err *err);
+
+/* The prefix cache's checkpoints marked for its disk tier (prefix_cache_persist), written now if no
+ * sequence is joined or waiting in the session's scheduler (sched_idle); else left for the last of
+ * them. Serialising them holds the model for as long as their copy (bench/prefix.md, "Writing to
+ * disk off the streams' path"), so the server calls this after a response is complete: neither the
+ * other streams nor this client wait for it. Marked entries are also written when evicted and at
+ * prefix_cache_sync / prefix_cache_free. No-op without a prefix cache. */
+void gen_session_persist(gen_session *s);
 
 /* Generate from prompt[n_prompt] with fresh per-request state. Completion tokens go to on_tokens
  * (may be NULL) and, when out_tokens is non-NULL, into a heap array the caller frees.

@@ -87,9 +87,9 @@ int prefix_cache_disk_restore(prefix_cache *pc, const int32_t *tokens, int max_l
 /* Ask for the entry of exactly tokens[0, L) on the disk tier (not only when it is evicted): a
  * conversation's state after a turn, which a later turn — or the next server — resumes. The entry
  * is only marked: serialising it copies its KV and GDN state under the model lock, a stall of every
- * running stream (about a second for a 27B model at 20k tokens), so it is written by
- * prefix_cache_persist_marked, which the request that leaves the scheduler idle calls, or when it
- * is evicted, or at prefix_cache_sync / prefix_cache_free. No-op without a disk tier or when it is
+ * running stream (about a second for a 27B model at 20k tokens, an estimate), so it is written by
+ * prefix_cache_persist_marked (gen_session_persist calls it on an idle scheduler), or when it is
+ * evicted, or at prefix_cache_sync / prefix_cache_free. No-op without a disk tier or when it is
  * there already. Model held. */
 void prefix_cache_persist(prefix_cache *pc, const int32_t *tokens, int L);
 

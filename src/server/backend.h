@@ -67,6 +67,10 @@ struct srv_backend {
                     gen_token_fn on_tokens, void *user, int (*cancelled)(void *), void *cancel_user,
                     gen_stats *stats, mtplx_err *err);
 
+    /* After generate's response is complete (its last bytes published): work that holds the model and
+     * should delay no client — the prefix cache's writes to disk (gen_session_persist). May be NULL. */
+    void (*after)(void *impl, int slot);
+
     /* The scheduler's counters for /metrics; NULL when there is none. */
     void (*sched_stats)(void *impl, sched_stats *out);
     /* The prefix cache's counters for /metrics (src/engine/prefix_cache.h); NULL when there is none. */

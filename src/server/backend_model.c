@@ -90,6 +90,11 @@ static int mb_generate(void *impl, int slot, const int32_t *prompt, int n_prompt
     return gen_session_run(b->sess[slot], prompt, n_prompt, p, fn, user, NULL, NULL, stats, err);
 }
 
+static void mb_after(void *impl, int slot) {
+    model_backend *b = impl;
+    if (slot >= 0 && slot < b->n_slots) gen_session_persist(b->sess[slot]);
+}
+
 static void mb_sched_stats(void *impl, sched_stats *out) {
     model_backend *b = impl;
     sched_get_stats(b->sched, out);
@@ -271,6 +276,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     out->default_params = mb_defaults;
     out->validate = mb_validate;
     out->generate = mb_generate;
+    out->after = mb_after;
     mtplx_err verr; /* structured output: optional (a non-byte-level tokenizer has no token bytes) */
     if (!grammar_vocab_new(b->tok, &b->vocab, &verr)) out->vocab = b->vocab;
     const char *ct = tok_get_config(b->tok)->chat_template;

@@ -345,4 +345,5 @@ void pipeline_run(srv_job *j, srv_backend *be, int slot) {
     sbuf_clear(&j->stage);
     if (j->decoder) be->decoder_free(j->decoder);
     j->decoder = NULL;
+    if (be->after) be->after(be->impl, slot); /* the client has everything: idle work may hold the model now */
 }

@@ -58,6 +58,15 @@ js turn 3 "http://127.0.0.1:$b_port" "$C" "$tmp/state.json" || bad "turn 3 after
 hits=$(metric "$b_port" mtplx_prefix_cache_disk_hits_total)
 # greedy depth 0 and 3 give the same conversation, so the second of them hits RAM: >= 2 from disk
 [ "${hits%.*}" -ge 2 ] && ok "after a restart turn 3 resumed from disk ($hits disk hits)" || bad "after a restart: $hits disk hits"
+# the conversations RAM still holds reach disk while the server runs: written after each response
+# once no request runs (gen_session_persist), not only at shutdown
+marked= writes=
+for _ in $(seq 1 50); do
+    marked=$(metric "$b_port" mtplx_prefix_cache_disk_marked) writes=$(metric "$b_port" mtplx_prefix_cache_disk_writes_total)
+    [ "${marked%.*}" = 0 ] && [ "${writes%.*}" -ge 2 ] && break; sleep 0.1
+done
+[ "${marked%.*}" = 0 ] && [ "${writes%.*}" -ge 2 ] && ok "conversations written while the server runs ($writes files, 0 marked)" \
+    || bad "while the server runs: $marked entries still marked, $writes files written"
 stop "$b_pid"
 
 echo "$(date +%T) phase 3"

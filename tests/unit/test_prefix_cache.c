@@ -638,10 +638,10 @@ TEST(test_disk_tier_rejects_bad_files) {
     rm_dir(dir);
 }
 
-/* A request that ends while another sequence runs only marks its conversation for disk: the copy
- * would hold the model and stall that stream. The request that leaves the scheduler idle writes
- * what is marked (its own too); a marked entry is also written at prefix_cache_free, and the next
- * cache on the directory resumes from it. */
+/* A request's end only marks its conversation for disk (the copy holds the model); gen_session_persist,
+ * which the server calls after each response, writes what is marked once the scheduler is idle and
+ * not while another sequence runs (it would stall that stream); a marked entry is also written at
+ * prefix_cache_free, and the next cache on the directory resumes from it. */
 TEST(test_disk_write_waits_for_idle) {
     char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
@@ -660,13 +660,19 @@ TEST(test_disk_write_waits_for_idle) {
     mtplx_err e;
     REQUIRE(sched_join(x, 16, NULL, NULL, &e) == 0); /* another stream runs */
     REQUIRE(run(s, a, 90, &p, &r) == 0);
+    gen_session_persist(s);
     prefix_cache_get_stats(pc, &ps);
     CHECK_MSG(ps.disk_marked == 2, "%d entries marked with another stream running (the conversation and the "
               "prompt's n - 1 expected)", ps.disk_marked);
     sched_leave(x, 16);
-    REQUIRE(run(s, b, 90, &p, &r) == 0); /* alone: leaves the scheduler idle */
+    REQUIRE(run(s, b, 90, &p, &r) == 0); /* alone: the scheduler is idle after it */
     prefix_cache_get_stats(pc, &ps);
-    CHECK_MSG(ps.disk_marked == 0, "%d entries still marked after the scheduler went idle", ps.disk_marked);
+    CHECK_MSG(ps.disk_marked == 4, "%d entries marked before gen_session_persist (4 expected: the run writes none)",
+              ps.disk_marked);
+    gen_session_persist(s);
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.disk_marked == 0, "%d entries still marked after gen_session_persist on an idle scheduler",
+              ps.disk_marked);
     disk_stats(pc, &ps);
     CHECK_MSG(ps.disk_writes == 4 && mpc_files(dir, NULL) == 4, "%llu writes, %d files: expected both requests' two",
               (unsigned long long)ps.disk_writes, mpc_files(dir, NULL));
@@ -676,6 +682,7 @@ TEST(test_disk_write_waits_for_idle) {
     for (int i = 0; i < 90; i++) c[i] = (int32_t)(rnd(&seed) % 8000);
     REQUIRE(sched_join(x, 16, NULL, NULL, &e) == 0);
     REQUIRE(run(s, c, 90, &p, &r) == 0);
+    gen_session_persist(s);
     sched_leave(x, 16);
     gen_session_set_prefix_cache(s, NULL);
     prefix_cache_free(pc);
