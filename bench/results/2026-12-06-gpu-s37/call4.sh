@@ -2,8 +2,12 @@
 # Session 37, call 4: 16-query attention blocks, two an SM (ATT_G_MINB: 128 registers, the largest shared-memory
 # carveout) against one 32-query block an SM. Bit identity at widths 256 (27B-16l q4, 400-token prefill logits,
 # ATT_GROUP=0 vs ATT_QB=16 vs 32) and 128 (embedded), then the 27B-16l q4's 16k prefill with ATT_QB 32 / 16
-# alternated while BUDGET seconds last.
+# alternated while BUDGET seconds last. Not run in session 37 (its device time ran out), so the kernel change is
+# kept as a patch: `git apply bench/results/2026-12-06-gpu-s37/att-minb2.patch` first (ptxas, sm_90: <16, 256>
+# 128 registers and <16, 128> 122, no spills; <32, 256> stays at 209).
 set -uo pipefail
+git apply --check bench/results/2026-12-06-gpu-s37/att-minb2.patch 2>/dev/null && git apply bench/results/2026-12-06-gpu-s37/att-minb2.patch && echo "applied att-minb2.patch"
+
 export MTPLX_DEVICE=cuda
 t0=$(date +%s); el() { echo $(( $(date +%s)-t0 )); }; BUDGET=${BUDGET:-150}
 nvidia-smi --query-gpu=name --format=csv,noheader

@@ -565,14 +565,8 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
     }
 }
 
-/* Blocks an SM the compiler must leave room for: a 16-query block at width 256 takes 98 KB of shared memory,
- * so two fit an SM when each thread keeps to 128 registers. One block of 8 warps an SM (the 32-query blocks:
- * 134 KB, 201 registers) left the kernel latency-bound, 0.53 eligible warps a scheduler (bench/cuda.md
- * "Session 37"). */
-#define ATT_G_MINB(QB) ((QB) == 16 ? 2 : 1)
-
 template <int QB, int D>
-__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB)) k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
     CU_PDL_ENTRY();
     attn_core_gbody<QB, D, D>(a, kv, blockIdx.x, blockIdx.y, blockIdx.z, 0, rows_here);
 }
@@ -634,14 +628,10 @@ static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int
     return best;
 }
 
-/* Lets kernel fn take more than 48 KB of dynamic shared memory (once a kernel), and, for minb blocks an SM
- * (ATT_G_MINB), the largest shared-memory carveout: the driver otherwise sizes it for one block. */
-static void attn_g_allow(const void *fn, size_t smem, int minb) {
+/* Lets kernel fn take more than 48 KB of dynamic shared memory (once a kernel). */
+static void attn_g_allow(const void *fn, size_t smem) {
     if (smem > 48 * 1024)
         CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention smem");
-    if (minb > 1)
-        CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-                 "attention carveout");
 }
 
 /* Launches instance <QB, D> of the grouped kernel template KERN (k_attn_core_g or k_attn_core_seqs_g) on
@@ -651,7 +641,7 @@ static void attn_g_allow(const void *fn, size_t smem, int minb) {
         static int allowed_;                                                                                   \
         const size_t gs_ = attn_g_smem<QB, D>();                                                               \
         if (!__atomic_load_n(&allowed_, __ATOMIC_ACQUIRE)) {                                                   \
-            attn_g_allow((const void *)KERN<QB, D>, gs_, ATT_G_MINB(QB));                                      \
+            attn_g_allow((const void *)KERN<QB, D>, gs_);                                                      \
             __atomic_store_n(&allowed_, 1, __ATOMIC_RELEASE);                                                  \
         }                                                                                                      \
         seq_launch(KERN<QB, D>, grid, ATT_WARPS * 32, gs_, __VA_ARGS__);                                       \
@@ -1387,7 +1377,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 /* Block (x, KV head, i · S + c): k_attn_core_g's block for sequence i. */
 template <int QB, int D>
-__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB))
+__global__ void __launch_bounds__(ATT_WARPS * 32)
     k_attn_core_seqs_g(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab,
                        int rows) {
     CU_PDL_ENTRY();
