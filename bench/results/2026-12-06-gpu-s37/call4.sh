@@ -6,7 +6,8 @@
 # kept as a patch: `git apply bench/results/2026-12-06-gpu-s37/att-minb2.patch` first (ptxas, sm_90: <16, 256>
 # 128 registers and <16, 128> 122, no spills; <32, 256> stays at 209).
 set -uo pipefail
-git apply --check bench/results/2026-12-06-gpu-s37/att-minb2.patch 2>/dev/null && git apply bench/results/2026-12-06-gpu-s37/att-minb2.patch && echo "applied att-minb2.patch"
+P=bench/results/2026-12-06-gpu-s37/att-minb2.patch
+grep -q ATT_G_MINB src/backend/cuda/cuda_seq.cu || { git apply $P 2>/dev/null || patch -p1 --forward < $P; } || { echo "FAIL: $P does not apply"; exit 1; }
 
 export MTPLX_DEVICE=cuda
 t0=$(date +%s); el() { echo $(( $(date +%s)-t0 )); }; BUDGET=${BUDGET:-150}
