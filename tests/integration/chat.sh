@@ -12,17 +12,29 @@ bin=${MTPLX_CHAT_BIN:-build/mtplx}   # e.g. build/asan/mtplx
 command -v tmux >/dev/null || MTPLX_TEST_DEPS=1 bash scripts/deps.sh
 tmp=$(mktemp -d)
 sock="mtplx-chat-test-$$"
-T() { tmux -L "$sock" "$@"; }
+# -f /dev/null: the user's ~/.tmux.conf (a different shell, key bindings) must not change the test
+T() { tmux -f /dev/null -L "$sock" "$@"; }
 cleanup() { T kill-server 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; echo "--- screen:"; T capture-pane -p -t chat -S -60 2>/dev/null | grep -v '^$' | tail -40; exit 1; }
+fail() {
+    echo "FAIL: $*"
+    if T has-session -t chat 2>/dev/null; then
+        echo "--- screen:"; T capture-pane -p -t chat -S -60 2>/dev/null | grep -v '^$' | tail -40
+    else # say what is known instead of a screen that no longer exists
+        echo "--- the tmux server or its session is gone ($(tmux -V), SHELL=${SHELL:-unset}); tmux said:"
+        tail -n 20 "$tmp/tmux.err" 2>/dev/null
+    fi
+    exit 1
+}
 
 screen() { T capture-pane -p -t chat -S -400 "$@"; }
-# wait_for REGEX [SECONDS]: until the screen (scrollback included) matches
+# wait_for REGEX [SECONDS]: until the screen (scrollback included) matches; a session that has gone
+# fails at once rather than at the timeout
 wait_for() {
     local i
     for i in $(seq 1 $((${2:-60} * 10))); do
-        screen | grep -qE -- "$1" && return 0
+        screen 2>>"$tmp/tmux.err" | grep -qE -- "$1" && return 0
+        T has-session -t chat 2>>"$tmp/tmux.err" || fail "waiting for /$1/"
         sleep 0.1
     done
     fail "timed out waiting for /$1/"
@@ -30,10 +42,21 @@ wait_for() {
 count() { screen | grep -cE -- "$1"; }
 # send TEXT: type a line and press Enter
 send() { T send-keys -t chat -l -- "$1"; T send-keys -t chat Enter; }
+# One server for the whole script, kept alive without sessions (exit-empty off): with tmux's default a
+# server exits when its last session is killed, and a new-session sent at that moment can reach the
+# dying server. remain-on-exit keeps a pane whose command ended on the screen.
+T start-server \; set -g exit-empty off \; set -g remain-on-exit on 2>>"$tmp/tmux.err" ||
+    fail "tmux could not start a server"
 start() { # ARGS...: a fresh session running mtplx chat
+    local try
     T kill-session -t chat 2>/dev/null
-    T new-session -d -s chat -x 160 -y 50 \
-        "$bin chat --history '$tmp/history' --seed 2 $*; echo CHAT-EXITED-\$?; sleep 60"
+    for try in 1 2 3; do
+        T new-session -d -s chat -x 160 -y 50 \
+            "$bin chat --history '$tmp/history' --seed 2 $*; echo CHAT-EXITED-\$?; sleep 60" \
+            2>>"$tmp/tmux.err" && T has-session -t chat 2>>"$tmp/tmux.err" && break
+        echo "tmux new-session failed (try $try): $(tail -n 1 "$tmp/tmux.err" 2>/dev/null)"
+        sleep 1
+    done
     wait_for '^mtplx chat — ' 60
 }
 
