@@ -126,7 +126,7 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
     code = 0;
     int threads = tpool_threads(tpool_global());
     /* on a GPU (--device cuda) the device names the kernel */
-    const char *isa = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_isa_name(cpu_isa());
+    const char *isa = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_path_name();
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"model\": \"%s\", \"context\": %d, \"steps\": %d, "
                "\"draft_cost_ms\": {", isa, threads, dir, context, steps);
@@ -231,7 +231,7 @@ static int matmul_bench(const char *format, int gs, int n, int k, int count, int
         return err.code == MTPLX_EINVAL ? 2 : 1;
     }
     /* on a GPU (--device cuda) the device names the kernel */
-    const char *isa = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_isa_name(cpu_isa());
+    const char *isa = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_path_name();
     int threads = tpool_threads(tpool_global());
     if (json) {
         printf("{\"kernel\": \"%s\", \"threads\": %d, \"format\": \"%s\", \"shape\": [%d, %d], \"count\": %d, "
@@ -366,7 +366,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         free(bwbuf);
         if (on_gpu && membw) vc.membw_gbs = gpu_gbs; /* measured before the model, not between forwards */
     }
-    const char *isa = cpu_isa_name(cpu_isa());
+    const char *isa = cpu_path_name();
     const char *qact = getenv("MTPLX_QACT") && !strcmp(getenv("MTPLX_QACT"), "f32") ? "f32" : "int8";
     int threads = tpool_threads(tpool_global());
     double dec_gbs = verify ? wbytes / vc.median_s[1] / 1e9 : 0;

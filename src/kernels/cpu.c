@@ -170,6 +170,12 @@ const char *cpu_isa_name(kern_isa isa) {
     return "?";
 }
 
+int cpu_avxvnni_used(void) {
+    return cpu_isa() == KERN_ISA_AVX2 && cpu_get_features()->avxvnni && kern_knobs_get()->avxvnni;
+}
+
+const char *cpu_path_name(void) { return cpu_avxvnni_used() ? "avx2+avxvnni" : cpu_isa_name(cpu_isa()); }
+
 int cpu_isa_parse(const char *s, kern_isa *out) {
     if (!strcmp(s, "portable")) *out = KERN_ISA_PORTABLE;
     else if (!strcmp(s, "avx2")) *out = KERN_ISA_AVX2;

@@ -65,6 +65,14 @@ int cpu_isa_set(kern_isa isa);
 /* "portable", "avx2", "avx512", "amx", "neon", "neon-dot", "neon-i8mm". */
 const char *cpu_isa_name(kern_isa isa);
 
+/* 1 when the AVX2 path runs now (cpu_isa() is KERN_ISA_AVX2, forced or best), the CPU has AVX-VNNI
+ * and the avxvnni knob is on: the packed q4 / q8 kernel then takes vpdpbusd on ymm (same bits). */
+int cpu_avxvnni_used(void);
+
+/* The path as benchmarks and `mtplx doctor` name it: cpu_isa_name(cpu_isa()), "avx2+avxvnni" when
+ * cpu_avxvnni_used(). */
+const char *cpu_path_name(void);
+
 /* Parse a name as above; returns 0 and *out, or -1. */
 int cpu_isa_parse(const char *s, kern_isa *out);
 

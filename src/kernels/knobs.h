@@ -28,6 +28,8 @@ typedef struct {
                        equal pieces a thread (the split before; same bits either way) */
     int qpack_pair; /* 1: q4 VNNI calls of 6+ rows run two 16-row blocks at once, each activation quad
                        broadcast once for both (qp_pair_q4); 0: one block at a time. Same sums */
+    int avxvnni;    /* 1: the AVX2 path's packed q4 / q8 kernel uses vpdpbusd on ymm where the CPU has
+                       AVX-VNNI (mm_qrows_packed_avxvnni); 0: vpmaddubsw chains only. Same bits */
 } kern_knobs;
 
 /* The values used when nothing was set (the documented defaults of each knob). */

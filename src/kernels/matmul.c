@@ -289,7 +289,8 @@ static void quant_pick(const kern_weight *w, int T, mm_qrows_fn *qfn, qact_fill_
         *qfn = mm_qrows_avx512, *fill = qact_fill_avx512;
         *layout = w->bits == 4 ? (K % 128 == 0 ? QA_Q4_128 : QA_Q4_64) : QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX2 && w->packed) { /* AVX2 (or AVX-512 without VNNI) on the same copy */
-        *qfn = mm_qrows_packed_avx2, *fill = qact_fill_avx2, *layout = QA_NATURAL;
+        *qfn = cpu_avxvnni_used() ? mm_qrows_packed_avxvnni : mm_qrows_packed_avx2;
+        *fill = qact_fill_avx2, *layout = QA_NATURAL;
     } else if (isa >= KERN_ISA_AVX2) {
         *qfn = mm_qrows_avx2, *fill = qact_fill_avx2;
         *layout = w->bits == 4 ? QA_Q4_32 : QA_NATURAL;

@@ -70,6 +70,8 @@ void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, in
 /* AVX2 without VNNI on the same repacked weights (matmul_qpack_avx2.c): bit-identical to mm_qrows_packed;
  * reads qa->asum (q8). */
 void mm_qrows_packed_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
+/* The same with AVX-VNNI's vpdpbusd on ymm (cpu_features.avxvnni): bit-identical to both. */
+void mm_qrows_packed_avxvnni(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);
 /* AMX-INT8 (TDPBSUD) on the same repacked weights: bit-identical to mm_qrows_packed (the integer group
  * sums are exact either way and the float epilogue is the same code); for calls with T >= 3. */
 void mm_qrows_amx(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1);

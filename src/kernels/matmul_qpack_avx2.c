@@ -22,7 +22,14 @@
  *       (qa->asum).
  * The float epilogue per lane is the VNNI kernel's (matmul_qpack.c qp_epilogue): acc += (cvt(is)·s)·d
  * then += b·bd, in that order, so this path gives the same bits as the AVX-512 packed path, and like
- * it every output depends only on its own row and activation row (row- and split-invariant). */
+ * it every output depends only on its own row and activation row (row- and split-invariant).
+ *
+ * CPUs with AVX-VNNI but no AVX-512 (Intel Alder Lake and later client cores, Sierra Forest) have
+ * vpdpbusd on ymm: one instruction for the u8 × s8 products, their pair and quad sums and the int32
+ * add. mm_qrows_packed_avxvnni forms the same group sums with it (q4: nibbles × activations; q8: q
+ * itself × activations, 4·255·127 per lane and step, no offset or Σ a term), so it too gives the same
+ * bits. Both kernels are one body (matmul_qpack_avx2_tmpl.h) compiled twice: the VNNI one needs its
+ * own target attribute, and a function may only inline code whose target it has. */
 #if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 #include <string.h>
@@ -31,6 +38,8 @@
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
+#define TGTV __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define INLV static inline __attribute__((always_inline)) TGTV
 
 /* The vector and row loops are unrolled in full (group size and tile rows are compile-time after
  * inlining) so the chains stay in registers; sanitizer builds skip the forced unrolling to keep their
@@ -162,57 +171,64 @@ INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int 
     }
 }
 
-/* One 16-row block (its first nr rows real) × TT (1-4) activation rows from t0; BITS and NV = vectors
- * per group (q4: gs/8, q8: gs/4) compile-time after inlining. Both 8-row halves in one pass, sharing
- * each activation broadcast (the halves used to be two passes, each broadcasting again: L2-resident,
- * one thread, Zen 4, q4 +7 / +17 / +27-32 / +1-12% at 1 / 2 / 3 / 4 rows, q8 +5-12 / +5 / +4-6 / 0-6%;
- * bench/zen.md "Session 11"). */
-INL void block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int BITS, const int NV,
-               float *y, int ldy, int nr) {
-    const int G = p->G, K = qa->K, f32 = p->sdt == DT_F32;
-    int pf, pf2;
-    kern_qpack_prefetch(qa->T, &pf, &pf2);
-    const uint8_t *qb = p->q + (size_t)bi * G * p->gstride;
-    const int8_t *ab = qa->a + (size_t)t0 * K;
-    __m256 acc[2][4];
-    for (int h = 0; h < 2; h++)
-        for (int t = 0; t < TT; t++) acc[h][t] = _mm256_setzero_ps();
-    const uint8_t *qg = qb;
-    const int8_t *ag = ab;
-    for (int g = 0; g < G; g++, qg += p->gstride, ag += p->gs) {
-        prefetch_group(qg, pf, pf2, NV, f32);
-        __m256i is0[4], is1[4];
-        if (BITS == 4) group_q4_both(qg, ag, (size_t)K, TT, NV, is0, is1);
-        else group_q8_both(qg, ag, (size_t)K, TT, NV, qa->asum + (size_t)t0 * G + g, (size_t)G, is0, is1);
-        epilogue(p, qg, qa, t0, g, 0, TT, is0, acc[0]);
-        epilogue(p, qg, qa, t0, g, 1, TT, is1, acc[1]);
+/* AVX-VNNI forms of group_q4_both / group_q8_both: the same exact int32 group sums (same arguments;
+ * asum and G unused). One row keeps the low and high nibbles' products in separate chains (four
+ * vpdpbusd chains instead of two: each is 5 cycles deep); from 2 rows on the rows' chains are enough
+ * and the registers are not. */
+INLV void group_q4_vnni(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is0,
+                        __m256i *is1) {
+    const __m256i lo = _mm256_set1_epi8(0x0f);
+    __m256i h0 = _mm256_setzero_si256(), h1 = _mm256_setzero_si256();
+    UNROLL(4) for (int t = 0; t < TT; t++) is0[t] = is1[t] = _mm256_setzero_si256();
+    UNROLL(16) for (int j = 0; j < HALF; j++) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32));
+        __m256i a0 = _mm256_and_si256(v0, lo), b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), lo);
+        __m256i a1 = _mm256_and_si256(v1, lo), b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), lo);
+        UNROLL(4) for (int t = 0; t < TT; t++) {
+            const int8_t *at = ag + (size_t)t * K;
+            __m256i x = bcast4(at + 4 * j), z = bcast4(at + 4 * (j + HALF));
+            is0[t] = _mm256_dpbusd_avx_epi32(is0[t], a0, x);
+            is1[t] = _mm256_dpbusd_avx_epi32(is1[t], a1, x);
+            if (TT == 1) {
+                h0 = _mm256_dpbusd_avx_epi32(h0, b0, z);
+                h1 = _mm256_dpbusd_avx_epi32(h1, b1, z);
+            } else {
+                is0[t] = _mm256_dpbusd_avx_epi32(is0[t], b0, z);
+                is1[t] = _mm256_dpbusd_avx_epi32(is1[t], b1, z);
+            }
+        }
     }
-    store_half(y, ldy, bi, 0, t0, TT, nr, acc[0]);
-    if (nr > 8) store_half(y, ldy, bi, 1, t0, TT, nr - 8, acc[1]);
+    if (TT == 1) is0[0] = _mm256_add_epi32(is0[0], h0), is1[0] = _mm256_add_epi32(is1[0], h1);
 }
 
-/* block() with TT and the vectors per group as constants (group size 32, 64 or 128). */
-INL void block_tt(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, float *y, int ldy, int nr) {
-    if (p->bits == 4 && p->gs == 64) block(p, qa, bi, t0, TT, 4, 8, y, ldy, nr);
-    else if (p->bits == 4 && p->gs == 32) block(p, qa, bi, t0, TT, 4, 4, y, ldy, nr);
-    else if (p->bits == 4) block(p, qa, bi, t0, TT, 4, 16, y, ldy, nr);
-    else if (p->gs == 64) block(p, qa, bi, t0, TT, 8, 16, y, ldy, nr);
-    else if (p->gs == 32) block(p, qa, bi, t0, TT, 8, 8, y, ldy, nr);
-    else block(p, qa, bi, t0, TT, 8, 32, y, ldy, nr);
-}
-
-TGT void mm_qrows_packed_avx2(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
-    const kern_qpack *p = w->packed;
-    for (int bi = r0 / 16; bi * 16 < r1; bi++) {
-        int nr = r1 - bi * 16 < 16 ? r1 - bi * 16 : 16;
-        int t = 0;
-        for (; t + 4 <= qa->T; t += 4) block_tt(p, qa, bi, t, 4, y, ldy, nr);
-        switch (qa->T - t) {
-        case 3: block_tt(p, qa, bi, t, 3, y, ldy, nr); break;
-        case 2: block_tt(p, qa, bi, t, 2, y, ldy, nr); break;
-        case 1: block_tt(p, qa, bi, t, 1, y, ldy, nr); break;
-        default: break;
+INLV void group_q8_vnni(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int QV, const int32_t *asum,
+                        size_t G, __m256i *is0, __m256i *is1) {
+    (void)asum, (void)G;
+    UNROLL(4) for (int t = 0; t < TT; t++) is0[t] = is1[t] = _mm256_setzero_si256();
+    UNROLL(32) for (int j = 0; j < QV; j++) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64));
+        __m256i w1 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32));
+        UNROLL(4) for (int t = 0; t < TT; t++) {
+            __m256i x = bcast4(ag + (size_t)t * K + 4 * j);
+            is0[t] = _mm256_dpbusd_avx_epi32(is0[t], w0, x);
+            is1[t] = _mm256_dpbusd_avx_epi32(is1[t], w1, x);
         }
     }
 }
+
+/* The kernel body twice: plain AVX2, then AVX-VNNI. */
+#define QA2_INL INL
+#define QA2_TGT TGT
+#define QA2_GROUP_Q4 group_q4_both
+#define QA2_GROUP_Q8 group_q8_both
+#define QA2_FN(name) name##_avx2
+#include "matmul_qpack_avx2_tmpl.h"
+
+#define QA2_INL INLV
+#define QA2_TGT TGTV
+#define QA2_GROUP_Q4 group_q4_vnni
+#define QA2_GROUP_Q8 group_q8_vnni
+#define QA2_FN(name) name##_avxvnni
+#include "matmul_qpack_avx2_tmpl.h"
 #endif /* __x86_64__ */

@@ -233,43 +233,78 @@ TEST(test_avx2_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
     check_path(KERN_ISA_AVX2);
 }
-/* AVX2 without VNNI on the repacked weights (matmul_qpack_avx2.c): two 8-row halves per 16-row block,
- * T = 1..4 per tile (so 5, 7, 9, 13, 16, 40 mix tile sizes). */
+/* Set the avxvnni knob (the AVX2 path's packed kernel with or without vpdpbusd on ymm). */
+static void set_avxvnni(int on) {
+    kern_knobs k = *kern_knobs_get();
+    k.avxvnni = on;
+    kern_knobs_set(&k);
+}
+
+/* AVX2 on the repacked weights (matmul_qpack_avx2.c): two 8-row halves per 16-row block, T = 1..4 per
+ * tile (so 5, 7, 9, 13, 16, 40 mix tile sizes); without AVX-VNNI, and with it where the CPU has it. */
 TEST(test_avx2_packed_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
     g_packed = 1;
-    check_path(KERN_ISA_AVX2);
-    check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block (rows 96..99) */
-    check_format(8, 128, DT_F16, 109, 1024); /* a last block with rows in its second half */
+    for (int vnni = 0; vnni <= cpu_get_features()->avxvnni; vnni++) {
+        set_avxvnni(vnni);
+        CHECK_INT(cpu_isa_set(KERN_ISA_AVX2) == 0 && cpu_avxvnni_used(), vnni);
+        check_path(KERN_ISA_AVX2);
+        check_format(4, 64, DT_BF16, 100, 2048); /* several blocks, a partial last block (rows 96..99) */
+        check_format(8, 128, DT_F16, 109, 1024); /* a last block with rows in its second half */
+    }
+    set_avxvnni(1);
     g_packed = 0;
 }
 
-/* The AVX2 packed kernel forms the same exact integer group sums as the VNNI kernel and runs the same
- * float epilogue per lane, so both give the same bits: every format, T = 5 (tiles of 4 + 1 on AVX2, one
- * tile of 5 on AVX-512), a partial last block. */
-TEST(test_avx2_packed_matches_vnni) {
-    SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 1);
-    const int N = 45, K = 384, T = 5;
+/* kern_matmul of every format at T = 1..5 (tiles of 4 + 1 on AVX2, of 5 on AVX-512) with a partial
+ * last block, under path isa with the avxvnni knob set to vnni, into y[q4 / q8][gs 32 / 64 / 128][T - 1]. */
+#define PK_N 45
+#define PK_K 384
+#define PK_T 5
+static void packed_all_formats(kern_isa isa, int vnni, float y[2][3][PK_T][PK_T * PK_N]) {
     const mtplx_dtype sdt_l[] = {DT_BF16, DT_F16, DT_F32};
     for (int bits = 4; bits <= 8; bits += 4)
-        for (int gs = 32; gs <= 128; gs *= 2) {
+        for (int gi = 0, gs = 32; gs <= 128; gs *= 2, gi++) {
             mtplx_dtype sdt = sdt_l[(bits + gs / 32) % 3];
-            qmat m = make_qmat(N, K, bits, gs, sdt, 0.1f);
+            g_rng = 0x9e3779b97f4a7c15ull + (uint64_t)(bits * 1000 + gs); /* the same inputs for every path */
+            qmat m = make_qmat(PK_N, PK_K, bits, gs, sdt, 0.1f);
             kern_pack_set *set = NULL;
             mtplx_err e;
             REQUIRE(kern_pack_set_add(&set, &m.w, &e) == 0 && m.w.packed);
-            float x[T * K], y0[T * N], y1[T * N];
-            for (int i = 0; i < T * K; i++) x[i] = frand() * (i % 53 == 0 ? 8.f : 1.f);
-            REQUIRE(cpu_isa_set(KERN_ISA_AVX512) == 0);
-            kern_matmul(y0, N, x, K, T, &m.w);
-            REQUIRE(cpu_isa_set(KERN_ISA_AVX2) == 0);
-            kern_matmul(y1, N, x, K, T, &m.w);
-            CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "q%d gs%d %s: the AVX2 packed kernel differs from VNNI", bits,
-                      gs, dtype_name(sdt));
+            float x[PK_T * PK_K];
+            for (int i = 0; i < PK_T * PK_K; i++) x[i] = frand() * (i % 53 == 0 ? 8.f : 1.f);
+            set_avxvnni(vnni);
+            REQUIRE(cpu_isa_set(isa) == 0);
+            for (int T = 1; T <= PK_T; T++) kern_matmul(y[bits / 8][gi][T - 1], PK_N, x, PK_K, T, &m.w);
             free_qmat(&m);
             kern_pack_set_free(set);
         }
+    set_avxvnni(1);
     REQUIRE(cpu_isa_set(cpu_best_isa()) == 0);
+}
+
+/* The AVX2 packed kernel forms the same exact integer group sums as the AVX-512 VNNI kernel (with
+ * vpmaddubsw chains, or with AVX-VNNI's vpdpbusd on ymm where the CPU has it: Intel's client cores from
+ * Alder Lake on take that form) and runs the same float epilogue per lane, so all give the same bits:
+ * every format, 1..5 rows, a partial last block. Each form is compared with the other AVX2 form where
+ * the CPU runs both, and with AVX-512 VNNI where it has that. */
+TEST(test_avx2_packed_forms_match) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
+    int has_vnni = cpu_get_features()->avxvnni, has_512 = cpu_isa_supported(KERN_ISA_AVX512) && cpu_get_features()->avx512vnni;
+    if (!has_vnni && !has_512) SKIP("this CPU has neither AVX-VNNI nor AVX512-VNNI: one form, nothing to compare");
+    static float y[3][2][3][PK_T][PK_T * PK_N]; /* [AVX2, AVX2 + AVX-VNNI, AVX-512 VNNI] */
+    const char *name[3] = {"AVX2", "AVX-VNNI", "AVX-512 VNNI"};
+    packed_all_formats(KERN_ISA_AVX2, 0, y[0]);
+    if (has_vnni) packed_all_formats(KERN_ISA_AVX2, 1, y[1]);
+    if (has_512) packed_all_formats(KERN_ISA_AVX512, 1, y[2]);
+    for (int f = 1; f < 3; f++) {
+        if (f == 1 ? !has_vnni : !has_512) continue;
+        for (int b = 0; b < 2; b++)
+            for (int g = 0; g < 3; g++)
+                for (int T = 1; T <= PK_T; T++)
+                    CHECK_MSG(memcmp(y[0][b][g][T - 1], y[f][b][g][T - 1], sizeof(float) * (size_t)(T * PK_N)) == 0,
+                              "q%d gs%d T=%d: the %s kernel differs from the AVX2 one", 4 + 4 * b, 32 << g, T, name[f]);
+    }
 }
 
 TEST(test_avx512_int8_path) {
@@ -451,7 +486,7 @@ int main(void) {
     RUN(test_portable_int8_path);
     RUN(test_avx2_int8_path);
     RUN(test_avx2_packed_int8_path);
-    RUN(test_avx2_packed_matches_vnni);
+    RUN(test_avx2_packed_forms_match);
     RUN(test_avx512_int8_path);
     RUN(test_avx512_packed_int8_path);
     RUN(test_amx_packed_int8_path);

@@ -48,6 +48,7 @@ static void knobs_from_env(kern_knobs *k, int *rc, mtplx_err *err) {
     KNOB_INT(k->qpack_mix, "MTPLX_QPACK_MIX", -1, 1);
     KNOB_SWITCH(k->mm_guided, "MTPLX_MM_GUIDED");
     KNOB_SWITCH(k->qpack_pair, "MTPLX_QPACK_PAIR");
+    KNOB_SWITCH(k->avxvnni, "MTPLX_AVXVNNI");
 }
 
 int cpu_settings_from_env(cpu_settings *s, mtplx_err *err) {
