@@ -233,6 +233,40 @@ TEST(test_avx2_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
     check_path(KERN_ISA_AVX2);
 }
+/* The AVX2 activation quantizer (vectorized) gives the values of the portable one — a, d, bd and the
+ * group sums — in both layouts it writes and every group size, with a zero group (d = 0), a group
+ * whose amax is 127 so that half-way values (2.5, -3.5, ...) test round-to-nearest-even, and random
+ * groups with an outlier. */
+TEST(test_avx2_activation_fill_matches_portable) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
+    enum { T = 3, K = 384 };
+    static float x[T * K];
+    for (int i = 0; i < T * K; i++) x[i] = frand() * (i % 37 == 0 ? 9.f : 1.f);
+    for (int i = 0; i < 128; i++) x[i] = 0.f;                              /* row 0: zero groups */
+    for (int i = 0; i < 128; i++) x[K + i] = i == 5 ? 127.f : (i % 9) - 4.5f + (i & 1); /* ties */
+    const qa_layout lay[2] = {QA_NATURAL, QA_Q4_32};
+    static int8_t a0[T * K], a1[T * K];
+    static float d0[T * 12], d1[T * 12], b0[T * 12], b1[T * 12];
+    static int32_t s1[T * 12];
+    for (int l = 0; l < 2; l++)
+        for (int gs = 32; gs <= 128; gs *= 2) {
+            const int G = K / gs;
+            qact q0 = {T, K, G, gs, lay[l], a0, d0, b0, NULL, NULL}, q1 = {T, K, G, gs, lay[l], a1, d1, b1, NULL, s1};
+            qact_fill_portable(x, K, &q0);
+            qact_fill_avx2(x, K, &q1);
+            CHECK_MSG(!memcmp(a0, a1, sizeof a0), "layout %d gs %d: int8 activations differ", l, gs);
+            CHECK_MSG(!memcmp(d0, d1, sizeof(float) * T * G) && !memcmp(b0, b1, sizeof(float) * T * G),
+                      "layout %d gs %d: d or d·Σa differ", l, gs);
+            for (int t = 0; t < T; t++)
+                for (int g = 0; g < G; g++) {
+                    int sum = 0;
+                    for (int i = 0; i < gs; i++) sum += a0[t * K + g * gs + i]; /* a group's bytes stay in it */
+                    CHECK_INT(s1[t * G + g], sum);
+                }
+        }
+    CHECK(d0[0] == 0.f); /* the zero group */
+}
+
 /* Set the avxvnni knob (the AVX2 path's packed kernel with or without vpdpbusd on ymm). */
 static void set_avxvnni(int on) {
     kern_knobs k = *kern_knobs_get();
@@ -485,6 +519,7 @@ int main(void) {
     RUN(test_matmul_each_equals_single);
     RUN(test_portable_int8_path);
     RUN(test_avx2_int8_path);
+    RUN(test_avx2_activation_fill_matches_portable);
     RUN(test_avx2_packed_int8_path);
     RUN(test_avx2_packed_forms_match);
     RUN(test_avx512_int8_path);
