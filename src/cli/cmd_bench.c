@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/device.h"
 #include "../engine/bench.h"
 #include "../engine/gen_config.h"
 #include "../engine/tune.h"
+#include "../kernels/cpu.h"
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
@@ -145,6 +147,8 @@ static int mode_decode(int argc, char **argv) {
     }
     machine_facts mf;
     machine_facts_get(&mf);
+    /* the kernel path the forwards took (a GPU names itself), as every bench table names it */
+    const char *kernel = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_path_name();
     char commit[64];
     cli_git_commit(commit, sizeof commit);
     if (json) {
@@ -165,8 +169,8 @@ static int mode_decode(int argc, char **argv) {
                               b->cycles, "completion_tokens_per_pass", b->completion_tokens, "drafted_per_pass", b->drafted));
         }
         json_t *out = json_pack(
-            "{s:s, s:s, s:{s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}", "mode", "decode",
-            "model", model, "machine", "cpu", mf.cpu, "threads", mf.threads, "commit", commit, "settings", "prompts",
+            "{s:s, s:s, s:{s:s, s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}", "mode", "decode",
+            "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "threads", mf.threads, "commit", commit, "settings", "prompts",
             (int)n_prompts, "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
             (json_int_t)seed, "temperature", o.base.temperature, "top_p", o.base.top_p, "top_k", o.base.top_k,
             "min_p", o.base.min_p, "draft_min_conf", o.base.draft_min_conf, "results", rs);
@@ -176,7 +180,7 @@ static int mode_decode(int argc, char **argv) {
         json_decref(out);
     } else {
         printf("mtplx bench (decode): %s\n", model);
-        printf("machine: %s, %d threads, commit %s\n", mf.cpu, mf.threads, commit);
+        printf("machine: %s, kernel %s, %d threads, commit %s\n", mf.cpu, kernel, mf.threads, commit);
         printf("%ld prompts x %ld tokens from val_code.txt, max_tokens %d, temperature %g, top_p %g, top_k %d, "
                "min_p %g, seeds %llu.., %d interleaved passes (median)\n",
                n_prompts, plen, o.base.max_tokens, o.base.temperature, o.base.top_p, o.base.top_k, o.base.min_p,

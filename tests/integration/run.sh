@@ -84,10 +84,11 @@ used=$(js 'console.log(L[0].stats.depth)' "$tmp/r")
 echo "tune saved depth $saved; run uses it"
 
 # 5. bench --json: every depth reported with the ratio to AR, acceptance per position, machine facts
+#    (the CPU, the kernel path, threads, commit)
 "$M" bench --depths 0,1,2 --prompts 2 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/b"
 node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
   if (j.results.length!==3||j.results[0].ratio_to_ar!==1||j.results[2].acceptance_per_position.length!==2
-      ||!j.machine.cpu||!(j.machine.threads>0)||!j.machine.commit||!(j.results[1].median_decode_tok_s>0)) process.exit(1)' \
+      ||!j.machine.cpu||!j.machine.kernel||!(j.machine.threads>0)||!j.machine.commit||!(j.results[1].median_decode_tok_s>0)) process.exit(1)' \
     "$tmp/b" || fail "bench --json"
 echo "bench --json ok"
 # a D@X entry runs that depth with adaptive depth X, side by side with the fixed ones
