@@ -347,6 +347,85 @@ SM_TGT512 static void gdn_steps_avx512(float *S_dst, const float *S_src, const f
 }
 #endif
 
+#if defined(__x86_64__)
+/* One step over value rows [i, i + NR) (NR = 4 or 1) of an AVX2 multi-step call: gdn_fused_rows's
+ * scheme in gdn_step_avx2's arithmetic. (a0, a1)[r] hold this step's S row · k as two 8-lane halves
+ * (element j in half (j % 16) / 8, lane j % 8); the rows' new state, y and delta are written and, with
+ * NEXT, (a0, a1)[r] leave holding the next step's S row · kn from the stored values, by the same FMA
+ * chain over the columns that gdn_step_avx2's first pass would run on them. */
+SM_INL256 void gdn_fused_rows_avx2(__m256 *a0, __m256 *a1, const float *src, float *dst, const float *q,
+                                   const float *k, const float *kn, const float *v, float g, float beta, float *yo,
+                                   float *dout, int dk, const int NR, const int NEXT) {
+    float dr[4];
+    __m256 vd[4], o0[4], o1[4], b0[4], b1[4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        dr[r] = beta * (v[r] - g * gdn_hsum8(_mm256_add_ps(a0[r], a1[r])));
+        vd[r] = _mm256_set1_ps(dr[r]);
+        o0[r] = o1[r] = b0[r] = b1[r] = _mm256_setzero_ps();
+    }
+    const __m256 vg = _mm256_set1_ps(g);
+    for (int j = 0; j < dk; j += 16) {
+        const __m256 k0 = _mm256_loadu_ps(k + j), k1 = _mm256_loadu_ps(k + j + 8);
+        const __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + 8);
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            const float *sr = src + (long)r * dk + j;
+            float *dr_ = dst + (long)r * dk + j;
+            __m256 n0 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(sr)), _mm256_mul_ps(vd[r], k0));
+            __m256 n1 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(sr + 8)), _mm256_mul_ps(vd[r], k1));
+            _mm256_storeu_ps(dr_, n0);
+            _mm256_storeu_ps(dr_ + 8, n1);
+            o0[r] = _mm256_fmadd_ps(n0, q0, o0[r]);
+            o1[r] = _mm256_fmadd_ps(n1, q1, o1[r]);
+            if (NEXT) {
+                b0[r] = _mm256_fmadd_ps(n0, _mm256_loadu_ps(kn + j), b0[r]);
+                b1[r] = _mm256_fmadd_ps(n1, _mm256_loadu_ps(kn + j + 8), b1[r]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+        yo[r] = gdn_hsum8(_mm256_add_ps(o0[r], o1[r]));
+        if (dout) dout[r] = dr[r];
+        a0[r] = b0[r], a1[r] = b1[r];
+    }
+}
+
+/* The AVX2 multi-step (kern_gdn_steps): value rows in blocks of 4 (then singles), each carried through
+ * all R steps while its state rows stay in L1, the rows ahead prefetched; each step after the first
+ * takes its S k from the previous step's update pass, so a step reads and writes the state once
+ * instead of reading it twice. Per row the operations and their order are gdn_step_avx2's (same bits:
+ * test_fwd_kernels `test_gdn_steps_equal_single_steps`). */
+SM_TGT256 static void gdn_steps_avx2(float *S_dst, const float *S_src, const float *q0, const float *k0, int ldqk,
+                                     const float *v0, int ldv, const float *gs, const float *betas, float *y0, int ldy,
+                                     float *d0, int ldd, int R, int dk, int dv) {
+    for (int i = 0; i < dv;) {
+        const int nr = dv - i >= 4 ? 4 : 1;
+        for (long o = 0; o < 4L * dk; o += 16) { /* as gdn_steps_avx512: the next blocks' rows, early */
+            _mm_prefetch((const char *)(S_src + (long)(i + GDN_PF_ROWS) * dk + o), _MM_HINT_T0);
+            _mm_prefetch((const char *)(S_dst + (long)(i + GDN_PF_ROWS) * dk + o), _MM_HINT_T0);
+        }
+        __m256 a0[4], a1[4];
+        for (int r = 0; r < nr; r++) {
+            const float *src = S_src + (long)(i + r) * dk;
+            a0[r] = a1[r] = _mm256_setzero_ps();
+            for (int j = 0; j < dk; j += 16) {
+                a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(src + j), _mm256_loadu_ps(k0 + j), a0[r]);
+                a1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(src + j + 8), _mm256_loadu_ps(k0 + j + 8), a1[r]);
+            }
+        }
+        for (int t = 0; t < R; t++) {
+            const float *src = (t == 0 ? S_src : S_dst) + (long)i * dk, *q = q0 + (long)t * ldqk, *k = k0 + (long)t * ldqk;
+            const float *kn = t + 1 < R ? k + ldqk : NULL, *v = v0 + (long)t * ldv + i;
+            float *dst = S_dst + (long)i * dk, *yo = y0 + (long)t * ldy + i, *dout = d0 ? d0 + (long)t * ldd + i : NULL;
+            if (nr == 4 && kn) gdn_fused_rows_avx2(a0, a1, src, dst, q, k, kn, v, gs[t], betas[t], yo, dout, dk, 4, 1);
+            else if (nr == 4) gdn_fused_rows_avx2(a0, a1, src, dst, q, k, kn, v, gs[t], betas[t], yo, dout, dk, 4, 0);
+            else if (kn) gdn_fused_rows_avx2(a0, a1, src, dst, q, k, kn, v, gs[t], betas[t], yo, dout, dk, 1, 1);
+            else gdn_fused_rows_avx2(a0, a1, src, dst, q, k, kn, v, gs[t], betas[t], yo, dout, dk, 1, 0);
+        }
+        i += nr;
+    }
+}
+#endif
+
 void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const float *k, int ldqk, const float *v,
                     int ldv, const float *g, const float *beta, float *y, int ldy, float *delta_out, int ldd, int R,
                     int dk, int dv) {
@@ -354,6 +433,10 @@ void kern_gdn_steps(float *S_dst, const float *S_src, const float *q, const floa
 #if defined(__x86_64__)
     if (dk % 16 == 0 && cpu_isa() >= KERN_ISA_AVX512) {
         gdn_steps_avx512(S_dst, S_src, q, k, ldqk, v, ldv, g, beta, y, ldy, delta_out, ldd, R, dk, dv);
+        return;
+    }
+    if (dk % 16 == 0 && cpu_isa() == KERN_ISA_AVX2 && R > 1) { /* one step: gdn_step_avx2 as before */
+        gdn_steps_avx2(S_dst, S_src, q, k, ldqk, v, ldv, g, beta, y, ldy, delta_out, ldd, R, dk, dv);
         return;
     }
 #endif
