@@ -369,11 +369,11 @@ SM_INL256 void gdn_fused_rows_avx2(__m256 *a0, __m256 *a1, const float *src, flo
         const __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + 8);
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const float *sr = src + (long)r * dk + j;
-            float *dr_ = dst + (long)r * dk + j;
+            float *drow = dst + (long)r * dk + j;
             __m256 n0 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(sr)), _mm256_mul_ps(vd[r], k0));
             __m256 n1 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(sr + 8)), _mm256_mul_ps(vd[r], k1));
-            _mm256_storeu_ps(dr_, n0);
-            _mm256_storeu_ps(dr_ + 8, n1);
+            _mm256_storeu_ps(drow, n0);
+            _mm256_storeu_ps(drow + 8, n1);
             o0[r] = _mm256_fmadd_ps(n0, q0, o0[r]);
             o1[r] = _mm256_fmadd_ps(n1, q1, o1[r]);
             if (NEXT) {

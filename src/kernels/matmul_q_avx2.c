@@ -6,7 +6,6 @@
  * (row, t); the bias term Σ_g b·(d·Σa) is added in a fixed scalar order. Tiles: 2 rows × ≤ 2 t. */
 #if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
-#include <math.h>
 
 #include "matmul_q.h"
 
