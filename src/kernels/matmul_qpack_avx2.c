@@ -173,8 +173,8 @@ INL void store_half(float *y, int ldy, int bi, int h, int t0, const int TT, int 
 
 /* AVX-VNNI forms of group_q4_both / group_q8_both: the same exact int32 group sums (same arguments;
  * asum and G unused). One row keeps the low and high nibbles' products in separate chains (four
- * vpdpbusd chains instead of two: each is 5 cycles deep); from 2 rows on the rows' chains are enough
- * and the registers are not. */
+ * vpdpbusd chains instead of two: each vpdpbusd waits 5 cycles for the one before it in its chain);
+ * from 2 rows on the rows give 4-8 chains, and 16 ymm registers leave no room to split them further. */
 INLV void group_q4_vnni(const uint8_t *qg, const int8_t *ag, size_t K, const int TT, const int HALF, __m256i *is0,
                         __m256i *is1) {
     const __m256i lo = _mm256_set1_epi8(0x0f);
