@@ -238,6 +238,9 @@ TEST(test_avx2_int8_path) {
  * whose amax is 127 so that half-way values (2.5, -3.5, ...) test round-to-nearest-even, and random
  * groups with an outlier. */
 TEST(test_avx2_activation_fill_matches_portable) {
+#if !defined(__x86_64__)
+    SKIP("not an x86-64 build: no AVX2 quantizer");
+#else
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2, 0);
     enum { T = 3, K = 384 };
     static float x[T * K];
@@ -265,6 +268,7 @@ TEST(test_avx2_activation_fill_matches_portable) {
                 }
         }
     CHECK(d0[0] == 0.f); /* the zero group */
+#endif
 }
 
 /* Set the avxvnni knob (the AVX2 path's packed kernel with or without vpdpbusd on ymm). */
