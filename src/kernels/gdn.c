@@ -170,6 +170,16 @@ SM_INL256 float gdn_hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* 16 columns of one state row's update, new = g·old + d·k (mul, mul, add, as gdn_update_row), stored at
+ * dst and returned as its two halves (src and dst may be the same row). */
+SM_INL256 void gdn_update16_avx2(const float *src, float *dst, __m256 vg, __m256 vd, __m256 k0, __m256 k1, __m256 *n0,
+                                 __m256 *n1) {
+    *n0 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src)), _mm256_mul_ps(vd, k0));
+    *n1 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src + 8)), _mm256_mul_ps(vd, k1));
+    _mm256_storeu_ps(dst, *n0);
+    _mm256_storeu_ps(dst + 8, *n1);
+}
+
 SM_TGT256 static void gdn_step_avx2(float *S_dst, const float *S_src, const float *q, const float *k, const float *v,
                                     float g, float beta, float *y, float *delta_out, int dk, int dv) {
     const __m256 vg = _mm256_set1_ps(g);
@@ -194,12 +204,9 @@ SM_TGT256 static void gdn_step_avx2(float *S_dst, const float *S_src, const floa
             const __m256 k0 = _mm256_loadu_ps(k + j), k1 = _mm256_loadu_ps(k + j + 8);
             const __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + 8);
             for (int r = 0; r < nr; r++) {
-                const float *src = S_src + (long)(i + r) * dk + j;
-                float *dst = S_dst + (long)(i + r) * dk + j;
-                __m256 n0 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src)), _mm256_mul_ps(vd[r], k0));
-                __m256 n1 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(src + 8)), _mm256_mul_ps(vd[r], k1));
-                _mm256_storeu_ps(dst, n0);
-                _mm256_storeu_ps(dst + 8, n1);
+                __m256 n0, n1;
+                gdn_update16_avx2(S_src + (long)(i + r) * dk + j, S_dst + (long)(i + r) * dk + j, vg, vd[r], k0, k1,
+                                  &n0, &n1);
                 o0[r] = _mm256_fmadd_ps(n0, q0, o0[r]);
                 o1[r] = _mm256_fmadd_ps(n1, q1, o1[r]);
             }
@@ -368,12 +375,8 @@ SM_INL256 void gdn_fused_rows_avx2(__m256 *a0, __m256 *a1, const float *src, flo
         const __m256 k0 = _mm256_loadu_ps(k + j), k1 = _mm256_loadu_ps(k + j + 8);
         const __m256 q0 = _mm256_loadu_ps(q + j), q1 = _mm256_loadu_ps(q + j + 8);
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
-            const float *sr = src + (long)r * dk + j;
-            float *drow = dst + (long)r * dk + j;
-            __m256 n0 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(sr)), _mm256_mul_ps(vd[r], k0));
-            __m256 n1 = _mm256_add_ps(_mm256_mul_ps(vg, _mm256_loadu_ps(sr + 8)), _mm256_mul_ps(vd[r], k1));
-            _mm256_storeu_ps(drow, n0);
-            _mm256_storeu_ps(drow + 8, n1);
+            __m256 n0, n1;
+            gdn_update16_avx2(src + (long)r * dk + j, dst + (long)r * dk + j, vg, vd[r], k0, k1, &n0, &n1);
             o0[r] = _mm256_fmadd_ps(n0, q0, o0[r]);
             o1[r] = _mm256_fmadd_ps(n1, q1, o1[r]);
             if (NEXT) {

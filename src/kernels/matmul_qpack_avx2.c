@@ -101,6 +101,14 @@ INL void epilogue(const kern_qpack *p, const uint8_t *qg, const qact *qa, int t0
     }
 }
 
+/* The 64-byte q4 vector at v: low nibbles (a) and high nibbles (b) of its rows 0-7 half (a0, b0) and
+ * its rows 8-15 half (a1, b1); lo = 0x0f in every byte. */
+INL void q4_unpack(const uint8_t *v, __m256i lo, __m256i *a0, __m256i *b0, __m256i *a1, __m256i *b1) {
+    __m256i v0 = _mm256_loadu_si256((const __m256i *)v), v1 = _mm256_loadu_si256((const __m256i *)(v + 32));
+    *a0 = _mm256_and_si256(v0, lo), *b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), lo);
+    *a1 = _mm256_and_si256(v1, lo), *b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), lo);
+}
+
 /* Exact int32 group sums of both 8-row halves of a 16-row block (is0: rows 0-7, is1: rows 8-15) for TT
  * (1-4) activation rows, q4 with HALF = gs/8 vectors: vector j's low nibbles are inputs 4j..4j+3, its
  * high nibbles 4(j+HALF)..; ag = the group's inputs. Each activation quad is broadcast once for both
@@ -114,10 +122,8 @@ INL void group_q4_both(const uint8_t *qg, const int8_t *ag, size_t K, const int 
     UNROLL(16) for (int jb = 0; jb < HALF; jb += B) {
         __m256i s0[4], s1[4];
         UNROLL(4) for (int j = jb; j < jb + B; j++) {
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64));
-            __m256i v1 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32));
-            __m256i a0 = _mm256_and_si256(v0, lo), b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), lo);
-            __m256i a1 = _mm256_and_si256(v1, lo), b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), lo);
+            __m256i a0, b0, a1, b1;
+            q4_unpack(qg + (size_t)j * 64, lo, &a0, &b0, &a1, &b1);
             UNROLL(4) for (int t = 0; t < TT; t++) {
                 const int8_t *at = ag + (size_t)t * K;
                 __m256i x = bcast4(at + 4 * j), z = bcast4(at + 4 * (j + HALF));
@@ -181,10 +187,8 @@ INLV void group_q4_vnni(const uint8_t *qg, const int8_t *ag, size_t K, const int
     __m256i h0 = _mm256_setzero_si256(), h1 = _mm256_setzero_si256();
     UNROLL(4) for (int t = 0; t < TT; t++) is0[t] = is1[t] = _mm256_setzero_si256();
     UNROLL(16) for (int j = 0; j < HALF; j++) {
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64));
-        __m256i v1 = _mm256_loadu_si256((const __m256i *)(qg + (size_t)j * 64 + 32));
-        __m256i a0 = _mm256_and_si256(v0, lo), b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), lo);
-        __m256i a1 = _mm256_and_si256(v1, lo), b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), lo);
+        __m256i a0, b0, a1, b1;
+        q4_unpack(qg + (size_t)j * 64, lo, &a0, &b0, &a1, &b1);
         UNROLL(4) for (int t = 0; t < TT; t++) {
             const int8_t *at = ag + (size_t)t * K;
             __m256i x = bcast4(at + 4 * j), z = bcast4(at + 4 * (j + HALF));
