@@ -67,9 +67,7 @@ static void check_cpu(doctor_report *r) {
     int forced = ke && *ke && cpu_isa_parse(ke, &want) == 0, runs = forced && cpu_isa_supported(want);
     if (forced) isa = runs ? want : cpu_best_isa();
     /* the AVX2 path says when its packed integer kernel takes AVX-VNNI (MTPLX_AVXVNNI, on by default) */
-    const char *av = getenv("MTPLX_AVXVNNI");
-    int vnni = f->avxvnni && !(av && !strcmp(av, "0"));
-    const char *path = isa == KERN_ISA_AVX2 && vnni ? "avx2+avxvnni" : cpu_isa_name(isa);
+    const char *av = getenv("MTPLX_AVXVNNI"), *path = cpu_path_label(isa, !(av && !strcmp(av, "0")));
     doctor_check *c = add(r, "cpu", isa == KERN_ISA_PORTABLE || (forced && !runs) ? DOC_WARN : DOC_OK,
                           "kernel path %s (best this CPU runs: %s); features:%s%s%s%s%s%s%s%s", path,
                           cpu_isa_name(cpu_best_isa()), f->avx2 ? " avx2" : "", f->fma ? " fma" : "", f->avx512f ? " avx512f" : "",

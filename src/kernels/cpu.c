@@ -174,7 +174,11 @@ int cpu_avxvnni_used(void) {
     return cpu_isa() == KERN_ISA_AVX2 && cpu_get_features()->avxvnni && kern_knobs_get()->avxvnni;
 }
 
-const char *cpu_path_name(void) { return cpu_avxvnni_used() ? "avx2+avxvnni" : cpu_isa_name(cpu_isa()); }
+const char *cpu_path_label(kern_isa isa, int avxvnni_knob) {
+    return isa == KERN_ISA_AVX2 && cpu_get_features()->avxvnni && avxvnni_knob ? "avx2+avxvnni" : cpu_isa_name(isa);
+}
+
+const char *cpu_path_name(void) { return cpu_path_label(cpu_isa(), kern_knobs_get()->avxvnni); }
 
 int cpu_isa_parse(const char *s, kern_isa *out) {
     if (!strcmp(s, "portable")) *out = KERN_ISA_PORTABLE;

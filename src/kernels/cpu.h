@@ -69,8 +69,11 @@ const char *cpu_isa_name(kern_isa isa);
  * and the avxvnni knob is on: the packed q4 / q8 kernel then takes vpdpbusd on ymm (same bits). */
 int cpu_avxvnni_used(void);
 
-/* The path as benchmarks and `mtplx doctor` name it: cpu_isa_name(cpu_isa()), "avx2+avxvnni" when
- * cpu_avxvnni_used(). */
+/* The name of path isa as benchmarks and `mtplx doctor` give it: cpu_isa_name(isa), or "avx2+avxvnni"
+ * for the AVX2 path on a CPU with AVX-VNNI when avxvnni_knob is on. */
+const char *cpu_path_label(kern_isa isa, int avxvnni_knob);
+
+/* cpu_path_label of the path in use now, with the installed avxvnni knob. */
 const char *cpu_path_name(void);
 
 /* Parse a name as above; returns 0 and *out, or -1. */
