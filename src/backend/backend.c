@@ -294,6 +294,19 @@ int be_device_preflight(const char *model_dir, mtplx_err *err) {
 #endif
 }
 
+void be_device_describe(char *out, size_t n) {
+    const char *spec = be_device_resolved();
+    int gpu;
+    if (!n) return;
+    snprintf(out, n, "%s", spec);
+    if (parse_spec(spec, &gpu, NULL) || gpu < 0) return;
+#ifdef MTPLX_CUDA
+    size_t fr, tot;
+    char name[128] = "";
+    if (!be_cuda_mem_info(gpu, &fr, &tot, name, sizeof name, NULL) && name[0]) snprintf(out, n, "%s %s", spec, name);
+#endif
+}
+
 int be_device_membw(size_t bytes, int reps, double *gbs, char *name, size_t name_len, mtplx_err *err) {
     int gpu;
     *gbs = 0;

@@ -19,6 +19,10 @@ int be_device_set_default(const char *spec, mtplx_err *err);
 /* The device be_create(NULL) would use now, as "cpu" or "cuda:N" (a static string). */
 const char *be_device_resolved(void);
 
+/* The resolved device in words, into out[n]: "cpu", or "cuda:N <GPU name>" ("cuda:N" when the name cannot
+ * be read). For keys that must tell one device from another (the depth `mtplx tune` saves). */
+void be_device_describe(char *out, size_t n);
+
 /* 1 when this binary was built with the CUDA backend. */
 int be_device_has_cuda(void);
 

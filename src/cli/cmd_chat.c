@@ -19,14 +19,12 @@
 #include "../engine/gen_config.h"
 #include "../engine/generate.h"
 #include "../engine/rng.h"
-#include "../engine/tune.h"
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
 #include "line_edit.h"
 #include "progress.h"
 
-#define CHAT_DEFAULT_DEPTH 3   /* as `mtplx run` when `mtplx tune` saved nothing */
 #define CHAT_DEFAULT_CTX 8192  /* as `mtplx serve` */
 
 static void usage(FILE *f) {
@@ -52,7 +50,8 @@ static void usage(FILE *f) {
             "\n"
             "  --model DIR               checkpoint directory (default: the embedded model)\n"
             "  --system TEXT             system prompt\n"
-            "  --depth N                 MTP drafts per cycle (default: what `mtplx tune` saved, else %d)\n"
+            "  --depth N                 MTP drafts per cycle (default: what `mtplx tune` saved, else %d\n"
+            "                            with --draft-min-conf %g)\n"
             "  --seed S                  seed of the first answer (then S+1, ...; default: random)\n"
             "  --ctx N                   context length in tokens (default: the model's, at most %d)\n"
             "  --hide-thinking           do not print the model's reasoning (it is shown dimmed)\n"
@@ -65,7 +64,7 @@ static void usage(FILE *f) {
             "After each answer a stats line: tokens, prefill and decode speed, MTP acceptance,\n"
             "tokens per verify, finish reason. When stdin or stdout is not a terminal, answers go to\n"
             "stdout (reasoning is not printed) and prompts, stats and messages to stderr.\n",
-            CHAT_DEFAULT_DEPTH, CHAT_DEFAULT_CTX);
+            CLI_DEFAULT_DEPTH, (double)CLI_DEFAULT_MIN_CONF, CHAT_DEFAULT_CTX);
 }
 
 /* One chat: the loaded model and the conversation so far. */
@@ -483,7 +482,7 @@ int cmd_chat(int argc, char **argv) {
     add_stop(&cs.p, tc->eos_id);
     add_stop(&cs.p, tok_token_to_id(cs.tok, "<|im_end|>", 10));
     add_stop(&cs.p, tok_token_to_id(cs.tok, "<|endoftext|>", 13));
-    if (depth < 0 && !(model_has_mtp(cs.m) && tune_lookup(model, &depth))) depth = model_has_mtp(cs.m) ? CHAT_DEFAULT_DEPTH : 0;
+    cli_depth_default(model, model_has_mtp(cs.m), set, &depth, &cs.p);
     if (depth > 0 && !model_has_mtp(cs.m)) {
         cli_error("chat", "--depth %d needs a model with an MTP head; this one has none (use --depth 0)", depth);
         rc = 2;

@@ -18,7 +18,6 @@
 #include "../engine/generate.h"
 #include "../engine/rng.h"
 #include "../engine/sched.h"
-#include "../engine/tune.h"
 #include "../base/clock.h"
 #include <pthread.h>
 #include "../tokenizer/tokenizer.h"
@@ -26,8 +25,7 @@
 #include "gen_cli.h"
 #include "progress.h"
 
-#define RUN_DEFAULT_DEPTH 3
-#define RUN_DEFAULT_THINKING 128 /* thinking budget in front of a grammar (--max-thinking-tokens) */ /* used when `mtplx tune` saved nothing for this model and machine */
+#define RUN_DEFAULT_THINKING 128 /* thinking budget in front of a grammar (--max-thinking-tokens) */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -53,7 +51,7 @@ static void usage(FILE *f) {
             "  --seed S                  RNG seed (xoshiro256** seeded by splitmix64; default: random,\n"
             "                            reported)\n"
             "  --depth N                 MTP drafts per cycle, 0 = plain AR (default: what `mtplx tune`\n"
-            "                            saved for this model and machine, else %d)\n"
+            "                            saved for this model and device, else %d with --draft-min-conf %g)\n"
             "  --json                    one JSON object per generation: text, tokens, seed,\n"
             "                            finish_reason, stats\n"
             "  --quiet                   no progress on stderr (shown for a load or prefill > 1 s)\n"
@@ -71,7 +69,7 @@ static void usage(FILE *f) {
             CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
-            RUN_DEFAULT_DEPTH, RUN_DEFAULT_THINKING);
+            CLI_DEFAULT_DEPTH, (double)CLI_DEFAULT_MIN_CONF, RUN_DEFAULT_THINKING);
 }
 
 typedef struct {
@@ -103,9 +101,10 @@ static json_t *stats_json(const gen_stats *st) {
     json_t *acc = json_array();
     for (int d = 0; d < st->depth && d < GEN_MAX_DEPTH; d++)
         json_array_append_new(acc, json_real(st->cycles ? (double)st->accepted_per_position[d] / st->cycles : 0));
-    return json_pack("{s:i, s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:s}", "prompt_tokens",
+    return json_pack("{s:i, s:i, s:i, s:f, s:f, s:i, s:f, s:i, s:i, s:i, s:o, s:f, s:f, s:f, s:f, s:s}", "prompt_tokens",
                      st->prompt_tokens, "cached_tokens", st->cached_tokens, "completion_tokens", st->completion_tokens, "prefill_tok_s", st->prefill_tok_s,
-                     "decode_tok_s", st->decode_tok_s, "depth", st->depth, "cycles", st->cycles, "drafted", st->drafted,
+                     "decode_tok_s", st->decode_tok_s, "depth", st->depth, "draft_min_conf", (double)st->draft_min_conf,
+                     "cycles", st->cycles, "drafted", st->drafted,
                      "accepted", st->accepted, "accepted_per_position", acc, "acceptance_rate", st->acceptance_rate,
                      "tokens_per_verify", st->tokens_per_verify, "draft_ms", st->draft_s * 1e3, "verify_ms",
                      st->verify_s * 1e3, "rng", st->rng);
@@ -116,6 +115,7 @@ static void stats_line(const gen_stats *st) {
     else fprintf(stderr, "[prompt %d tok", st->prompt_tokens);
     fprintf(stderr, ", %.1f tok/s prefill | completion %d tok, %.1f tok/s decode | depth %d",
             st->prefill_tok_s, st->completion_tokens, st->decode_tok_s, st->depth);
+    if (st->depth > 0 && st->draft_min_conf > 0) fprintf(stderr, " (adaptive, min conf %g)", st->draft_min_conf);
     if (st->depth > 0) {
         fprintf(stderr, ", acceptance %.3f [", st->acceptance_rate);
         for (int d = 0; d < st->depth; d++)
@@ -474,7 +474,7 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     cli_sampler_apply(&p, &flags, set); /* every flag typed wins, even one equal to a built-in default */
-    if (depth < 0 && !(model_has_mtp(m) && tune_lookup(model, &depth))) depth = model_has_mtp(m) ? RUN_DEFAULT_DEPTH : 0;
+    cli_depth_default(model, model_has_mtp(m), set, &depth, &p);
     p.depth = depth;
     p.draft_full_head = draft_full_head;
     p.debug_broken_residual = broken;

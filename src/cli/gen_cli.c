@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../base/file.h"
+#include "../engine/tune.h"
 #include "commands.h"
 
 int cli_parse_long(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out) {
@@ -252,4 +253,15 @@ int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, cons
     cli_error(cmd, "--draft-vocab: %s", err.msg);
     *code = 1;
     return -1;
+}
+
+void cli_depth_default(const char *model_dir, int has_mtp, unsigned set, int *depth, gen_params *p) {
+    if (*depth >= 0) return;
+    float conf = CLI_DEFAULT_MIN_CONF;
+    if (!has_mtp) {
+        *depth = 0;
+        return;
+    }
+    if (!tune_lookup(model_dir, depth, &conf)) *depth = CLI_DEFAULT_DEPTH, conf = CLI_DEFAULT_MIN_CONF;
+    if (!(set & CLI_SET_DRAFT_MIN_CONF)) p->draft_min_conf = conf;
 }

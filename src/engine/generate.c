@@ -738,6 +738,7 @@ static int session_run(gen_session *s, const int32_t *prompt, int n_prompt, cons
 
     st.seed = p->seed_set ? p->seed : rng_fresh_seed();
     st.depth = depth;
+    st.draft_min_conf = depth > 0 ? p->draft_min_conf : 0;
     st.prompt_tokens = n_prompt;
 
     if (!s->restored) {

@@ -74,6 +74,7 @@ typedef struct {
     double prefill_s, decode_s;
     double prefill_tok_s, decode_tok_s;
     int depth;
+    float draft_min_conf;     /* the adaptive depth's threshold it ran with (0 = fixed depth) */
     int cycles;               /* verify forwards (AR: decode steps) */
     int drafted;              /* draft tokens proposed */
     int accepted;             /* draft tokens accepted */

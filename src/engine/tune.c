@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../backend/device.h"
 
 void machine_facts_get(machine_facts *f) {
     snprintf(f->cpu, sizeof f->cpu, "unknown");
@@ -34,6 +37,7 @@ void machine_facts_get(machine_facts *f) {
     long t = env && *env ? strtol(env, NULL, 10) : 0;
     if (t <= 0) t = sysconf(_SC_NPROCESSORS_ONLN);
     f->threads = t > 0 ? (int)t : 1;
+    be_device_describe(f->device, sizeof f->device);
 }
 
 static int home_dir(char *out, size_t n) {
@@ -64,12 +68,13 @@ int tune_key(const char *model_dir, char *out, size_t n, mtplx_err *err) {
     if (!realpath(model_dir, real)) return err_set(err, MTPLX_EINVAL, "%s: %s", model_dir, strerror(errno));
     machine_facts f;
     machine_facts_get(&f);
-    if ((size_t)snprintf(out, n, "%s|%s|%d", real, f.cpu, f.threads) >= n)
+    const char *dev = strcmp(f.device, "cpu") ? f.device : f.cpu; /* the CPU's key as before GPUs were told apart */
+    if ((size_t)snprintf(out, n, "%s|%s|%d", real, dev, f.threads) >= n)
         return err_set(err, MTPLX_EINVAL, "%s: tuning key too long", model_dir);
     return 0;
 }
 
-int tune_lookup(const char *model_dir, int *depth) {
+int tune_lookup(const char *model_dir, int *depth, float *min_conf) {
     char key[PATH_MAX + 512];
     if (tune_key(model_dir, key, sizeof key, NULL)) return 0;
     char *path = tune_path(NULL);
@@ -79,15 +84,19 @@ int tune_lookup(const char *model_dir, int *depth) {
     int found = 0;
     json_t *e = root ? json_object_get(json_object_get(root, "entries"), key) : NULL;
     json_t *d = e ? json_object_get(e, "depth") : NULL;
-    if (d && json_is_integer(d) && json_integer_value(d) >= 0 && json_integer_value(d) <= 64) {
+    json_t *mc = e ? json_object_get(e, "draft_min_conf") : NULL;
+    double conf = mc && json_is_number(mc) ? json_number_value(mc) : 0;
+    if (d && json_is_integer(d) && json_integer_value(d) >= 0 && json_integer_value(d) <= 64 && conf >= 0 && conf < 1) {
         *depth = (int)json_integer_value(d);
+        if (min_conf) *min_conf = (float)conf;
         found = 1;
     }
     json_decref(root);
     return found;
 }
 
-int tune_store(const char *model_dir, int depth, const double *tok_s, int n_depths, mtplx_err *err) {
+int tune_store(const char *model_dir, int depth, float min_conf, const char *const *names, const double *tok_s,
+               int n, mtplx_err *err) {
     char key[PATH_MAX + 512], dir[PATH_MAX];
     int rc = tune_key(model_dir, key, sizeof key, err);
     if (rc) return rc;
@@ -106,14 +115,11 @@ int tune_store(const char *model_dir, int depth, const double *tok_s, int n_dept
     char real[PATH_MAX];
     if (!realpath(model_dir, real)) snprintf(real, sizeof real, "%s", model_dir);
     json_t *tps = json_object();
-    for (int d = 0; d < n_depths; d++) {
-        if (tok_s[d] < 0) continue;
-        char k[16];
-        snprintf(k, sizeof k, "%d", d);
-        json_object_set_new(tps, k, json_real(tok_s[d]));
-    }
-    json_t *entry = json_pack("{s:s, s:s, s:i, s:i, s:o, s:I}", "model", real, "cpu", f.cpu, "threads", f.threads,
-                              "depth", depth, "decode_tok_s", tps, "time", (json_int_t)time(NULL));
+    for (int i = 0; i < n; i++)
+        if (tok_s[i] >= 0) json_object_set_new(tps, names[i], json_real(tok_s[i]));
+    json_t *entry = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:o, s:I}", "model", real, "cpu", f.cpu, "device", f.device,
+                              "threads", f.threads, "depth", depth, "draft_min_conf", round((double)min_conf * 1e4) / 1e4, "decode_tok_s",
+                              tps, "time", (json_int_t)time(NULL));
     json_object_set_new(json_object_get(root, "entries"), key, entry);
     char tmp[PATH_MAX + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());

@@ -14,7 +14,9 @@
 #include "backend_model.h"
 
 #define DEFAULT_CTX 8192       /* context when the checkpoint allows more and --ctx is not given */
-#define DEFAULT_MTP_DEPTH 3    /* when `mtplx tune` saved nothing for this model (same as `mtplx run`) */
+#define DEFAULT_MTP_DEPTH 3    /* when `mtplx tune` saved nothing for this model. serve's requests run fixed
+                                * depths (draft_min_conf 0), capped by the scheduler's depth policy under load;
+                                * `run` and `chat` default to an adaptive depth instead (CLI_DEFAULT_DEPTH) */
 #define DEFAULT_MAX_SEQS 4     /* generations at once when --max-seqs is not given */
 
 typedef struct {
@@ -245,7 +247,8 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     const model_config *cfg = model_config_of(b->model);
     int max_ctx = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : DEFAULT_CTX;
     int depth = 0;
-    if (model_has_mtp(b->model) && !tune_lookup(dir, &depth)) depth = DEFAULT_MTP_DEPTH;
+    /* the tuned depth only (a fixed depth here, see DEFAULT_MTP_DEPTH), not tune's adaptive threshold */
+    if (model_has_mtp(b->model) && !tune_lookup(dir, &depth, NULL)) depth = DEFAULT_MTP_DEPTH;
 
     out->impl = b;
     out->model_id = b->model_id;

@@ -74,14 +74,31 @@ grep -q "decode" "$tmp/e" && grep -q "seed" "$tmp/e" || fail "no stats line on s
 "$M" run --chat --prompt "hi" --max-tokens 4 --temperature 0 --depth 1 --json >"$tmp/c"
 js 'if (!(L[0].stats.prompt_tokens>5)) process.exit(1)' "$tmp/c" || fail "--chat did not render a template"
 
-# 4. tune saves a depth for this model and machine; run uses it as the default
-"$M" tune --max-depth 2 --prompts 1 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/t"
-saved=$(node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(j.depth)' "$tmp/t")
+# 4. tune saves a depth (and an adaptive threshold when one wins) for this model, machine and device;
+#    run uses both as its defaults, and a --draft-min-conf typed wins over the saved one
+"$M" tune --max-depth 2 --adaptive 3@0.5 --prompts 1 --prompt-len 16 --max-tokens 12 --repeats 1 --json >"$tmp/t"
+saved=$(node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (j.device!=="cpu"||!j.results["3@0.5"]||!(j.results["2"].median_decode_tok_s>0)) process.exit(1);
+  console.log(j.depth+"/"+j.draft_min_conf)' "$tmp/t") || fail "tune --json: $(cat "$tmp/t")"
 [ -f "$MTPLX_HOME/tuning.json" ] || fail "tune wrote no $MTPLX_HOME/tuning.json"
+node -e 'const e=Object.values(JSON.parse(require("fs").readFileSync(process.argv[1])).entries);
+  if (e.length!==1||e[0].device!=="cpu"||e[0].decode_tok_s["3@0.5"]===undefined) process.exit(1)' \
+    "$MTPLX_HOME/tuning.json" || fail "tuning.json: $(cat "$MTPLX_HOME/tuning.json")"
 "$M" run --prompt-tokens "$prompt" --max-tokens 4 --temperature 0 --json >"$tmp/r"
-used=$(js 'console.log(L[0].stats.depth)' "$tmp/r")
-[ "$used" = "$saved" ] || fail "run used depth $used, tune saved $saved"
-echo "tune saved depth $saved; run uses it"
+used=$(js 'console.log(L[0].stats.depth+"/"+Math.round(L[0].stats.draft_min_conf*1e4)/1e4)' "$tmp/r")
+[ "$used" = "$saved" ] || fail "run used depth/min conf $used, tune saved $saved"
+# an adaptive choice saved (the timing above may pick either): run takes its depth and threshold
+node -e 'const f=process.argv[1],j=JSON.parse(require("fs").readFileSync(f));
+  for (const e of Object.values(j.entries)) e.depth=3, e.draft_min_conf=0.5;
+  require("fs").writeFileSync(f, JSON.stringify(j))' "$MTPLX_HOME/tuning.json"
+"$M" run --prompt-tokens "$prompt" --max-tokens 4 --temperature 0 --json >"$tmp/r"
+js 'const s=L[0].stats; if (s.depth!==3||Math.abs(s.draft_min_conf-0.5)>1e-6) process.exit(1)' "$tmp/r" ||
+    fail "run did not take the saved adaptive depth 3@0.5: $(cat "$tmp/r")"
+"$M" run --prompt-tokens "$prompt" --max-tokens 4 --temperature 0 --draft-min-conf 0.25 --json >"$tmp/r"
+js 'if (Math.abs(L[0].stats.draft_min_conf-0.25)>1e-6) process.exit(1)' "$tmp/r" || fail "--draft-min-conf lost to the tuned one"
+rc=0; "$M" tune --adaptive 3@1 >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "D@X" "$tmp/err" || fail "tune --adaptive 3@1: exit $rc, $(cat "$tmp/err")"
+echo "tune saved depth/min conf $saved; run uses it"
 
 # 5. bench --json: every depth reported with the ratio to AR, acceptance per position, machine facts
 #    (the CPU, the kernel path, threads, commit)
