@@ -75,6 +75,8 @@ check default_device_is_the_gpu uses_gpu
 
 # 1. unit tests that load models: every model of them on the GPU
 [ "${SKIP_UNIT:-0}" = 1 ] || for t in $TESTS; do check "$t" timeout "${T_TIMEOUT:-300}" build/tests/$t; done
+# the batched commit's one-element-a-thread form (its float4 form is the default): the CUDA op tests again
+[ "${SKIP_UNIT:-0}" = 1 ] || check commit_one_element_a_thread env MTPLX_CUDA_COMMIT=2 timeout 300 build/tests/test_backend_cuda
 
 # 2. greedy MTP ≡ AR through the CLI
 P='def quicksort(arr):'
@@ -133,13 +135,13 @@ check launch_machinery_bit_identical machinery_equal
 #     shared memory (cuda_seq.cu, attn_core_gbody), give each query the bits of a block of its own, also
 #     over several key chunks: a 700-token prefill, its MTP head and 700 one-row steps (with and without the
 #     MTP head), MTPLX_CUDA_ATT_GROUP=0 against =2 (grouped wherever the shape allows), the default
-#     (grouped when the launch has a block an SM; a prefill chunk's blocks take 32 queries) and the
-#     prefill's blocks capped at 16 and 8 queries (MTPLX_CUDA_ATT_QB)
+#     (grouped when the launch has a block an SM; a prefill chunk's blocks take 16 queries, two an SM) and
+#     the prefill's blocks of up to 32 and 8 queries (MTPLX_CUDA_ATT_QB)
 att_group_equal() {
     local T=$(seq -s, 5 3 2100) mode g
     for mode in "" "--mtp" "--step" "--step --mtp"; do
         MTPLX_CUDA_ATT_GROUP=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-a0.safetensors > /dev/null || return 1
-        for g in ATT_GROUP=2 ATT_GROUP=1 ATT_QB=16 ATT_QB=8; do
+        for g in ATT_GROUP=2 ATT_GROUP=1 ATT_QB=32 ATT_QB=8; do
             env MTPLX_CUDA_$g build/mtplx logits --tokens $T $mode --out /tmp/gpu-a1.safetensors > /dev/null || return 1
             cmp /tmp/gpu-a0.safetensors /tmp/gpu-a1.safetensors || { echo "logits [$mode] $g differ"; return 1; }
             echo "logits [$mode]: one query a block == $g"

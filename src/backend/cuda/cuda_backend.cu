@@ -958,7 +958,7 @@ cu_settings cu_set = [] {
     s.mma = 1, s.sk = 1, s.sk_group = 1, s.gemm = 1, s.moe = 1, s.moe_slots = 32, s.moe_stage = 1, s.moe_gate1 = 1;
     s.moe_tstage = 1, s.moe_tloop = 8, s.moe_trows = 8;
     s.gdn_l2 = 1, s.seq_inline = 1, s.seq_pdl = 1, s.up_async = 1, s.gdn_xpose = 1, s.att_group = 1;
-    s.att_qb = 32;
+    s.att_qb = 16;
     return s;
 }();
 
@@ -995,7 +995,7 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->fuse_seq = SW("MTPLX_CUDA_FUSE_SEQ", 1);
     s->graph = SW("MTPLX_CUDA_GRAPH", 0);
     s->seq_batch = SW("MTPLX_CUDA_SEQ_BATCH", 1);
-    s->commit = SW("MTPLX_CUDA_COMMIT", 1);
+    s->commit = knob_int(&k, "MTPLX_CUDA_COMMIT", 1, 0, 2);
     s->top = SW("MTPLX_CUDA_TOP", 1);
     s->top_min_vocab = knob_int(&k, "MTPLX_CUDA_TOP_MIN_VOCAB", 1, 1, 1 << 30);
     s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 512, 32, 4096);
@@ -1048,7 +1048,7 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->gdn_split = NUM("MTPLX_CUDA_GDN_SPLIT");
     s->gdn_xpose = SW("MTPLX_CUDA_GDN_XPOSE", 1);
     s->att_group = knob_int(&k, "MTPLX_CUDA_ATT_GROUP", 1, 0, 2);
-    s->att_qb = knob_int(&k, "MTPLX_CUDA_ATT_QB", 32, 8, 32);
+    s->att_qb = knob_int(&k, "MTPLX_CUDA_ATT_QB", 16, 8, 32);
     if (s->att_qb != 8 && s->att_qb != 16 && s->att_qb != 32 && !k.rc)
         k.rc = err_set(err, MTPLX_EINVAL, "MTPLX_CUDA_ATT_QB=%d: expected 8, 16 or 32", s->att_qb);
     return k.rc;

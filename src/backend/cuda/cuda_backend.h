@@ -25,7 +25,8 @@ typedef struct {
     int graph;      /* MTPLX_CUDA_GRAPH=1: step graphs (recorded, replayed and patched in place: cuda_graph.cu) */
     int seq_batch;  /* 1: attention_seqs / mla_seqs / gdn_seqs as one grid over the sequences;
                        MTPLX_CUDA_SEQ_BATCH=0: per-sequence calls */
-    int commit;     /* 1: gdn_commit as one launch; MTPLX_CUDA_COMMIT=0: a copy + gdn_replay per item */
+    int commit;     /* 1: gdn_commit as one launch, four elements a thread where aligned; MTPLX_CUDA_COMMIT=2:
+                       one element a thread; =0: a copy + gdn_replay per item (same bits every way) */
     int top;        /* 1: be_caps.logits_top (verify rows of a top-k / greedy sampler download only
                        their best logits); MTPLX_CUDA_TOP=0: whole rows */
     int top_min_vocab; /* be_caps.logits_top_min_vocab; MTPLX_CUDA_TOP_MIN_VOCAB=N, default 1 (every
@@ -111,7 +112,7 @@ typedef struct {
                        MTPLX_CUDA_ATT_GROUP=2: every launch the shape allows; =0: a block a query (same bits) */
     int att_qb;     /* MTPLX_CUDA_ATT_QB=8|16|32: the most queries a grouped block takes when a launch has at least
                        64 (a prefill chunk's rows x group): fewer reads of each staged key and value tile a
-                       query; 32 unless set (cuda_seq.cu, attn_qb; same bits for every value) */
+                       query; 16 unless set (cuda_seq.cu, attn_qb; same bits for every value) */
     int up_async;   /* 1: uploads up to 256 KB through the pinned index ring, in stream order, without a
                        wait; MTPLX_CUDA_UP_ASYNC=0: a blocking copy each (same bits) */
 } cu_settings;

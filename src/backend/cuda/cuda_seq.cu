@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 /* The launches of this file: with PDL like the rest of the backend's (every kernel here starts with
  * CU_PDL_ENTRY), or plain with $MTPLX_CUDA_SEQ_PDL=0 (session 6's launches; a comparison knob). */
 template <typename... KArgs, typename... Args>
@@ -565,8 +567,14 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
     }
 }
 
+/* Blocks an SM the compiler must leave room for: a 16-query block at width 256 takes 98 KB of shared memory,
+ * so two fit an SM when each thread keeps to 128 registers. One block of 8 warps an SM (the 32-query blocks:
+ * 134 KB, 201 registers) left the kernel latency-bound, 0.53 eligible warps a scheduler (bench/cuda.md
+ * "Session 37"). */
+#define ATT_G_MINB(QB) ((QB) == 16 ? 2 : 1)
+
 template <int QB, int D>
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB)) k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
     CU_PDL_ENTRY();
     attn_core_gbody<QB, D, D>(a, kv, blockIdx.x, blockIdx.y, blockIdx.z, 0, rows_here);
 }
@@ -601,9 +609,11 @@ static size_t attn_g_big_smem(int qb, int d) {
  * fewer grouped blocks than multiprocessors — a grouped block walks its chunk's 16 staged tiles in turn,
  * so a short context with few queries runs faster as one-query blocks side by side (27B-16l q4 at 256
  * keys: 1 row 2.40 vs 2.35 ms; bench/cuda.md "Session 21"). A launch of 64 queries or more (a prefill
- * chunk) takes 32 or 16 instead ($MTPLX_CUDA_ATT_QB caps it) when that grid still fills the GPU and the
- * device lets a block have its shared memory (32 at width 256: 134 KB; an sm_89 card allows 99 KB). Any
- * choice gives every query the same bits, so it may follow the rows and keys. */
+ * chunk) takes 16 instead (up to $MTPLX_CUDA_ATT_QB: 32 is a knob) when that grid still fills the GPU and the
+ * device lets a block have its shared memory (32 at width 256: 134 KB; an sm_89 card allows 99 KB). 16-query
+ * blocks run two an SM (ATT_G_MINB) and beat one 32-query block an SM (27B-16l q4 prefill +1.5% at 4k,
+ * +3.7% at 16k, +5.6% at 32k; bench/cuda.md "Session 39"). Any choice gives every query the same bits, so
+ * it may follow the rows and keys. */
 static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int nH, int S) {
     if (!cu_set.att_group || !aligned || a.Dk != a.Dv || (a.Dk != 128 && a.Dk != 256)) return 0;
     const int q = rows * a.group;
@@ -617,9 +627,9 @@ static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int
     const long long per = (long long)(nH / a.group) * S * nseq; /* blocks a query block */
     const int all = cu_set.att_group == 2;
     if (!all && (q + best - 1) / best * per < cu_sm_count()) return 0;
-    /* from 64 queries (prefill chunks) up to 32 a block, while the grid still fills the GPU and at most an
-     * eighth of the places are empty: each staged tile is then read once for 32 queries instead of 8 (the
-     * 27B at 16k keys: attention 45% of the prefill, bench/cuda.md "Session 36") */
+    /* from 64 queries (prefill chunks) up to att_qb a block, while the grid still fills the GPU and at most
+     * an eighth of the places are empty: each staged tile is then read once for 16 (or 32) queries instead of
+     * 8 (the 27B at 16k keys: attention 45% of the prefill, bench/cuda.md "Session 36") */
     for (int big = cu_set.att_qb; big > 8 && q >= 64; big /= 2) {
         const int nb = (q + big - 1) / big;
         const bool fits = attn_g_big_smem(big, a.Dk) <= cu_smem_optin();
@@ -628,10 +638,14 @@ static int attn_qb(const attn_core_args &a, int rows, int aligned, int nseq, int
     return best;
 }
 
-/* Lets kernel fn take more than 48 KB of dynamic shared memory (once a kernel). */
-static void attn_g_allow(const void *fn, size_t smem) {
+/* Lets kernel fn take more than 48 KB of dynamic shared memory (once a kernel), and, for minb blocks an SM
+ * (ATT_G_MINB), the largest shared-memory carveout: the driver otherwise sizes it for one block. */
+static void attn_g_allow(const void *fn, size_t smem, int minb) {
     if (smem > 48 * 1024)
         CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention smem");
+    if (minb > 1)
+        CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+                 "attention carveout");
 }
 
 /* Launches instance <QB, D> of the grouped kernel template KERN (k_attn_core_g or k_attn_core_seqs_g) on
@@ -641,7 +655,7 @@ static void attn_g_allow(const void *fn, size_t smem) {
         static int allowed_;                                                                                   \
         const size_t gs_ = attn_g_smem<QB, D>();                                                               \
         if (!__atomic_load_n(&allowed_, __ATOMIC_ACQUIRE)) {                                                   \
-            attn_g_allow((const void *)KERN<QB, D>, gs_);                                                      \
+            attn_g_allow((const void *)KERN<QB, D>, gs_, ATT_G_MINB(QB));                                      \
             __atomic_store_n(&allowed_, 1, __ATOMIC_RELEASE);                                                  \
         }                                                                                                      \
         seq_launch(KERN<QB, D>, grid, ATT_WARPS * 32, gs_, __VA_ARGS__);                                       \
@@ -1377,7 +1391,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 /* Block (x, KV head, i · S + c): k_attn_core_g's block for sequence i. */
 template <int QB, int D>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB))
     k_attn_core_seqs_g(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab,
                        int rows) {
     CU_PDL_ENTRY();
@@ -1700,37 +1714,50 @@ typedef struct {
     int keep, pad;
 } cu_commit_item;
 
-/* Block (b, i): a grid-stride share of item i's elements: x < E = Hv·Dv·Dk is state element
- * (hv, r, j) replayed alone (gdn_upd per kept row in row order, the arithmetic of k_gdn_replay and of
- * the step, which touch each element the same way), E <= x < E + conv_floats the conv-state copy. */
-__global__ void k_gdn_commit(const __grid_constant__ seq_tab inl, const int32_t *dtab, size_t conv_floats, int Hk,
+/* Block (b, i): a grid-stride share of item i's work units: unit x < E / V is V consecutive state elements
+ * (hv, r, j..j+V-1) of E = Hv·Dv·Dk, each replayed alone (gdn_upd per kept row in row order, the arithmetic
+ * of k_gdn_replay and of the step, which touch each element the same way: V only groups independent
+ * chains), E / V <= x < E / V + conv_floats one float of the conv-state copy. V = 4 takes float4 loads
+ * and stores (cu_gdn_commit checks Dk % 4 and the alignment). Indices are 32-bit (E + conv_floats < 2^31). */
+template <int V>
+__global__ void k_gdn_commit(const __grid_constant__ seq_tab inl, const int32_t *dtab, unsigned conv_floats, int Hk,
                              int Hv, int Dk, int Dv) {
     CU_PDL_ENTRY();
     cu_commit_item q = ((const cu_commit_item *)seq_tab_of(inl, dtab))[blockIdx.y];
-    size_t E = (size_t)Hv * Dv * Dk, all = E + conv_floats;
-    int kd = Hk * Dk, ratio = Hv / Hk;
-    for (size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x; x < all; x += (size_t)gridDim.x * blockDim.x) {
-        if (x >= E) {
-            q.conv[x - E] = q.conv_src[x - E];
+    const unsigned EV = (unsigned)Hv * Dv * Dk / V, all = EV + conv_floats, ud = (unsigned)Dk, uv = (unsigned)Dv;
+    const unsigned kd = (unsigned)(Hk * Dk), ratio = (unsigned)(Hv / Hk);
+    typedef typename std::conditional<V == 4, float4, float>::type vec;
+    for (unsigned x = blockIdx.x * blockDim.x + threadIdx.x; x < all; x += gridDim.x * blockDim.x) {
+        if (x >= EV) {
+            q.conv[x - EV] = q.conv_src[x - EV];
             continue;
         }
-        int j = (int)(x % Dk), r = (int)((x / Dk) % Dv), hv = (int)(x / ((size_t)Dk * Dv)), hk = hv / ratio;
-        float v = q.start[x];
-        for (int t = 0; t < q.keep; t++)
-            v = gdn_upd(v, q.tape_g[(size_t)t * Hv + hv], q.tape_d[((size_t)t * Hv + hv) * Dv + r],
-                        q.tape_k[(size_t)t * kd + (size_t)hk * Dk + j]);
-        q.dst[x] = v;
+        const unsigned e = x * V, row = e / ud, j = e - row * ud, hv = row / uv, r = row - hv * uv, hk = hv / ratio;
+        const float *tg = q.tape_g + hv, *td = q.tape_d + (size_t)hv * Dv + r, *tk = q.tape_k + (size_t)hk * Dk + j;
+        vec v = ((const vec *)q.start)[x];
+        for (int t = 0; t < q.keep; t++) {
+            const float g = tg[(size_t)t * Hv], d = td[(size_t)t * Hv * Dv];
+            const vec k = *(const vec *)(tk + (size_t)t * kd);
+            if constexpr (V == 4) {
+                v.x = gdn_upd(v.x, g, d, k.x), v.y = gdn_upd(v.y, g, d, k.y);
+                v.z = gdn_upd(v.z, g, d, k.z), v.w = gdn_upd(v.w, g, d, k.w);
+            } else {
+                v = gdn_upd(v, g, d, k);
+            }
+        }
+        ((vec *)q.dst)[x] = v;
     }
 }
 
-/* 0 when $MTPLX_CUDA_COMMIT=0: gdn_commit as copies and gdn_replay calls per item (a comparison knob). */
+/* 0 when $MTPLX_CUDA_COMMIT=0: gdn_commit as copies and gdn_replay calls per item; 2: one element a
+ * thread (comparison knobs). */
 static int commit_batch_on(void) { return cu_set.commit; }
 
 void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
                    int Dv) {
     CU_PROF("gdn_commit"); /* first: every op of the table opens one (cuda_internal.cuh) */
     if (n <= 0) return;
-    if (!commit_batch_on()) {
+    if (!commit_batch_on() || (size_t)Hv * Dv * Dk + conv_floats >= ((size_t)1 << 31)) {
         be_gdn_commit_loop(be, items, n, conv_floats, Hk, Hv, Dk, Dv);
         return;
     }
@@ -1741,12 +1768,19 @@ void cu_gdn_commit(be_backend *be, const be_gdn_commit *items, int n, size_t con
         const be_gdn_commit *q = &items[i];
         h[i] = (cu_commit_item){q->conv, q->conv_src, q->dst, q->start, q->tape_k, q->tape_g, q->tape_d, q->keep, 0};
     }
+    /* four elements a thread where every item's state and key tape allow float4 (the same arithmetic) */
+    int v4 = Dk % 4 == 0 && cu_set.commit != 2;
+    for (int i = 0; i < n && v4; i++) {
+        const be_gdn_commit *q = &items[i];
+        v4 = (((uintptr_t)q->start | (uintptr_t)q->dst | (uintptr_t)q->tape_k) & 15) == 0;
+    }
     seq_tab inl;
     const int32_t *d = seq_tab_put(c, (const int32_t *)h, n * dw, &inl);
-    size_t all = (size_t)Hv * Dv * Dk + conv_floats, blocks = (all + 255) / 256;
-    /* up to one element a thread (a function of the state's shape, never of n): the replay of an element
+    size_t all = (size_t)Hv * Dv * Dk / (v4 ? 4 : 1) + conv_floats, blocks = (all + 255) / 256;
+    /* up to one unit a thread (a function of the state's shape, never of n): the replay of an element
      * is a short dependent chain, so the op's time is its threads' chains one after the other */
-    seq_launch(k_gdn_commit, dim3((unsigned)(blocks < 4096 ? blocks : 4096), n), 256, 0, inl, d, conv_floats, Hk ? Hk : 1, Hv,
-              Dk, Dv);
+    const dim3 grid((unsigned)(blocks < 4096 ? blocks : 4096), n);
+    if (v4) seq_launch(k_gdn_commit<4>, grid, 256, 0, inl, d, (unsigned)conv_floats, Hk ? Hk : 1, Hv, Dk, Dv);
+    else seq_launch(k_gdn_commit<1>, grid, 256, 0, inl, d, (unsigned)conv_floats, Hk ? Hk : 1, Hv, Dk, Dv);
     CU_LAUNCHED("gdn commit");
 }
