@@ -41,12 +41,14 @@ static void usage(FILE *f) {
             TUNE_ADAPTIVE_DEFAULT);
 }
 
-/* Appends the D@X entries of list (comma-separated, or "none") to o after its fixed depths. Returns 0,
- * or 2 after printing an error. */
-static int tune_parse_adaptive(const char *list, bench_decode_opts *o) {
+/* Appends the D@X entries of list (comma-separated, or "none") to o after its fixed depths. A list the
+ * user typed must fit o; the default list (typed 0) keeps what fits, with a note. Returns 0, or 2 after
+ * printing an error. */
+static int tune_parse_adaptive(const char *list, int typed, bench_decode_opts *o) {
     if (!strcmp(list, "none")) return 0;
     const char *p = list;
     while (*p) {
+        const char *entry = p;
         char *end;
         long d = strtol(p, &end, 10);
         float x = 0;
@@ -54,8 +56,13 @@ static int tune_parse_adaptive(const char *list, bench_decode_opts *o) {
         p = end + 1;
         x = strtof(p, &end);
         if (end == p || !(x > 0 && x < 1) || (*end && *end != ',')) goto bad;
-        if (o->n_depths >= BENCH_MAX_DEPTHS)
-            return cli_error("tune", "--adaptive: at most %d entries with the fixed depths", BENCH_MAX_DEPTHS), 2;
+        if (o->n_depths >= BENCH_MAX_DEPTHS) {
+            if (typed)
+                return cli_error("tune", "--adaptive: at most %d entries with the fixed depths", BENCH_MAX_DEPTHS), 2;
+            fprintf(stderr, "tune: %d entries at most (AR and the depths included): left out the adaptive ones from '%s'\n",
+                    BENCH_MAX_DEPTHS, entry);
+            return 0;
+        }
         o->depths[o->n_depths] = (int)d, o->min_conf[o->n_depths] = x, o->conf_set[o->n_depths++] = 1;
         p = *end ? end + 1 : end;
     }
@@ -91,6 +98,7 @@ static int tune_pick(const bench_depth_result *res, const bench_decode_opts *o) 
 
 int cmd_tune(int argc, char **argv) {
     const char *model = NULL, *dq = NULL, *dv = NULL, *adaptive = TUNE_ADAPTIVE_DEFAULT;
+    int adaptive_typed = 0;
     long max_depth = 5, n_prompts = 4, plen = 64, max_tokens = 128, repeats = 2;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -103,7 +111,7 @@ int cmd_tune(int argc, char **argv) {
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
         else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
-        else if (v && !strcmp(a, "--adaptive")) adaptive = argv[++i];
+        else if (v && !strcmp(a, "--adaptive")) adaptive = argv[++i], adaptive_typed = 1;
         else if (!strcmp(a, "--max-depth")) dst = &max_depth, hi = BENCH_MAX_DEPTHS - 1;
         else if (!strcmp(a, "--prompts")) dst = &n_prompts;
         else if (!strcmp(a, "--prompt-len")) dst = &plen;
@@ -130,7 +138,7 @@ int cmd_tune(int argc, char **argv) {
     bench_depth_result res[BENCH_MAX_DEPTHS];
     o.n_depths = (int)max_depth + 1;
     for (int k = 0; k < o.n_depths; k++) o.depths[k] = k;
-    if (tune_parse_adaptive(adaptive, &o)) return 2;
+    if (tune_parse_adaptive(adaptive, adaptive_typed, &o)) return 2;
     if (model_load(model, &m, &err) || tok_load(model, &tok, &err)) {
         cli_error("tune", "%s", err.msg);
         goto out;
@@ -150,10 +158,12 @@ int cmd_tune(int argc, char **argv) {
     o.repeats = (int)repeats;
     o.seed = 1;
     o.verbose = !json;
-    if (!json)
-        fprintf(stderr, "tune: measuring AR, depths 1..%ld%s%s on %ld prompts (%ld tokens each, %ld passes)\n", max_depth,
-                o.n_depths > max_depth + 1 ? " and adaptive " : "", o.n_depths > max_depth + 1 ? adaptive : "", n_prompts,
-                max_tokens, repeats);
+    if (!json) {
+        fprintf(stderr, "tune: measuring AR, depths 1..%ld", max_depth);
+        for (int k = (int)max_depth + 1; k < o.n_depths; k++)
+            fprintf(stderr, "%s%d@%g", k == max_depth + 1 ? " and adaptive " : ",", o.depths[k], o.min_conf[k]);
+        fprintf(stderr, " on %ld prompts (%ld tokens each, %ld passes)\n", n_prompts, max_tokens, repeats);
+    }
     if (bench_decode(m, (const int32_t *const *)prompts, lens, (int)n_prompts, &o, res, &err)) {
         cli_error("tune", "%s", err.msg);
         goto out;

@@ -96,6 +96,12 @@ js 'const s=L[0].stats; if (s.depth!==3||Math.abs(s.draft_min_conf-0.5)>1e-6) pr
     fail "run did not take the saved adaptive depth 3@0.5: $(cat "$tmp/r")"
 "$M" run --prompt-tokens "$prompt" --max-tokens 4 --temperature 0 --draft-min-conf 0.25 --json >"$tmp/r"
 js 'if (Math.abs(L[0].stats.draft_min_conf-0.25)>1e-6) process.exit(1)' "$tmp/r" || fail "--draft-min-conf lost to the tuned one"
+# the default adaptive entries give way to --max-depth 8 (with a note); a typed list that does not fit is refused
+"$M" tune --max-depth 8 --prompts 1 --prompt-len 16 --max-tokens 4 --repeats 1 --json >/dev/null 2>"$tmp/err" ||
+    fail "tune --max-depth 8: $(cat "$tmp/err")"
+grep -q "left out the adaptive ones" "$tmp/err" || fail "tune --max-depth 8: no note, $(cat "$tmp/err")"
+rc=0; "$M" tune --max-depth 8 --adaptive 6@0.4 >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "at most" "$tmp/err" || fail "tune --max-depth 8 --adaptive 6@0.4: exit $rc, $(cat "$tmp/err")"
 rc=0; "$M" tune --adaptive 3@1 >/dev/null 2>"$tmp/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "D@X" "$tmp/err" || fail "tune --adaptive 3@1: exit $rc, $(cat "$tmp/err")"
 echo "tune saved depth/min conf $saved; run uses it"
