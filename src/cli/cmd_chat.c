@@ -64,7 +64,7 @@ static void usage(FILE *f) {
             "After each answer a stats line: tokens, prefill and decode speed, MTP acceptance,\n"
             "tokens per verify, finish reason. When stdin or stdout is not a terminal, answers go to\n"
             "stdout (reasoning is not printed) and prompts, stats and messages to stderr.\n",
-            CLI_DEFAULT_DEPTH, (double)CLI_DEFAULT_MIN_CONF, CHAT_DEFAULT_CTX);
+            GEN_DEFAULT_DEPTH, (double)GEN_DEFAULT_MIN_CONF, CHAT_DEFAULT_CTX);
 }
 
 /* One chat: the loaded model and the conversation so far. */

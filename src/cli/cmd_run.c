@@ -69,7 +69,7 @@ static void usage(FILE *f) {
             CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP CLI_SAMPLER_HELP
             "\n"
             "Without --json the text goes to stdout as it is generated and a stats line to stderr.\n",
-            CLI_DEFAULT_DEPTH, (double)CLI_DEFAULT_MIN_CONF, RUN_DEFAULT_THINKING);
+            GEN_DEFAULT_DEPTH, (double)GEN_DEFAULT_MIN_CONF, RUN_DEFAULT_THINKING);
 }
 
 typedef struct {

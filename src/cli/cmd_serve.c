@@ -42,7 +42,11 @@ static void usage(FILE *f) {
             "                      (also $MTPLX_API_KEY when neither flag is given)\n"
             "  --max-queue N       requests waiting for the model at most (default 128); more get 429\n"
             "  --max-body BYTES    request body limit (default 8388608); more get 413\n"
-            "  --depth N           default MTP depth (0 = AR; default: `mtplx tune`'s choice, else 3)\n"
+            "  --depth N           default MTP depth (0 = AR; default: `mtplx tune`'s choice, else 6 with\n"
+            "                      --draft-min-conf 0.4); a request's mtplx.depth runs that fixed depth\n"
+            "  --draft-min-conf X  adaptive depth for requests that set no depth, in [0, 1): stop drafting a\n"
+            "                      cycle once the drafts' product of q falls below X (default: tune's\n"
+            "                      choice, else 0.4 without --depth and 0 with it)\n"
             "  --ctx N             context tokens (prompt + completion; default min(model max, 8192)); more\n"
             "                      than the model was trained for is served as asked, with a warning\n"
             "  --max-tokens N      completion tokens at most per request: a client asking for more gets\n"
@@ -231,6 +235,14 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--depth")) {
             if (parse_long(a, val, 0, GEN_MAX_DEPTH, &v)) goto usage_err;
             cfg.depth = (int)v, i++;
+        } else if (!strcmp(a, "--draft-min-conf")) {
+            char *end = NULL;
+            double x = val ? strtod(val, &end) : -1;
+            if (!val || end == val || *end || !(x >= 0 && x < 1)) {
+                cli_error("serve", "--draft-min-conf needs a number in [0, 1); got '%s'", val ? val : "");
+                goto usage_err;
+            }
+            cfg.min_conf = (float)x, i++;
         } else if (!strcmp(a, "--ctx")) {
             if (parse_long(a, val, 2, 1L << 24, &v)) goto usage_err;
             cfg.ctx = (int)v, i++;
@@ -350,9 +362,13 @@ int cmd_serve(int argc, char **argv) {
     int v6 = strchr(h, ':') && h[0] != '[';
     sched_stats ss;
     be.sched_stats(be.impl, &ss);
-    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d%s%s, ctx %d, %d at once, %d KV "
-           "pages%s)\n", v6 ? "[" : "", h, v6 ? "]" : "", server_port(s), be.model_id, be.tier,
-           cfg.depth >= 0 ? cfg.depth : be.default_depth, be.draft ? ", draft-quant " : "", be.draft ? be.draft : "",
+    const int depth = cfg.depth >= 0 ? cfg.depth : be.default_depth;
+    const float conf = cfg.min_conf >= 0 ? cfg.min_conf : cfg.depth >= 0 ? 0 : be.default_min_conf;
+    char adaptive[48] = "";
+    if (depth > 0 && conf > 0) snprintf(adaptive, sizeof adaptive, " (adaptive, min conf %g)", conf);
+    printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d%s%s%s, ctx %d, %d at once, %d KV "
+           "pages%s)\n", v6 ? "[" : "", h, v6 ? "]" : "", server_port(s), be.model_id, be.tier, depth, adaptive,
+           be.draft ? ", draft-quant " : "", be.draft ? be.draft : "",
            cfg.ctx > 0 ? cfg.ctx : be.ctx, be.n_slots, ss.pages_total, key ? ", API key required" : "");
     fflush(stdout);
     wait_for_shutdown(s, &sigs, log_file, drain_timeout);

@@ -257,11 +257,11 @@ int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, cons
 
 void cli_depth_default(const char *model_dir, int has_mtp, unsigned set, int *depth, gen_params *p) {
     if (*depth >= 0) return;
-    float conf = CLI_DEFAULT_MIN_CONF;
+    float conf = GEN_DEFAULT_MIN_CONF;
     if (!has_mtp) {
         *depth = 0;
         return;
     }
-    if (!tune_lookup(model_dir, depth, &conf)) *depth = CLI_DEFAULT_DEPTH, conf = CLI_DEFAULT_MIN_CONF;
+    if (!tune_lookup(model_dir, depth, &conf)) *depth = GEN_DEFAULT_DEPTH, conf = GEN_DEFAULT_MIN_CONF;
     if (!(set & CLI_SET_DRAFT_MIN_CONF)) p->draft_min_conf = conf;
 }

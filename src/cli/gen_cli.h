@@ -30,15 +30,9 @@ int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params 
  * flag equal to the built-in default still overrides the model's generation_config. */
 void cli_sampler_apply(gen_params *dst, const gen_params *flags, unsigned set);
 
-/* `run` and `chat` without --depth: the adaptive depth, up to 6 drafts a cycle, stopping once the drafts'
- * product of q falls below 0.4 — on every model and device measured it beat each fixed depth (embedded and
- * small models, CPU and H100: +8-16% over depth 3 at T 0.6, more when greedy; bench/decode.md). */
-#define CLI_DEFAULT_DEPTH 6
-#define CLI_DEFAULT_MIN_CONF 0.4f
-
 /* The depth for a generation when the user typed none (*depth < 0): `mtplx tune`'s saved choice for this
- * model and device (with its adaptive threshold), else CLI_DEFAULT_DEPTH / CLI_DEFAULT_MIN_CONF; 0 for a
- * model without an MTP head. The threshold goes into p->draft_min_conf unless --draft-min-conf was typed
+ * model and device (with its adaptive threshold), else the engine's default (GEN_DEFAULT_DEPTH with
+ * GEN_DEFAULT_MIN_CONF, generate.h); 0 for a model without an MTP head. The threshold goes into p->draft_min_conf unless --draft-min-conf was typed
  * (set & CLI_SET_DRAFT_MIN_CONF). A typed --depth is kept as it is (a fixed depth unless the flag says). */
 void cli_depth_default(const char *model_dir, int has_mtp, unsigned set, int *depth, gen_params *p);
 #define CLI_SAMPLER_HELP                                                                              \

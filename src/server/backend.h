@@ -29,6 +29,7 @@ struct srv_backend {
     int         trained_ctx;  /* the model's max_position_embeddings (0 = unknown); ctx may exceed it */
     int         max_depth;    /* largest MTP depth this model supports (0 = AR only) */
     int         default_depth;/* depth used when a request does not ask for one */
+    float       default_min_conf; /* its adaptive threshold (draft_min_conf; 0 = a fixed depth) */
     const char *draft;        /* the draft's weights as --draft-quant names them ("q4", "none"); NULL
                                  without an MTP head */
     const grammar_vocab *vocab;   /* token bytes for structured output (src/server/structured.c);

@@ -14,9 +14,6 @@
 #include "backend_model.h"
 
 #define DEFAULT_CTX 8192       /* context when the checkpoint allows more and --ctx is not given */
-#define DEFAULT_MTP_DEPTH 3    /* when `mtplx tune` saved nothing for this model. serve's requests run fixed
-                                * depths (draft_min_conf 0), capped by the scheduler's depth policy under load;
-                                * `run` and `chat` default to an adaptive depth instead (CLI_DEFAULT_DEPTH) */
 #define DEFAULT_MAX_SEQS 4     /* generations at once when --max-seqs is not given */
 
 typedef struct {
@@ -246,9 +243,12 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
 
     const model_config *cfg = model_config_of(b->model);
     int max_ctx = cfg->max_position_embeddings > 0 ? cfg->max_position_embeddings : DEFAULT_CTX;
+    /* requests that set no depth: `mtplx tune`'s choice, else the engine's adaptive default (as `run`); the
+     * scheduler's depth policy may take fewer drafts under load */
     int depth = 0;
-    /* the tuned depth only (a fixed depth here, see DEFAULT_MTP_DEPTH), not tune's adaptive threshold */
-    if (model_has_mtp(b->model) && !tune_lookup(dir, &depth, NULL)) depth = DEFAULT_MTP_DEPTH;
+    float min_conf = 0;
+    if (model_has_mtp(b->model) && !tune_lookup(dir, &depth, &min_conf))
+        depth = GEN_DEFAULT_DEPTH, min_conf = GEN_DEFAULT_MIN_CONF;
 
     out->impl = b;
     out->model_id = b->model_id;
@@ -269,6 +269,7 @@ int backend_model_open(const char *dir, const srv_model_opts *o, srv_backend *ou
     out->cache_stats = b->pcache ? mb_cache_stats : NULL;
     out->max_depth = model_has_mtp(b->model) ? GEN_MAX_DEPTH : 0;
     out->default_depth = depth;
+    out->default_min_conf = min_conf;
     out->draft = model_has_mtp(b->model) ? b->draft : NULL;
     out->render_chat = mb_render;
     out->encode = mb_encode;

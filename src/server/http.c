@@ -8,6 +8,7 @@
  * generation at the engine's next cycle even when nothing is being written. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -42,6 +43,7 @@ struct srv_server {
     int               port;
     int               ctx;
     int               depth;
+    float             min_conf;  /* draft_min_conf of requests that set no depth (srv_config.min_conf) */
     pthread_mutex_t   be_mu;       /* serialises template rendering + encoding */
     pthread_mutex_t   log_mu;      /* guards ignored_seen */
     json_t           *ignored_seen;/* "endpoint field" -> true: ignored request fields already logged */
@@ -69,6 +71,7 @@ void server_config_default(srv_config *c) {
     c->max_queue = 128;
     c->max_body = 8u << 20;
     c->depth = -1;
+    c->min_conf = -1;
     c->temperature = -1;
     c->max_connections = 1024;
     const char *tr = getenv("MTPLX_SSE_TRACE");
@@ -408,6 +411,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     if (s->cfg.max_tokens > 0 && j->params.max_tokens > s->cfg.max_tokens) j->params.max_tokens = s->cfg.max_tokens;
     if (j->params.depth < 0) { /* the server's depth, which the scheduler may lower under load */
         j->params.depth = s->depth;
+        j->params.draft_min_conf = s->min_conf;
         j->params.depth_auto = 1;
     }
     if (s->be->kv_pages > 0) { /* a request the KV pool could never hold would wait forever */
@@ -537,6 +541,8 @@ static enum MHD_Result handle_health(srv_server *s, struct MHD_Connection *c, co
                           "tier", s->be->tier, "family", s->be->family, "depth", s->depth, "max_depth", s->be->max_depth, "context", s->ctx, "uptime_s",
                           clock_now() - s->m.started, "queue", "waiting", waiting, "running", running, "max", s->cfg.max_queue,
                           "api_key_required", s->api_key != NULL);
+    /* the default depth's adaptive threshold (0: a fixed depth), beside "depth" */
+    json_object_set_new(o, "draft_min_conf", json_real(round((double)s->min_conf * 1e4) / 1e4));
     char *body = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     cc->responded = 1;
@@ -761,6 +767,7 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
     s->be = be;
     s->ctx = cfg->ctx > 0 ? cfg->ctx : be->ctx; /* what the user asked for, never silently less */
     s->depth = cfg->depth >= 0 ? cfg->depth : be->default_depth;
+    s->min_conf = cfg->min_conf >= 0 ? cfg->min_conf : cfg->depth >= 0 ? 0 : be->default_min_conf;
     pthread_mutex_init(&s->be_mu, NULL);
     pthread_mutex_init(&s->log_mu, NULL);
     pthread_mutex_init(&s->trace.mu, NULL);

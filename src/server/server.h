@@ -20,6 +20,8 @@ typedef struct {
     int         max_queue;    /* waiting requests at most; more get 429 (> 0) */
     size_t      max_body;     /* request body bytes at most; more get 413 */
     int         depth;        /* default MTP depth; -1 = the backend's default */
+    float       min_conf;     /* its adaptive threshold (draft_min_conf) for requests that set no depth; < 0:
+                                 the backend's with its depth, 0 (a fixed depth) with a depth given here */
     int         ctx;          /* context tokens; 0 = the backend's */
     int         max_tokens;   /* completion tokens at most per request (a larger ask is lowered); 0 = no cap */
     float       temperature;  /* default temperature for requests that send none; < 0 = the model's */

@@ -17,6 +17,22 @@ fail=0
 if build/mtplx serve --host 0.0.0.0 --port 0 >"$tmp/refuse.out" 2>&1; then echo "non-loopback bind without a key was accepted"; fail=1;
 elif ! grep -q "API key" "$tmp/refuse.out"; then echo "no reason given for refusing 0.0.0.0:"; cat "$tmp/refuse.out"; fail=1; fi
 
+# 1b. the default depth of requests that set none: untuned, the adaptive depth 6 with min conf 0.4
+#     (/health says both); --depth N alone makes it a fixed depth; --draft-min-conf is checked
+health_depth() { # health_depth NAME ARGS...: prints /health's "depth/draft_min_conf" of a server with ARGS
+    local name=$1; shift
+    serve_start build/mtplx "$name" --quiet "$@" || return 1
+    node -e 'fetch(process.argv[1]).then(r=>r.json()).then(h=>console.log(h.depth+"/"+h.draft_min_conf))' \
+        "http://127.0.0.1:$port/health"
+    serve_end "$pid"
+}
+export MTPLX_HOME=$tmp/home # no tuning.json
+d=$(health_depth dflt); [ "$d" = "6/0.4" ] || { echo "untuned default depth: /health says $d, want 6/0.4"; fail=1; }
+d=$(health_depth fixed --depth 3); [ "$d" = "3/0" ] || { echo "--depth 3: /health says $d, want 3/0"; fail=1; }
+d=$(health_depth both --depth 4 --draft-min-conf 0.5); [ "$d" = "4/0.5" ] || { echo "--depth 4 --draft-min-conf 0.5: /health says $d"; fail=1; }
+rc=0; build/mtplx serve --port 0 --draft-min-conf 1 >/dev/null 2>"$tmp/mc.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "draft-min-conf" "$tmp/mc.err" || { echo "--draft-min-conf 1: exit $rc, $(cat "$tmp/mc.err")"; fail=1; }
+
 # 2. the SDK suite on the optimised build
 serve_start build/mtplx plain --quiet || exit 1
 timeout 600 node tests/js/server_sdk.mjs "http://127.0.0.1:$port" || fail=1
