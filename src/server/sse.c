@@ -78,7 +78,8 @@ json_t *job_stats_json(const srv_job *j) {
     for (int d = 0; d < s->depth && d < GEN_MAX_DEPTH; d++) json_array_append_new(acc, json_integer(s->accepted_per_position[d]));
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
-    return json_pack("{s:s,s:i,s:i,s:i,s:o,s:f,s:f,s:f,s:f,s:s*}", "seed", seed, "depth", s->depth, "cycles", s->cycles,
+    return json_pack("{s:s,s:i,s:f,s:i,s:i,s:o,s:f,s:f,s:f,s:f,s:s*}", "seed", seed, "depth", s->depth,
+                     "draft_min_conf", round((double)s->draft_min_conf * 1e4) / 1e4, "cycles", s->cycles,
                      "drafted", s->drafted, "accepted_per_position", acc, "acceptance_rate",
                      isfinite(s->acceptance_rate) ? s->acceptance_rate : 0.0, "tokens_per_verify",
                      isfinite(s->tokens_per_verify) ? s->tokens_per_verify : 0.0, "prefill_tok_s",
