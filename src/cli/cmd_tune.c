@@ -1,5 +1,5 @@
-/* cmd_tune.c — `mtplx tune`: measure AR and MTP depths 1..N on this machine and save the fastest
- * depth for this model (or "none" when AR wins) where `mtplx run` finds it. */
+/* cmd_tune.c — `mtplx tune`: measure AR, MTP depths 1..N and adaptive depths on this machine and device
+ * and save the fastest for this model (or "none" when AR wins) where `run`, `chat` and `serve` find it. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,8 +14,9 @@
 #include "gen_cli.h"
 
 /* The adaptive depths tune tries by default: the best entries of `bench --depths` with an adaptive
- * depth on the embedded model, on the CPU (AMD Zen 5: 6@0.4, bench/zen.md) and on an H100 (8@0.4 and
- * 6@0.4, +5-9% over the best fixed depth; bench/cuda.md "Session 39"). */
+ * depth on the embedded and small models, on the CPU (6@0.4: +14-16% over depth 3 on the Xeon VM,
+ * bench/decode.md section 6; AMD Zen 5, bench/zen.md) and on an H100 (8@0.4 +10-14%, 6@0.4 +6-7% over
+ * depth 3; bench/cuda.md "Session 39"). */
 #define TUNE_ADAPTIVE_DEFAULT "6@0.4,8@0.4"
 
 static void usage(FILE *f) {
@@ -27,10 +28,10 @@ static void usage(FILE *f) {
             "(interleaved, same seeds, temperature/top_p/top_k from generation_config.json) and saves the\n"
             "choice with the best median decode tok/s — depth 0 (\"none\") when nothing beats AR or acceptance\n"
             "collapsed — to $MTPLX_HOME/tuning.json (default ~/.mtplx/tuning.json), keyed by the resolved model\n"
-            "path, the device (the CPU model, or the GPU with --device cuda) and the thread count. `mtplx run`\n"
-            "and `chat` use it as their default --depth (and --draft-min-conf when an adaptive depth won);\n"
-            "`serve` takes the depth. A fixed depth within 2%% of the best is preferred when deeper; an\n"
-            "adaptive depth is chosen only when it beats the best fixed depth by more than 2%%.\n"
+            "path, the device (the CPU model, or the GPU with --device cuda) and the thread count. `mtplx run`,\n"
+            "`chat` and `serve` use it as their default depth (with its --draft-min-conf when an adaptive depth\n"
+            "won). A fixed depth within 2%% of the best is preferred when deeper; an adaptive depth is chosen\n"
+            "only when it beats the best fixed depth by more than 2%%.\n"
             "\n"
             "  --max-depth N     deepest fixed depth tried (default 5)\n"
             "  --adaptive LIST   adaptive depths tried, D@X each (depth D, --draft-min-conf X): default\n"

@@ -56,8 +56,11 @@ int bench_decode(const mtplx_model *m, const int32_t *const *prompts, const int 
         }
         if (!rc && o->verbose) {
             fprintf(stderr, "bench pass %d/%d:", r + 1, o->repeats);
-            for (int k = 0; k < o->n_depths; k++)
-                fprintf(stderr, " D%d %.1f tok/s", o->depths[k], sec[k][r] > 0 ? tok[k][r] / sec[k][r] : 0);
+            for (int k = 0; k < o->n_depths; k++) {
+                fprintf(stderr, " D%d", o->depths[k]);
+                if (o->conf_set[k]) fprintf(stderr, "@%g", o->min_conf[k]); /* an adaptive entry */
+                fprintf(stderr, " %.1f tok/s", sec[k][r] > 0 ? tok[k][r] / sec[k][r] : 0);
+            }
             fputc('\n', stderr);
         }
     }
