@@ -60,8 +60,8 @@ static int tune_parse_adaptive(const char *list, int typed, bench_decode_opts *o
         if (o->n_depths >= BENCH_MAX_DEPTHS) {
             if (typed)
                 return cli_error("tune", "--adaptive: at most %d entries with the fixed depths", BENCH_MAX_DEPTHS), 2;
-            fprintf(stderr, "tune: %d entries at most (AR and the depths included): left out the adaptive ones from '%s'\n",
-                    BENCH_MAX_DEPTHS, entry);
+            fprintf(stderr, "tune: %d entries at most (AR and the depths included): left out the adaptive ones "
+                    "from '%s'\n", BENCH_MAX_DEPTHS, entry);
             return 0;
         }
         o->depths[o->n_depths] = (int)d, o->min_conf[o->n_depths] = x, o->conf_set[o->n_depths++] = 1;

@@ -32,8 +32,9 @@ void cli_sampler_apply(gen_params *dst, const gen_params *flags, unsigned set);
 
 /* The depth for a generation when the user typed none (*depth < 0): `mtplx tune`'s saved choice for this
  * model and device (with its adaptive threshold), else the engine's default (GEN_DEFAULT_DEPTH with
- * GEN_DEFAULT_MIN_CONF, generate.h); 0 for a model without an MTP head. The threshold goes into p->draft_min_conf unless --draft-min-conf was typed
- * (set & CLI_SET_DRAFT_MIN_CONF). A typed --depth is kept as it is (a fixed depth unless the flag says). */
+ * GEN_DEFAULT_MIN_CONF, generate.h); 0 for a model without an MTP head. The threshold goes into
+ * p->draft_min_conf unless --draft-min-conf was typed (set & CLI_SET_DRAFT_MIN_CONF). A typed --depth is
+ * kept as it is (a fixed depth unless the flag says). */
 void cli_depth_default(const char *model_dir, int has_mtp, unsigned set, int *depth, gen_params *p);
 #define CLI_SAMPLER_HELP                                                                              \
     "  --max-tokens N            completion tokens at most\n"                                        \

@@ -117,8 +117,9 @@ int tune_store(const char *model_dir, int depth, float min_conf, const char *con
     json_t *tps = json_object();
     for (int i = 0; i < n; i++)
         if (tok_s[i] >= 0) json_object_set_new(tps, names[i], json_real(tok_s[i]));
-    json_t *entry = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:o, s:I}", "model", real, "cpu", f.cpu, "device", f.device,
-                              "threads", f.threads, "depth", depth, "draft_min_conf", round((double)min_conf * 1e4) / 1e4, "decode_tok_s",
+    const double conf = round((double)min_conf * 1e4) / 1e4; /* 0.4, not 0.4000000059604645 */
+    json_t *entry = json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:o, s:I}", "model", real, "cpu", f.cpu, "device",
+                              f.device, "threads", f.threads, "depth", depth, "draft_min_conf", conf, "decode_tok_s",
                               tps, "time", (json_int_t)time(NULL));
     json_object_set_new(json_object_get(root, "entries"), key, entry);
     char tmp[PATH_MAX + 64];

@@ -574,7 +574,8 @@ __device__ __forceinline__ void attn_core_gbody(const attn_core_args &a, const k
 #define ATT_G_MINB(QB) ((QB) == 16 ? 2 : 1)
 
 template <int QB, int D>
-__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB)) k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
+__global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB))
+    k_attn_core_g(attn_core_args a, kv_view kv, int rows_here) {
     CU_PDL_ENTRY();
     attn_core_gbody<QB, D, D>(a, kv, blockIdx.x, blockIdx.y, blockIdx.z, 0, rows_here);
 }
@@ -644,7 +645,8 @@ static void attn_g_allow(const void *fn, size_t smem, int minb) {
     if (smem > 48 * 1024)
         CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention smem");
     if (minb > 1)
-        CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+        CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared),
                  "attention carveout");
 }
 
