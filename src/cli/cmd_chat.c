@@ -43,8 +43,10 @@ static void usage(FILE *f) {
             "  /system [TEXT]            set the system prompt (no TEXT: remove it)\n"
             "  /set [NAME VALUE]         temperature, top_p, top_k, min_p, max_tokens, seed,\n"
             "                            presence_penalty, frequency_penalty, repetition_penalty,\n"
-            "                            thinking on|off, depth; no argument: show the values\n"
-            "  /depth N                  MTP drafts per cycle, 0 = plain AR\n"
+            "                            thinking on|off, depth, draft_min_conf; no argument: show the\n"
+            "                            values\n"
+            "  /depth N                  MTP drafts per cycle, 0 = plain AR (a fixed depth: draft_min_conf 0;\n"
+            "                            /set draft_min_conf X after it for the adaptive depth)\n"
             "  /save FILE, /load FILE    the conversation as JSON {system, messages}\n"
             "  /help, /quit\n"
             "\n"
@@ -227,10 +229,10 @@ static void show_settings(const chat_state *cs) {
     const gen_params *p = &cs->p;
     fprintf(cs->info,
             "temperature %g, top_p %g, top_k %d, min_p %g, presence_penalty %g, frequency_penalty %g, "
-            "repetition_penalty %g, max_tokens %s%d, seed %s, thinking %s, depth %d, ctx %d\n",
+            "repetition_penalty %g, max_tokens %s%d, seed %s, thinking %s, depth %d, draft_min_conf %g, ctx %d\n",
             p->temperature, p->top_p, p->top_k, p->min_p, p->presence_penalty, p->frequency_penalty,
             p->repetition_penalty, cs->max_tokens_set ? "" : "up to ", cs->max_tokens_set ? p->max_tokens : cs->ctx,
-            cs->seed_set ? "set" : "random", cs->thinking ? "on" : "off", p->depth, cs->ctx);
+            cs->seed_set ? "set" : "random", cs->thinking ? "on" : "off", p->depth, p->draft_min_conf, cs->ctx);
     if (cs->system) fprintf(cs->info, "system: %s\n", cs->system);
 }
 
@@ -249,7 +251,8 @@ static int cmd_set(chat_state *cs, const char *name, const char *val) {
     float *fp = !strcmp(name, "temperature") ? &p.temperature : !strcmp(name, "top_p") ? &p.top_p
               : !strcmp(name, "min_p") ? &p.min_p : !strcmp(name, "presence_penalty") ? &p.presence_penalty
               : !strcmp(name, "frequency_penalty") ? &p.frequency_penalty
-              : !strcmp(name, "repetition_penalty") ? &p.repetition_penalty : NULL;
+              : !strcmp(name, "repetition_penalty") ? &p.repetition_penalty
+              : !strcmp(name, "draft_min_conf") ? &p.draft_min_conf : NULL;
     int *ip = !strcmp(name, "top_k") ? &p.top_k : !strcmp(name, "max_tokens") ? &p.max_tokens
             : !strcmp(name, "depth") ? &p.depth : NULL;
     if (fp) {
@@ -260,6 +263,7 @@ static int cmd_set(chat_state *cs, const char *name, const char *val) {
         l = strtol(val, &end, 10);
         if (end == val || *end || l < 0 || l > 1 << 30) return fprintf(stderr, "mtplx chat: %s needs a whole number >= 0, not '%s'\n", name, val), -1;
         *ip = (int)l;
+        if (ip == &p.depth) p.draft_min_conf = 0; /* a depth typed is a fixed depth, as --depth is */
     } else if (!strcmp(name, "seed")) {
         if (!strcmp(val, "random")) {
             cs->seed_set = 0;
@@ -341,8 +345,9 @@ static int run_command(chat_state *cs, char *line) {
         else if (!*val) fprintf(stderr, "mtplx chat: /set %s needs a value\n", name);
         else if (!cmd_set(cs, name, val)) fprintf(cs->info, "%s = %s\n", name, val);
     } else if (!strcmp(cmd, "depth")) {
-        if (!*arg) fprintf(cs->info, "depth %d\n", cs->p.depth);
-        else if (!cmd_set(cs, "depth", arg)) fprintf(cs->info, "depth = %d\n", cs->p.depth);
+        if (!*arg) fprintf(cs->info, "depth %d, draft_min_conf %g\n", cs->p.depth, cs->p.draft_min_conf);
+        else if (!cmd_set(cs, "depth", arg))
+            fprintf(cs->info, "depth = %d, draft_min_conf = %g\n", cs->p.depth, cs->p.draft_min_conf);
     } else if (!strcmp(cmd, "save") || !strcmp(cmd, "load")) {
         if (!*arg) fprintf(stderr, "mtplx chat: /%s needs a file name\n", cmd);
         else if (cmd[0] == 's') cmd_save(cs, arg);

@@ -75,6 +75,13 @@ send '/set'
 wait_for '^temperature 0\.7, top_p'
 send '/set temperature hot'
 wait_for "temperature needs a number"
+# /depth N is a fixed depth (as --depth N); /set draft_min_conf X makes it adaptive again
+send '/depth 3'
+wait_for '^depth = 3, draft_min_conf = 0$'
+send '/set draft_min_conf 0.5'
+wait_for '^draft_min_conf = 0\.5$'
+send '/depth'
+wait_for '^depth 3, draft_min_conf 0\.5$'
 
 # 3. Ctrl-C mid-answer: the answer stops, the REPL stays
 send '/set thinking off'
