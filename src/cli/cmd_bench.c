@@ -26,7 +26,8 @@ static void usage_decode(FILE *f) {
             "reported with the ratio to AR, acceptance per draft position, tokens per verify, and the\n"
             "draft / verify milliseconds per cycle.\n"
             "\n"
-            "  --depths LIST     depths to compare (default 0,1,2,3; 0 = AR); D@X = depth D with\n"
+            "  --depths LIST     depths to compare (default 0,1,2,3,6@0.4: AR, fixed depths and the\n"
+            "                    adaptive depth `run` takes untuned; 0 = AR); D@X = depth D with\n"
             "                    adaptive depth X (--draft-min-conf) for that entry only: 0,3,6@0.5\n"
             "  --prompts N       prompts (default 8)\n"
             "  --prompt-len N    prompt tokens each (default 64)\n"
@@ -112,9 +113,10 @@ static int mode_decode(int argc, char **argv) {
         }
     }
     (void)l;
-    if (!depths_given) {
+    if (!depths_given) { /* AR, depths 1..3, and what `run` drafts when nothing was tuned */
         for (int k = 0; k < 4; k++) o.depths[k] = k;
-        o.n_depths = 4;
+        o.depths[4] = GEN_DEFAULT_DEPTH, o.min_conf[4] = GEN_DEFAULT_MIN_CONF, o.conf_set[4] = 1;
+        o.n_depths = 5;
     }
     if (!model) model = cli_default_model();
     mtplx_err err;
