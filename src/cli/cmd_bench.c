@@ -44,26 +44,16 @@ static void usage_decode(FILE *f) {
 static int parse_depths(const char *v, bench_decode_opts *o) {
     if (!v || !*v) return cli_error("bench", "--depths needs a list like 0,3,6@0.5"), -1;
     int n = 0;
-    for (const char *p = v; *p;) {
-        char *end;
-        long d = strtol(p, &end, 10);
-        if (end == p || d < 0 || d > GEN_MAX_DEPTH)
+    for (const char *p = v; *p; n++) {
+        int d, ad;
+        float x;
+        int r = cli_depth_entry(&p, &d, &x, &ad);
+        if (r == 1)
             return cli_error("bench", "--depths: '%s': each entry is a depth 0..%d, optionally @X", v, GEN_MAX_DEPTH), -1;
         if (n == BENCH_MAX_DEPTHS) return cli_error("bench", "--depths: at most %d entries", BENCH_MAX_DEPTHS), -1;
-        o->depths[n] = (int)d;
-        o->conf_set[n] = 0;
-        p = end;
-        if (*p == '@') {
-            double x = strtod(p + 1, &end);
-            if (end == p + 1 || !(x >= 0 && x < 1))
-                return cli_error("bench", "--depths: '%s': the @X after a depth is in [0, 1)", v), -1;
-            o->min_conf[n] = (float)x;
-            o->conf_set[n] = 1;
-            p = end;
-        }
-        n++;
-        if (*p == ',') p++;
-        else if (*p) return cli_error("bench", "--depths: unexpected '%c' in '%s'", *p, v), -1;
+        if (r == 2) return cli_error("bench", "--depths: '%s': the @X after a depth is in [0, 1)", v), -1;
+        if (r == 3) return cli_error("bench", "--depths: unexpected '%c' in '%s'", *p, v), -1;
+        o->depths[n] = d, o->min_conf[n] = x, o->conf_set[n] = ad;
     }
     o->n_depths = n;
     return 0;

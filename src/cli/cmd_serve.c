@@ -362,8 +362,9 @@ int cmd_serve(int argc, char **argv) {
     int v6 = strchr(h, ':') && h[0] != '[';
     sched_stats ss;
     be.sched_stats(be.impl, &ss);
-    const int depth = cfg.depth >= 0 ? cfg.depth : be.default_depth;
-    const float conf = cfg.min_conf >= 0 ? cfg.min_conf : cfg.depth >= 0 ? 0 : be.default_min_conf;
+    int depth;
+    float conf;
+    server_default_depth(s, &depth, &conf);
     char adaptive[48] = "";
     if (depth > 0 && conf > 0) snprintf(adaptive, sizeof adaptive, " (adaptive, min conf %g)", conf);
     printf("mtplx serve: listening on http://%s%s%s:%d (model %s, tier %s, depth %d%s%s%s, ctx %d, %d at once, %d KV "

@@ -47,16 +47,13 @@ static void usage(FILE *f) {
  * printing an error. */
 static int tune_parse_adaptive(const char *list, int typed, bench_decode_opts *o) {
     if (!strcmp(list, "none")) return 0;
-    const char *p = list;
-    while (*p) {
+    for (const char *p = list; *p;) {
         const char *entry = p;
-        char *end;
-        long d = strtol(p, &end, 10);
-        float x = 0;
-        if (end == p || *end != '@' || d < 1 || d > GEN_MAX_DEPTH) goto bad;
-        p = end + 1;
-        x = strtof(p, &end);
-        if (end == p || !(x > 0 && x < 1) || (*end && *end != ',')) goto bad;
+        int d, ad;
+        float x;
+        if (cli_depth_entry(&p, &d, &x, &ad) || !ad || d < 1 || !(x > 0))
+            return cli_error("tune", "--adaptive: '%s': expected D@X entries (depth 1..%d, X in (0, 1)) or none", list,
+                             GEN_MAX_DEPTH), 2;
         if (o->n_depths >= BENCH_MAX_DEPTHS) {
             if (typed)
                 return cli_error("tune", "--adaptive: at most %d entries with the fixed depths", BENCH_MAX_DEPTHS), 2;
@@ -64,13 +61,9 @@ static int tune_parse_adaptive(const char *list, int typed, bench_decode_opts *o
                     "from '%s'\n", BENCH_MAX_DEPTHS, entry);
             return 0;
         }
-        o->depths[o->n_depths] = (int)d, o->min_conf[o->n_depths] = x, o->conf_set[o->n_depths++] = 1;
-        p = *end ? end + 1 : end;
+        o->depths[o->n_depths] = d, o->min_conf[o->n_depths] = x, o->conf_set[o->n_depths++] = 1;
     }
     return 0;
-bad:
-    return cli_error("tune", "--adaptive: '%s': expected D@X entries (depth 1..%d, X in (0, 1)) or none", list,
-                     GEN_MAX_DEPTH), 2;
 }
 
 /* 1 when entry k beat AR with acceptance that did not collapse. */

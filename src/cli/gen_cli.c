@@ -265,3 +265,18 @@ void cli_depth_default(const char *model_dir, int has_mtp, unsigned set, int *de
     if (!tune_lookup(model_dir, depth, &conf)) *depth = GEN_DEFAULT_DEPTH, conf = GEN_DEFAULT_MIN_CONF;
     if (!(set & CLI_SET_DRAFT_MIN_CONF)) p->draft_min_conf = conf;
 }
+
+int cli_depth_entry(const char **p, int *depth, float *conf, int *adaptive) {
+    char *end;
+    long d = strtol(*p, &end, 10);
+    if (end == *p || d < 0 || d > GEN_MAX_DEPTH) return 1;
+    *depth = (int)d, *conf = 0, *adaptive = 0, *p = end;
+    if (**p == '@') {
+        double x = strtod(*p + 1, &end);
+        if (end == *p + 1 || !(x >= 0 && x < 1)) return 2;
+        *conf = (float)x, *adaptive = 1, *p = end;
+    }
+    if (**p == ',') (*p)++;
+    else if (**p) return 3;
+    return 0;
+}

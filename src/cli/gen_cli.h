@@ -30,6 +30,12 @@ int cli_sampler_flag(const char *cmd, int argc, char **argv, int *i, gen_params 
  * flag equal to the built-in default still overrides the model's generation_config. */
 void cli_sampler_apply(gen_params *dst, const gen_params *flags, unsigned set);
 
+/* One entry "D" or "D@X" of a depth list at *p (D in 0..GEN_MAX_DEPTH; X, an adaptive depth's
+ * draft_min_conf, in [0, 1)), *p then past it and one following comma. Returns 0 with *depth, *conf (0
+ * without @X) and *adaptive (1 with @X); 1 for a bad D, 2 for a bad X, 3 for a stray character (*p at it).
+ * `bench --depths` and `tune --adaptive` read their lists with it and word their own errors. */
+int cli_depth_entry(const char **p, int *depth, float *conf, int *adaptive);
+
 /* The depth for a generation when the user typed none (*depth < 0): `mtplx tune`'s saved choice for this
  * model and device (with its adaptive threshold), else the engine's default (GEN_DEFAULT_DEPTH with
  * GEN_DEFAULT_MIN_CONF, generate.h); 0 for a model without an MTP head. The threshold goes into

@@ -839,6 +839,10 @@ int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx
 
 int server_port(const srv_server *s) { return s->port; }
 
+void server_default_depth(const srv_server *s, int *depth, float *min_conf) {
+    *depth = s->depth, *min_conf = s->min_conf;
+}
+
 /* Close the listening socket for new connections (once): MHD_quiesce_daemon stops accepting but
  * leaves the socket listening, so connects would wait in the backlog; shutdown() makes the kernel
  * refuse them. The descriptor itself is closed by server_stop after the daemon's threads are gone. */

@@ -47,6 +47,10 @@ typedef struct srv_server srv_server;
 int server_start(const srv_config *cfg, srv_backend *be, srv_server **out, mtplx_err *err);
 /* The bound TCP port. */
 int server_port(const srv_server *s);
+
+/* The depth and adaptive threshold (draft_min_conf, 0 = a fixed depth) of requests that set no depth,
+ * as the server resolved them from its config and the backend's defaults. */
+void server_default_depth(const srv_server *s, int *depth, float *min_conf);
 /* Start a graceful shutdown: stop accepting connections (connects are refused) and answer new
  * requests on open connections with 503; requests already received run on. */
 void server_drain_begin(srv_server *s);
