@@ -334,6 +334,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     if (s->cfg.temperature >= 0) j->params.temperature = s->cfg.temperature; /* --temperature; the request's wins */
     j->params.max_tokens = 0;
     j->params.depth = -1;
+    j->params.draft_min_conf = -1; /* unset: resolved with the depth below */
     srv_reqerr e = {0};
     json_t *render_req = NULL;
     char *prompt = NULL;
@@ -409,10 +410,15 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     int room = s->ctx - j->n_prompt;
     if (j->params.max_tokens <= 0 || j->params.max_tokens > room) j->params.max_tokens = room;
     if (s->cfg.max_tokens > 0 && j->params.max_tokens > s->cfg.max_tokens) j->params.max_tokens = s->cfg.max_tokens;
+    /* mtplx.draft_min_conf: the request's threshold; else the server's with its depth, 0 (fixed) with a
+     * pinned one */
+    const float req_conf = j->params.draft_min_conf;
     if (j->params.depth < 0) { /* the server's depth, which the scheduler may lower under load */
         j->params.depth = s->depth;
-        j->params.draft_min_conf = s->min_conf;
+        j->params.draft_min_conf = req_conf >= 0 ? req_conf : s->min_conf;
         j->params.depth_auto = 1;
+    } else {
+        j->params.draft_min_conf = req_conf >= 0 ? req_conf : 0;
     }
     if (s->be->kv_pages > 0) { /* a request the KV pool could never hold would wait forever */
         int need = j->n_prompt + j->params.max_tokens + j->params.depth + 1, P = s->be->kv_page_size;

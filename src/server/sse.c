@@ -173,7 +173,8 @@ int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqer
     }
     const json_t *m = json_object_get(body, "mtplx");
     if (m && !json_is_null(m)) {
-        if (!json_is_object(m)) return reqerr(e, 400, "mtplx", "'mtplx' must be an object like {\"depth\": 2}");
+        if (!json_is_object(m))
+            return reqerr(e, 400, "mtplx", "'mtplx' must be an object like {\"depth\": 2, \"draft_min_conf\": 0.4}");
         if ((r = get_int(m, "depth", &i, 0, be->max_depth, e)) < 0) {
             snprintf(e->param, sizeof e->param, "mtplx.depth");
             snprintf(e->msg, sizeof e->msg, "'mtplx.depth' must be an integer between 0 and %d (this model's largest MTP depth)",
@@ -181,6 +182,13 @@ int parse_sampling(const json_t *body, srv_backend *be, gen_params *p, srv_reqer
             return -1;
         }
         if (r) p->depth = (int)i;
+        if ((r = get_number(m, "draft_min_conf", &x, 0, 1, 0, e)) < 0 || (r && x >= 1)) {
+            snprintf(e->param, sizeof e->param, "mtplx.draft_min_conf");
+            snprintf(e->msg, sizeof e->msg, "'mtplx.draft_min_conf' must be a number in [0, 1) (0: a fixed depth)");
+            e->status = 400;
+            return -1;
+        }
+        if (r) p->draft_min_conf = (float)x;
     }
     return 0;
 }

@@ -19,22 +19,26 @@ elif ! grep -q "API key" "$tmp/refuse.out"; then echo "no reason given for refus
 
 # 1b. the default depth of requests that set none: untuned, the adaptive depth 6 with min conf 0.4
 #     (/health says both); --depth N alone makes it a fixed depth; --draft-min-conf is checked
-health_depth() { # health_depth NAME ARGS...: "depth/draft_min_conf" of /health, of a request's mtplx stats,
-                 # and of a request pinning mtplx.depth 2, on a server started with ARGS
+health_depth() { # health_depth NAME ARGS...: "depth/draft_min_conf" of /health, of a request's mtplx stats, of
+                 # requests pinning mtplx.depth 2 (alone and with mtplx.draft_min_conf 0.5) and setting only
+                 # mtplx.draft_min_conf 0.25, then the param a draft_min_conf of 1 is refused for, on a
+                 # server started with ARGS
     local name=$1; shift
     serve_start build/mtplx "$name" --quiet "$@" || return 1
     node -e 'const u=process.argv[1], d=x=>x.depth+"/"+x.draft_min_conf;
       const req=m=>fetch(u+"/v1/completions",{method:"POST",headers:{"content-type":"application/json"},
         body:JSON.stringify({prompt:"def f(x):",max_tokens:16,temperature:0.6,seed:1,...m})}).then(r=>r.json());
       (async()=>{const h=await (await fetch(u+"/health")).json(), a=await req({}), b=await req({mtplx:{depth:2}});
-        console.log(d(h)+" "+d(a.mtplx)+" "+d(b.mtplx))})()' "http://127.0.0.1:$port"
+        const c=await req({mtplx:{depth:2,draft_min_conf:0.5}}), e=await req({mtplx:{draft_min_conf:0.25}});
+        const f=await req({mtplx:{draft_min_conf:1}});
+        console.log([h,a.mtplx,b.mtplx,c.mtplx,e.mtplx].map(d).join(" ")+" "+(f.error&&f.error.param))})()' "http://127.0.0.1:$port"
     serve_end "$pid"
 }
 export MTPLX_HOME=$tmp/home # no tuning.json
-d=$(health_depth dflt); [ "$d" = "6/0.4 6/0.4 2/0" ] || { echo "untuned default depth: health, request, pinned: $d"; fail=1; }
-d=$(health_depth fixed --depth 3); [ "$d" = "3/0 3/0 2/0" ] || { echo "--depth 3: health, request, pinned: $d"; fail=1; }
+d=$(health_depth dflt); [ "$d" = "6/0.4 6/0.4 2/0 2/0.5 6/0.25 mtplx.draft_min_conf" ] || { echo "untuned default depth: health, request, pinned: $d"; fail=1; }
+d=$(health_depth fixed --depth 3); [ "$d" = "3/0 3/0 2/0 2/0.5 3/0.25 mtplx.draft_min_conf" ] || { echo "--depth 3: health, request, pinned: $d"; fail=1; }
 d=$(health_depth both --depth 4 --draft-min-conf 0.5)
-[ "$d" = "4/0.5 4/0.5 2/0" ] || { echo "--depth 4 --draft-min-conf 0.5: health, request, pinned: $d"; fail=1; }
+[ "$d" = "4/0.5 4/0.5 2/0 2/0.5 4/0.25 mtplx.draft_min_conf" ] || { echo "--depth 4 --draft-min-conf 0.5: health, request, pinned: $d"; fail=1; }
 rc=0; build/mtplx serve --port 0 --draft-min-conf 1 >/dev/null 2>"$tmp/mc.err" || rc=$?
 [ "$rc" = 2 ] && grep -q "draft-min-conf" "$tmp/mc.err" || { echo "--draft-min-conf 1: exit $rc, $(cat "$tmp/mc.err")"; fail=1; }
 

@@ -58,6 +58,8 @@ await step('malformed JSON, wrong types, bad values: 400 with the field named', 
     [{ messages: [{ role: 'user', content: 'x' }], tools: {} }, 'tools'],
     [{ messages: [{ role: 'user', content: 'x' }], stream: 'yes' }, 'stream'],
     [{ messages: [{ role: 'user', content: 'x' }], mtplx: { depth: 99 } }, 'mtplx.depth'],
+    [{ messages: [{ role: 'user', content: 'x' }], mtplx: { draft_min_conf: 'high' } }, 'mtplx.draft_min_conf'],
+    [{ messages: [{ role: 'user', content: 'x' }], mtplx: { draft_min_conf: -0.1 } }, 'mtplx.draft_min_conf'],
   ]) {
     const r = await post('/v1/chat/completions', JSON.stringify(body));
     openaiError(r, 400, 'invalid_request_error');
