@@ -5,10 +5,11 @@
 
 #define KNOB_BYTES_MAX (1 << 20) /* prefetch distances: 0 .. 1 MiB */
 
-static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1, -1, 1, 1, 1};
+static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, -1, 1, -1, 1, 1, 1};
 
-/* qpack_pf / qpack_pf2 -1: chosen per CPU and call by kern_qpack_prefetch (matmul_qpack.c) */
-kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, 1, 1, -1, 1, 1, 1}; }
+/* qpack_pf / qpack_pf2 -1: chosen per CPU and call by kern_qpack_prefetch (matmul_qpack.c); bf16dp -1:
+ * per CPU vendor (matmul.c, bf16dp_on) */
+kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, -1, 1, -1, 1, 1, 1}; }
 
 /* Knobs a program set through their own setters (kern_matmul_set_qact_f32, cpu_isa_set): installing
  * settings later (a backend created after the override) keeps the program's value, as when the
@@ -32,7 +33,7 @@ void kern_knobs_set(const kern_knobs *k) {
     n.amx_pf = clamp_bytes(n.amx_pf, d.amx_pf);
     n.qpack_pf = clamp_bytes(n.qpack_pf, d.qpack_pf);
     n.qpack_pf2 = clamp_bytes(n.qpack_pf2, d.qpack_pf2);
-    n.bf16dp = n.bf16dp ? 1 : 0;
+    if (n.bf16dp < -1 || n.bf16dp > 1) n.bf16dp = -1;
     n.bf16_pf = n.bf16_pf ? 1 : 0;
     if (n.qpack_mix < -1 || n.qpack_mix > 1) n.qpack_mix = -1;
     n.mm_guided = n.mm_guided ? 1 : 0;

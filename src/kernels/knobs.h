@@ -20,8 +20,11 @@ typedef struct {
                        kern_qpack_prefetch, 4096 except 1-row calls on AMD) */
     int qpack_pf2;  /* ... into L2, bytes (0 = off, -1 = auto: 16384 except 1-row calls on AMD) */
     int bf16dp;     /* 1: bf16 weights take the AVX512-BF16 dot-product kernel where the CPU has
-                       avx512_bf16 and the AMX path is not in use; 0: the AVX-512 FMA kernel */
-    int bf16_pf;    /* 1: that kernel prefetches the next 4-row weight block into L2; 0: off */
+                       avx512_bf16 and the AMX path is not in use; 0: the AVX-512 FMA kernel; -1 (auto):
+                       the dot-product kernel on AMD, the FMA one elsewhere (on an Intel core a 512-bit
+                       vdpbf16ps issues at half an FMA's rate: bench/zen.md "Session 40") */
+    int bf16_pf;    /* 1: the bf16 kernels without AMX (that one and the AVX-512 FMA one) prefetch the
+                       next 4-row weight block into L2; 0: off */
     int qpack_mix;  /* q4 VNNI calls of 2+ rows: 1 half the activation quads by shuffles (dp_quad_mix),
                        0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, else 1) */
     int mm_guided;  /* 1: a matmul's rows go to the pool in shrinking pieces (mm_cut_pieces); 0: ~4

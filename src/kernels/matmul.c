@@ -44,15 +44,25 @@ static const xpath g_xpath_amx = {mm_rows_bf16_amx, mm_amx_pack_bytes, mm_amx_pa
 static const xpath g_xpath_bf16dp = {mm_rows_bf16dp, mm_bf16dp_pack_bytes, mm_bf16dp_pack_x, 16};
 static const xpath g_xpath_bf16x_avx2 = {mm_rows_bf16x_avx2, mm_bf16x_pack_bytes, mm_bf16x_pack_x, 16};
 
+/* Whether bf16 weights on the AVX-512 path take the AVX512-BF16 dot-product kernel: the bf16dp knob, or
+ * by vendor when it is -1 (auto). On Zen 5 that kernel was the faster one (bench/zen.md); on an Intel
+ * core without AMX a 512-bit vdpbf16ps issues at half an FMA's rate, and the exact hi / lo product takes
+ * two, so the FMA kernel (matmul_avx512.c, with the same prefetch) decodes level and verifies and
+ * prefills ~1.5-2x faster there (bench/zen.md "Session 40"). A property of the machine, never of the
+ * row count: every call on a machine takes the same kernel, so the same bits. */
+static int bf16dp_on(void) {
+    const int k = kern_knobs_get()->bf16dp;
+    return cpu_get_features()->avx512bf16 && (k == 1 || (k < 0 && cpu_get_features()->amd));
+}
+
 /* The packed-activation path of dense weight w on this CPU, or NULL: AMX tiles for a weight with
  * its AMX copy; AVX512-BF16 dot products for a bf16 weight where the CPU has them and runs the
- * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512), unless the bf16dp knob is off; the AVX2 bf16
- * kernel (even/odd packed activations) for every bf16 weight on the AVX2 path. */
+ * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512) and bf16dp_on says so; the AVX2 bf16 kernel
+ * (even/odd packed activations) for every bf16 weight on the AVX2 path. */
 static const xpath *pick_xpath(const kern_weight *w) {
     kern_isa isa = cpu_isa();
     if (w->amx && isa == KERN_ISA_AMX) return &g_xpath_amx;
-    if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && cpu_get_features()->avx512bf16 && kern_knobs_get()->bf16dp)
-        return &g_xpath_bf16dp;
+    if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && bf16dp_on()) return &g_xpath_bf16dp;
     if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX2) return &g_xpath_bf16x_avx2;
     return NULL;
 }
