@@ -27,6 +27,8 @@
 #      launch (MTPLX_CUDA_FUSE_SEQ);
 #   8c. the device MoE's per-slot kernels ≡ its tiles (MTPLX_CUDA_MOE_SLOTS, _MOE_STAGE, _MOE_GATE1, _MOE_TSTAGE,
 #       _MOE_TLOOP, _MOE_TROWS);
+#   8d. the MTP layer's input in one launch ≡ embed_rows and two rmsnorm_rows (MTPLX_CUDA_FUSE_MTP_IN), and
+#       sampled MTP text with the one-block top k of a small vocabulary ≡ the sliced one (MTPLX_CUDA_TOP_ROW);
 #   9. step graphs recorded, replayed and patched in place ≡ eager launches in generated text.
 # Prints one PASS/FAIL line per check and exits non-zero when any failed. GPU_TEST_SKIP=REGEX skips the checks
 # whose names match (a shorter run when device time is short; say so where its result is quoted).
@@ -122,7 +124,7 @@ machinery_equal() {
     for mode in "" "--step" "--mtp" "--step --mtp"; do
         MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 MTPLX_CUDA_RMS_BATCH=1 \
             MTPLX_CUDA_GDN_L2=0 MTPLX_CUDA_SEQ_INLINE=0 MTPLX_CUDA_DL_PIPE=0 MTPLX_CUDA_UP_ASYNC=0 MTPLX_CUDA_SEQ_PDL=0 \
-            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 MTPLX_CUDA_FUSE_MTP_IN=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
         MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 MTPLX_CUDA_DL_PIPE=1 \
             build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
         cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
@@ -250,6 +252,31 @@ seq_prep_equal() {
     done
 }
 check gdn_prepares_out_projection_bit_identical seq_prep_equal
+
+# 8d. the MTP layer's input (the embedding of the next tokens, its norm and the hidden rows' norm, and the
+#     preparation of their concatenation for the fc) in one launch gives the bits of embed_rows and two
+#     rmsnorm_rows (MTPLX_CUDA_FUSE_MTP_IN=0): MTP head logits of one call and of steps, embedded bf16, q4
+#     groups of 64 and 32, q8; and sampled depth-3 runs with the small vocabulary's top k in one block a row
+#     give the text of the sliced top k (MTPLX_CUDA_TOP_ROW=0)
+mtp_in_equal() {
+    local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
+    qmodels || return 1
+    for m in "" /tmp/gpu-q4 /tmp/gpu-q4g32 /tmp/gpu-q8; do
+        for mode in "--mtp" "--step --mtp"; do
+            MTPLX_CUDA_FUSE_MTP_IN=0 build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "${m:-embedded} logits [$mode] differ"; return 1; }
+            echo "${m:-embedded} logits [$mode]: three launches == one"
+        done
+        MTPLX_CUDA_TOP_ROW=0 build/mtplx run ${m:+--model $m} --prompt "def fib(n):" --max-tokens 96 --depth 3 \
+            --draft-min-conf 0 --temperature 0.7 --seed 9 > /tmp/gpu-t0.txt 2>/dev/null || return 1
+        build/mtplx run ${m:+--model $m} --prompt "def fib(n):" --max-tokens 96 --depth 3 --draft-min-conf 0 \
+            --temperature 0.7 --seed 9 > /tmp/gpu-t1.txt 2>/dev/null || return 1
+        cmp /tmp/gpu-t0.txt /tmp/gpu-t1.txt || { echo "${m:-embedded} sampled text differs with TOP_ROW"; return 1; }
+        echo "${m:-embedded} sampled D3 text: sliced top k == one block a row"
+    done
+}
+check mtp_input_and_top_row_bit_identical mtp_in_equal
 
 # 8c. the device MoE's per-slot kernels (calls of up to MTPLX_CUDA_MOE_SLOTS rows: no plan, the combine in the
 #     down launch, input rows staged in shared memory) give the tiled kernels' bits: test_backend_cuda's MoE

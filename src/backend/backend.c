@@ -352,3 +352,14 @@ void be_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *
     be->ops->swiglu_rows(be, g, g, u, ld, n, R);
     be->ops->matmul(be, y, ldy, g, ld, R, w);
 }
+
+void be_embed_norm_pair_rows(be_backend *be, float *y, int ldy, float *a, const be_weight *emb, const int32_t *tokens,
+                             const float *h, int ldh, const float *we, const float *wh, int n, int R, float eps) {
+    if (be->ops->embed_norm_pair_rows) {
+        be->ops->embed_norm_pair_rows(be, y, ldy, a, emb, tokens, h, ldh, we, wh, n, R, eps);
+        return;
+    }
+    be->ops->embed_rows(be, a, n, emb, tokens, R);
+    be->ops->rmsnorm_rows(be, y, ldy, a, n, we, n, R, eps);
+    be->ops->rmsnorm_rows(be, y + n, ldy, h, ldh, wh, n, R, eps);
+}

@@ -218,7 +218,7 @@ typedef struct {
                         int R);
 
     /* ---- fused row ops: OPTIONAL (NULL: the wrappers be_add_rmsnorm_rows / be_rmsnorm_matmul_n /
-     * be_swiglu_matmul below run their steps as the separate ops above). Bit-identical to those steps;
+     * be_swiglu_matmul / be_embed_norm_pair_rows below run their steps as the separate ops above). Bit-identical to those steps;
      * a backend fuses them to save passes over the rows and hand-offs (a prefill chunk's row ops are
      * memory-bound). ---- */
     /* x += o (o NULL: no add), then y = rmsnorm(x) ⊙ w: add, then rmsnorm_rows; R rows of n floats,
@@ -231,6 +231,13 @@ typedef struct {
     /* swiglu_rows(g, g, u, ld, n, R), then matmul(y, ldy, g, ld, R, w). */
     void (*swiglu_matmul)(be_backend *be, float *y, int ldy, float *g, const float *u, int ld, int n, int R,
                           const be_weight *w);
+    /* An MTP layer's input, y_t = [rmsnorm(embedding of tokens[t]) ⊙ we | rmsnorm(h_t) ⊙ wh] (y rows ldy
+     * apart, 2n wide; h rows ldh apart): embed_rows(a, n, emb, tokens, R), then rmsnorm_rows(y, ldy, a,
+     * n, we, n, R) and rmsnorm_rows(y + n, ldy, h, ldh, wh, n, R). tokens: host array; a: R rows of n
+     * floats the embeddings may be staged in (their contents after the call are unspecified). */
+    void (*embed_norm_pair_rows)(be_backend *be, float *y, int ldy, float *a, const be_weight *emb,
+                                 const int32_t *tokens, const float *h, int ldh, const float *we, const float *wh,
+                                 int n, int R, float eps);
 
     /* ---- sequence ops ---- */
     void (*attention)(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
@@ -293,13 +300,15 @@ void be_logits_top_host(be_backend *be, int32_t *out, const float *x, int ldx, i
 void be_gdn_commit_loop(be_backend *be, const be_gdn_commit *items, int n, size_t conv_floats, int Hk, int Hv, int Dk,
                         int Dv);
 
-/* The fused row ops (be_ops.add_rmsnorm_rows, rmsnorm_matmul_n, swiglu_matmul): the backend's op, or
- * its steps as separate ops when the backend has none. */
+/* The fused row ops (be_ops.add_rmsnorm_rows, rmsnorm_matmul_n, swiglu_matmul, embed_norm_pair_rows):
+ * the backend's op, or its steps as separate ops when the backend has none. */
 void be_add_rmsnorm_rows(be_backend *be, float *x, const float *o, float *y, const float *w, int n, int R, float eps);
 void be_rmsnorm_matmul_n(be_backend *be, const be_mm_out *outs, int n_out, float *x, const float *o, float *a,
                          const float *w, int H, int R, float eps);
 void be_swiglu_matmul(be_backend *be, float *y, int ldy, float *g, const float *u, int ld, int n, int R,
                       const be_weight *w);
+void be_embed_norm_pair_rows(be_backend *be, float *y, int ldy, float *a, const be_weight *emb, const int32_t *tokens,
+                             const float *h, int ldh, const float *we, const float *wh, int n, int R, float eps);
 
 /* Check a router description for impossible values (K > E, E not divisible by n_group, ...), the
  * same for every backend. Returns 0 or MTPLX_EINVAL with a message. */

@@ -1006,6 +1006,44 @@ TEST(test_logits_top_cuda_equals_cpu) {
     be_free(be);
 }
 
+/* Rows about the one-block limits of the CUDA top-k (4,096 and 8,192 ids: one block a row with 8 / 16
+ * keys a thread; 4,097 the 16-key block; 8,193 the slices and a merge) equal the CPU's word for word
+ * for k = 1 / 20 / 64: a row of ties, a row of logit-like values with a NaN and a +inf in its second
+ * half, a row of -inf but for a few entries. */
+TEST(test_logits_top_cuda_small_vocab_rows_equal_cpu) {
+    enum { SR = 3 };
+    static const int widths[] = {4096, 4097, 8192, 8193};
+    be_backend *be = cuda_new(), *cpu = NULL;
+    if (!be) SKIP("%s", g_why);
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    size_t W = (size_t)SR * (2 * BE_TOP_MAX + 2);
+    float *x = malloc(sizeof(float) * SR * 8193);
+    int32_t *o1 = malloc(sizeof(int32_t) * W), *o2 = malloc(sizeof(int32_t) * W);
+    REQUIRE(x && o1 && o2);
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+        int V = widths[wi];
+        g_rng = 0x5a11b0c5u + (unsigned)V;
+        for (int j = 0; j < V; j++) {
+            x[j] = (float)(int)(frand() * 8.0f) * 0.25f;
+            x[V + j] = 4.0f * (frand() + frand() + frand());
+            x[2 * V + j] = j % 1000 == 999 ? frand() : -INFINITY;
+        }
+        x[V + V - 2] = NAN, x[V + V / 2 + 1] = INFINITY;
+        be_buf *bx, *bo;
+        float *dx = dev_floats(be, x, (size_t)SR * V, &bx), *dout = dev_floats(be, NULL, W, &bo);
+        REQUIRE(dx && dout);
+        static const int ks[] = {1, 20, 64};
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+            top_compare(cpu, be, x, dx, dout, o1, o2, V, SR, ks[ki]);
+        CHECK(o2[(2 * 64 + 2) + 2 * 64] == V / 2 + 1); /* row 1's first NaN / +inf */
+        be->ops->buf_free(be, bx), be->ops->buf_free(be, bo);
+    }
+    free(x), free(o1), free(o2);
+    be_free(cpu);
+    be_free(be);
+}
+
 /* The CUDA top-k over long rows (70,001 ids: several batches of loads a thread, lists that fill and
  * then reject) equals the CPU's word for word: a row of many ties, a row with NaN, +inf and -inf. */
 TEST(test_logits_top_cuda_long_rows_equal_cpu) {
@@ -1317,6 +1355,7 @@ int main(void) {
     RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
     RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);
     RUN(test_logits_top_cuda_equals_cpu);
+    RUN(test_logits_top_cuda_small_vocab_rows_equal_cpu);
     RUN(test_logits_top_cuda_long_rows_equal_cpu);
     RUN(test_logits_top_cuda_vocab_rows_equal_cpu);
     RUN(test_rmsnorm_matches_cpu_and_is_row_invariant);

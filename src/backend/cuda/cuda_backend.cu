@@ -901,6 +901,7 @@ static be_ops make_ops(void) {
     o.matmul = cu_matmul;
     o.matmul_n = cu_matmul_n;
     o.embed_rows = cu_embed_rows;
+    o.embed_norm_pair_rows = cu_embed_norm_pair_rows;
     o.rmsnorm_rows = cu_rmsnorm_rows;
     o.add = cu_add;
     o.swiglu_rows = cu_swiglu_rows;
@@ -998,6 +999,8 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->commit = knob_int(&k, "MTPLX_CUDA_COMMIT", 1, 0, 2);
     s->top = SW("MTPLX_CUDA_TOP", 1);
     s->top_min_vocab = knob_int(&k, "MTPLX_CUDA_TOP_MIN_VOCAB", 1, 1, 1 << 30);
+    s->top_row = SW("MTPLX_CUDA_TOP_ROW", 1);
+    s->fuse_mtp_in = SW("MTPLX_CUDA_FUSE_MTP_IN", 1);
     s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 512, 32, 4096);
     s->gdn_reg = SW("MTPLX_CUDA_GDN", 1);
     s->profile = knob_int(&k, "MTPLX_CUDA_PROFILE", 0, 0, 2);

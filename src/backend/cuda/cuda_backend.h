@@ -32,6 +32,11 @@ typedef struct {
     int top_min_vocab; /* be_caps.logits_top_min_vocab; MTPLX_CUDA_TOP_MIN_VOCAB=N, default 1 (every
                           vocabulary: with the sliced top-k an 8,192-id model's D3 ran 3-4% faster,
                           bench/cuda.md "Session 11"; one block a row had lost 5-10% there) */
+    int top_row;    /* 1: rows of at most 8,192 ids select their top k in one launch of one block a row
+                       (k_top_row) instead of slices and a merge; MTPLX_CUDA_TOP_ROW=0: two launches
+                       (the same answer either way) */
+    int fuse_mtp_in; /* 1: an MTP layer's input (embedding, two rmsnorms, the fc's preparation) in one launch
+                        (embed_norm_pair_rows); MTPLX_CUDA_FUSE_MTP_IN=0: embed_rows and two rmsnorm_rows */
     int prefill_rows; /* be_caps.prefill_rows; MTPLX_CUDA_PREFILL_ROWS=N (32..4096), default 512: a
                          4,096-token prefill of the 27B-16l q4 shape 5,990 tok/s at 128, 7,834 at 512,
                          8,076 at 1,024 (H100, bench/cuda.md "Session 26"); the chunk's scratch stages

@@ -207,6 +207,8 @@ const int32_t *cu_stage_idx(cu_ctx *c, const int32_t *h, size_t n);
 void cu_matmul(be_backend *be, float *y, int ldy, const float *x, int ldx, int R, const be_weight *w);
 void cu_matmul_n(be_backend *be, const be_mm_out *outs, int n, const float *x, int ldx, int R);
 void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const int32_t *tokens, int R);
+void cu_embed_norm_pair_rows(be_backend *be, float *y, int ldy, float *a, const be_weight *emb, const int32_t *tokens,
+                             const float *h, int ldh, const float *we, const float *wh, int n, int R, float eps);
 /* y[t·ldy + c] = silu(g[t·ldg + c]) · u[t·ldu + c] for c < n, t < R. */
 void cu_swiglu(float *y, int ldy, const float *g, int ldg, const float *u, int ldu, int n, int R);
 

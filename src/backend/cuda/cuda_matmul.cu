@@ -304,3 +304,67 @@ void cu_embed_rows(be_backend *be, float *y, int ldy, const be_weight *w, const 
     }
     CU_LAUNCHED("embed_rows");
 }
+
+/* Block r (cu_rms_threads(n) threads, as k_rmsnorm): row r of the MTP input, y_r = [rmsnorm(row tok_r of w)
+ * ⊙ we | rmsnorm(h_r) ⊙ wh], each half with k_rmsnorm's arithmetic — the embedding's entries are
+ * load_one's (k_embed's values), each sum of squares runs over entries i, i + T, ... in that order and
+ * through cu_block_sum, each output is (x · inv) · w — so the bits are those of embed_rows and two
+ * rmsnorm_rows; then, with p.kind, the 2n-wide row prepared for the matmul that reads y next (the
+ * stand-alone preparation's arithmetic, cu_prep_from). One launch instead of three or four: a tiny
+ * model's draft step is a chain of such links. */
+template <int F>
+__global__ void __launch_bounds__(1024) k_embed_norm_pair(float *y, int ldy, wdesc w, const __grid_constant__ emb_tokens itok,
+                                                          const int32_t *dtok, const float *h, int ldh, const float *we,
+                                                          const float *wh, int n, float eps, cu_prep_out p) {
+    CU_PDL_ENTRY();
+    __shared__ float sh[33];
+    const int r = blockIdx.x, tok = dtok ? dtok[r] : itok.t[r];
+    float *yt = y + (size_t)r * ldy;
+    const float *ht = h + (size_t)r * ldh;
+    float s = 0.f, s2 = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = load_one<F>(w, tok, i);
+        yt[i] = v; /* this thread's own entries: read back below */
+        s = fmaf(v, v, s);
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s2 = fmaf(ht[i], ht[i], s2);
+    const float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
+    const float inv2 = 1.0f / sqrtf(cu_block_sum(s2, sh) / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        yt[i] = (yt[i] * inv) * we[i];
+        yt[n + i] = (ht[i] * inv2) * wh[i];
+    }
+    if (p.kind) cu_prep_from(p, yt, 2 * n, 0, r);
+}
+
+void cu_embed_norm_pair_rows(be_backend *be, float *y, int ldy, float *a, const be_weight *emb, const int32_t *tokens,
+                             const float *h, int ldh, const float *we, const float *wh, int n, int R, float eps) {
+    if (!cu_set.fuse_mtp_in || R <= 0 || R > 65535 || emb->cols != n) { /* the three ops */
+        be->ops->embed_rows(be, a, n, emb, tokens, R);
+        be->ops->rmsnorm_rows(be, y, ldy, a, n, we, n, R, eps);
+        be->ops->rmsnorm_rows(be, y + n, ldy, h, ldh, wh, n, R, eps);
+        return;
+    }
+    CU_PROF("embed_norm_pair");
+    cu_step_begin(R);
+    cu_ctx *c = cu_of(be);
+    const cu_wdev *d = cu_weight(c, emb);
+    wdesc wd = {d->data, d->scales, d->biases, emb->rows, emb->cols, emb->group_size, (int)emb->scale_dtype};
+    const float *dwe = cu_vec(c, we, sizeof(float) * n), *dwh = cu_vec(c, wh, sizeof(float) * n);
+    emb_tokens it = {};
+    const int32_t *dt = NULL;
+    if (R <= EMB_INLINE) memcpy(it.t, tokens, sizeof(int32_t) * (size_t)R);
+    else dt = cu_stage_idx(c, tokens, (size_t)R);
+    cu_prep_out p;
+    cu_prep_begin(y, ldy, R, 2 * n, 2 * n, &p);
+    const int T = cu_rms_threads(n);
+    switch (fmt_of(emb)) {
+    case F_F32: cu_launch(k_embed_norm_pair<F_F32>, R, T, 0, y, ldy, wd, it, dt, h, ldh, dwe, dwh, n, eps, p); break;
+    case F_F16: cu_launch(k_embed_norm_pair<F_F16>, R, T, 0, y, ldy, wd, it, dt, h, ldh, dwe, dwh, n, eps, p); break;
+    case F_BF16: cu_launch(k_embed_norm_pair<F_BF16>, R, T, 0, y, ldy, wd, it, dt, h, ldh, dwe, dwh, n, eps, p); break;
+    case F_Q8: cu_launch(k_embed_norm_pair<F_Q8>, R, T, 0, y, ldy, wd, it, dt, h, ldh, dwe, dwh, n, eps, p); break;
+    default: cu_launch(k_embed_norm_pair<F_Q4>, R, T, 0, y, ldy, wd, it, dt, h, ldh, dwe, dwh, n, eps, p); break;
+    }
+    CU_LAUNCHED("embed_norm_pair");
+    if (p.kind) cu_prep_done(&p, y, ldy);
+}

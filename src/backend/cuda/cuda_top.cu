@@ -9,9 +9,11 @@
  * and however the row is cut. The row is cut into slices of TOP_SLICE ids, one block each (a 248,320-id
  * row is 61 blocks, so the GPU reads it at full width; one block a row walked it in ~0.65 ms); a block
  * keeps its slice's k largest keys, then one block a row selects the k largest of the slices' lists
- * (a second level of merges first when those lists hold more than TOP_SLICE keys). A block selects by
- * radix select over the keys' bytes, from the top (top_select). Bits and order of the result do not
- * depend on the rows beside it, the slice size or the launch (DESIGN.md §3). */
+ * (a second level of merges first when those lists hold more than TOP_SLICE keys); a row of at most
+ * 2 · TOP_SLICE ids (a tiny model's 8,192) is one block of 16 keys a thread instead, one launch where a
+ * draft step's chain had two (k_top_row). A block selects by radix select over the keys' bytes, from
+ * the top (top_select). Bits and order of the result do not depend on the rows beside it, the slice
+ * size or the launch (DESIGN.md §3). */
 #include "cuda_internal.cuh"
 
 #include <limits.h>
@@ -46,12 +48,13 @@ struct top_shared {
 /* One pass of top_select: counts the keys matching pre under mask by their byte at shift, then warp 0
  * finds the bin holding the need-th largest (lane l scans bins 255 - 8l down to 248 - 8l, a warp
  * prefix sum orders the lanes). */
-__device__ void top_pass(const unsigned long long key[TOP_PER], unsigned long long pre, unsigned long long mask,
-                         int shift, int need, top_shared &s) {
+template <int PER>
+__device__ void top_pass(const unsigned long long key[PER], unsigned long long pre, unsigned long long mask, int shift,
+                         int need, top_shared &s) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) s.hist[i] = 0;
     __syncthreads();
 #pragma unroll
-    for (int u = 0; u < TOP_PER; u++)
+    for (int u = 0; u < PER; u++)
         if (key[u] && (key[u] & mask) == pre) atomicAdd(&s.hist[(key[u] >> shift) & 255], 1u);
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -79,16 +82,17 @@ __device__ void top_pass(const unsigned long long key[TOP_PER], unsigned long lo
     __syncthreads();
 }
 
-/* The k largest nonzero keys among the block's TOP_SLICE (key[] of each thread; 0 = none), sorted
+/* The k largest nonzero keys among the block's TOP_THREADS · PER (key[] of each thread; 0 = none), sorted
  * descending into out[0..k) (shared or global), 0 past the last when fewer than k are nonzero. Radix
  * select: a pass fixes the next byte of the k-th largest key (top_pass); it stops when the bin
  * holding it is taken whole, at the latest after 8 passes (a bin of one key). Then every key at or
  * above the prefix is one of the k, and each is ranked by counting the larger ones. */
-__device__ void top_select(const unsigned long long key[TOP_PER], int k, unsigned long long *out, top_shared &s) {
+template <int PER>
+__device__ void top_select(const unsigned long long key[PER], int k, unsigned long long *out, top_shared &s) {
     unsigned long long pre = 0, mask = 0;
     int need = k; /* keys still to take among those matching pre under mask */
     for (int shift = 56; shift >= 0; shift -= 8) {
-        top_pass(key, pre, mask, shift, need, s);
+        top_pass<PER>(key, pre, mask, shift, need, s);
         int bin = s.bin;
         if (bin < 0) break; /* fewer than k keys in all (only the first pass): take them all */
         need -= (int)s.before;
@@ -99,7 +103,7 @@ __device__ void top_select(const unsigned long long key[TOP_PER], int k, unsigne
     if (threadIdx.x == 0) s.n = 0;
     __syncthreads();
 #pragma unroll
-    for (int u = 0; u < TOP_PER; u++)
+    for (int u = 0; u < PER; u++)
         if (key[u] && (key[u] & mask) >= pre) s.sel[atomicAdd(&s.n, 1)] = key[u];
     __syncthreads();
     int n = s.n;
@@ -121,6 +125,41 @@ __device__ void top_bad_min(int mine, top_shared &s) {
     if ((threadIdx.x & 31) == 0 && mine != INT_MAX) atomicMin(&s.bad, mine);
 }
 
+/* This thread's PER keys of logits [base, base + TOP_THREADS · PER) of row v (V ids; 0 past V or for a
+ * NaN), and the smallest NaN / +inf index it met into *bad. Every logit is loaded before any is keyed. */
+template <int PER>
+__device__ __forceinline__ void top_keys(unsigned long long key[PER], int *bad, const float *v, int base, int V) {
+    float f[PER];
+#pragma unroll
+    for (int u = 0; u < PER; u++) {
+        int j = base + u * TOP_THREADS + threadIdx.x;
+        f[u] = j < V ? v[j] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < PER; u++) {
+        int j = base + u * TOP_THREADS + threadIdx.x;
+        key[u] = 0;
+        if (j >= V) continue;
+        if (!(f[u] < INFINITY) && j < *bad) *bad = j;
+        if (!isnan(f[u])) key[u] = top_key(f[u], j);
+    }
+}
+
+/* A row's answer from its k best keys (sorted, 0 past the last) and its first bad index (INT_MAX: none):
+ * o[0..k) ids (-1 past the last), o[k..2k) their logits' bits read from v, o[2k], o[2k + 1] the bad
+ * index and its bits (-1 / 0: none). */
+__device__ __forceinline__ void top_answer(int32_t *o, const unsigned long long *best, int k, const float *v, int b) {
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        int id = best[i] ? top_id(best[i]) : -1;
+        o[i] = id;
+        o[k + i] = id >= 0 ? __float_as_int(v[id]) : 0;
+    }
+    if (threadIdx.x == 0) {
+        o[2 * k] = b == INT_MAX ? -1 : b;
+        o[2 * k + 1] = b == INT_MAX ? 0 : __float_as_int(v[b]);
+    }
+}
+
 /* Block (c, t): slice c of row t — its k largest keys into part[(t·nsl + c)·k ..], its first NaN /
  * +inf index into pbad[t·nsl + c] (INT_MAX: none). A thread loads its TOP_PER logits before it keys any. */
 __global__ void __launch_bounds__(TOP_THREADS)
@@ -129,26 +168,13 @@ __global__ void __launch_bounds__(TOP_THREADS)
     __shared__ top_shared s;
     if (threadIdx.x == 0) s.bad = INT_MAX;
     const float *v = x + (size_t)blockIdx.y * ldx;
-    int base = blockIdx.x * TOP_SLICE, bad = INT_MAX;
-    float f[TOP_PER];
-#pragma unroll
-    for (int u = 0; u < TOP_PER; u++) {
-        int j = base + u * TOP_THREADS + threadIdx.x;
-        f[u] = j < V ? v[j] : 0.f;
-    }
+    int bad = INT_MAX;
     unsigned long long key[TOP_PER];
-#pragma unroll
-    for (int u = 0; u < TOP_PER; u++) {
-        int j = base + u * TOP_THREADS + threadIdx.x;
-        key[u] = 0;
-        if (j >= V) continue;
-        if (!(f[u] < INFINITY) && j < bad) bad = j;
-        if (!isnan(f[u])) key[u] = top_key(f[u], j);
-    }
+    top_keys<TOP_PER>(key, &bad, v, blockIdx.x * TOP_SLICE, V);
     __syncthreads(); /* s.bad set */
     top_bad_min(bad, s);
     size_t slot = (size_t)blockIdx.y * nsl + blockIdx.x;
-    top_select(key, k, part + slot * k, s); /* its barriers order the atomicMin before the read */
+    top_select<TOP_PER>(key, k, part + slot * k, s); /* its barriers order the atomicMin before the read */
     if (threadIdx.x == 0) pbad[slot] = s.bad;
 }
 
@@ -171,27 +197,36 @@ __global__ void __launch_bounds__(TOP_THREADS)
         key[u] = j < n ? r[j] : 0ull;
     }
     if (!out) {
-        top_select(key, k, dst + ((size_t)blockIdx.y * nblk + blockIdx.x) * k, s);
+        top_select<TOP_PER>(key, k, dst + ((size_t)blockIdx.y * nblk + blockIdx.x) * k, s);
         return;
     }
     int bad = INT_MAX;
     for (int i = threadIdx.x; i < nbad; i += blockDim.x) bad = min(bad, pbad[(size_t)blockIdx.y * nbad + i]);
     __syncthreads(); /* s.bad set */
     top_bad_min(bad, s);
-    top_select(key, k, best, s);
+    top_select<TOP_PER>(key, k, best, s);
     __syncthreads();
+    top_answer(out + (size_t)blockIdx.y * (2 * k + 2), best, k, x + (size_t)blockIdx.y * ldx, s.bad);
+}
+
+/* Block t: the whole of row t (V <= TOP_THREADS · PER) in one block, its answer written as k_top_merge's
+ * final level writes it — one launch instead of slices and a merge for a small vocabulary (8,192 ids:
+ * PER 16), so a tiny model's head is one link shorter. The same set of keys, so the same answer. */
+template <int PER>
+__global__ void __launch_bounds__(TOP_THREADS) k_top_row(int32_t *out, const float *x, int ldx, int V, int k) {
+    CU_PDL_ENTRY();
+    __shared__ top_shared s;
+    __shared__ unsigned long long best[BE_TOP_MAX];
+    if (threadIdx.x == 0) s.bad = INT_MAX;
     const float *v = x + (size_t)blockIdx.y * ldx;
-    int32_t *o = out + (size_t)blockIdx.y * (2 * k + 2);
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-        int id = best[i] ? top_id(best[i]) : -1;
-        o[i] = id;
-        o[k + i] = id >= 0 ? __float_as_int(v[id]) : 0;
-    }
-    if (threadIdx.x == 0) {
-        int b = s.bad;
-        o[2 * k] = b == INT_MAX ? -1 : b;
-        o[2 * k + 1] = b == INT_MAX ? 0 : __float_as_int(v[b]);
-    }
+    int bad = INT_MAX;
+    unsigned long long key[PER];
+    top_keys<PER>(key, &bad, v, 0, V);
+    __syncthreads(); /* s.bad set */
+    top_bad_min(bad, s);
+    top_select<PER>(key, k, best, s);
+    __syncthreads();
+    top_answer(out + (size_t)blockIdx.y * (2 * k + 2), best, k, v, s.bad);
 }
 
 /* Per-thread device buffer of the slices' lists and bad indexes (grown as needed). */
@@ -205,6 +240,12 @@ static void *top_buf(size_t bytes) {
 /* Rows [t0, t0 + R) (R <= 65,535) of cu_logits_top: the slices, the merge levels while the lists
  * hold more than TOP_SLICE keys a row, the final merge. */
 static void top_rows(int32_t *out, const float *x, int ldx, int R, int V, int k) {
+    if (V <= 2 * TOP_SLICE && cu_set.top_row) { /* one block a row: $MTPLX_CUDA_TOP_ROW=0 keeps two levels */
+        if (V <= TOP_SLICE) cu_launch(k_top_row<TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k);
+        else cu_launch(k_top_row<2 * TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k);
+        CU_LAUNCHED("logits top");
+        return;
+    }
     int nsl = (V + TOP_SLICE - 1) / TOP_SLICE;
     size_t n1 = (size_t)nsl * k, n2 = ((n1 + TOP_SLICE - 1) / TOP_SLICE) * (size_t)k;
     size_t keys = (size_t)R * (n1 + (n1 > TOP_SLICE ? n2 : 0));

@@ -251,9 +251,7 @@ static void mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as,
     float eps = c->rms_norm_eps;
     float *rows = scr->fam;
     size_t RH = (size_t)R * H;
-    be->ops->embed_rows(be, scr->a, H, &f->ds_embed, next, R);
-    be_rmsnorm_rows(be, rows, tw, scr->a, H, f->ds_enorm, H, R, eps);
-    be_rmsnorm_rows(be, rows + H, tw, hid, H, f->ds_hnorm, H, R, eps);
+    be_embed_norm_pair_rows(be, rows, tw, scr->a, &f->ds_embed, next, hid, H, f->ds_enorm, f->ds_hnorm, H, R, eps);
     be_matmul(be, scr->x, H, rows, tw, R, &f->ds_eh_proj);
     rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
     layer_mla(m, &L->mla, 0, as, n, R, scr);

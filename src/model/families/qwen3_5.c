@@ -17,9 +17,8 @@ void qwen_mtp_rows(const mtplx_model *m, fwd_scratch *scr, const attn_seg *as, i
     int H = m->cfg.hidden_size, bw = scr->big_w;
     float eps = m->cfg.rms_norm_eps;
     size_t RH = (size_t)R * H;
-    be->ops->embed_rows(be, scr->a, H, &m->embed, next, R);
-    be_rmsnorm_rows(be, scr->big, bw, scr->a, H, w->pre_fc_norm_embedding, H, R, eps);
-    be_rmsnorm_rows(be, scr->big + H, bw, hid, H, w->pre_fc_norm_hidden, H, R, eps);
+    be_embed_norm_pair_rows(be, scr->big, bw, scr->a, &m->embed, next, hid, H, w->pre_fc_norm_embedding,
+                            w->pre_fc_norm_hidden, H, R, eps);
     be_matmul(be, scr->x, H, scr->big, bw, R, &w->fc);
     rows_rmsnorm(m, scr->a, scr->x, L->in_norm, R);
     layer_attention(m, &L->attn, 0, as, n, R, scr);
