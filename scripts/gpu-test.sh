@@ -124,7 +124,7 @@ machinery_equal() {
     for mode in "" "--step" "--mtp" "--step --mtp"; do
         MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 MTPLX_CUDA_RMS_BATCH=1 \
             MTPLX_CUDA_GDN_L2=0 MTPLX_CUDA_SEQ_INLINE=0 MTPLX_CUDA_DL_PIPE=0 MTPLX_CUDA_UP_ASYNC=0 MTPLX_CUDA_SEQ_PDL=0 \
-            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 MTPLX_CUDA_FUSE_MTP_IN=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 MTPLX_CUDA_FUSE_MTP_IN=0 MTPLX_CUDA_FUSE_ATT_PREP=0 MTPLX_CUDA_ATT_MERGE_LAST=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
         MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 MTPLX_CUDA_DL_PIPE=1 \
             build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
         cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
@@ -277,6 +277,32 @@ mtp_in_equal() {
     done
 }
 check mtp_input_and_top_row_bit_identical mtp_in_equal
+
+# 8f. the one-query attention blocks doing more of the attention themselves give the bits of the launches
+#     they replace: the queries' and new keys' norm and RoPE inside the blocks when every sequence has one
+#     row (MTPLX_CUDA_FUSE_ATT_PREP=0: k_attn_prep_seqs first) and the merge of a query's key chunks by its
+#     last block (MTPLX_CUDA_ATT_MERGE_LAST=0: k_attn_merge after): embedded bf16, logits of 600
+#     single-token steps (up to three key chunks a query) and of the MTP head one row at a time, of a
+#     600-token prefill, and sampled depth-3 text, both knobs off against on; test_backend_cuda's
+#     attention_seqs checks (section 1) compare both with per-sequence attention calls too
+att_fuse_equal() {
+    local T mode
+    T=$(seq -s, 100 7 4300)
+    for mode in "" "--step" "--step --mtp"; do
+        MTPLX_CUDA_FUSE_ATT_PREP=0 MTPLX_CUDA_ATT_MERGE_LAST=0 build/mtplx logits --tokens $T $mode \
+            --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+        build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
+        cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [600 tokens $mode] differ"; return 1; }
+        echo "logits [600 tokens $mode]: prep and merge launches == inside the attention blocks"
+    done
+    MTPLX_CUDA_FUSE_ATT_PREP=0 MTPLX_CUDA_ATT_MERGE_LAST=0 build/mtplx run --prompt "def fib(n):" --max-tokens 96 \
+        --depth 3 --draft-min-conf 0 --temperature 0.7 --seed 9 > /tmp/gpu-t0.txt 2>/dev/null || return 1
+    build/mtplx run --prompt "def fib(n):" --max-tokens 96 --depth 3 --draft-min-conf 0 --temperature 0.7 --seed 9 \
+        > /tmp/gpu-t1.txt 2>/dev/null || return 1
+    cmp /tmp/gpu-t0.txt /tmp/gpu-t1.txt || { echo "sampled D3 text differs"; return 1; }
+    echo "sampled D3 text: prep and merge launches == inside the attention blocks"
+}
+check attention_prep_and_merge_in_blocks_bit_identical att_fuse_equal
 
 # 8c. the device MoE's per-slot kernels (calls of up to MTPLX_CUDA_MOE_SLOTS rows: no plan, the combine in the
 #     down launch, input rows staged in shared memory) give the tiled kernels' bits: test_backend_cuda's MoE

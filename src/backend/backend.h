@@ -70,7 +70,9 @@ typedef struct {
  * gated) at 0, k (nKV·Dh) at k_off, v (nKV·Dh) at v_off; the op writes row t's attention output
  * (nH·Dh, gated when `gated`) at att_off. Steps: per-head RMSNorm of q and k (when q_norm / k_norm),
  * RoPE of the first rotary_dim dims (NeoX halves, cos/sin multiplied by rope_factor), K/V of every row
- * written at positions pos0..pos0+R-1, then row t attends causally to positions 0..pos0+t. */
+ * written at positions pos0..pos0+R-1, then row t attends causally to positions 0..pos0+t. The query
+ * and key parts of `big` are unspecified afterwards (normalised and rotated in place, or left as they
+ * were when a backend does that in its own memory); v and the gates are left as they were. */
 typedef struct {
     float *big;
     int ldb, q_stride, k_off, v_off, att_off;
@@ -244,7 +246,8 @@ typedef struct {
     void (*mla)(be_backend *be, const be_mla_args *a, const be_seq_kv *kv, int pos0, int R, float *scratch);
     void (*gdn)(be_backend *be, const be_gdn_args *a, int R);
     /* The attention of n sequences' rows of one layer, bit-identical to one `attention` call per
-     * sequence (a->big is row 0 of the call; seqs[i] says where sequence i's rows and KV are). A device
+     * sequence in its outputs and K/V (a->big is row 0 of the call; seqs[i] says where sequence i's rows
+     * and KV are; big's queries and keys unspecified afterwards, as attention's). A device
      * backend runs it as a fixed number of launches whatever n is. */
     void (*attention_seqs)(be_backend *be, const be_attn_args *a, const be_attn_seq *seqs, int n, float *scratch);
     /* `mla` for n sequences' rows of one layer, as attention_seqs (a->rows is row 0 of the call). */

@@ -640,6 +640,16 @@ enum { SQ_MCKV = SQ_MH * SQ_MDK, SQ_MKVB = SQ_MCKV + SQ_MKVL + SQ_MDR, SQ_MATT =
 static float sq_mla_freq[SQ_MDR / 2], sq_inv_freq[SQ_DH / 4], sq_qn[SQ_DH], sq_kn[SQ_DH], sq_conv_w[SQ_C * SQ_KC], sq_negA[SQ_HV],
     sq_dtb[SQ_HV], sq_norm[SQ_DV];
 
+/* The per-layer arrays above, filled once. */
+static void sq_init(void) {
+    if (sq_inv_freq[0]) return;
+    for (int i = 0; i < SQ_DH / 4; i++) sq_inv_freq[i] = powf(10000.f, -2.0f * i / (SQ_DH / 2));
+    for (int i = 0; i < SQ_MDR / 2; i++) sq_mla_freq[i] = powf(10000.f, -2.0f * i / SQ_MDR);
+    fill(sq_qn, SQ_DH), fill(sq_kn, SQ_DH), fill(sq_conv_w, SQ_C * SQ_KC), fill(sq_dtb, SQ_HV);
+    for (int i = 0; i < SQ_HV; i++) sq_negA[i] = -0.5f - 0.1f * i;
+    for (int i = 0; i < SQ_DV; i++) sq_norm[i] = 1.0f + 0.1f * frand();
+}
+
 /* Offsets (floats) of everything one check touches, in one arena of backend memory. Sequence i owns
  * SQ_PAGES private pages of the KV pools, a conv state, two recurrent states and a capture tape;
  * the shared conv window comes last (scratch: not compared). */
@@ -668,18 +678,20 @@ static sq_layout sq_layout_of(int Rtot) {
     return L;
 }
 
-/* One layer of n random sequences (R_i rows at pos0_i, random page tables; even ones capture their
- * GDN rows) through attention_seqs + mla_seqs + gdn_seqs (mode 1), through the per-sequence ops as the
- * forward called them before (mode 0: attention; mla; copy, conv1d_silu, copy, gdn), or through nothing
- * (mode -1).
- * Returns the arena afterwards (the caller frees it) and in *n_cmp the floats before the shared
- * window; the random draws depend on `seed` only. */
-static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_cmp) {
+/* One layer of n random sequences (R_i rows at pos0_i — every R_i 1 when `decode` —, random page
+ * tables; even ones capture their GDN rows) through attention_seqs + mla_seqs + gdn_seqs (mode 1),
+ * through the per-sequence ops as the forward called them before (mode 0: attention; mla; copy,
+ * conv1d_silu, copy, gdn), or through nothing (mode -1).
+ * Returns the arena afterwards (the caller frees it) with the attention rows' query and key parts
+ * zeroed (the op leaves them unspecified), and in *n_cmp the floats before the shared window; the
+ * random draws depend on `seed` only. */
+static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, int decode, size_t *n_cmp) {
     g_rng = seed;
     int R[SQ_MAXN], pos0[SQ_MAXN], r0[SQ_MAXN], Rtot = 0;
     int32_t pages[SQ_MAXN][SQ_PAGES], perm[SQ_MAXN * SQ_PAGES];
     for (int i = 0; i < n; i++) {
         R[i] = 1 + (int)((frand() + 1.0f) * 0.5f * SQ_MAXR) % SQ_MAXR;
+        if (decode) R[i] = 1;
         pos0[i] = (int)((frand() + 1.0f) * 0.5f * (SQ_PAGES * SQ_PS - R[i] + 1)) % (SQ_PAGES * SQ_PS - R[i] + 1);
         r0[i] = Rtot, Rtot += R[i];
     }
@@ -760,37 +772,130 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, size_t *n_c
     be->ops->download(be, h, d, sizeof(float) * L.total);
     be->ops->buf_free(be, b);
     free(scratch);
+    for (int t = 0; t < Rtot; t++) {
+        float *row = h + L.abig + (size_t)t * SQ_ABW;
+        for (int j = 0; j < SQ_NH; j++) memset(row + j * SQ_QS, 0, sizeof(float) * SQ_DH); /* the gates stay */
+        memset(row + SQ_KOFF, 0, sizeof(float) * SQ_NKV * SQ_DH);
+    }
     return h;
 }
 
-/* n = 1..8 random sequences through the batched ops and through per-sequence calls: the whole arena
- * (attention outputs and KV pages, conv outputs and states, recurrent states, tapes, windows of the
- * capturing sequences) bit-identical; and the batched ops change something. */
+/* n = 1..8 random sequences through the batched ops and through per-sequence calls, with rows as
+ * drawn and with one row a sequence (decode steps; a device backend may prepare the queries and keys
+ * inside its attention blocks then): the whole arena but the attention inputs' queries and keys
+ * (attention outputs and gates, KV pages, conv outputs and states, recurrent states, tapes, windows of
+ * the capturing sequences) bit-identical; and the batched ops change something (a twentieth of the
+ * compared floats; a fiftieth with one row a sequence). */
 static void sq_check(be_backend *be) {
-    if (!sq_inv_freq[0]) {
-        for (int i = 0; i < SQ_DH / 4; i++) sq_inv_freq[i] = powf(10000.f, -2.0f * i / (SQ_DH / 2));
-        for (int i = 0; i < SQ_MDR / 2; i++) sq_mla_freq[i] = powf(10000.f, -2.0f * i / SQ_MDR);
-        fill(sq_qn, SQ_DH), fill(sq_kn, SQ_DH), fill(sq_conv_w, SQ_C * SQ_KC), fill(sq_dtb, SQ_HV);
-        for (int i = 0; i < SQ_HV; i++) sq_negA[i] = -0.5f - 0.1f * i;
-        for (int i = 0; i < SQ_DV; i++) sq_norm[i] = 1.0f + 0.1f * frand();
-    }
-    for (int n = 1; n <= SQ_MAXN; n++) {
+    sq_init();
+    for (int c = 0; c < 2 * SQ_MAXN; c++) {
+        int n = 1 + c % SQ_MAXN, dec = c >= SQ_MAXN;
         uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)n + 1;
         size_t nc;
-        float *x = sq_run(be, n, seed, 1, &nc), *y = sq_run(be, n, seed, 0, &nc), *z = sq_run(be, n, seed, -1, &nc);
+        float *x = sq_run(be, n, seed, 1, dec, &nc), *y = sq_run(be, n, seed, 0, dec, &nc);
+        float *z = sq_run(be, n, seed, -1, dec, &nc);
         REQUIRE(x && y && z);
         size_t differ = 0, first = 0, moved = 0;
         for (size_t i = 0; i < nc; i++) {
             if (memcmp(&x[i], &y[i], sizeof(float)) && differ++ == 0) first = i;
             moved += memcmp(&x[i], &z[i], sizeof(float)) != 0;
         }
-        CHECK_MSG(differ == 0, "%s, %d sequences: %zu floats differ from per-sequence calls (first at %zu of %zu)",
-                  be->ops->name, n, differ, first, nc);
-        CHECK_MSG(moved > nc / 20, "%s, %d sequences: the ops changed only %zu of %zu floats", be->ops->name, n, moved,
-                  nc);
+        CHECK_MSG(differ == 0, "%s, %d sequences%s: %zu floats differ from per-sequence calls (first at %zu of %zu)",
+                  be->ops->name, n, dec ? " of one row" : "", differ, first, nc);
+        CHECK_MSG(moved > nc / (dec ? 50 : 20), "%s, %d sequences%s: the ops changed only %zu of %zu floats", be->ops->name, n,
+                  dec ? " of one row" : "", moved, nc);
         free(z);
         free(x), free(y);
     }
+}
+
+/* ---- attention_seqs over long contexts (queries over several key chunks) against per-sequence calls ---- */
+
+enum { LQ_PS = 16, LQ_PAGES = 64, LQ_MAXN = 4 }; /* 1,024 positions a sequence */
+
+/* n sequences at positions pos0_i in [260, 1000) with R_i rows (1 when `decode`, else 1..5), their caches
+ * holding random keys and values below pos0_i (random page tables), through attention_seqs (mode 1) or
+ * one attention call a sequence (mode 0). Returns the rows and both caches afterwards, the rows' queries
+ * and keys zeroed (unspecified after the op), in *n_cmp floats (the caller frees); the draws depend on
+ * `seed` only. */
+static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode, size_t *n_cmp) {
+    g_rng = seed;
+    int R[LQ_MAXN], pos0[LQ_MAXN], r0[LQ_MAXN], Rtot = 0;
+    int32_t pages[LQ_MAXN][LQ_PAGES];
+    for (int i = 0; i < n; i++) {
+        R[i] = decode ? 1 : 1 + (int)((frand() + 1.0f) * 2.5f) % SQ_MAXR;
+        pos0[i] = 260 + (int)((frand() + 1.0f) * 370.0f) % 740;
+        r0[i] = Rtot, Rtot += R[i];
+        for (int j = 0; j < LQ_PAGES; j++) pages[i][j] = i + LQ_MAXN * (LQ_PAGES - 1 - j); /* interleaved, reversed */
+    }
+    size_t pool = (size_t)LQ_MAXN * LQ_PAGES * SQ_NKV * LQ_PS * SQ_DH, nb = (size_t)Rtot * SQ_ABW;
+    size_t total = nb + 2 * pool;
+    float *h = malloc(sizeof(float) * total);
+    if (!h) return NULL;
+    for (size_t i = 0; i < total; i++) h[i] = frand();
+    be_buf *b;
+    mtplx_err err = {0};
+    if (be->ops->buf_alloc(be, sizeof(float) * total, 0, "test arena", &b, &err)) return free(h), NULL;
+    float *d = be_buf_addr(be, b);
+    be->ops->upload(be, d, h, sizeof(float) * total);
+    be_attn_args a = {d, SQ_ABW, SQ_QS, SQ_KOFF, SQ_VOFF, SQ_AOFF, SQ_NH, SQ_NKV, SQ_DH, SQ_DH / 2, 1,
+                      sq_inv_freq, 1.0f, sq_qn, sq_kn, 1e-6f, 0.125f};
+    be_attn_seq as[LQ_MAXN];
+    for (int i = 0; i < n; i++)
+        as[i] = (be_attn_seq){{d + nb, d + nb + pool, pages[i], LQ_PAGES, LQ_PS}, pos0[i], r0[i], R[i]};
+    float *scratch = malloc(sizeof(float) * be->ops->attn_scratch_floats(be, LQ_PAGES * LQ_PS, SQ_DH / 2));
+    if (mode == 1) {
+        be->ops->attention_seqs(be, &a, as, n, scratch);
+    } else {
+        for (int i = 0; i < n; i++) {
+            be_attn_args ai = a;
+            ai.big = a.big + (size_t)r0[i] * SQ_ABW;
+            be->ops->attention(be, &ai, &as[i].kv, pos0[i], R[i], scratch);
+        }
+    }
+    be->ops->download(be, h, d, sizeof(float) * total);
+    be->ops->buf_free(be, b);
+    free(scratch);
+    for (int t = 0; t < Rtot; t++) {
+        float *row = h + (size_t)t * SQ_ABW;
+        for (int j = 0; j < SQ_NH; j++) memset(row + j * SQ_QS, 0, sizeof(float) * SQ_DH);
+        memset(row + SQ_KOFF, 0, sizeof(float) * SQ_NKV * SQ_DH);
+    }
+    *n_cmp = total;
+    return h;
+}
+
+/* 1..4 sequences of one row (decode steps) and of 1..5 rows over 260..1,000 keys through attention_seqs
+ * and through per-sequence attention calls: outputs and caches bit-identical. */
+static void lq_check(be_backend *be) {
+    sq_init();
+    for (int c = 0; c < 2 * LQ_MAXN; c++) {
+        int n = 1 + c % LQ_MAXN, dec = c < LQ_MAXN;
+        uint64_t seed = 0x2545f4914f6cdd1dull * (uint64_t)(c + 1);
+        size_t nc = 0, nc2 = 0, differ = 0, first = 0;
+        float *x = lq_run(be, n, seed, 1, dec, &nc), *y = lq_run(be, n, seed, 0, dec, &nc2);
+        REQUIRE(x && y && nc == nc2);
+        for (size_t i = 0; i < nc; i++)
+            if (memcmp(&x[i], &y[i], sizeof(float)) && differ++ == 0) first = i;
+        CHECK_MSG(differ == 0, "%s, %d sequences%s over 260..1000 keys: %zu floats differ from per-sequence calls "
+                  "(first at %zu of %zu)", be->ops->name, n, dec ? " of one row" : "", differ, first, nc);
+        free(x), free(y);
+    }
+}
+
+TEST(test_attention_seqs_long_cpu_equal_per_sequence_calls) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    lq_check(cpu);
+    be_free(cpu);
+}
+
+TEST(test_attention_seqs_long_cuda_equal_per_sequence_calls) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    lq_check(be);
+    be_free(be);
 }
 
 /* The CPU backend's attention_seqs / mla_seqs / gdn_seqs (a loop over its per-sequence ops) equal the
@@ -1351,6 +1456,8 @@ int main(void) {
     RUN(test_gdn_replay_bit_identical_and_matches_cpu);
     RUN(test_seq_ops_cpu_equal_per_sequence_calls);
     RUN(test_seq_ops_cuda_equal_per_sequence_calls);
+    RUN(test_attention_seqs_long_cpu_equal_per_sequence_calls);
+    RUN(test_attention_seqs_long_cuda_equal_per_sequence_calls);
     RUN(test_gdn_commit_cpu_equals_per_sequence_calls);
     RUN(test_gdn_commit_cuda_equals_per_sequence_calls);
     RUN(test_logits_top_cpu_gives_the_sampler_the_same_distribution);

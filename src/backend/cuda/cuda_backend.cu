@@ -1001,6 +1001,8 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->top_min_vocab = knob_int(&k, "MTPLX_CUDA_TOP_MIN_VOCAB", 1, 1, 1 << 30);
     s->top_row = SW("MTPLX_CUDA_TOP_ROW", 1);
     s->fuse_mtp_in = SW("MTPLX_CUDA_FUSE_MTP_IN", 1);
+    s->fuse_att_prep = SW("MTPLX_CUDA_FUSE_ATT_PREP", 1);
+    s->att_merge_last = SW("MTPLX_CUDA_ATT_MERGE_LAST", 1);
     s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 512, 32, 4096);
     s->gdn_reg = SW("MTPLX_CUDA_GDN", 1);
     s->profile = knob_int(&k, "MTPLX_CUDA_PROFILE", 0, 0, 2);

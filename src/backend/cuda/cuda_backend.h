@@ -37,6 +37,13 @@ typedef struct {
                        (the same answer either way) */
     int fuse_mtp_in; /* 1: an MTP layer's input (embedding, two rmsnorms, the fc's preparation) in one launch
                         (embed_norm_pair_rows); MTPLX_CUDA_FUSE_MTP_IN=0: embed_rows and two rmsnorm_rows */
+    int fuse_att_prep; /* 1: a call of attention_seqs whose sequences have one row each and whose keys go to
+                          one-query blocks normalises and rotates its queries and new keys inside those blocks
+                          (no k_attn_prep launch); MTPLX_CUDA_FUSE_ATT_PREP=0: the prep launch first (the same
+                          bits) */
+    int att_merge_last; /* 1: one-query attention blocks of a query over several key chunks merge them in the
+                           block that finishes last (attn_merge_last); MTPLX_CUDA_ATT_MERGE_LAST=0: a
+                           k_attn_merge launch after them (the same bits) */
     int prefill_rows; /* be_caps.prefill_rows; MTPLX_CUDA_PREFILL_ROWS=N (32..4096), default 512: a
                          4,096-token prefill of the 27B-16l q4 shape 5,990 tok/s at 128, 7,834 at 512,
                          8,076 at 1,024 (H100, bench/cuda.md "Session 26"); the chunk's scratch stages

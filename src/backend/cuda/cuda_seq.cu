@@ -87,6 +87,39 @@ typedef struct {
     float rope_factor, eps;
 } attn_prep_args;
 
+/* Threads of a k_attn_prep block, and the partition of a head's sum of squares in every form of the
+ * prep (attn_norm_rope): thread i < 128 sums entries i, i + 128, ... */
+#define ATT_PREP_THREADS 128
+
+/* buf[0..Dh) = the head at src, RMS-normalised by nw (when not NULL), then RoPE at pos on its first rd
+ * dims (NeoX halves), for a block of at least ATT_PREP_THREADS threads: the first 128 take the sum of
+ * squares as a 128-thread block does and the others add zeros, so cu_block_sum's total, and every bit
+ * after it, is the same for 128 threads (k_attn_prep) and 256 (a core block's fused prep). Ends with
+ * __syncthreads. */
+__device__ __forceinline__ void attn_norm_rope(const attn_prep_args &a, float *buf, const float *src, const float *nw,
+                                               int pos, float *sh) {
+    const int Dh = a.Dh;
+    for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = src[i];
+    if (nw) {
+        __syncthreads();
+        float s = 0.f;
+        if (threadIdx.x < ATT_PREP_THREADS)
+            for (int i = threadIdx.x; i < Dh; i += ATT_PREP_THREADS) s = fmaf(buf[i], buf[i], s);
+        float inv = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(cu_block_sum(s, sh), (float)Dh), a.eps));
+        for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = __fmul_rn(__fmul_rn(buf[i], inv), nw[i]);
+    }
+    __syncthreads();
+    int half = a.rd / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        float c, s, x1 = buf[i], x2 = buf[i + half];
+        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
+        /* each product rounded, as the CPU's C; spelled out so that no kernel's inlining contracts it */
+        buf[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+        buf[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+    }
+    __syncthreads();
+}
+
 /* Block (t, h): per-head RMSNorm and RoPE of query head h (h < nH) or of key head h - nH, whose key
  * and value then go into the cache at position pos0 + t. */
 __device__ __forceinline__ void attn_prep_body(const attn_prep_args &a, const kv_view &kv, int t, int h) {
@@ -96,23 +129,7 @@ __device__ __forceinline__ void attn_prep_body(const attn_prep_args &a, const kv
     float *row = a.big + (size_t)t * a.ldb;
     int is_q = h < a.n_heads, j = h - a.n_heads;
     float *p = is_q ? row + (size_t)h * a.q_stride : row + a.k_off + (size_t)j * Dh;
-    const float *nw = is_q ? a.q_norm : a.k_norm;
-    for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = p[i];
-    if (nw) {
-        float s = 0.f;
-        for (int i = threadIdx.x; i < Dh; i += blockDim.x) s = fmaf(buf[i], buf[i], s);
-        float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)Dh + a.eps);
-        for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = (buf[i] * inv) * nw[i];
-    }
-    __syncthreads();
-    int half = a.rd / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        float c, s, x1 = buf[i], x2 = buf[i + half];
-        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
-        buf[i] = x1 * c - x2 * s;
-        buf[i + half] = x2 * c + x1 * s;
-    }
-    __syncthreads();
+    attn_norm_rope(a, buf, p, is_q ? a.q_norm : a.k_norm, pos, sh);
     for (int i = threadIdx.x; i < Dh; i += blockDim.x) p[i] = buf[i];
     if (!is_q) {
         float *kd = kv.k + kv_slot(kv, j, pos, Dh), *vd = kv.v + kv_slot(kv, j, pos, Dh);
@@ -136,18 +153,45 @@ typedef struct {
     int z0;                 /* a batched launch's first sequence (its table index) */
     cu_prep_out prep;       /* the outputs prepared for the output projection too (cu_prep_from), or kind 0 */
     int prep_r0;            /* the prepared rows' index of row 0 of a.big */
+    int *cnt;               /* one-query blocks: a query's chunks counted as they finish, slot
+                             * (z · rows + t - t0) · heads + h, zero between launches; the last one merges
+                             * (attn_merge_last). NULL: k_attn_merge runs after the launch */
 } attn_core_args;
+
+/* attn_prep_body's work for one-query block (t, h) of a call whose sequences have one row each
+ * (k_attn_core_seqs_fp): query head h normalised and rotated into q (shared, Dh floats) and, when
+ * `last` (the block's chunk holds position pos0 + t), key head kvh the same way into kb (shared, Dh
+ * floats), then that key and its value into the cache at pos0 + t. Nothing is written back to big.
+ * The query heads of one KV head all have a last-chunk block, and each writes the same bits into the
+ * cache row; a block reads that row only after its own writes and the __syncthreads that ends this. */
+__device__ __forceinline__ void attn_fused_prep(const attn_prep_args &p, const kv_view &kv, int t, int h, int kvh,
+                                                bool last, float *q, float *kb) {
+    __shared__ float sh[33];
+    const int pos = p.pos0 + t, Dh = p.Dh;
+    const float *row = p.big + (size_t)t * p.ldb;
+    attn_norm_rope(p, q, row + (size_t)h * p.q_stride, p.q_norm, pos, sh);
+    if (!last) return;
+    attn_norm_rope(p, kb, row + p.k_off + (size_t)kvh * Dh, p.k_norm, pos, sh);
+    float *kd = kv.k + kv_slot(kv, kvh, pos, Dh), *vd = kv.v + kv_slot(kv, kvh, pos, Dh);
+    const float *vs = row + p.v_off + (size_t)kvh * Dh;
+    for (int i = threadIdx.x; i < Dh; i += blockDim.x) kd[i] = kb[i], vd[i] = vs[i];
+    __syncthreads();
+}
 
 /* Chunk partial slot of row t (t0 <= t < t0 + rows), head h, chunk c of the launch's sequence z. */
 __device__ __forceinline__ float *attn_part_slot(const attn_core_args &a, int z, int t, int h, int c) {
     return a.part + ((((size_t)z * a.rows + (t - a.t0)) * a.heads + h) * a.S + c) * (size_t)(a.Dv + 2);
 }
 
+__device__ __forceinline__ void attn_merge_last(const attn_core_args &a, int t, int h, int z, int chunks);
+
 /* Block (t, h, c): query head h of row t attends to chunk c of positions 0..pos0+t of KV head h / group.
  * A query of one chunk writes its output (× sigmoid(gate) when gated, the gate following the Dk query
  * floats) to att_off; otherwise the chunk's (max, sum, unnormalized o) go to its partial slot
- * (sequence z) for k_attn_merge. */
-__device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h, int c, int z) {
+ * (sequence z) for k_attn_merge. fp: the prep's arguments when the block does its prep itself
+ * (attn_fused_prep: one row a sequence), else NULL (k_attn_prep has run). */
+__device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h, int c, int z,
+                                               const attn_prep_args *fp = nullptr) {
     extern __shared__ __align__(16) float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, nk = a.pos0 + t + 1;
@@ -157,8 +201,12 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
     float *row = a.big + (size_t)t * a.ldb;
     const float *qg = row + a.q_off + (size_t)h * a.q_stride;
     float *q = sm, *part = sm + Dk;
-    for (int i = threadIdx.x; i < Dk; i += blockDim.x) q[i] = qg[i];
-    __syncthreads();
+    if (fp) {
+        attn_fused_prep(*fp, kv, t, h, kvh, c == chunks - 1, q, part); /* part: the key until the loop ends */
+    } else {
+        for (int i = threadIdx.x; i < Dk; i += blockDim.x) q[i] = qg[i];
+        __syncthreads();
+    }
     float m = -INFINITY, l = 0.f, o[ATT_MAXO];
 #pragma unroll
     for (int i = 0; i < ATT_MAXO; i++) o[i] = 0.f;
@@ -287,6 +335,7 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
         out[dd] = r;
     }
     if (a.prep.kind && !slot) cu_prep_from(a.prep, out, Dv, h * Dv, a.prep_r0 + t); /* slot: the same for the block */
+    if (slot && a.cnt) attn_merge_last(a, t, h, z, chunks);
 }
 
 /* Block (t, h) of a query over more than one chunk: its chunks' partials merged in chunk order (the
@@ -297,18 +346,38 @@ __device__ __forceinline__ void attn_merge_body(const attn_core_args &a, int t, 
     const float *p0 = attn_part_slot(a, z, t, h, 0);
     const size_t st = (size_t)(Dv + 2);
     float M = -INFINITY, L = 0.f;
-    for (int c = 0; c < chunks; c++) M = fmaxf(M, p0[c * st]);
-    for (int c = 0; c < chunks; c++) L += p0[c * st + 1] * expf(p0[c * st] - M);
+    /* __ldcg (through L2 only): other blocks of the launch wrote these when the last block merges */
+    for (int c = 0; c < chunks; c++) M = fmaxf(M, __ldcg(p0 + c * st));
+    for (int c = 0; c < chunks; c++) L += __ldcg(p0 + c * st + 1) * expf(__ldcg(p0 + c * st) - M);
     float *row = a.big + (size_t)t * a.ldb, *out = row + a.att_off + (size_t)h * Dv;
     const float *qg = row + a.q_off + (size_t)h * a.q_stride;
     for (int dd = threadIdx.x; dd < Dv; dd += blockDim.x) {
         float acc = 0.f;
-        for (int c = 0; c < chunks; c++) acc += p0[c * st + 2 + dd] * expf(p0[c * st] - M);
+        for (int c = 0; c < chunks; c++) acc += __ldcg(p0 + c * st + 2 + dd) * expf(__ldcg(p0 + c * st) - M);
         float r = acc / L;
         if (a.gated) r *= cu_sigmoid(qg[a.Dk + dd]);
         out[dd] = r;
     }
     if (a.prep.kind) cu_prep_from(a.prep, out, Dv, h * Dv, a.prep_r0 + t);
+}
+
+/* After a block wrote its chunk's partial slot (row t, head h, sequence z of the launch): counts the
+ * chunk in a.cnt, and the block that counts the query's last chunk runs attn_merge_body (the same
+ * arithmetic as k_attn_merge's block, whatever the thread count) and zeroes the counter for the next
+ * launch. Each block's slot writes are fenced before its count; the merge reads the slots through L2. */
+__device__ __forceinline__ void attn_merge_last(const attn_core_args &a, int t, int h, int z, int chunks) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *n = a.cnt + ((size_t)z * a.rows + (t - a.t0)) * a.heads + h;
+        last = atomicAdd(n, 1) == chunks - 1;
+        if (last) *n = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    attn_merge_body(a, t, h, z);
 }
 
 __global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core(attn_core_args a, kv_view kv) {
@@ -689,6 +758,18 @@ static float *attn_part_buf(size_t floats) {
     return (float *)buf;
 }
 
+/* Per-thread device counters for attn_merge_last, at least n ints, zero (zeroed when they grow; each
+ * launch leaves them zero). */
+static int *attn_count_buf(size_t n) {
+    static thread_local void *buf = NULL;
+    static thread_local size_t cap = 0; /* bytes */
+    if (n * sizeof(int) > cap) {
+        cu_scratch_grow(&buf, &cap, n * sizeof(int), (size_t)4096 * sizeof(int), "attention merge counters");
+        CU_CHECK(cudaMemsetAsync(buf, 0, cap, CU_STREAM), "attention merge counters");
+    }
+    return (int *)buf;
+}
+
 /* The launches of a call whose longest query sees max_keys keys (nseq sequences of at most maxR rows,
  * nH query heads): returns S, the chunks a query may have; *seqs sequences and *group rows per launch,
  * so that a launch's grid has at most 65,535 (sequence, chunk) pairs and its partials fit
@@ -742,7 +823,7 @@ void cu_attention(be_backend *be, const be_attn_args *a, const be_seq_kv *kv, in
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    seq_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), 128, sizeof(float) * Dh, p, v);
+    seq_launch(k_attn_prep, dim3(R, a->n_heads + a->n_kv_heads), ATT_PREP_THREADS, sizeof(float) * Dh, p, v);
     CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated,
                         pos0, a->scale, NULL, 1, 0, R, a->n_heads, 0};
@@ -1391,6 +1472,22 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z);
 }
 
+/* k_attn_core_seqs with k_attn_prep_seqs' work inside (attn_fused_prep; every sequence of the call has
+ * one row): p's big and pos0 are set here from the sequence's table entry. */
+__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs_fp(attn_core_args a, attn_prep_args p, kv_view base,
+                                                                    const __grid_constant__ seq_tab inl,
+                                                                    const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    const int32_t *tab = seq_tab_of(inl, dtab);
+    const int z = blockIdx.z / a.S, t = a.t0 + blockIdx.x;
+    cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + z];
+    if (t >= q.R) return;
+    a.big += (size_t)q.r0 * a.ldb;
+    a.pos0 = q.pos0, a.prep_r0 = q.r0;
+    p.big = a.big, p.pos0 = q.pos0;
+    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z, &p);
+}
+
 /* Block (x, KV head, i · S + c): k_attn_core_g's block for sequence i. */
 template <int QB, int D>
 __global__ void __launch_bounds__(ATT_WARPS * 32, ATT_G_MINB(QB))
@@ -1422,9 +1519,11 @@ __global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_
 
 /* The attention of an attention_seqs / mla_seqs call (q: its arguments; nH query heads; maxR: the most
  * rows of a sequence): every sequence's queries in chunks of keys, then the merges, in launches of
- * attn_split's sequences and rows. */
+ * attn_split's sequences and rows. fp: attention_seqs' prep, not yet launched (NULL: mla_seqs, whose
+ * prep has run): inside the one-query blocks when every sequence has one row and every launch takes
+ * one-query blocks ($MTPLX_CUDA_FUSE_ATT_PREP=0: never), else k_attn_prep_seqs first. */
 static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab &inl, const int32_t *tab,
-                           const be_attn_seq *seqs, int n, int maxR, int nH) {
+                           const be_attn_seq *seqs, int n, int maxR, int nH, const attn_prep_args *fp) {
     size_t smem = sizeof(float) * ((size_t)q.Dk + ATT_WARPS * (size_t)(q.Dv + 2));
     int max_keys = 0, group, ns;
     for (int i = 0; i < n; i++)
@@ -1439,6 +1538,13 @@ static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab 
             lo = i == 0 || seqs[i].r0 < lo ? seqs[i].r0 : lo;
         }
     }
+    bool fused = fp && cu_set.fuse_att_prep && maxR == 1;
+    for (int z0 = 0; fused && z0 < n; z0 += ns) fused = !attn_qb(q, 1, aligned, n - z0 < ns ? n - z0 : ns, nH, q.S);
+    if (fp && !fused) {
+        seq_launch(k_attn_prep_seqs, dim3(maxR, fp->n_heads + fp->n_kv, n), ATT_PREP_THREADS, sizeof(float) * fp->Dh,
+                   *fp, base, inl, tab);
+        CU_LAUNCHED("attention prep");
+    }
     /* the output projection's input prepared here: when one launch of one-query blocks (and its merge)
      * writes every output and the sequences' rows are exactly rows 0 .. rows_all - 1 */
     q.z0 = 0, q.t0 = 0;
@@ -1452,10 +1558,15 @@ static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab 
                 dim3 grid((rows * q.group + qb - 1) / qb, nH / q.group, nz * q.S);
                 ATT_G_SWITCH(k_attn_core_seqs_g, qb, q.Dk, grid, q, base, inl, tab, rows);
             } else {
-                seq_launch(k_attn_core_seqs, dim3(rows, nH, nz * q.S), ATT_WARPS * 32, smem, q, base, inl, tab);
+                /* one-query blocks: the last chunk of a query merges (attn_merge_last) */
+                attn_core_args o = q;
+                o.cnt = q.S > 1 && cu_set.att_merge_last ? attn_count_buf((size_t)nz * q.rows * nH) : NULL;
+                if (fused) seq_launch(k_attn_core_seqs_fp, dim3(rows, nH, nz * q.S), ATT_WARPS * 32, smem, o, *fp, base, inl, tab);
+                else seq_launch(k_attn_core_seqs, dim3(rows, nH, nz * q.S), ATT_WARPS * 32, smem, o, base, inl, tab);
+                if (o.cnt) qb = -1; /* merged */
             }
             CU_LAUNCHED("attention");
-            if (q.S > 1) {
+            if (q.S > 1 && qb >= 0) {
                 seq_launch(k_attn_merge_seqs, dim3(rows, nH, nz), 128, 0, q, inl, tab);
                 CU_LAUNCHED("attention merge");
             }
@@ -1482,11 +1593,9 @@ void cu_attention_seqs(be_backend *be, const be_attn_args *a, const be_attn_seq 
                         cu_vec(c, a->inv_freq, sizeof(float) * (rd / 2 > 0 ? rd / 2 : 1)),
                         cu_vec(c, a->q_norm, sizeof(float) * Dh), cu_vec(c, a->k_norm, sizeof(float) * Dh),
                         a->rope_factor, a->eps};
-    seq_launch(k_attn_prep_seqs, dim3(maxR, a->n_heads + a->n_kv_heads, n), 128, sizeof(float) * Dh, p, base, inl, tab);
-    CU_LAUNCHED("attention prep");
     attn_core_args q = {a->big, a->ldb, 0, a->q_stride, a->att_off, a->n_heads / a->n_kv_heads, Dh, Dh, a->gated, 0,
                         a->scale};
-    attn_core_seqs(q, base, inl, tab, seqs, n, maxR, a->n_heads);
+    attn_core_seqs(q, base, inl, tab, seqs, n, maxR, a->n_heads, &p);
 }
 
 /* Block (t, i): k_mla_prep's block t for sequence i. */
@@ -1521,7 +1630,7 @@ void cu_mla_seqs(be_backend *be, const be_mla_args *a, const be_attn_seq *seqs, 
     seq_launch(k_mla_prep_seqs, dim3(maxR, n), 128, 0, p, base, inl, tab);
     CU_LAUNCHED("mla prep");
     attn_core_args q = {a->rows, a->ldr, a->q_off, Dk, a->att_off, 1, Dk, a->v_dim, 0, 0, a->scale};
-    attn_core_seqs(q, base, inl, tab, seqs, n, maxR, a->n_heads);
+    attn_core_seqs(q, base, inl, tab, seqs, n, maxR, a->n_heads, NULL);
 }
 
 /* A sequence of a gdn_seqs call as the kernels read it (staged). */
