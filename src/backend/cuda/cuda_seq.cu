@@ -765,6 +765,7 @@ static int *attn_count_buf(size_t n) {
     static thread_local size_t cap = 0; /* bytes */
     if (n * sizeof(int) > cap) {
         cu_scratch_grow(&buf, &cap, n * sizeof(int), (size_t)4096 * sizeof(int), "attention merge counters");
+        /* graph-safe: cu_scratch_grow has called cu_graph_break */
         CU_CHECK(cudaMemsetAsync(buf, 0, cap, CU_STREAM), "attention merge counters");
     }
     return (int *)buf;
