@@ -814,10 +814,10 @@ static void sq_check(be_backend *be) {
 enum { LQ_PS = 16, LQ_PAGES = 64, LQ_MAXN = 4 }; /* 1,024 positions a sequence */
 
 /* n sequences at positions pos0_i in [260, 1000) with R_i rows (1 when `decode`, else 1..5), their caches
- * holding random keys and values below pos0_i (random page tables), through attention_seqs (mode 1) or
- * one attention call a sequence (mode 0). Returns the rows and both caches afterwards, the rows' queries
- * and keys zeroed (unspecified after the op), in *n_cmp floats (the caller frees); the draws depend on
- * `seed` only. */
+ * holding random keys and values below pos0_i (random page tables), through attention_seqs + mla_seqs
+ * (mode 1) or one attention and one mla call a sequence (mode 0). Returns the attention rows, the MLA rows
+ * and the four caches afterwards, the attention rows' queries and keys zeroed (unspecified after the
+ * op), in *n_cmp floats (the caller frees); the draws depend on `seed` only. */
 static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode, size_t *n_cmp) {
     g_rng = seed;
     int R[LQ_MAXN], pos0[LQ_MAXN], r0[LQ_MAXN], Rtot = 0;
@@ -829,7 +829,8 @@ static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
         for (int j = 0; j < LQ_PAGES; j++) pages[i][j] = i + LQ_MAXN * (LQ_PAGES - 1 - j); /* interleaved, reversed */
     }
     size_t pool = (size_t)LQ_MAXN * LQ_PAGES * SQ_NKV * LQ_PS * SQ_DH, nb = (size_t)Rtot * SQ_ABW;
-    size_t total = nb + 2 * pool;
+    size_t mpos = (size_t)LQ_MAXN * LQ_PAGES * SQ_MH * LQ_PS, mrows = nb + 2 * pool, mk = mrows + (size_t)Rtot * SQ_MBW;
+    size_t mv = mk + mpos * SQ_MDK, total = mv + mpos * SQ_MDV;
     float *h = malloc(sizeof(float) * total);
     if (!h) return NULL;
     for (size_t i = 0; i < total; i++) h[i] = frand();
@@ -843,14 +844,23 @@ static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
     be_attn_seq as[LQ_MAXN];
     for (int i = 0; i < n; i++)
         as[i] = (be_attn_seq){{d + nb, d + nb + pool, pages[i], LQ_PAGES, LQ_PS}, pos0[i], r0[i], R[i]};
+    be_mla_args ma = {d + mrows, SQ_MBW, 0, SQ_MCKV, SQ_MKVB, SQ_MATT, SQ_MH, SQ_MDN, SQ_MDR, SQ_MDV, SQ_MKVL, 1,
+                      sq_mla_freq, 1.0f, 0.1f};
+    be_attn_seq ms[LQ_MAXN];
+    for (int i = 0; i < n; i++)
+        ms[i] = (be_attn_seq){{d + mk, d + mv, pages[i], LQ_PAGES, LQ_PS}, pos0[i], r0[i], R[i]};
     float *scratch = malloc(sizeof(float) * be->ops->attn_scratch_floats(be, LQ_PAGES * LQ_PS, SQ_DH / 2));
     if (mode == 1) {
         be->ops->attention_seqs(be, &a, as, n, scratch);
+        be->ops->mla_seqs(be, &ma, ms, n, scratch);
     } else {
         for (int i = 0; i < n; i++) {
             be_attn_args ai = a;
             ai.big = a.big + (size_t)r0[i] * SQ_ABW;
             be->ops->attention(be, &ai, &as[i].kv, pos0[i], R[i], scratch);
+            be_mla_args mi = ma;
+            mi.rows = ma.rows + (size_t)r0[i] * SQ_MBW;
+            be->ops->mla(be, &mi, &ms[i].kv, pos0[i], R[i], scratch);
         }
     }
     be->ops->download(be, h, d, sizeof(float) * total);
@@ -865,8 +875,8 @@ static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
     return h;
 }
 
-/* 1..4 sequences of one row (decode steps) and of 1..5 rows over 260..1,000 keys through attention_seqs
- * and through per-sequence attention calls: outputs and caches bit-identical. */
+/* 1..4 sequences of one row (decode steps) and of 1..5 rows over 260..1,000 keys through attention_seqs and
+ * mla_seqs and through per-sequence attention and mla calls: outputs and caches bit-identical. */
 static void lq_check(be_backend *be) {
     sq_init();
     for (int c = 0; c < 2 * LQ_MAXN; c++) {
