@@ -618,6 +618,22 @@ TEST(test_gdn_replay_bit_identical_and_matches_cpu) {
     be_free(be);
 }
 
+/* A check run on a fresh CPU backend, or on a fresh CUDA backend (the test skipped without one). */
+static void on_cpu(void (*check)(be_backend *be)) {
+    be_backend *cpu = NULL;
+    mtplx_err err = {0};
+    REQUIRE(be_create("cpu", &cpu, &err) == 0);
+    check(cpu);
+    be_free(cpu);
+}
+
+static void on_cuda(void (*check)(be_backend *be)) {
+    be_backend *be = cuda_new();
+    if (!be) SKIP("%s", g_why);
+    check(be);
+    be_free(be);
+}
+
 /* ---- batched sequence ops (attention_seqs, mla_seqs, gdn_seqs) against per-sequence calls ---- */
 
 enum { SQ_NH = 4, SQ_NKV = 2, SQ_DH = 64, SQ_PS = 4, SQ_PAGES = 4, SQ_MAXR = 5, SQ_MAXN = 8 };
@@ -893,39 +909,17 @@ static void lq_check(be_backend *be) {
     }
 }
 
-TEST(test_attention_seqs_long_cpu_equal_per_sequence_calls) {
-    be_backend *cpu = NULL;
-    mtplx_err err = {0};
-    REQUIRE(be_create("cpu", &cpu, &err) == 0);
-    lq_check(cpu);
-    be_free(cpu);
-}
+TEST(test_attention_seqs_long_cpu_equal_per_sequence_calls) { on_cpu(lq_check); }
 
-TEST(test_attention_seqs_long_cuda_equal_per_sequence_calls) {
-    be_backend *be = cuda_new();
-    if (!be) SKIP("%s", g_why);
-    lq_check(be);
-    be_free(be);
-}
+TEST(test_attention_seqs_long_cuda_equal_per_sequence_calls) { on_cuda(lq_check); }
 
 /* The CPU backend's attention_seqs / mla_seqs / gdn_seqs (a loop over its per-sequence ops) equal the
  * per-sequence calls bit for bit, n = 1..8. */
-TEST(test_seq_ops_cpu_equal_per_sequence_calls) {
-    be_backend *cpu = NULL;
-    mtplx_err err = {0};
-    REQUIRE(be_create("cpu", &cpu, &err) == 0);
-    sq_check(cpu);
-    be_free(cpu);
-}
+TEST(test_seq_ops_cpu_equal_per_sequence_calls) { on_cpu(sq_check); }
 
 /* The CUDA backend's batched sequence ops (one grid over all sequences) equal its per-sequence calls
  * bit for bit, n = 1..8: a row's bits do not depend on n or on the other sequences. */
-TEST(test_seq_ops_cuda_equal_per_sequence_calls) {
-    be_backend *be = cuda_new();
-    if (!be) SKIP("%s", g_why);
-    sq_check(be);
-    be_free(be);
-}
+TEST(test_seq_ops_cuda_equal_per_sequence_calls) { on_cuda(sq_check); }
 
 /* ---- the batched commit (gdn_commit) against per-sequence copies and gdn_replay calls ---- */
 
@@ -997,22 +991,11 @@ static void cm_check(be_backend *be) {
 }
 
 /* The CPU backend's gdn_commit (a loop over copy and gdn_replay) equals those calls, n = 1..8. */
-TEST(test_gdn_commit_cpu_equals_per_sequence_calls) {
-    be_backend *cpu = NULL;
-    mtplx_err err = {0};
-    REQUIRE(be_create("cpu", &cpu, &err) == 0);
-    cm_check(cpu);
-    be_free(cpu);
-}
+TEST(test_gdn_commit_cpu_equals_per_sequence_calls) { on_cpu(cm_check); }
 
 /* The CUDA backend's gdn_commit (one launch over all items) equals its copies and gdn_replay calls bit
  * for bit, n = 1..8 (so, through test_gdn_replay_bit_identical_and_matches_cpu, a plain keep-row call). */
-TEST(test_gdn_commit_cuda_equals_per_sequence_calls) {
-    be_backend *be = cuda_new();
-    if (!be) SKIP("%s", g_why);
-    cm_check(be);
-    be_free(be);
-}
+TEST(test_gdn_commit_cuda_equals_per_sequence_calls) { on_cuda(cm_check); }
 
 /* ---- logits_top: what a top-k / greedy sampler reads of a logits row ---- */
 
