@@ -59,10 +59,22 @@ static kv_view kv_view_of(cu_ctx *c, const be_seq_kv *kv, int heads, int kw, int
     return v;
 }
 
-/* The cache row of position pos of head h: its first float is at row · width of k (or v). */
+/* The cache row of position pos of head h: its first float is at row · width of k (or v). Without a page
+ * table every position is below page_size (page 0 is the whole cache); a power-of-two page size (the
+ * pool's) takes a shift and a mask instead of an integer division, which a decode query's key loop pays
+ * for every key (session 43: a sixth of a one-row attention block's instructions). */
 __device__ __forceinline__ long long kv_row(const kv_view &kv, int h, int pos) {
-    int page = kv.pages ? kv.pages[pos / kv.page_size] : 0;
-    return ((long long)page * kv.heads + h) * kv.page_size + pos % kv.page_size;
+    const int ps = kv.page_size;
+    if (!kv.pages) return (long long)h * ps + pos;
+    int page, off;
+    if ((ps & (ps - 1)) == 0) {
+        page = pos >> (__ffs(ps) - 1);
+        off = pos & (ps - 1);
+    } else {
+        page = pos / ps;
+        off = pos % ps;
+    }
+    return ((long long)kv.pages[page] * kv.heads + h) * ps + off;
 }
 
 __device__ __forceinline__ size_t kv_slot(const kv_view &kv, int h, int pos, int width) {
@@ -94,10 +106,12 @@ typedef struct {
 /* buf[0..Dh) = the head at src, RMS-normalised by nw (when not NULL), then RoPE at pos on its first rd
  * dims (NeoX halves), for a block of at least ATT_PREP_THREADS threads: the first 128 take the sum of
  * squares as a 128-thread block does and the others add zeros, so cu_block_sum's total, and every bit
- * after it, is the same for 128 threads (k_attn_prep) and 256 (a core block's fused prep). Ends with
+ * after it, is the same for 128 threads (k_attn_prep) and 256 (a core block's fused prep). cs (shared, rd
+ * floats, or NULL): the cos / sin of this pos are stored there, or with cs_have taken from there (a second
+ * head at the same position: the same values without a second double-precision cos and sin). Ends with
  * __syncthreads. */
 __device__ __forceinline__ void attn_norm_rope(const attn_prep_args &a, float *buf, const float *src, const float *nw,
-                                               int pos, float *sh) {
+                                               int pos, float *sh, float *cs = nullptr, bool cs_have = false) {
     const int Dh = a.Dh;
     for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = src[i];
     if (nw) {
@@ -112,7 +126,12 @@ __device__ __forceinline__ void attn_norm_rope(const attn_prep_args &a, float *b
     int half = a.rd / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float c, s, x1 = buf[i], x2 = buf[i + half];
-        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
+        if (cs && cs_have) {
+            c = cs[i], s = cs[half + i];
+        } else {
+            rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
+            if (cs) cs[i] = c, cs[half + i] = s; /* read back only by this thread */
+        }
         /* each product rounded, as the CPU's C; spelled out so that no kernel's inlining contracts it */
         buf[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
         buf[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
@@ -167,11 +186,12 @@ typedef struct {
 __device__ __forceinline__ void attn_fused_prep(const attn_prep_args &p, const kv_view &kv, int t, int h, int kvh,
                                                 bool last, float *q, float *kb) {
     __shared__ float sh[33];
+    __shared__ float cs[ATT_MAXO * 32]; /* cos / sin of pos: rd <= Dh <= 256 */
     const int pos = p.pos0 + t, Dh = p.Dh;
     const float *row = p.big + (size_t)t * p.ldb;
-    attn_norm_rope(p, q, row + (size_t)h * p.q_stride, p.q_norm, pos, sh);
+    attn_norm_rope(p, q, row + (size_t)h * p.q_stride, p.q_norm, pos, sh, cs, false);
     if (!last) return;
-    attn_norm_rope(p, kb, row + p.k_off + (size_t)kvh * Dh, p.k_norm, pos, sh);
+    attn_norm_rope(p, kb, row + p.k_off + (size_t)kvh * Dh, p.k_norm, pos, sh, cs, true);
     float *kd = kv.k + kv_slot(kv, kvh, pos, Dh), *vd = kv.v + kv_slot(kv, kvh, pos, Dh);
     const float *vs = row + p.v_off + (size_t)kvh * Dh;
     for (int i = threadIdx.x; i < Dh; i += blockDim.x) kd[i] = kb[i], vd[i] = vs[i];
@@ -192,7 +212,7 @@ __device__ __forceinline__ void attn_merge_last(const attn_core_args &a, int t, 
  * (attn_fused_prep: one row a sequence), else NULL (k_attn_prep has run). */
 __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv_view &kv, int t, int h, int c, int z,
                                                const attn_prep_args *fp = nullptr) {
-    extern __shared__ __align__(16) float sm[]; /* q[Dk], then per warp: m, l, o[Dv] */
+    extern __shared__ __align__(16) float sm[]; /* q[Dk], then per warp: m, l, o[Dv]; then the merge factors */
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int Dk = a.Dk, Dv = a.Dv, kvh = h / a.group, nk = a.pos0 + t + 1;
     int chunks = (nk + ATT_CHUNK - 1) / ATT_CHUNK;
@@ -311,21 +331,20 @@ __device__ __forceinline__ void attn_core_body(const attn_core_args &a, const kv
         if (dd < Dv) mine[2 + dd] = o[i];
     }
     __syncthreads();
+    /* the warps' merge factors expf(m_x - M), each computed once (thread x) instead of by every thread for
+     * L and again for each of its dims: the same values and the same sums in the same order */
+    float *ex = part + (size_t)ATT_WARPS * (Dv + 2);
     float M = -INFINITY;
     for (int x = 0; x < ATT_WARPS; x++) M = fmaxf(M, part[(size_t)x * (Dv + 2)]);
+    if (threadIdx.x < ATT_WARPS) ex[threadIdx.x] = expf(part[(size_t)threadIdx.x * (Dv + 2)] - M);
+    __syncthreads();
     float L = 0.f;
-    for (int x = 0; x < ATT_WARPS; x++) {
-        const float *px = part + (size_t)x * (Dv + 2);
-        L += px[1] * expf(px[0] - M);
-    }
+    for (int x = 0; x < ATT_WARPS; x++) L += part[(size_t)x * (Dv + 2) + 1] * ex[x];
     float *out = row + a.att_off + (size_t)h * Dv, *slot = chunks > 1 ? attn_part_slot(a, z, t, h, c) : NULL;
     if (slot && threadIdx.x == 0) slot[0] = M, slot[1] = L;
     for (int dd = threadIdx.x; dd < Dv; dd += blockDim.x) {
         float acc = 0.f;
-        for (int x = 0; x < ATT_WARPS; x++) {
-            const float *px = part + (size_t)x * (Dv + 2);
-            acc += px[2 + dd] * expf(px[0] - M);
-        }
+        for (int x = 0; x < ATT_WARPS; x++) acc += part[(size_t)x * (Dv + 2) + 2 + dd] * ex[x];
         if (slot) {
             slot[2 + dd] = acc;
             continue;
@@ -793,7 +812,7 @@ static int attn_split(int max_keys, int maxR, int nseq, int nH, int Dv, float **
 
 static void attn_core(attn_core_args a, const kv_view &kv, int R, int nH) {
     if (a.Dv > 32 * ATT_MAXO) cu_check(cudaErrorInvalidValue, "attention: value heads wider than 256");
-    size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 2));
+    size_t smem = sizeof(float) * ((size_t)a.Dk + ATT_WARPS * (size_t)(a.Dv + 3)); /* attn_core_body */
     int group, ns;
     a.S = attn_split(a.pos0 + R, R, 1, nH, a.Dv, &a.part, &ns, &group);
     a.rows = group, a.heads = nH, a.z0 = 0;
@@ -1475,7 +1494,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 /* k_attn_core_seqs with k_attn_prep_seqs' work inside (attn_fused_prep; every sequence of the call has
  * one row): p's big and pos0 are set here from the sequence's table entry. */
-__global__ void __launch_bounds__(ATT_WARPS * 32) k_attn_core_seqs_fp(attn_core_args a, attn_prep_args p, kv_view base,
+__global__ void __launch_bounds__(ATT_WARPS * 32, 2) k_attn_core_seqs_fp(attn_core_args a, attn_prep_args p, kv_view base,
                                                                     const __grid_constant__ seq_tab inl,
                                                                     const int32_t *dtab) {
     CU_PDL_ENTRY();
@@ -1525,7 +1544,7 @@ __global__ void k_attn_merge_seqs(attn_core_args a, const __grid_constant__ seq_
  * one-query blocks ($MTPLX_CUDA_FUSE_ATT_PREP=0: never), else k_attn_prep_seqs first. */
 static void attn_core_seqs(attn_core_args q, const kv_view &base, const seq_tab &inl, const int32_t *tab,
                            const be_attn_seq *seqs, int n, int maxR, int nH, const attn_prep_args *fp) {
-    size_t smem = sizeof(float) * ((size_t)q.Dk + ATT_WARPS * (size_t)(q.Dv + 2));
+    size_t smem = sizeof(float) * ((size_t)q.Dk + ATT_WARPS * (size_t)(q.Dv + 3)); /* attn_core_body */
     int max_keys = 0, group, ns;
     for (int i = 0; i < n; i++)
         if (seqs[i].R > 0 && seqs[i].pos0 + seqs[i].R > max_keys) max_keys = seqs[i].pos0 + seqs[i].R;
