@@ -388,6 +388,26 @@ __device__ __forceinline__ float cu_block_sum(float v, float *sh32) {
     return sh32[32];
 }
 
+/* cu_block_sum of a and of b with one set of barriers: *ta, *tb get the bits cu_block_sum gives each
+ * (the same butterflies, the warp sums added in warp order). sh: 66 floats of shared memory. */
+__device__ __forceinline__ void cu_block_sum2(float a, float b, float *sh, float *ta, float *tb) {
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (l == 0) sh[w] = a, sh[32 + w] = b;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.f, t = 0.f;
+        for (int i = 0; i < nw; i++) s += sh[i], t += sh[32 + i];
+        sh[64] = s, sh[65] = t;
+    }
+    __syncthreads();
+    *ta = sh[64], *tb = sh[65];
+}
+
 /* Threads of the one block that normalises a row of n entries (k_rmsnorm and k_rmsnorm_prep use the
  * same count, so their sums of squares run in the same order): about 4 entries a thread, a multiple
  * of 32 from 256 (session 6's count for every width: rows up to 1,024 entries keep its bits) to 1,024

@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(1024) k_embed_norm_pair(float *y, int ldy, wde
                                                           const int32_t *dtok, const float *h, int ldh, const float *we,
                                                           const float *wh, int n, float eps, cu_prep_out p) {
     CU_PDL_ENTRY();
-    __shared__ float sh[33];
+    __shared__ float sh[66];
     const int r = blockIdx.x, tok = dtok ? dtok[r] : itok.t[r];
     float *yt = y + (size_t)r * ldy;
     const float *ht = h + (size_t)r * ldh;
@@ -328,8 +328,10 @@ __global__ void __launch_bounds__(1024) k_embed_norm_pair(float *y, int ldy, wde
         s = fmaf(v, v, s);
     }
     for (int i = threadIdx.x; i < n; i += blockDim.x) s2 = fmaf(ht[i], ht[i], s2);
-    const float inv = 1.0f / sqrtf(cu_block_sum(s, sh) / (float)n + eps);
-    const float inv2 = 1.0f / sqrtf(cu_block_sum(s2, sh) / (float)n + eps);
+    float ts, ts2;
+    cu_block_sum2(s, s2, sh, &ts, &ts2); /* both norms' sums with one set of barriers, each cu_block_sum's bits */
+    const float inv = 1.0f / sqrtf(ts / (float)n + eps);
+    const float inv2 = 1.0f / sqrtf(ts2 / (float)n + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         yt[i] = (yt[i] * inv) * we[i];
         yt[n + i] = (ht[i] * inv2) * wh[i];

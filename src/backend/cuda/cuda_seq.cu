@@ -106,12 +106,10 @@ typedef struct {
 /* buf[0..Dh) = the head at src, RMS-normalised by nw (when not NULL), then RoPE at pos on its first rd
  * dims (NeoX halves), for a block of at least ATT_PREP_THREADS threads: the first 128 take the sum of
  * squares as a 128-thread block does and the others add zeros, so cu_block_sum's total, and every bit
- * after it, is the same for 128 threads (k_attn_prep) and 256 (a core block's fused prep). cs (shared, rd
- * floats, or NULL): the cos / sin of this pos are stored there, or with cs_have taken from there (a second
- * head at the same position: the same values without a second double-precision cos and sin). Ends with
+ * after it, is the same for 128 threads (k_attn_prep) and 256 (a core block's fused prep). Ends with
  * __syncthreads. */
 __device__ __forceinline__ void attn_norm_rope(const attn_prep_args &a, float *buf, const float *src, const float *nw,
-                                               int pos, float *sh, float *cs = nullptr, bool cs_have = false) {
+                                               int pos, float *sh) {
     const int Dh = a.Dh;
     for (int i = threadIdx.x; i < Dh; i += blockDim.x) buf[i] = src[i];
     if (nw) {
@@ -126,12 +124,7 @@ __device__ __forceinline__ void attn_norm_rope(const attn_prep_args &a, float *b
     int half = a.rd / 2;
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float c, s, x1 = buf[i], x2 = buf[i + half];
-        if (cs && cs_have) {
-            c = cs[i], s = cs[half + i];
-        } else {
-            rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
-            if (cs) cs[i] = c, cs[half + i] = s; /* read back only by this thread */
-        }
+        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &s);
         /* each product rounded, as the CPU's C; spelled out so that no kernel's inlining contracts it */
         buf[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
         buf[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
@@ -177,21 +170,74 @@ typedef struct {
                              * (attn_merge_last). NULL: k_attn_merge runs after the launch */
 } attn_core_args;
 
+/* attn_norm_rope of a query head (q from qsrc, norm qn) and a key head (kb from ksrc, norm kn) at one
+ * position side by side, for a block of at least 2 · ATT_PREP_THREADS threads: threads 0..127 take the
+ * query's sum of squares and threads 128..255 the key's, each over attn_norm_rope's partition, and each
+ * total adds its four warps' sums in warp order as cu_block_sum does (the other four warps' zeros leave
+ * it unchanged), so both heads get attn_norm_rope's bits; the cos / sin of pos are computed once for
+ * both. One chain of barriers where two calls had two. Ends with __syncthreads. */
+__device__ __forceinline__ void attn_norm_rope_pair(const attn_prep_args &a, float *q, const float *qsrc,
+                                                    const float *qn, float *kb, const float *ksrc, const float *kn,
+                                                    int pos) {
+    __shared__ float ws[2 * ATT_PREP_THREADS / 32 + 2];
+    const int Dh = a.Dh, tid = threadIdx.x, side = tid >= ATT_PREP_THREADS;
+    for (int i = tid; i < Dh; i += blockDim.x) q[i] = qsrc[i], kb[i] = ksrc[i];
+    __syncthreads();
+    float s = 0.f;
+    if (tid < 2 * ATT_PREP_THREADS) {
+        const float *b = side ? kb : q;
+        for (int i = tid - side * ATT_PREP_THREADS; i < Dh; i += ATT_PREP_THREADS) s = fmaf(b[i], b[i], s);
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if ((tid & 31) == 0 && tid < 2 * ATT_PREP_THREADS) ws[tid >> 5] = s;
+    __syncthreads();
+    if (tid == 0 || tid == 32) { /* warp 0 totals the query's four warps, warp 1 the key's */
+        constexpr int nw = ATT_PREP_THREADS / 32;
+        const int w0 = tid == 0 ? 0 : nw;
+        float t = 0.f;
+        for (int i = 0; i < nw; i++) t += ws[w0 + i];
+        ws[2 * nw + (tid != 0)] = t;
+    }
+    __syncthreads();
+    constexpr int nw2 = 2 * ATT_PREP_THREADS / 32;
+    const float iq = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ws[nw2], (float)Dh), a.eps));
+    const float ik = 1.0f / sqrtf(__fadd_rn(__fdiv_rn(ws[nw2 + 1], (float)Dh), a.eps));
+    for (int i = tid; i < Dh; i += blockDim.x) {
+        if (qn) q[i] = __fmul_rn(__fmul_rn(q[i], iq), qn[i]);
+        if (kn) kb[i] = __fmul_rn(__fmul_rn(kb[i], ik), kn[i]);
+    }
+    __syncthreads();
+    const int half = a.rd / 2;
+    for (int i = tid; i < half; i += blockDim.x) {
+        float c, sn;
+        rope_cs(a.inv_freq, i, pos, a.rope_factor, &c, &sn);
+        const float x1 = q[i], x2 = q[i + half], y1 = kb[i], y2 = kb[i + half];
+        q[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, sn));
+        q[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn));
+        kb[i] = __fsub_rn(__fmul_rn(y1, c), __fmul_rn(y2, sn));
+        kb[i + half] = __fadd_rn(__fmul_rn(y2, c), __fmul_rn(y1, sn));
+    }
+    __syncthreads();
+}
+
 /* attn_prep_body's work for one-query block (t, h) of a call whose sequences have one row each
  * (k_attn_core_seqs_fp): query head h normalised and rotated into q (shared, Dh floats) and, when
  * `last` (the block's chunk holds position pos0 + t), key head kvh the same way into kb (shared, Dh
- * floats), then that key and its value into the cache at pos0 + t. Nothing is written back to big.
- * The query heads of one KV head all have a last-chunk block, and each writes the same bits into the
- * cache row; a block reads that row only after its own writes and the __syncthreads that ends this. */
+ * floats; both heads at once, attn_norm_rope_pair), then that key and its value into the cache at
+ * pos0 + t. Nothing is written back to big. The query heads of one KV head all have a last-chunk block,
+ * and each writes the same bits into the cache row; a block reads that row only after its own writes
+ * and the __syncthreads that ends this. */
 __device__ __forceinline__ void attn_fused_prep(const attn_prep_args &p, const kv_view &kv, int t, int h, int kvh,
                                                 bool last, float *q, float *kb) {
     __shared__ float sh[33];
-    __shared__ float cs[ATT_MAXO * 32]; /* cos / sin of pos: rd <= Dh <= 256 */
     const int pos = p.pos0 + t, Dh = p.Dh;
     const float *row = p.big + (size_t)t * p.ldb;
-    attn_norm_rope(p, q, row + (size_t)h * p.q_stride, p.q_norm, pos, sh, cs, false);
-    if (!last) return;
-    attn_norm_rope(p, kb, row + p.k_off + (size_t)kvh * Dh, p.k_norm, pos, sh, cs, true);
+    if (!last) {
+        attn_norm_rope(p, q, row + (size_t)h * p.q_stride, p.q_norm, pos, sh);
+        return;
+    }
+    attn_norm_rope_pair(p, q, row + (size_t)h * p.q_stride, p.q_norm, kb, row + p.k_off + (size_t)kvh * Dh, p.k_norm,
+                        pos);
     float *kd = kv.k + kv_slot(kv, kvh, pos, Dh), *vd = kv.v + kv_slot(kv, kvh, pos, Dh);
     const float *vs = row + p.v_off + (size_t)kvh * Dh;
     for (int i = threadIdx.x; i < Dh; i += blockDim.x) kd[i] = kb[i], vd[i] = vs[i];
