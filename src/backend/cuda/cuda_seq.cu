@@ -1525,33 +1525,33 @@ __global__ void k_attn_prep_seqs(attn_prep_args a, kv_view base, const __grid_co
     attn_prep_body(a, seq_view(base, q, tab), blockIdx.x, blockIdx.y);
 }
 
-/* Block (t, h, i · S + c): k_attn_core's block (t, h, c) for sequence i. */
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-    k_attn_core_seqs(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
-    CU_PDL_ENTRY();
+/* Block (t, h, i · S + c): k_attn_core's block (t, h, c) for sequence i, with the prep's arguments p (its big
+ * and pos0 set here from the sequence's table entry) when the block does the prep itself (attn_fused_prep),
+ * else NULL. */
+__device__ __forceinline__ void attn_core_seqs_block(attn_core_args a, attn_prep_args *p, const kv_view &base,
+                                                     const seq_tab &inl, const int32_t *dtab) {
     const int32_t *tab = seq_tab_of(inl, dtab);
     const int z = blockIdx.z / a.S, t = a.t0 + blockIdx.x;
     cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + z];
     if (t >= q.R) return;
     a.big += (size_t)q.r0 * a.ldb;
     a.pos0 = q.pos0, a.prep_r0 = q.r0;
-    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z);
+    if (p) p->big = a.big, p->pos0 = q.pos0;
+    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z, p);
 }
 
-/* k_attn_core_seqs with k_attn_prep_seqs' work inside (attn_fused_prep; every sequence of the call has
- * one row): p's big and pos0 are set here from the sequence's table entry. */
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+    k_attn_core_seqs(attn_core_args a, kv_view base, const __grid_constant__ seq_tab inl, const int32_t *dtab) {
+    CU_PDL_ENTRY();
+    attn_core_seqs_block(a, nullptr, base, inl, dtab);
+}
+
+/* k_attn_core_seqs with k_attn_prep_seqs' work inside (every sequence of the call has one row). */
 __global__ void __launch_bounds__(ATT_WARPS * 32, 2) k_attn_core_seqs_fp(attn_core_args a, attn_prep_args p, kv_view base,
                                                                     const __grid_constant__ seq_tab inl,
                                                                     const int32_t *dtab) {
     CU_PDL_ENTRY();
-    const int32_t *tab = seq_tab_of(inl, dtab);
-    const int z = blockIdx.z / a.S, t = a.t0 + blockIdx.x;
-    cu_attn_seq q = ((const cu_attn_seq *)tab)[a.z0 + z];
-    if (t >= q.R) return;
-    a.big += (size_t)q.r0 * a.ldb;
-    a.pos0 = q.pos0, a.prep_r0 = q.r0;
-    p.big = a.big, p.pos0 = q.pos0;
-    attn_core_body(a, seq_view(base, q, tab), t, blockIdx.y, blockIdx.z % a.S, z, &p);
+    attn_core_seqs_block(a, &p, base, inl, dtab);
 }
 
 /* Block (x, KV head, i · S + c): k_attn_core_g's block for sequence i. */
