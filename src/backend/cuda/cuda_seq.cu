@@ -176,6 +176,7 @@ typedef struct {
  * total adds its four warps' sums in warp order as cu_block_sum does (the other four warps' zeros leave
  * it unchanged), so both heads get attn_norm_rope's bits; the cos / sin of pos are computed once for
  * both. One chain of barriers where two calls had two. Ends with __syncthreads. */
+static_assert(ATT_WARPS * 32 >= 2 * ATT_PREP_THREADS, "a one-query block prepares a query and a key head side by side");
 __device__ __forceinline__ void attn_norm_rope_pair(const attn_prep_args &a, float *q, const float *qsrc,
                                                     const float *qn, float *kb, const float *ksrc, const float *kn,
                                                     int pos) {
@@ -1546,7 +1547,9 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_core_seqs_block(a, nullptr, base, inl, dtab);
 }
 
-/* k_attn_core_seqs with k_attn_prep_seqs' work inside (every sequence of the call has one row). */
+/* k_attn_core_seqs with k_attn_prep_seqs' work inside (every sequence of the call has one row). At least 2
+ * blocks a multiprocessor lets the compiler take 128 registers (its own choice of 80 spilled 144 bytes in
+ * the key loop once the prep's merge factors and key head were added). */
 __global__ void __launch_bounds__(ATT_WARPS * 32, 2) k_attn_core_seqs_fp(attn_core_args a, attn_prep_args p, kv_view base,
                                                                     const __grid_constant__ seq_tab inl,
                                                                     const int32_t *dtab) {
