@@ -701,6 +701,26 @@ static sq_layout sq_layout_of(int Rtot) {
  * Returns the arena afterwards (the caller frees it) with the attention rows' query and key parts
  * zeroed (the op leaves them unspecified), and in *n_cmp the floats before the shared window; the
  * random draws depend on `seed` only. */
+/* The gated attention and the MLA of n sequences (as[i] / ms[i]: their caches, positions and rows): one
+ * attention_seqs and one mla_seqs call (batched), or what those must equal, one attention and one mla call
+ * a sequence over its rows of a->big / ma->rows. */
+static void sq_attn_mla(be_backend *be, const be_attn_args *a, const be_attn_seq *as, const be_mla_args *ma,
+                        const be_attn_seq *ms, int n, float *scratch, int batched) {
+    if (batched) {
+        be->ops->attention_seqs(be, a, as, n, scratch);
+        be->ops->mla_seqs(be, ma, ms, n, scratch);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        be_attn_args ai = *a;
+        ai.big = a->big + (size_t)as[i].r0 * a->ldb;
+        be->ops->attention(be, &ai, &as[i].kv, as[i].pos0, as[i].R, scratch);
+        be_mla_args mi = *ma;
+        mi.rows = ma->rows + (size_t)ms[i].r0 * ma->ldr;
+        be->ops->mla(be, &mi, &ms[i].kv, ms[i].pos0, ms[i].R, scratch);
+    }
+}
+
 static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, int decode, size_t *n_cmp) {
     g_rng = seed;
     int R[SQ_MAXN], pos0[SQ_MAXN], r0[SQ_MAXN], Rtot = 0;
@@ -756,20 +776,12 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
     size_t sc_n = be->ops->attn_scratch_floats(be, SQ_PAGES * SQ_PS, SQ_DH / 2);
     float *scratch = malloc(sizeof(float) * sc_n); /* host memory: only the CPU backend uses it */
     if (mode == 1) {
-        be->ops->attention_seqs(be, &a, as, n, scratch);
-        be->ops->mla_seqs(be, &ma, ms, n, scratch);
+        sq_attn_mla(be, &a, as, &ma, ms, n, scratch, 1);
         be->ops->gdn_seqs(be, &g, &cv, gs, n);
     } else if (mode == 0) {
         const size_t f = sizeof(float);
         int kc1 = SQ_KC - 1;
-        for (int i = 0; i < n; i++) {
-            be_attn_args ai = a;
-            ai.big = a.big + (size_t)r0[i] * SQ_ABW;
-            be->ops->attention(be, &ai, &as[i].kv, pos0[i], R[i], scratch);
-            be_mla_args mi = ma;
-            mi.rows = ma.rows + (size_t)r0[i] * SQ_MBW;
-            be->ops->mla(be, &mi, &ms[i].kv, pos0[i], R[i], scratch);
-        }
+        sq_attn_mla(be, &a, as, &ma, ms, n, scratch, 0);
         for (int i = 0; i < n; i++) {
             const be_gdn_seq *q = &gs[i];
             float *row0 = g.big + (size_t)q->r0 * SQ_GBW;
@@ -866,19 +878,7 @@ static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
     for (int i = 0; i < n; i++)
         ms[i] = (be_attn_seq){{d + mk, d + mv, pages[i], LQ_PAGES, LQ_PS}, pos0[i], r0[i], R[i]};
     float *scratch = malloc(sizeof(float) * be->ops->attn_scratch_floats(be, LQ_PAGES * LQ_PS, SQ_DH / 2));
-    if (mode == 1) {
-        be->ops->attention_seqs(be, &a, as, n, scratch);
-        be->ops->mla_seqs(be, &ma, ms, n, scratch);
-    } else {
-        for (int i = 0; i < n; i++) {
-            be_attn_args ai = a;
-            ai.big = a.big + (size_t)r0[i] * SQ_ABW;
-            be->ops->attention(be, &ai, &as[i].kv, pos0[i], R[i], scratch);
-            be_mla_args mi = ma;
-            mi.rows = ma.rows + (size_t)r0[i] * SQ_MBW;
-            be->ops->mla(be, &mi, &ms[i].kv, pos0[i], R[i], scratch);
-        }
-    }
+    sq_attn_mla(be, &a, as, &ma, ms, n, scratch, mode == 1);
     be->ops->download(be, h, d, sizeof(float) * total);
     be->ops->buf_free(be, b);
     free(scratch);
