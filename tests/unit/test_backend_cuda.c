@@ -694,13 +694,6 @@ static sq_layout sq_layout_of(int Rtot) {
     return L;
 }
 
-/* One layer of n random sequences (R_i rows at pos0_i — every R_i 1 when `decode` —, random page
- * tables; even ones capture their GDN rows) through attention_seqs + mla_seqs + gdn_seqs (mode 1),
- * through the per-sequence ops as the forward called them before (mode 0: attention; mla; copy,
- * conv1d_silu, copy, gdn), or through nothing (mode -1).
- * Returns the arena afterwards (the caller frees it) with the attention rows' query and key parts
- * zeroed (the op leaves them unspecified), and in *n_cmp the floats before the shared window; the
- * random draws depend on `seed` only. */
 /* The gated attention and the MLA of n sequences (as[i] / ms[i]: their caches, positions and rows): one
  * attention_seqs and one mla_seqs call (batched), or what those must equal, one attention and one mla call
  * a sequence over its rows of a->big / ma->rows. */
@@ -721,6 +714,23 @@ static void sq_attn_mla(be_backend *be, const be_attn_args *a, const be_attn_seq
     }
 }
 
+/* Zeroes the query and key parts of Rtot attention rows at abig (stride SQ_ABW), which the attention ops
+ * leave unspecified; the gates and values stay. */
+static void sq_mask_qk(float *abig, int Rtot) {
+    for (int t = 0; t < Rtot; t++) {
+        float *row = abig + (size_t)t * SQ_ABW;
+        for (int j = 0; j < SQ_NH; j++) memset(row + j * SQ_QS, 0, sizeof(float) * SQ_DH);
+        memset(row + SQ_KOFF, 0, sizeof(float) * SQ_NKV * SQ_DH);
+    }
+}
+
+/* One layer of n random sequences (R_i rows at pos0_i — every R_i 1 when `decode` —, random page
+ * tables; even ones capture their GDN rows) through attention_seqs + mla_seqs + gdn_seqs (mode 1),
+ * through the per-sequence ops as the forward called them before (mode 0: attention; mla; copy,
+ * conv1d_silu, copy, gdn), or through nothing (mode -1).
+ * Returns the arena afterwards (the caller frees it) with the attention rows' query and key parts
+ * zeroed (the op leaves them unspecified), and in *n_cmp the floats before the shared window; the
+ * random draws depend on `seed` only. */
 static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, int decode, size_t *n_cmp) {
     g_rng = seed;
     int R[SQ_MAXN], pos0[SQ_MAXN], r0[SQ_MAXN], Rtot = 0;
@@ -800,11 +810,7 @@ static float *sq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
     be->ops->download(be, h, d, sizeof(float) * L.total);
     be->ops->buf_free(be, b);
     free(scratch);
-    for (int t = 0; t < Rtot; t++) {
-        float *row = h + L.abig + (size_t)t * SQ_ABW;
-        for (int j = 0; j < SQ_NH; j++) memset(row + j * SQ_QS, 0, sizeof(float) * SQ_DH); /* the gates stay */
-        memset(row + SQ_KOFF, 0, sizeof(float) * SQ_NKV * SQ_DH);
-    }
+    sq_mask_qk(h + L.abig, Rtot);
     return h;
 }
 
@@ -882,11 +888,7 @@ static float *lq_run(be_backend *be, int n, uint64_t seed, int mode, int decode,
     be->ops->download(be, h, d, sizeof(float) * total);
     be->ops->buf_free(be, b);
     free(scratch);
-    for (int t = 0; t < Rtot; t++) {
-        float *row = h + (size_t)t * SQ_ABW;
-        for (int j = 0; j < SQ_NH; j++) memset(row + j * SQ_QS, 0, sizeof(float) * SQ_DH);
-        memset(row + SQ_KOFF, 0, sizeof(float) * SQ_NKV * SQ_DH);
-    }
+    sq_mask_qk(h, Rtot);
     *n_cmp = total;
     return h;
 }
