@@ -1064,6 +1064,8 @@ __global__ void k_gdn(gdn_k_args a) {
  * commit read kn): one launch fewer per GDN step, the same bits as k_gdn_l2. */
 #define GDN_RPW 8 /* value rows per warp (warp_sum8 sums 8 values) */
 #define GDN_PC 8  /* rows whose q / k norms and gates a GDN block computes ahead of the recurrence */
+#define GDN_PB 4  /* of those, the rows a warp loads before it normalises any when Dk <= 64 (2·JK + 2 registers
+                   * each; half as many for Dk of 96 / 128, whose 4 spilled) */
 static_assert(GDN_RPW == 8, "gdn_reg_body's warp sums take 8 rows");
 #define GDN_REG_THREADS 512 /* the register kernel's largest block (value heads up to 16 · GDN_RPW = 128 wide): its
                              * launch bounds, so the compiler keeps a thread's registers within what 512 threads
@@ -1137,6 +1139,45 @@ __device__ __forceinline__ void gdn_l2_vals(const float *x, float mul, float *ou
     for (int m = 0; m < JK; m++) out[m] = (x[m] * inv) * mul;
 }
 
+/* Chunk row tt (row t) of value head hv from its raw q / k (the lane's entries l + 32m) and gate inputs:
+ * q and k L2-normalised when L2 (taped to qn / kn by the key head's first block), else as read, into
+ * pq / pk; beta and g into pbg (g taped by the head's first block). */
+template <int JK, int L2>
+__device__ __forceinline__ void gdn_prep_row(const gdn_k_args &a, const float *nq, const float *nk, float braw, float araw,
+                                             int t, int tt, int hv, int hk, int part, int tape_qk, float dtb, float nA,
+                                             int lane, float *pq, float *pk, float *pbg) {
+    const int Dk = a.Dk, kd = a.Hk * Dk;
+    float qr[JK], kr[JK];
+    if (L2) {
+        if (a.xp) {
+            gdn_l2_vals2<JK>(nq, 1.0f / sqrtf((float)Dk), qr, nk, kr, lane);
+        } else {
+            gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
+            gdn_l2_vals<JK>(nk, 1.0f, kr);
+        }
+        if (tape_qk) {
+#pragma unroll
+            for (int m = 0; m < JK; m++) {
+                a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
+                a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = kr[m];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < JK; m++) kr[m] = nk[m], qr[m] = nq[m];
+    }
+#pragma unroll
+    for (int m = 0; m < JK; m++) pq[lane + 32 * m] = qr[m], pk[lane + 32 * m] = kr[m];
+    if (lane == 0) {
+        float sp = araw + dtb;
+        sp = sp > 20.0f ? sp : log1pf(expf(sp));
+        const float g = expf(nA * sp);
+        pbg[0] = cu_sigmoid(braw), pbg[1] = g;
+        if (a.tape_g && part == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+    }
+    (void)tt;
+}
+
 template <int JK, int L2, int FUSED>
 __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
     __shared__ float yv[FUSED ? 32 * GDN_RPW : 1];
@@ -1153,67 +1194,58 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
         for (int m = 0; m < JK; m++) S[r][m] = i0 + r < Dv ? src[(size_t)(i0 + r) * Dk + lane + 32 * m] : 0.f;
     /* Each chunk of up to GDN_PC rows first has its q / k normalised and its beta / g computed, a row a
      * warp, into shared memory (none of it depends on the state: taken off the rows' dependent chain,
-     * and done once a block instead of by every warp); then the rows run in order. A row's value inputs
-     * and z gate are loaded while the row before it is normalised (same arithmetic either way). */
+     * and done once a block instead of by every warp); then the rows run in order. A warp loads the raw
+     * inputs of up to GDN_PB of its chunk rows before it normalises any, and the chunk's value inputs
+     * (its own 8 value rows) and z gates go to shared memory with them, so a chunk costs about one round
+     * trip to L2 instead of one per row and per step (same arithmetic either way). */
     const float dtb = a.dt_bias[hv], nA = a.neg_A[hv];
     __shared__ float pq[GDN_PC][32 * JK], pk[GDN_PC][32 * JK], pbg[GDN_PC][2];
+    __shared__ float pu[GDN_REG_THREADS / 32][GDN_PC][GDN_RPW], pz[FUSED ? GDN_PC : 1][FUSED ? 32 * GDN_RPW : 1];
     const int nwarps = blockDim.x >> 5, tape_qk = part == 0 && hv % (a.Hv / a.Hk) == 0;
-    float nu[GDN_RPW], nz = 0.f;
-    auto fetch_u = [&](int t) {
-        const float *row = a.big + (size_t)t * a.ldb;
-#pragma unroll
-        for (int r = 0; r < GDN_RPW; r++) nu[r] = i0 + r < Dv ? row[a.u_off + 2 * kd + hv * Dv + i0 + r] : 0.f;
-        if (FUSED) nz = (int)threadIdx.x < Dv ? row[hv * Dv + threadIdx.x] : 0.f;
-    };
-    auto prep_rows = [&](int c0, int pc) { /* rows c0 .. c0 + pc - 1 into pq / pk / pbg */
+    auto prep_rows = [&](int c0, int pc) { /* rows c0 .. c0 + pc - 1 into pq / pk / pbg / pu / pz */
         __syncthreads(); /* the previous chunk's rows have been read */
-        for (int tt = w; tt < pc; tt += nwarps) {
-            const int t = c0 + tt;
-            const float *row = a.big + (size_t)t * a.ldb;
-            const float *qs = L2 ? row + a.u_off + (size_t)hk * Dk : a.qn + (size_t)t * kd + (size_t)hk * Dk;
-            const float *ks = L2 ? qs + kd : a.kn + (size_t)t * kd + (size_t)hk * Dk;
-            float nq[JK], nk[JK], qr[JK], kr[JK];
 #pragma unroll
-            for (int m = 0; m < JK; m++) nq[m] = qs[lane + 32 * m], nk[m] = ks[lane + 32 * m];
-            const float braw = row[a.b_off + hv], araw = row[a.a_off + hv];
-            if (L2) {
-                if (a.xp) {
-                    gdn_l2_vals2<JK>(nq, 1.0f / sqrtf((float)Dk), qr, nk, kr, lane);
-                } else {
-                    gdn_l2_vals<JK>(nq, 1.0f / sqrtf((float)Dk), qr);
-                    gdn_l2_vals<JK>(nk, 1.0f, kr);
-                }
-                if (tape_qk) {
+        for (int h = 0; h < GDN_PC / 4; h++) { /* lane l: value i0 + l % 8 of chunk row 4h + l / 8 */
+            const int tt = 4 * h + (lane >> 3), r = lane & 7;
+            if (tt < pc) pu[w][tt][r] = i0 + r < Dv ? a.big[(size_t)(c0 + tt) * a.ldb + a.u_off + 2 * kd + hv * Dv + i0 + r] : 0.f;
+        }
+        if (FUSED && (int)threadIdx.x < 32 * GDN_RPW) {
 #pragma unroll
-                    for (int m = 0; m < JK; m++) {
-                        a.qn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = qr[m];
-                        a.kn[(size_t)t * kd + (size_t)hk * Dk + lane + 32 * m] = kr[m];
-                    }
-                }
-            } else {
+            for (int tt = 0; tt < GDN_PC; tt++)
+                if (tt < pc) pz[tt][threadIdx.x] = (int)threadIdx.x < Dv ? a.big[(size_t)(c0 + tt) * a.ldb + hv * Dv + threadIdx.x] : 0.f;
+        }
+        constexpr int PB = JK <= 2 ? GDN_PB : GDN_PB / 2;
+        for (int j0 = w; j0 < pc; j0 += PB * nwarps) {
+            float nq[PB][JK], nk[PB][JK], braw[PB], araw[PB];
 #pragma unroll
-                for (int m = 0; m < JK; m++) kr[m] = nk[m], qr[m] = nq[m];
+            for (int b = 0; b < PB; b++) { /* every load first (a row past the chunk reads row c0) */
+                const int tt = j0 + b * nwarps, t = c0 + (tt < pc ? tt : 0);
+                const float *row = a.big + (size_t)t * a.ldb;
+                const float *qs = L2 ? row + a.u_off + (size_t)hk * Dk : a.qn + (size_t)t * kd + (size_t)hk * Dk;
+                const float *ks = L2 ? qs + kd : a.kn + (size_t)t * kd + (size_t)hk * Dk;
+#pragma unroll
+                for (int m = 0; m < JK; m++) nq[b][m] = qs[lane + 32 * m], nk[b][m] = ks[lane + 32 * m];
+                braw[b] = row[a.b_off + hv], araw[b] = row[a.a_off + hv];
             }
 #pragma unroll
-            for (int m = 0; m < JK; m++) pq[tt][lane + 32 * m] = qr[m], pk[tt][lane + 32 * m] = kr[m];
-            if (lane == 0) {
-                float sp = araw + dtb;
-                sp = sp > 20.0f ? sp : log1pf(expf(sp));
-                const float g = expf(nA * sp);
-                pbg[tt][0] = cu_sigmoid(braw), pbg[tt][1] = g;
-                if (a.tape_g && part == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
+            for (int b = 0; b < PB; b++) {
+                const int tt = j0 + b * nwarps, t = c0 + tt;
+                if (tt >= pc) break; /* warp-uniform */
+                gdn_prep_row<JK, L2>(a, nq[b], nk[b], braw[b], araw[b], t, tt, hv, hk, part, tape_qk, dtb, nA, lane,
+                                     pq[tt], pk[tt], pbg[tt]);
             }
         }
         __syncthreads();
     };
-    if (a.R > 0) fetch_u(0);
     for (int t = 0; t < a.R; t++) {
         float *row = a.big + (size_t)t * a.ldb;
         const int tt = t % GDN_PC;
         if (tt == 0) prep_rows(t, a.R - t < GDN_PC ? a.R - t : GDN_PC);
-        float kr[JK], qr[JK];
+        float kr[JK], qr[JK], nu[GDN_RPW];
 #pragma unroll
         for (int m = 0; m < JK; m++) kr[m] = pk[tt][lane + 32 * m], qr[m] = pq[tt][lane + 32 * m];
+#pragma unroll
+        for (int r = 0; r < GDN_RPW; r++) nu[r] = pu[w][tt][r];
         const float beta = pbg[tt][0], g = pbg[tt][1];
         /* the warp's GDN_RPW value rows are independent chains: each phase runs them side by side (a row
          * past Dv holds zeros and stores nothing), so their butterflies overlap instead of queueing; every
@@ -1267,9 +1299,8 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
             else row[a.y_off + hv * Dv + i] = yo; /* raw: k_gdn_norm normalises it */
             if (a.tape_d) a.tape_d[((size_t)t * a.Hv + hv) * Dv + i] = dd;
         }
-        const float zg = nz;
-        if (t + 1 < a.R) fetch_u(t + 1);
         if (!FUSED) continue;
+        const float zg = (int)threadIdx.x < 32 * GDN_RPW ? pz[tt][threadIdx.x] : 0.f;
         __syncthreads();
         int i = threadIdx.x;
         float yi = i < Dv ? yv[i] : 0.f;
@@ -1710,7 +1741,8 @@ typedef struct {
 } cu_gdn_seq;
 
 #define CV_KMAX 8 /* conv kernels up to this width run in k_conv_seqs */
-#define CV_ROWS 4 /* rows whose inputs a k_conv_seqs thread loads at once */
+#define CV_ROWS 8 /* rows whose inputs a k_conv_seqs thread loads at once (with the conv state: a verify of up
+                   * to 8 drafts is one round trip to L2) */
 
 /* Thread (c, i): channel c of sequence i's rows in order, the window's last kc-1 inputs in registers:
  * y_t = silu(Σ_j w[c][j] · x[t + j]) with FMA in tap order (k_conv1d_silu's arithmetic), written over
@@ -1727,20 +1759,23 @@ __global__ void k_conv_seqs(const __grid_constant__ seq_tab inl, const int32_t *
     cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (c >= C) return;
 #pragma unroll
-    for (int j = 0; j < CV_KMAX; j++) {
-        hs[j] = j < kc1 ? q.conv[(size_t)j * C + c] : 0.f;
-        if (j < kc1 && q.keep_win) q.win[(size_t)j * C + c] = hs[j];
-    }
+    for (int j = 0; j < CV_KMAX; j++) hs[j] = j < kc1 ? q.conv[(size_t)j * C + c] : 0.f;
     for (int t0 = 0; t0 < q.R; t0 += CV_ROWS) {
         float xs[CV_ROWS]; /* a group's inputs loaded together (prefill rows: latency, not bandwidth) */
 #pragma unroll
-        for (int u = 0; u < CV_ROWS; u++) {
+        for (int u = 0; u < CV_ROWS; u++) { /* every load before any store (win and big may alias for the compiler) */
             int t = t0 + u;
-            if (t < q.R) {
-                float *wx = q.win + (size_t)(kc1 + t) * C + c;
-                xs[u] = rows_in_win ? *wx : big[(size_t)(q.r0 + t) * ldb + u_off + c];
-                if (q.keep_win && !rows_in_win) *wx = xs[u];
-            }
+            if (t < q.R) xs[u] = rows_in_win ? q.win[(size_t)(kc1 + t) * C + c] : big[(size_t)(q.r0 + t) * ldb + u_off + c];
+        }
+        if (q.keep_win && t0 == 0) { /* the state's copy */
+#pragma unroll
+            for (int j = 0; j < CV_KMAX; j++)
+                if (j < kc1) q.win[(size_t)j * C + c] = hs[j];
+        }
+        if (q.keep_win && !rows_in_win) {
+#pragma unroll
+            for (int u = 0; u < CV_ROWS; u++)
+                if (t0 + u < q.R) q.win[(size_t)(kc1 + t0 + u) * C + c] = xs[u];
         }
 #pragma unroll
         for (int u = 0; u < CV_ROWS; u++) {
@@ -1756,6 +1791,11 @@ __global__ void k_conv_seqs(const __grid_constant__ seq_tab inl, const int32_t *
             for (int j = 0; j < CV_KMAX - 1; j++)
                 if (j < kc1) hs[j] = j + 1 < kc1 ? hs[j + 1] : x;
         }
+    }
+    if (q.R <= 0 && q.keep_win) {
+#pragma unroll
+        for (int j = 0; j < CV_KMAX; j++)
+            if (j < kc1) q.win[(size_t)j * C + c] = hs[j];
     }
 #pragma unroll
     for (int j = 0; j < CV_KMAX; j++)
