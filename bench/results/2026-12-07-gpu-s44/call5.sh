@@ -13,20 +13,8 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 scripts/device-build.sh build CUDA=1 model build/mtplx build/tests/test_backend_cuda build/tests/test_batch > /tmp/build.txt 2>&1 || { tail -30 /tmp/build.txt; exit 1; }
 echo "[$(el) s] built"
 OFF="MTPLX_CUDA_GDN_NORM_LAST=0 MTPLX_CUDA_RMS_STAGE=0"
-T=$(seq -s, 100 7 4300)
-for b in off on; do
-  E=; [ $b = off ] && E=$OFF
-  for mode in "" "--step" "--step --mtp"; do
-    env $E build/mtplx logits --tokens $T $mode --out /tmp/l-$b-${mode// /}.st > /dev/null || echo "logits $b [$mode] failed"
-  done
-  env $E build/mtplx run --prompt "def fib(n):" --max-tokens 300 --depth 3 --draft-min-conf 0 --temperature 0.7 --seed 9 > /tmp/t-$b.txt 2>/dev/null
-  env $E build/mtplx run --prompt "def fib(n):" --max-tokens 300 --depth 8 --draft-min-conf 0.4 --temperature 0.6 --seed 3 > /tmp/u-$b.txt 2>/dev/null
-done
-ok=1
-for mode in "" "--step" "--step--mtp"; do cmp /tmp/l-off-$mode.st /tmp/l-on-$mode.st && echo "logits [600 tokens $mode] identical" || ok=0; done
-cmp /tmp/t-off.txt /tmp/t-on.txt && echo "D3 sampled text identical" || ok=0
-cmp /tmp/u-off.txt /tmp/u-on.txt && echo "D8@0.4 sampled text identical" || ok=0
-echo "[$(el) s] bits ok=$ok" | tee $OUT/bits.txt
+bench/cuda_same_bits.sh "env $OFF build/mtplx" "build/mtplx" > $OUT/bits.txt 2>&1; ok=$?; cat $OUT/bits.txt
+echo "[$(el) s] bits rc=$ok"
 B="--device cuda --prompts 8 --temperature 0.6 --max-tokens 256 --depths 0,3,8@0.4"
 for r in 1 2 3; do
   [ $(el) -lt 400 ] || { echo "round $r skipped: $(el) s" >> $OUT/bench.txt; break; }
