@@ -1139,13 +1139,13 @@ __device__ __forceinline__ void gdn_l2_vals(const float *x, float mul, float *ou
     for (int m = 0; m < JK; m++) out[m] = (x[m] * inv) * mul;
 }
 
-/* Chunk row tt (row t) of value head hv from its raw q / k (the lane's entries l + 32m) and gate inputs:
+/* Row t of value head hv from its raw q / k (the lane's entries l + 32m) and gate inputs:
  * q and k L2-normalised when L2 (taped to qn / kn by the key head's first block), else as read, into
  * pq / pk; beta and g into pbg (g taped by the head's first block). */
 template <int JK, int L2>
 __device__ __forceinline__ void gdn_prep_row(const gdn_k_args &a, const float *nq, const float *nk, float braw, float araw,
-                                             int t, int tt, int hv, int hk, int part, int tape_qk, float dtb, float nA,
-                                             int lane, float *pq, float *pk, float *pbg) {
+                                             int t, int hv, int hk, int part, int tape_qk, float dtb, float nA, int lane,
+                                             float *pq, float *pk, float *pbg) {
     const int Dk = a.Dk, kd = a.Hk * Dk;
     float qr[JK], kr[JK];
     if (L2) {
@@ -1175,7 +1175,6 @@ __device__ __forceinline__ void gdn_prep_row(const gdn_k_args &a, const float *n
         pbg[0] = cu_sigmoid(braw), pbg[1] = g;
         if (a.tape_g && part == 0) a.tape_g[(size_t)t * a.Hv + hv] = g;
     }
-    (void)tt;
 }
 
 template <int JK, int L2, int FUSED>
@@ -1231,8 +1230,8 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
             for (int b = 0; b < PB; b++) {
                 const int tt = j0 + b * nwarps, t = c0 + tt;
                 if (tt >= pc) break; /* warp-uniform */
-                gdn_prep_row<JK, L2>(a, nq[b], nk[b], braw[b], araw[b], t, tt, hv, hk, part, tape_qk, dtb, nA, lane,
-                                     pq[tt], pk[tt], pbg[tt]);
+                gdn_prep_row<JK, L2>(a, nq[b], nk[b], braw[b], araw[b], t, hv, hk, part, tape_qk, dtb, nA, lane, pq[tt],
+                                     pk[tt], pbg[tt]);
             }
         }
         __syncthreads();
