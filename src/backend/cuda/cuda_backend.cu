@@ -381,6 +381,8 @@ void cu_launched(const char *what) {
     if (g_prof_on > 0 && t_prof_slot >= 0) __atomic_fetch_add(&g_prof.launches[t_prof_slot], 1, __ATOMIC_RELAXED);
 }
 
+long cu_launch_count(void) { return __atomic_load_n(&g_launches, __ATOMIC_RELAXED); }
+
 /* ------------------------------------------------------------------ device copies */
 
 static size_t slot_of(const void *key, size_t cap) {
@@ -718,6 +720,11 @@ static void cu_download(be_backend *be, void *dst, const void *src, size_t n) {
     if (!n) return;
     cu_graph_break();
     step_mark(1);
+    if (cu_top_mirror_take(dst, src, n)) { /* a logits_top answer, already in host memory (cuda_top.cu) */
+        __atomic_fetch_add(&g_syncs, 1, __ATOMIC_RELAXED);
+        step_mark(0);
+        return;
+    }
     size_t want = n < CU_STAGE_MAX ? n : CU_STAGE_MAX;
     if (t_stage_cap < want) {
         cudaFreeHost(t_stage);
@@ -1000,9 +1007,12 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->top = SW("MTPLX_CUDA_TOP", 1);
     s->top_min_vocab = knob_int(&k, "MTPLX_CUDA_TOP_MIN_VOCAB", 1, 1, 1 << 30);
     s->top_row = SW("MTPLX_CUDA_TOP_ROW", 1);
+    s->top_mapped = SW("MTPLX_CUDA_TOP_MAPPED", 1);
     s->fuse_mtp_in = SW("MTPLX_CUDA_FUSE_MTP_IN", 1);
     s->fuse_att_prep = SW("MTPLX_CUDA_FUSE_ATT_PREP", 1);
     s->att_merge_last = SW("MTPLX_CUDA_ATT_MERGE_LAST", 1);
+    s->gdn_norm_last = SW("MTPLX_CUDA_GDN_NORM_LAST", 1);
+    s->rms_stage = SW("MTPLX_CUDA_RMS_STAGE", 1);
     s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 512, 32, 4096);
     s->gdn_reg = SW("MTPLX_CUDA_GDN", 1);
     s->profile = knob_int(&k, "MTPLX_CUDA_PROFILE", 0, 0, 2);

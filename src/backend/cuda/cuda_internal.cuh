@@ -168,6 +168,13 @@ void cu_check(cudaError_t e, const char *what);
 #define CU_LAUNCHED(what) cu_launched(what)
 /* cu_check of the last launch; counts it for the profile. */
 void cu_launched(const char *what);
+/* Launches counted by cu_launched so far (the process's, relaxed). */
+long cu_launch_count(void);
+/* cuda_top.cu: when the last logits_top wrote its answer into mapped host memory (cu_settings.top_mapped)
+ * and this download (dst <- src, n bytes) is the first since, of that answer, with no launch between:
+ * waits for the answer's row flags and copies it to dst; returns 1. Otherwise returns 0 (download as
+ * usual). */
+int cu_top_mirror_take(void *dst, const void *src, size_t n);
 
 /* $MTPLX_CUDA_STEPS=1: marks the start of a forward (its embedding of `rows` rows) for the step table
  * (cuda_backend.cu, "step timing"). */
@@ -302,6 +309,45 @@ __device__ __forceinline__ void cu_prep_from(const cu_prep_out &p, const float *
         float x[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) x[j] = j < gs / 32 ? src[g * gs + lane + 32 * j] : 0.f;
+        const int G = (c0 + g * gs) / gs;
+        switch (p.kind) {
+        case 2 + 4 * 32: qact_group<32, 4>(a, db, x, G, row, lane, p.K); break;
+        case 2 + 4 * 64: qact_group<64, 4>(a, db, x, G, row, lane, p.K); break;
+        case 2 + 4 * 128: qact_group<128, 4>(a, db, x, G, row, lane, p.K); break;
+        case 3 + 4 * 32: qact_group<32, 8>(a, db, x, G, row, lane, p.K); break;
+        case 3 + 4 * 64: qact_group<64, 8>(a, db, x, G, row, lane, p.K); break;
+        default: qact_group<128, 8>(a, db, x, G, row, lane, p.K); break;
+        }
+    }
+}
+
+/* One warp's cu_prep_from of n <= 128 values it holds in registers: lane l's v[c] is entry l + 32c of
+ * src (entries c0 .. c0 + n - 1 of row `row`), so each group's values are where cu_prep_from's warp
+ * would load them: the same bits, no barrier and no read back. Every lane of the warp calls it. */
+__device__ __forceinline__ void cu_prep_warp(const cu_prep_out &p, const float *v, int n, int c0, int row) {
+    const int lane = threadIdx.x & 31;
+    if (p.kind == 1) {
+        __nv_bfloat16 *xh = (__nv_bfloat16 *)p.xp;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (lane + 32 * c < n) split_one(xh, xh + (size_t)p.R * p.K, v[c], row, c0 + lane + 32 * c, p.K);
+        return;
+    }
+    const int gs = p.kind / 4, per = gs / 32;
+    const size_t ab = ((size_t)p.R * p.K + 255) & ~(size_t)255;
+    int8_t *a = (int8_t *)p.xp;
+    float2 *db = (float2 *)((char *)p.xp + ab);
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+        if (g >= n / gs) break; /* warp-uniform */
+        float x[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            x[j] = 0.f;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                if (j < per && c == g * per + j) x[j] = v[c];
+        }
         const int G = (c0 + g * gs) / gs;
         switch (p.kind) {
         case 2 + 4 * 32: qact_group<32, 4>(a, db, x, G, row, lane, p.K); break;

@@ -18,6 +18,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <string.h>
 
 #define TOP_THREADS 512
 #define TOP_PER 8                         /* keys a thread holds */
@@ -160,6 +161,17 @@ __device__ __forceinline__ void top_answer(int32_t *o, const unsigned long long 
     }
 }
 
+/* The answer row o (2k + 2 words, just written by this block's threads) also into the mapped host
+ * row m, then flag = seq once every word is there: each thread fences its own writes to the system
+ * before the barrier, so thread 0's flag store is ordered after all of them (top_mirror). */
+__device__ __forceinline__ void top_mirror_row(int32_t *m, unsigned *flag, unsigned seq, const int32_t *o, int k) {
+    __syncthreads(); /* o's words written by the block */
+    for (int i = threadIdx.x; i < 2 * k + 2; i += blockDim.x) m[i] = o[i];
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) *(volatile unsigned *)flag = seq;
+}
+
 /* Block (c, t): slice c of row t — its k largest keys into part[(t·nsl + c)·k ..], its first NaN /
  * +inf index into pbad[t·nsl + c] (INT_MAX: none). A thread loads its TOP_PER logits before it keys any. */
 __global__ void __launch_bounds__(TOP_THREADS)
@@ -184,7 +196,7 @@ __global__ void __launch_bounds__(TOP_THREADS)
  * from x, and the first NaN / +inf of the row's nbad slices in pbad. */
 __global__ void __launch_bounds__(TOP_THREADS)
     k_top_merge(unsigned long long *dst, const unsigned long long *src, int n, int k, int nblk, int32_t *out,
-                const float *x, int ldx, const int *pbad, int nbad) {
+                const float *x, int ldx, const int *pbad, int nbad, int32_t *mir, unsigned *flags, unsigned seq) {
     CU_PDL_ENTRY();
     __shared__ top_shared s;
     __shared__ unsigned long long best[BE_TOP_MAX];
@@ -207,13 +219,16 @@ __global__ void __launch_bounds__(TOP_THREADS)
     top_select<TOP_PER>(key, k, best, s);
     __syncthreads();
     top_answer(out + (size_t)blockIdx.y * (2 * k + 2), best, k, x + (size_t)blockIdx.y * ldx, s.bad);
+    if (mir)
+        top_mirror_row(mir + (size_t)blockIdx.y * (2 * k + 2), flags + blockIdx.y, seq, out + (size_t)blockIdx.y * (2 * k + 2), k);
 }
 
 /* Block t: the whole of row t (V <= TOP_THREADS · PER) in one block, its answer written as k_top_merge's
  * final level writes it — one launch instead of slices and a merge for a small vocabulary (8,192 ids:
  * PER 16), so a tiny model's head is one link shorter. The same set of keys, so the same answer. */
 template <int PER>
-__global__ void __launch_bounds__(TOP_THREADS) k_top_row(int32_t *out, const float *x, int ldx, int V, int k) {
+__global__ void __launch_bounds__(TOP_THREADS) k_top_row(int32_t *out, const float *x, int ldx, int V, int k, int32_t *mir, unsigned *flags,
+                                                             unsigned seq) {
     CU_PDL_ENTRY();
     __shared__ top_shared s;
     __shared__ unsigned long long best[BE_TOP_MAX];
@@ -227,6 +242,8 @@ __global__ void __launch_bounds__(TOP_THREADS) k_top_row(int32_t *out, const flo
     top_select<PER>(key, k, best, s);
     __syncthreads();
     top_answer(out + (size_t)blockIdx.y * (2 * k + 2), best, k, v, s.bad);
+    if (mir)
+        top_mirror_row(mir + (size_t)blockIdx.y * (2 * k + 2), flags + blockIdx.y, seq, out + (size_t)blockIdx.y * (2 * k + 2), k);
 }
 
 /* Per-thread device buffer of the slices' lists and bad indexes (grown as needed). */
@@ -237,13 +254,98 @@ static void *top_buf(size_t bytes) {
     return buf;
 }
 
+/* ------------------------------------------------------------------ the mapped answer
+ *
+ * A draft step's chain ends with this op and a download of its few hundred bytes, and the host waits
+ * on that download before it can draw the token that starts the next step. A copy-engine download
+ * after the kernel and a stream synchronize add their own latency to that wait; instead, with
+ * $MTPLX_CUDA_TOP_MAPPED (default on), the final-level kernel also writes the answer into pinned
+ * host memory mapped into the device, and a flag a row (the call's sequence number) after it. The
+ * download that follows (cu_download -> cu_top_mirror_take) spins on the flags, then copies the rows
+ * out of that memory: the same bytes the device buffer holds. The copy is taken only by the first
+ * download after the op, of the op's output, with no launch between (anything else: the usual path). */
+#define TOP_MIRROR_BYTES ((size_t)64 << 10)          /* answers of at most this many bytes are mirrored */
+#define TOP_MIRROR_ROWS ((int)(TOP_MIRROR_BYTES / 16)) /* rows it can hold (k = 1: 16 bytes a row) */
+
+/* The calling thread's mapped answer. */
+typedef struct {
+    int32_t *h, *d;         /* answers: host address, and the device's address of the same memory */
+    unsigned *hflag, *dflag; /* [TOP_MIRROR_ROWS] row flags, host / device address */
+    int have;               /* 1: allocated; -1: mapped memory could not be had (never mirror) */
+    unsigned seq;           /* the flag value of the last mirrored call */
+    const int32_t *out;     /* that call's device output; NULL: nothing pending */
+    size_t bytes;           /* its bytes */
+    int rows;               /* its rows */
+    long launches;          /* cu_launch_count() right after its launch */
+} top_mirror;
+static thread_local top_mirror t_mir;
+
+/* Records that the call just launched mirrors its R rows of k at out (m NULL: not mirrored). */
+static void top_mirror_note(top_mirror *m, const int32_t *out, int R, int k) {
+    if (!m) return;
+    m->out = out, m->rows = R, m->bytes = (size_t)R * (2 * k + 2) * 4;
+    m->launches = cu_launch_count();
+}
+
+/* The mapped memory for an answer of R rows of k, or NULL (off, too large, or not available). */
+static top_mirror *top_mirror_for(int R, int k) {
+    top_mirror *m = &t_mir;
+    m->out = NULL;
+    if (!cu_set.top_mapped || (size_t)R * (2 * k + 2) * 4 > TOP_MIRROR_BYTES || m->have < 0) return NULL;
+    if (!m->have) {
+        void *h = NULL, *d = NULL;
+        size_t fb = sizeof(unsigned) * TOP_MIRROR_ROWS;
+        if (cudaHostAlloc(&h, TOP_MIRROR_BYTES + fb, cudaHostAllocMapped) != cudaSuccess ||
+            cudaHostGetDevicePointer(&d, h, 0) != cudaSuccess) {
+            cudaGetLastError();
+            if (h) cudaFreeHost(h);
+            m->have = -1;
+            return NULL;
+        }
+        memset(h, 0, TOP_MIRROR_BYTES + fb);
+        m->h = (int32_t *)h, m->d = (int32_t *)d;
+        m->hflag = (unsigned *)((char *)h + TOP_MIRROR_BYTES), m->dflag = (unsigned *)((char *)d + TOP_MIRROR_BYTES);
+        m->have = 1;
+    }
+    if (++m->seq == 0) m->seq = 1; /* 0 is the flags' initial value */
+    return m;
+}
+
+int cu_top_mirror_take(void *dst, const void *src, size_t n) {
+    top_mirror *m = &t_mir;
+    const int32_t *out = m->out;
+    m->out = NULL; /* the first download after the op takes it or drops it */
+    if (!out || src != (const void *)out || n > m->bytes || cu_launch_count() != m->launches) return 0;
+    for (long spins = 0;; spins++) {
+        int r = 0;
+        while (r < m->rows && ((volatile unsigned *)m->hflag)[r] == m->seq) r++;
+        if (r == m->rows) break;
+        if ((spins & 1023) == 1023) { /* a failed kernel never sets its flags: the stream says so */
+            cudaError_t e = cudaStreamQuery(CU_STREAM);
+            if (e == cudaErrorNotReady) continue;
+            cu_check(e, "logits top (mapped answer)");
+            for (r = 0; r < m->rows && ((volatile unsigned *)m->hflag)[r] == m->seq; r++) {
+            }
+            if (r < m->rows) cu_check(cudaErrorUnknown, "logits top (mapped answer): the stream finished, a row's flag not set");
+            break;
+        }
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    memcpy(dst, m->h, n);
+    return 1;
+}
+
 /* Rows [t0, t0 + R) (R <= 65,535) of cu_logits_top: the slices, the merge levels while the lists
  * hold more than TOP_SLICE keys a row, the final merge. */
 static void top_rows(int32_t *out, const float *x, int ldx, int R, int V, int k) {
+    top_mirror *m = top_mirror_for(R, k);
+    int32_t *mir = m ? m->d : NULL;
+    unsigned *flags = m ? m->dflag : NULL, seq = m ? m->seq : 0;
     if (V <= 2 * TOP_SLICE && cu_set.top_row) { /* one block a row: $MTPLX_CUDA_TOP_ROW=0 keeps two levels */
-        if (V <= TOP_SLICE) cu_launch(k_top_row<TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k);
-        else cu_launch(k_top_row<2 * TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k);
+        if (V <= TOP_SLICE) cu_launch(k_top_row<TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k, mir, flags, seq);
+        else cu_launch(k_top_row<2 * TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k, mir, flags, seq);
         CU_LAUNCHED("logits top");
+        top_mirror_note(m, out, R, k);
         return;
     }
     int nsl = (V + TOP_SLICE - 1) / TOP_SLICE;
@@ -258,14 +360,15 @@ static void top_rows(int32_t *out, const float *x, int ldx, int R, int V, int k)
     while (n > TOP_SLICE) { /* each level divides the keys by TOP_SLICE / k >= 64: never more than n2 */
         int nblk = (n + TOP_SLICE - 1) / TOP_SLICE;
         cu_launch(k_top_merge, dim3(nblk, R), TOP_THREADS, 0, b, (const unsigned long long *)a, n, k, nblk,
-                  (int32_t *)NULL, x, ldx, (const int *)pbad, nsl);
+                  (int32_t *)NULL, x, ldx, (const int *)pbad, nsl, (int32_t *)NULL, (unsigned *)NULL, 0u);
         CU_LAUNCHED("logits top merge level");
         unsigned long long *t = a;
         a = b, b = t, n = nblk * k;
     }
     cu_launch(k_top_merge, dim3(1, R), TOP_THREADS, 0, (unsigned long long *)NULL, (const unsigned long long *)a,
-              n, k, 1, out, x, ldx, (const int *)pbad, nsl);
+              n, k, 1, out, x, ldx, (const int *)pbad, nsl, mir, flags, seq);
     CU_LAUNCHED("logits top");
+    top_mirror_note(m, out, R, k);
 }
 
 void cu_logits_top(be_backend *be, int32_t *out, const float *x, int ldx, int R, int V, int k) {
