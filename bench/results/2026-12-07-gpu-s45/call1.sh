@@ -27,4 +27,8 @@ for t in test_backend_cuda test_batch; do timeout 120 build/tests/$t > $OUT/$t.t
 SKIP_UNIT=1 GPU_TEST_SKIP='^(default_device|cli_|refuses_|attention_grouped|batch_invariance_attention|gemm|sk_|attention_prep|moe_|compute_)' \
   scripts/gpu-test.sh > $OUT/gpu-test.txt 2>&1
 echo "[$(el) s] gpu-test subset rc=$?"; grep -E "^(PASS|FAIL)" $OUT/gpu-test.txt | tr '\n' ';'; echo; grep -A15 "^FAIL" $OUT/gpu-test.txt | head -30
+if [ $(el) -lt 470 ]; then
+  MTPLX_CUDA_STEPS=1 build/mtplx bench --device cuda --prompts 8 --temperature 0.6 --max-tokens 256 --depths 8@0.3,8@0.5,6@0.4,8@0.4 > $OUT/depths.txt 2>&1
+  grep -E "^(AR|D[0-9])" $OUT/depths.txt
+fi
 echo "[$(el) s] ALL DONE"
