@@ -14,7 +14,7 @@
 #   5. graphs / PDL / fusions / stream / the batched rmsnorm loads / the L2 norms inside the GDN step /
 #      inline sequence tables / pipelined downloads / async uploads / PDL of the sequence kernels / GDN
 #      heads split over blocks (MTPLX_CUDA_GRAPH, _PDL, _FUSE, _STREAM, _RMS_BATCH, _GDN_L2, _SEQ_INLINE,
-#      _DL_PIPE, _UP_ASYNC, _SEQ_PDL, _GDN_SPLIT=1, _GDN_XPOSE, _ATT_GROUP, _GDN_NORM_LAST, _RMS_STAGE) off ≡ on, bit for bit; and the
+#      _DL_PIPE, _UP_ASYNC, _SEQ_PDL, _GDN_SPLIT=1, _GDN_XPOSE, _ATT_GROUP) off ≡ on, bit for bit; and the
 #      grouped attention blocks over a 700-token prompt (keys in three chunks, partials merged) ≡ one query a
 #      block (5b);
 #   6. the many-row GEMM off ≡ on ≡ everywhere (MTPLX_CUDA_GEMM=0, default, MTPLX_CUDA_GEMM_MIN=1), bf16 and q4,
@@ -124,8 +124,7 @@ machinery_equal() {
     for mode in "" "--step" "--mtp" "--step --mtp"; do
         MTPLX_CUDA_GRAPH=0 MTPLX_CUDA_PDL=0 MTPLX_CUDA_FUSE=0 MTPLX_CUDA_STREAM=0 MTPLX_CUDA_RMS_BATCH=1 \
             MTPLX_CUDA_GDN_L2=0 MTPLX_CUDA_SEQ_INLINE=0 MTPLX_CUDA_DL_PIPE=0 MTPLX_CUDA_UP_ASYNC=0 MTPLX_CUDA_SEQ_PDL=0 \
-            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 MTPLX_CUDA_FUSE_MTP_IN=0 MTPLX_CUDA_FUSE_ATT_PREP=0 MTPLX_CUDA_ATT_MERGE_LAST=0 \
-            MTPLX_CUDA_GDN_NORM_LAST=0 MTPLX_CUDA_RMS_STAGE=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
+            MTPLX_CUDA_GDN_SPLIT=1 MTPLX_CUDA_GDN_XPOSE=0 MTPLX_CUDA_ATT_GROUP=0 MTPLX_CUDA_FUSE_MTP_IN=0 MTPLX_CUDA_FUSE_ATT_PREP=0 MTPLX_CUDA_ATT_MERGE_LAST=0 build/mtplx logits --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
         MTPLX_CUDA_GRAPH=1 MTPLX_CUDA_PDL=1 MTPLX_CUDA_FUSE=1 MTPLX_CUDA_STREAM=1 MTPLX_CUDA_DL_PIPE=1 \
             build/mtplx logits --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
         cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors || { echo "logits [$mode] differ"; return 1; }
@@ -233,10 +232,8 @@ check sk_integer_pipe_bit_identical dp_equal
 #     k_split_x / k_qact launch: logits of a prefill, of decode steps (both also over 300 tokens: the
 #     many-row GEMM reads the prefill's, and the steps' attention merges key chunks) and of the
 #     MTP head with it off (MTPLX_CUDA_FUSE_SEQ=0), on, and on with the fused-norm GDN step forced
-#     (MTPLX_CUDA_GDN_SPLIT=1; the default splits a head's warps for many rows, and each head's last
-#     block normalises and prepares its rows), and with the split heads' norm as its own launch and the
-#     norm kernel's row not staged (MTPLX_CUDA_GDN_NORM_LAST=0, _RMS_STAGE=0), on the embedded model in
-#     bf16, q4 groups of 64 and 32, and q8
+#     (MTPLX_CUDA_GDN_SPLIT=1; the default splits a head's warps for many rows and prepares in the norm
+#     kernel), on the embedded model in bf16, q4 groups of 64 and 32, and q8
 seq_prep_equal() {
     local T=100,2000,31,4096,777,12,900,345,6789,21,1500,88,4321,600,7,2500 m mode
     qmodels || return 1
@@ -247,9 +244,7 @@ seq_prep_equal() {
             MTPLX_CUDA_FUSE_SEQ=0 build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l0.safetensors > /dev/null || return 1
             build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l1.safetensors > /dev/null || return 1
             MTPLX_CUDA_GDN_SPLIT=1 build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l2.safetensors > /dev/null || return 1
-            MTPLX_CUDA_GDN_NORM_LAST=0 MTPLX_CUDA_RMS_STAGE=0 build/mtplx logits ${m:+--model $m} --tokens $T $mode --out /tmp/gpu-l3.safetensors > /dev/null || return 1
-            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors &&
-                cmp /tmp/gpu-l0.safetensors /tmp/gpu-l3.safetensors ||
+            cmp /tmp/gpu-l0.safetensors /tmp/gpu-l1.safetensors && cmp /tmp/gpu-l0.safetensors /tmp/gpu-l2.safetensors ||
                 { echo "${m:-embedded} logits [$mode] differ"; return 1; }
             echo "${m:-embedded} logits [$mode, $(echo $T | tr , '\n' | wc -l) tokens]: separate == fused preparation"
             [ -n "${T0:-}" ] && { T=$T0; T0=; }

@@ -1011,8 +1011,6 @@ extern "C" int cu_settings_from_env(cu_settings *s, mtplx_err *err) {
     s->fuse_mtp_in = SW("MTPLX_CUDA_FUSE_MTP_IN", 1);
     s->fuse_att_prep = SW("MTPLX_CUDA_FUSE_ATT_PREP", 1);
     s->att_merge_last = SW("MTPLX_CUDA_ATT_MERGE_LAST", 1);
-    s->gdn_norm_last = SW("MTPLX_CUDA_GDN_NORM_LAST", 1);
-    s->rms_stage = SW("MTPLX_CUDA_RMS_STAGE", 1);
     s->prefill_rows = knob_int(&k, "MTPLX_CUDA_PREFILL_ROWS", 512, 32, 4096);
     s->gdn_reg = SW("MTPLX_CUDA_GDN", 1);
     s->profile = knob_int(&k, "MTPLX_CUDA_PROFILE", 0, 0, 2);

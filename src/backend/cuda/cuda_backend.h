@@ -48,12 +48,6 @@ typedef struct {
     int att_merge_last; /* 1: one-query attention blocks of a query over several key chunks merge them in the
                            block that finishes last (attn_merge_last); MTPLX_CUDA_ATT_MERGE_LAST=0: a
                            k_attn_merge launch after them (the same bits) */
-    int rms_stage;     /* 1: the fused norm + preparation kernel (k_rmsnorm_prep) stages a row of up to 4,096
-                          entries in shared memory for its second half; MTPLX_CUDA_RMS_STAGE=0: that half
-                          reads the row again (the same bits) */
-    int gdn_norm_last; /* 1: a batched GDN step whose heads are split over blocks has each head's last block
-                          normalise the head's rows (gdn_norm_last); MTPLX_CUDA_GDN_NORM_LAST=0: a
-                          k_gdn_norm_seqs launch after it (the same bits) */
     int prefill_rows; /* be_caps.prefill_rows; MTPLX_CUDA_PREFILL_ROWS=N (32..4096), default 512: a
                          4,096-token prefill of the 27B-16l q4 shape 5,990 tok/s at 128, 7,834 at 512,
                          8,076 at 1,024 (H100, bench/cuda.md "Session 26"); the chunk's scratch stages

@@ -321,45 +321,6 @@ __device__ __forceinline__ void cu_prep_from(const cu_prep_out &p, const float *
     }
 }
 
-/* One warp's cu_prep_from of n <= 128 values it holds in registers: lane l's v[c] is entry l + 32c of
- * src (entries c0 .. c0 + n - 1 of row `row`), so each group's values are where cu_prep_from's warp
- * would load them: the same bits, no barrier and no read back. Every lane of the warp calls it. */
-__device__ __forceinline__ void cu_prep_warp(const cu_prep_out &p, const float *v, int n, int c0, int row) {
-    const int lane = threadIdx.x & 31;
-    if (p.kind == 1) {
-        __nv_bfloat16 *xh = (__nv_bfloat16 *)p.xp;
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            if (lane + 32 * c < n) split_one(xh, xh + (size_t)p.R * p.K, v[c], row, c0 + lane + 32 * c, p.K);
-        return;
-    }
-    const int gs = p.kind / 4, per = gs / 32;
-    const size_t ab = ((size_t)p.R * p.K + 255) & ~(size_t)255;
-    int8_t *a = (int8_t *)p.xp;
-    float2 *db = (float2 *)((char *)p.xp + ab);
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-        if (g >= n / gs) break; /* warp-uniform */
-        float x[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            x[j] = 0.f;
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                if (j < per && c == g * per + j) x[j] = v[c];
-        }
-        const int G = (c0 + g * gs) / gs;
-        switch (p.kind) {
-        case 2 + 4 * 32: qact_group<32, 4>(a, db, x, G, row, lane, p.K); break;
-        case 2 + 4 * 64: qact_group<64, 4>(a, db, x, G, row, lane, p.K); break;
-        case 2 + 4 * 128: qact_group<128, 4>(a, db, x, G, row, lane, p.K); break;
-        case 3 + 4 * 32: qact_group<32, 8>(a, db, x, G, row, lane, p.K); break;
-        case 3 + 4 * 64: qact_group<64, 8>(a, db, x, G, row, lane, p.K); break;
-        default: qact_group<128, 8>(a, db, x, G, row, lane, p.K); break;
-        }
-    }
-}
-
 #define SK_ROWS 32   /* activation rows per bf16 stream-K launch (four mma N tiles of 8) */
 #define SK_Q_ROWS 16 /* ... per q4 / q8 launch (cuda_mma_sk.cu says why) */
 /* cuda_mma_sk.cu: the stream-K tensor-core matmul (its header comment). R <= SK_ROWS (q: SK_Q_ROWS);

@@ -493,39 +493,31 @@ static void prep_x(int kind, const float *x, int ldx, int R, int K) {
  * the bits are the same. A thread loads B entries (a warp B groups) before it uses any of them: one
  * block per row means that at decode the kernel's time is its dependent round trips to L2, B times
  * fewer this way (B = 1: one per entry / group, $MTPLX_CUDA_RMS_BATCH=1; bench/cuda.md, "Session 6"),
- * and about 4 entries a thread since session 7 (up to 1,024 threads) make most rows one batch. A row of
- * at most RMS_STAGE entries is staged in shared memory with its norm weights as the sum reads them, so
- * the second half (whose threads take other entries than they summed) reads no global memory: one round
- * trip to L2 a row instead of two ($MTPLX_CUDA_RMS_STAGE=0: never staged). A longer row's second half
- * reads x and w again; it reads entries other
- * threads added, and cu_block_sum's barriers order those writes (and the staging) before it. */
-#define RMS_STAGE 4096
+ * and about 4 entries a thread since session 7 (up to 1,024 threads) make most rows one batch. The q
+ * branch reads entries other threads added: cu_block_sum's barriers order those writes before it. */
 template <int KIND, int GS, int BITS, int B>
 __global__ void __launch_bounds__(1024) k_rmsnorm_prep(float *y, int ldy, float *x, int ldx, const float *o, const float *w, int n,
-                               float eps, void *xp, int stage_on) {
+                               float eps, void *xp) {
     CU_PDL_ENTRY();
-    __shared__ float sh[33], sx[RMS_STAGE], sw[RMS_STAGE];
+    __shared__ float sh[33];
     int r = blockIdx.x, R = gridDim.x, bd = blockDim.x;
     float *xt = x + (size_t)r * ldx;
     float *yt = y + (size_t)r * ldy;
     const float *ot = o ? o + (size_t)r * n : NULL;
-    const bool stage = stage_on && n <= RMS_STAGE; /* the second half reads sx / sw, else xt / w */
     float s = 0.f;
     for (int i0 = threadIdx.x; i0 < n; i0 += B * bd) {
-        float v[B], e[B], wv[B];
+        float v[B], e[B];
 #pragma unroll
         for (int u = 0; u < B; u++) {
             int i = i0 + u * bd;
             v[u] = i < n ? xt[i] : 0.f;
             e[u] = ot && i < n ? ot[i] : 0.f;
-            wv[u] = stage && i < n ? w[i] : 0.f;
         }
 #pragma unroll
         for (int u = 0; u < B; u++) {
             int i = i0 + u * bd;
             if (i >= n) break;
             if (ot) v[u] = v[u] + e[u], xt[i] = v[u];
-            if (stage) sx[i] = v[u], sw[i] = wv[u];
             s = fmaf(v[u], v[u], s);
         }
     }
@@ -537,8 +529,8 @@ __global__ void __launch_bounds__(1024) k_rmsnorm_prep(float *y, int ldy, float 
 #pragma unroll
             for (int u = 0; u < B; u++) {
                 int i = i0 + u * bd;
-                xv[u] = i >= n ? 0.f : stage ? sx[i] : xt[i];
-                wv[u] = i >= n ? 0.f : stage ? sw[i] : w[i];
+                xv[u] = i < n ? xt[i] : 0.f;
+                wv[u] = i < n ? w[i] : 0.f;
             }
 #pragma unroll
             for (int u = 0; u < B; u++) {
@@ -562,8 +554,8 @@ __global__ void __launch_bounds__(1024) k_rmsnorm_prep(float *y, int ldy, float 
 #pragma unroll
                 for (int j = 0; j < PER; j++) {
                     int g = g0 + u * nw, k = g * GS + lane + 32 * j;
-                    xv[u][j] = g >= G ? 0.f : stage ? sx[k] : xt[k];
-                    wv[u][j] = g >= G ? 0.f : stage ? sw[k] : w[k];
+                    xv[u][j] = g < G ? xt[k] : 0.f;
+                    wv[u][j] = g < G ? w[k] : 0.f;
                 }
 #pragma unroll
             for (int u = 0; u < B; u++) {
@@ -632,7 +624,7 @@ int cu_mma_rmsnorm(float *y, int ldy, float *x, int ldx, const float *o, const f
     void *xp = prep_space(kind, R, n);
 #define RMS_L(KD, GS_, B_)                                                                                             \
     cu_launch(cu_set.rms_batch == 1 ? k_rmsnorm_prep<KD, GS_, B_, 1> : k_rmsnorm_prep<KD, GS_, B_, 4>, R,            \
-              cu_rms_threads(n), 0, y, ldy, x, ldx, o, w, n, eps, xp, cu_set.rms_stage)
+              cu_rms_threads(n), 0, y, ldy, x, ldx, o, w, n, eps, xp)
     PREP_DISPATCH(kind, RMS_L);
 #undef RMS_L
     CU_LAUNCHED("rmsnorm prep");

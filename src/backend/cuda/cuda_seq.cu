@@ -999,8 +999,6 @@ typedef struct {
     int xp;         /* 1: the register step's warp sums by warp_sum8 (cu_set.gdn_xpose), 0: by butterflies */
     cu_prep_out prep; /* the normalised outputs prepared for the out-projection too (cu_prep_from), or kind 0 */
     int prep_r0;      /* the prepared rows' index of this call's row 0 */
-    int *cnt;         /* split heads (split > 1): a counter a value head, the head's last block normalising
-                       * its rows (gdn_norm_last); NULL: k_gdn_norm runs after the step */
 } gdn_k_args;
 
 /* Block hv: value head hv's rows in order. Thread i owns value row i of the state, kept transposed
@@ -1179,63 +1177,6 @@ __device__ __forceinline__ void gdn_prep_row(const gdn_k_args &a, const float *n
     }
 }
 
-/* Row t of value head hv normalised by one warp, with k_gdn_norm's block arithmetic (gdn_norm_body:
- * thread i's y_i² summed by warp butterflies, the warp sums added in order to 0, then ((y·inv)·norm)·
- * silu(z)): lane l holds entries l + 32c, chunk c standing for that block's warp c, so the bits are the
- * same; prepared for the out-projection when kind (cu_prep_out's fields, prow its row of row 0). The raw
- * outputs come from other blocks of the launch: read through L2. Dv <= 128. Not inlined: the step's
- * registers stay the step's (inlined, the split step spilled). */
-__device__ __noinline__ void gdn_norm_warp(float *big, int ldb, int y_off, int Dv, const float *norm, float eps,
-                                          int kind, void *xp, int pR, int pK, int prow, int t, int hv, int lane) {
-    float *row = big + (size_t)t * ldb, *yo = row + y_off + (size_t)hv * Dv;
-    float y[4], z[4], nw[4];
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        const int i = lane + 32 * c;
-        y[c] = i < Dv ? __ldcg(yo + i) : 0.f;
-        z[c] = i < Dv ? row[(size_t)hv * Dv + i] : 0.f;
-        nw[c] = i < Dv ? norm[i] : 0.f;
-    }
-    float tot = 0.f;
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        if (32 * c >= Dv) break;
-        float v = y[c] * y[c];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        tot += v;
-    }
-    const float inv = 1.0f / sqrtf(tot / (float)Dv + eps);
-    float out[4];
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        const int i = lane + 32 * c;
-        out[c] = i < Dv ? ((y[c] * inv) * nw[c]) * cu_silu(z[c]) : 0.f;
-        if (i < Dv) yo[i] = out[c];
-    }
-    if (kind) cu_prep_warp(cu_prep_out{xp, kind, pR, pK}, out, Dv, hv * Dv, prow + t);
-}
-
-/* After a split head's block wrote its raw outputs: counts the block in a.cnt[hv], and the head's last
- * block normalises all its rows (gdn_norm_warp, a row a warp) and zeroes the counter for the next launch,
- * so no k_gdn_norm launch follows. Each block's writes are fenced before its count (attn_merge_last's
- * protocol). */
-__device__ __forceinline__ void gdn_norm_last(const gdn_k_args &a, int hv) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(a.cnt + hv, 1) == a.split - 1;
-        if (last) a.cnt[hv] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int t = threadIdx.x >> 5; t < a.R; t += blockDim.x >> 5)
-        gdn_norm_warp(a.big, a.ldb, a.y_off, a.Dv, a.norm, a.eps, a.prep.kind, a.prep.xp, a.prep.R, a.prep.K, a.prep_r0,
-                      t, hv, threadIdx.x & 31);
-}
-
 template <int JK, int L2, int FUSED>
 __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
     __shared__ float yv[FUSED ? 32 * GDN_RPW : 1];
@@ -1374,7 +1315,6 @@ __device__ __forceinline__ void gdn_reg_body(const gdn_k_args &a, int bx) {
 #pragma unroll
         for (int m = 0; m < JK; m++)
             if (i0 + r < Dv) dst[(size_t)(i0 + r) * Dk + lane + 32 * m] = S[r][m];
-    if (!FUSED && a.cnt) gdn_norm_last(a, hv);
 }
 
 template <int JK, int L2, int FUSED>
@@ -1420,18 +1360,6 @@ static size_t gdn_smem(int Dk, int Dv) { return sizeof(float) * ((size_t)Dk * Dv
 static void gdn_smem_allow(const void *fn, size_t smem) {
     if (smem > 48 * 1024) CU_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                                    "gdn shared memory");
-}
-
-/* Per-thread device counters for gdn_norm_last (zero between launches: the last block resets its own). */
-static int *gdn_count_buf(size_t n) {
-    static thread_local void *buf = NULL;
-    static thread_local size_t cap = 0; /* bytes */
-    if (n * sizeof(int) > cap) {
-        cu_scratch_grow(&buf, &cap, n * sizeof(int), (size_t)1024 * sizeof(int), "gdn norm counters");
-        /* graph-safe: cu_scratch_grow has called cu_graph_break */
-        CU_CHECK(cudaMemsetAsync(buf, 0, cap, CU_STREAM), "gdn norm counters");
-    }
-    return (int *)buf;
 }
 
 /* 0 when $MTPLX_CUDA_GDN=0: the shared-memory kernel k_gdn for every head shape (a comparison knob). */
@@ -1898,7 +1826,6 @@ __global__ void __launch_bounds__(GDN_REG_THREADS)
     CU_PDL_ENTRY();
     cu_gdn_seq q = ((const cu_gdn_seq *)seq_tab_of(inl, dtab))[blockIdx.y];
     if (q.R <= 0) return;
-    if (a.cnt) a.cnt += (size_t)blockIdx.y * a.Hv;
     gdn_reg_body<JK, L2, FUSED>(gdn_seq_args(a, q), blockIdx.x);
 }
 
@@ -1960,7 +1887,6 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
         k.split = gdn_split(Hv, Dv, n, maxR);
         const int fused = k.split == 1;
         if (rows_tiled) cu_prep_begin(a->big + a->y_off, a->ldb, rows, Hv * Dv, Dv, &k.prep);
-        if (!fused && cu_set.gdn_norm_last && Dv <= 128) k.cnt = gdn_count_buf((size_t)n * Hv);
         int threads = fused ? 32 * (warps > (Dv + 31) / 32 ? warps : (Dv + 31) / 32) : 32 * ((warps + k.split - 1) / k.split);
         dim3 g(Hv * k.split, n);
         if (!cu_set.gdn_l2) {
@@ -1980,7 +1906,7 @@ void cu_gdn_seqs(be_backend *be, const be_gdn_args *a, const be_conv_args *cv, c
 #undef GDN_L
 #undef GDN_F
         CU_LAUNCHED("gdn");
-        if (!fused && !k.cnt) {
+        if (!fused) {
             seq_launch(k_gdn_norm_seqs, dim3(maxR, Hv, n), (Dv + 31) / 32 * 32, 0, inl, d, a->big, a->ldb, a->y_off, Dv,
                        k.norm, a->eps, k.prep);
             CU_LAUNCHED("gdn norm");
