@@ -1,17 +1,16 @@
 # Session 45 call 2 (carry ["build/device-debs"]): the tree without norm-last.patch (call 1: its GDN norm in the
-# head's last block made a 9-row verify's GPU time 15 us longer), with the mapped top-k answer. Bits of
-# MTPLX_CUDA_TOP_MAPPED=0 vs default, D8@0.4 speed alternated, then gpu-test (GEMM and MoE-slot checks skipped).
+# head's last block made a 9-row verify's GPU time 15 us longer), with the mapped top-k answer.
+# D8@0.4 speed, MTPLX_CUDA_TOP_MAPPED=0 vs default alternated (call 1 compared their bits; gpu-test's
+# mtp_input check compares their sampled text), then gpu-test (GEMM and MoE-slot checks skipped).
 set -uo pipefail
 export MTPLX_DEVICE=cuda
 t0=$(date +%s); el() { echo $(( $(date +%s)-t0 )); }
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 scripts/device-build.sh build CUDA=1 model build/mtplx > /tmp/build.txt 2>&1 || { tail -30 /tmp/build.txt; exit 1; }
 echo "[$(el) s] built"
-bench/cuda_same_bits.sh "env MTPLX_CUDA_TOP_MAPPED=0 build/mtplx" "build/mtplx" > $OUT/bits.txt 2>&1; ok=$?; tail -7 $OUT/bits.txt
-echo "[$(el) s] bits rc=$ok"
 B="--device cuda --prompts 8 --temperature 0.6 --max-tokens 256 --depths 0,3,8@0.4"
 for r in 1 2 3; do
-  [ $(el) -lt 200 ] || { echo "round $r skipped: $(el) s" >> $OUT/bench.txt; break; }
+  [ $r -lt 3 ] || [ $(el) -lt 150 ] || { echo "round $r skipped: $(el) s" >> $OUT/bench.txt; break; }
   for b in off on; do
     E=; [ $b = off ] && E=MTPLX_CUDA_TOP_MAPPED=0
     echo "== round $r mapped $b" >> $OUT/bench.txt
