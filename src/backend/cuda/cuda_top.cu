@@ -218,17 +218,17 @@ __global__ void __launch_bounds__(TOP_THREADS)
     top_bad_min(bad, s);
     top_select<TOP_PER>(key, k, best, s);
     __syncthreads();
-    top_answer(out + (size_t)blockIdx.y * (2 * k + 2), best, k, x + (size_t)blockIdx.y * ldx, s.bad);
-    if (mir)
-        top_mirror_row(mir + (size_t)blockIdx.y * (2 * k + 2), flags + blockIdx.y, seq, out + (size_t)blockIdx.y * (2 * k + 2), k);
+    const size_t at = (size_t)blockIdx.y * (2 * k + 2);
+    top_answer(out + at, best, k, x + (size_t)blockIdx.y * ldx, s.bad);
+    if (mir) top_mirror_row(mir + at, flags + blockIdx.y, seq, out + at, k);
 }
 
 /* Block t: the whole of row t (V <= TOP_THREADS · PER) in one block, its answer written as k_top_merge's
  * final level writes it — one launch instead of slices and a merge for a small vocabulary (8,192 ids:
  * PER 16), so a tiny model's head is one link shorter. The same set of keys, so the same answer. */
 template <int PER>
-__global__ void __launch_bounds__(TOP_THREADS) k_top_row(int32_t *out, const float *x, int ldx, int V, int k, int32_t *mir, unsigned *flags,
-                                                             unsigned seq) {
+__global__ void __launch_bounds__(TOP_THREADS)
+    k_top_row(int32_t *out, const float *x, int ldx, int V, int k, int32_t *mir, unsigned *flags, unsigned seq) {
     CU_PDL_ENTRY();
     __shared__ top_shared s;
     __shared__ unsigned long long best[BE_TOP_MAX];
@@ -241,9 +241,9 @@ __global__ void __launch_bounds__(TOP_THREADS) k_top_row(int32_t *out, const flo
     top_bad_min(bad, s);
     top_select<PER>(key, k, best, s);
     __syncthreads();
-    top_answer(out + (size_t)blockIdx.y * (2 * k + 2), best, k, v, s.bad);
-    if (mir)
-        top_mirror_row(mir + (size_t)blockIdx.y * (2 * k + 2), flags + blockIdx.y, seq, out + (size_t)blockIdx.y * (2 * k + 2), k);
+    const size_t at = (size_t)blockIdx.y * (2 * k + 2);
+    top_answer(out + at, best, k, v, s.bad);
+    if (mir) top_mirror_row(mir + at, flags + blockIdx.y, seq, out + at, k);
 }
 
 /* Per-thread device buffer of the slices' lists and bad indexes (grown as needed). */
@@ -326,7 +326,7 @@ int cu_top_mirror_take(void *dst, const void *src, size_t n) {
             cu_check(e, "logits top (mapped answer)");
             for (r = 0; r < m->rows && ((volatile unsigned *)m->hflag)[r] == m->seq; r++) {
             }
-            if (r < m->rows) cu_check(cudaErrorUnknown, "logits top (mapped answer): the stream finished, a row's flag not set");
+            if (r < m->rows) cu_check(cudaErrorUnknown, "logits top (mapped answer): stream done, a row's flag unset");
             break;
         }
     }
@@ -342,7 +342,8 @@ static void top_rows(int32_t *out, const float *x, int ldx, int R, int V, int k)
     int32_t *mir = m ? m->d : NULL;
     unsigned *flags = m ? m->dflag : NULL, seq = m ? m->seq : 0;
     if (V <= 2 * TOP_SLICE && cu_set.top_row) { /* one block a row: $MTPLX_CUDA_TOP_ROW=0 keeps two levels */
-        if (V <= TOP_SLICE) cu_launch(k_top_row<TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k, mir, flags, seq);
+        if (V <= TOP_SLICE)
+            cu_launch(k_top_row<TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k, mir, flags, seq);
         else cu_launch(k_top_row<2 * TOP_PER>, dim3(1, R), TOP_THREADS, 0, out, x, ldx, V, k, mir, flags, seq);
         CU_LAUNCHED("logits top");
         top_mirror_note(m, out, R, k);
