@@ -5,11 +5,11 @@
 
 #define KNOB_BYTES_MAX (1 << 20) /* prefetch distances: 0 .. 1 MiB */
 
-static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, -1, 1, -1, 1, 1, 1};
+static kern_knobs g_knobs = {-1, 0, 0, 1, 0, 9, 2048, -1, -1, -1, 1, -1, 1, 1, 1, 1};
 
 /* qpack_pf / qpack_pf2 -1: chosen per CPU and call by kern_qpack_prefetch (matmul_qpack.c); bf16dp -1:
  * per CPU vendor (matmul.c, bf16dp_on) */
-kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, -1, 1, -1, 1, 1, 1}; }
+kern_knobs kern_knobs_default(void) { return (kern_knobs){-1, 0, 0, 1, 0, 9, 2048, -1, -1, -1, 1, -1, 1, 1, 1, 1}; }
 
 /* Knobs a program set through their own setters (kern_matmul_set_qact_f32, cpu_isa_set): installing
  * settings later (a backend created after the override) keeps the program's value, as when the
@@ -39,6 +39,7 @@ void kern_knobs_set(const kern_knobs *k) {
     n.mm_guided = n.mm_guided ? 1 : 0;
     n.qpack_pair = n.qpack_pair ? 1 : 0;
     n.avxvnni = n.avxvnni ? 1 : 0;
+    n.bf16x = n.bf16x ? 1 : 0;
     if (g_qact_pinned) n.qact_f32 = g_knobs.qact_f32;
     g_knobs = n;
     if (!g_isa_pinned) cpu_knobs_changed(); /* a forced path applies now; cpu_isa_set's choice stays */

@@ -33,6 +33,9 @@ typedef struct {
                        broadcast once for both (qp_pair_q4); 0: one block at a time. Same sums */
     int avxvnni;    /* 1: the AVX2 path's packed q4 / q8 kernel uses vpdpbusd on ymm where the CPU has
                        AVX-VNNI (mm_qrows_packed_avxvnni); 0: vpmaddubsw chains only. Same bits */
+    int bf16x;      /* 1: bf16 weights on the AVX-512 path, where the AVX512-BF16 kernel is not chosen, take
+                       the FMA kernel on even/odd packed activations (mm_rows_bf16x_avx512); 0: the
+                       widening FMA kernel (the one before; other bits) */
 } kern_knobs;
 
 /* The values used when nothing was set (the documented defaults of each knob). */

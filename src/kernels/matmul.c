@@ -43,6 +43,8 @@ typedef struct xpath {
 static const xpath g_xpath_amx = {mm_rows_bf16_amx, mm_amx_pack_bytes, mm_amx_pack_x, 64};
 static const xpath g_xpath_bf16dp = {mm_rows_bf16dp, mm_bf16dp_pack_bytes, mm_bf16dp_pack_x, 16};
 static const xpath g_xpath_bf16x_avx2 = {mm_rows_bf16x_avx2, mm_bf16x_pack_bytes, mm_bf16x_pack_x, 16};
+static const xpath g_xpath_bf16x_avx512 = {mm_rows_bf16x_avx512, mm_bf16x_avx512_pack_bytes, mm_bf16x_avx512_pack_x,
+                                           16};
 
 /* Whether bf16 weights on the AVX-512 path take the AVX512-BF16 dot-product kernel: the bf16dp knob, or
  * by vendor when it is -1 (auto). On Zen 5 that kernel was the faster one (bench/zen.md); on an Intel
@@ -56,13 +58,15 @@ static int bf16dp_on(void) {
 }
 
 /* The packed-activation path of dense weight w on this CPU, or NULL: AMX tiles for a weight with
- * its AMX copy; AVX512-BF16 dot products for a bf16 weight where the CPU has them and runs the
- * AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512) and bf16dp_on says so; the AVX2 bf16 kernel
- * (even/odd packed activations) for every bf16 weight on the AVX2 path. */
+ * its AMX copy; on the AVX-512 path (no AMX, or $MTPLX_KERNEL=avx512) AVX512-BF16 dot products for
+ * a bf16 weight where the CPU has them and bf16dp_on says so, else the FMA kernel on even/odd packed
+ * activations (unless the bf16x knob is off: then the widening FMA kernel, no packing); the AVX2 bf16
+ * kernel (even/odd packed activations) for every bf16 weight on the AVX2 path. */
 static const xpath *pick_xpath(const kern_weight *w) {
     kern_isa isa = cpu_isa();
     if (w->amx && isa == KERN_ISA_AMX) return &g_xpath_amx;
     if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && bf16dp_on()) return &g_xpath_bf16dp;
+    if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX512 && kern_knobs_get()->bf16x) return &g_xpath_bf16x_avx512;
     if (w->dtype == DT_BF16 && isa == KERN_ISA_AVX2) return &g_xpath_bf16x_avx2;
     return NULL;
 }
@@ -255,7 +259,9 @@ size_t kern_matmul_scratch_bound(int K, int min_group) {
     size_t q = (a_bytes + 2 * g_bytes + dv_bytes + 63) & ~(size_t)63;
     size_t x = (mm_amx_pack_bytes(MM_TMAX, K) + 63) & ~(size_t)63;
     size_t xd = (mm_bf16dp_pack_bytes(MM_TMAX, K) + 63) & ~(size_t)63;
+    size_t xe = (mm_bf16x_avx512_pack_bytes(MM_TMAX, K) + 63) & ~(size_t)63;
     if (xd > x) x = xd;
+    if (xe > x) x = xe;
     return (size_t)KERN_MM_N_MAX * (q > x ? q : x);
 }
 

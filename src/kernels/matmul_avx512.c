@@ -7,7 +7,16 @@
  * fixed horizontal reduction: the result is independent of T and of the tiling. bf16 (with the bf16_pf
  * knob): the first activation tile of a 4-row block prefetches the same columns of the block 4 rows
  * ahead into L2, as matmul_bf16dp.c does, so a decode row's four row streams keep the next block in
- * flight (the hardware prefetchers restart at every block change); prefetches change no bit. */
+ * flight (the hardware prefetchers restart at every block change); prefetches change no bit.
+ *
+ * bf16 with packed activations (mm_rows_bf16x_avx512, the bf16x knob; pick_xpath in matmul.c takes it
+ * on the AVX-512 path where the AVX512-BF16 kernel is not chosen, e.g. an Intel core without AMX): a
+ * 64-byte load holds 32 weights as 16 pairs; the even weight of each pair widens to fp32 by one shift
+ * and the odd one by one mask, instead of a widening shuffle and a shift per 16 weights (which took a
+ * third of the FMA ports' slots in a 4 x 4 tile). The activations are packed once per call to match:
+ * per 32-input chunk, the 16 even inputs then the 16 odd ones (zero past K). Output (t, r) is one
+ * accumulator chain — per chunk fma(even), then fma(odd) — and one fixed horizontal sum, whatever the
+ * tile: 8 weight rows x 1-2 activation rows (decode), else 4 x 4 with a 4 x 1..3 tail. */
 #if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 
@@ -107,5 +116,109 @@ TGT void mm_rows_dense_avx512(float *y, int ldy, const float *x, int ldx, int T,
     case DT_F16: rows_f16(y, ldy, x, ldx, T, w, r0, r1, 0); break;
     default: rows_f32(y, ldy, x, ldx, T, w, r0, r1, 0); break;
     }
+}
+/* ---- bf16 with packed activations ---- */
+
+/* Inputs rounded up to whole 32-element chunks. */
+static int k_pad32(int K) { return (K + 31) & ~31; }
+
+size_t mm_bf16x_avx512_pack_bytes(int T, int K) { return (size_t)T * (size_t)k_pad32(K) * 4; }
+
+/* Row t of the packed activations at buf + t·k_pad32(K) floats: per chunk of 32 inputs, the 16 even
+ * ones then the 16 odd ones; inputs past K are zero. */
+TGT void mm_bf16x_avx512_pack_x(void *buf, const float *x, int ldx, int T, int K) {
+    const int kp = k_pad32(K);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    for (int t = 0; t < T; t++) {
+        const float *xr = x + (size_t)t * ldx;
+        float *o = (float *)buf + (size_t)t * kp;
+        for (int c = 0; c < K; c += 32, o += 32) {
+            __mmask16 ma = 0xffff, mb = 0xffff;
+            if (K - c < 32) { /* the tail chunk: loads masked to the inputs that exist */
+                ma = K - c >= 16 ? 0xffff : (__mmask16)((1u << (K - c)) - 1);
+                mb = K - c <= 16 ? 0 : (__mmask16)((1u << (K - c - 16)) - 1);
+            }
+            const __m512 a = _mm512_maskz_loadu_ps(ma, xr + c), b = _mm512_maskz_loadu_ps(mb, xr + c + 16);
+            _mm512_storeu_ps(o, _mm512_permutex2var_ps(a, ev, b));
+            _mm512_storeu_ps(o + 16, _mm512_permutex2var_ps(a, od, b));
+        }
+    }
+}
+
+/* acc[I][t] += weight chunk V (32 bf16 of row I, as 16 pairs) times packed chunk t at xc. */
+#define BX_CHUNK(V, I)                                                                              \
+    do {                                                                                            \
+        const __m512i v_ = (V);                                                                     \
+        const __m512 we_ = _mm512_castsi512_ps(_mm512_slli_epi32(v_, 16));                         \
+        const __m512 wo_ = _mm512_castsi512_ps(_mm512_and_si512(v_, hi16));                        \
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) {                                     \
+            acc[I][t] = _mm512_fmadd_ps(we_, _mm512_loadu_ps(xc + (size_t)t * kp), acc[I][t]);     \
+            acc[I][t] = _mm512_fmadd_ps(wo_, _mm512_loadu_ps(xc + (size_t)t * kp + 16), acc[I][t]); \
+        }                                                                                           \
+    } while (0)
+
+/* RW weight rows (wrow[i]: element offset of row i; the first nr are stored) x TT activation rows of
+ * packed xp (kp floats a row) into y[t][r + i]; pf (bytes, 0 = none): prefetch that far ahead of each
+ * weight row into L2, one line a row a chunk. */
+INL void bx_tile(const uint16_t *W, const size_t *wrow, int nr, const float *xp, int kp, int K, float *y, int ldy,
+                 int r, const int RW, const int TT, size_t pf) {
+    const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+    __m512 acc[8][4];
+    _Pragma("GCC unroll 8") for (int i = 0; i < RW; i++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 32 <= K; c += 32) {
+        const float *xc = xp + c;
+        if (pf)
+            _Pragma("GCC unroll 8") for (int i = 0; i < RW; i++)
+                _mm_prefetch((const char *)(W + wrow[i] + c) + pf, _MM_HINT_T1);
+        _Pragma("GCC unroll 8") for (int i = 0; i < RW; i++)
+            BX_CHUNK(_mm512_loadu_si512((const void *)(W + wrow[i] + c)), i);
+    }
+    if (c < K) { /* the weights past K load as zero, as the packed inputs are */
+        const float *xc = xp + c;
+        const __mmask32 m = (__mmask32)((1ull << (K - c)) - 1);
+        _Pragma("GCC unroll 8") for (int i = 0; i < RW; i++)
+            BX_CHUNK(_mm512_maskz_loadu_epi16(m, W + wrow[i] + c), i);
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < RW; i++) {
+        if (i >= nr) break;
+        _Pragma("GCC unroll 4") for (int t = 0; t < TT; t++)
+            y[(size_t)t * ldy + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+    }
+}
+#undef BX_CHUNK
+
+/* Weight rows [r0, r1) in blocks of RW (the last block repeats its last row), each block over all T
+ * activation rows in tiles of TT (then one tile of the rest) while it is in L1. */
+INL void bx_rows(float *y, int ldy, const float *xp, int kp, int T, const kern_weight *w, int r0, int r1,
+                 const int RW, const int TT) {
+    const int K = w->cols;
+    const size_t pf0 = kern_knobs_get()->bf16_pf ? (size_t)RW * K * 2 : 0;
+    for (int r = r0; r < r1; r += RW) {
+        int nr = r1 - r < RW ? r1 - r : RW;
+        size_t wrow[8], pf = pf0;
+        for (int i = 0; i < RW; i++) wrow[i] = (size_t)(r + (i < nr ? i : nr - 1)) * K;
+        int t = 0;
+        for (; t + TT <= T; t += TT, pf = 0)
+            bx_tile(w->data, wrow, nr, xp + (size_t)t * kp, kp, K, y + (size_t)t * ldy, ldy, r, RW, TT, pf);
+        const float *xt = xp + (size_t)t * kp;
+        float *yt = y + (size_t)t * ldy;
+        switch (T - t) {
+        case 3: bx_tile(w->data, wrow, nr, xt, kp, K, yt, ldy, r, RW, 3 < TT ? 3 : TT, pf); break;
+        case 2: bx_tile(w->data, wrow, nr, xt, kp, K, yt, ldy, r, RW, 2 < TT ? 2 : TT, pf); break;
+        case 1: bx_tile(w->data, wrow, nr, xt, kp, K, yt, ldy, r, RW, 1, pf); break;
+        default: break;
+        }
+    }
+}
+
+TGT void mm_rows_bf16x_avx512(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0,
+                              int r1, const void *xpack) {
+    (void)x, (void)ldx;
+    const int kp = k_pad32(w->cols);
+    if (T <= 2) bx_rows(y, ldy, xpack, kp, T, w, r0, r1, 8, 2); /* 8-16 chains hide the FMA latency */
+    else bx_rows(y, ldy, xpack, kp, T, w, r0, r1, 4, 4);
 }
 #endif /* __x86_64__ */

@@ -74,6 +74,27 @@ static inline void mm_rows_bf16x_avx2(float *y, int ldy, const float *x, int ldx
 }
 #endif
 
+/* AVX-512 FMA for bf16 weights with even/odd packed activations (matmul_avx512.c): the caller packs
+ * the T <= MM_TMAX activation rows once per call, each 32-input chunk as its 16 even then 16 odd
+ * inputs (mm_bf16x_avx512_pack_x into mm_bf16x_avx512_pack_bytes(T, K) bytes); the weight is read
+ * from the checkpoint as is. */
+#if defined(__x86_64__)
+size_t mm_bf16x_avx512_pack_bytes(int T, int K);
+void mm_bf16x_avx512_pack_x(void *buf, const float *x, int ldx, int T, int K);
+void mm_rows_bf16x_avx512(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0, int r1,
+                          const void *xpack);
+#else
+/* x86 only (pick_xpath in matmul.c never chooses it elsewhere); inert versions keep matmul.c linkable. */
+static inline size_t mm_bf16x_avx512_pack_bytes(int T, int K) { return (void)T, (void)K, 0; }
+static inline void mm_bf16x_avx512_pack_x(void *buf, const float *x, int ldx, int T, int K) {
+    (void)buf, (void)x, (void)ldx, (void)T, (void)K;
+}
+static inline void mm_rows_bf16x_avx512(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w,
+                                        int r0, int r1, const void *xpack) {
+    (void)y, (void)ldy, (void)x, (void)ldx, (void)T, (void)w, (void)r0, (void)r1, (void)xpack;
+}
+#endif
+
 /* AVX512-BF16 dot products for bf16 weights on CPUs without AMX (matmul_bf16dp.c): the caller packs
  * the T <= MM_TMAX activation rows once per call as hi/lo bf16 pairs (mm_bf16dp_pack_x into
  * mm_bf16dp_pack_bytes(T, K) bytes, 64-aligned); the weight is read from the checkpoint as is. */

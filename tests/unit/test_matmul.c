@@ -3,8 +3,9 @@
  *     the same activation row computed alone (T = 1);
  *   - split invariance: a row computed inside a large (thread-split) matrix is bit-identical to the
  *     same weight row computed as a 1-row matrix;
- *   - the AVX-512 path is run twice on a CPU with avx512_bf16: bf16 weights through the FMA kernel
- *     (bf16dp knob off) and through the VDPBF16PS kernel (on), which must really differ in bits;
+ *   - the AVX-512 path runs bf16 weights through each of its kernels: the FMA kernel on even/odd
+ *     packed activations (bf16dp knob off, bf16x on), the widening FMA kernel (both off) and, on a CPU
+ *     with avx512_bf16, the VDPBF16PS kernel (bf16dp on); each pair must really differ in bits;
  *   - accuracy: |y - ref| <= 1e-5 * Σ|x·w| + 1e-30 against kern_matmul_ref (fp32, sequential sum; the
  *     bound covers reassociation of an fp32 sum of K terms, K <= 1100). */
 #include <stdint.h>
@@ -41,7 +42,7 @@ static kern_weight make_weight(mtplx_dtype dt, int rows, int cols, void **store)
 }
 
 static const mtplx_dtype k_dtypes[] = {DT_F32, DT_F16, DT_BF16};
-static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}, {70, 1700}};
+static const int k_shapes[][2] = {{37, 77}, {64, 256}, {33, 300}, {130, 1100}, {50, 96}, {16, 32}, {70, 1700}, {24, 120}};
 
 /* For each shape/dtype: T = 1..16 and 40 rows vs T = 1, and vs the reference. */
 static void check_row_invariance(kern_isa isa) {
@@ -163,10 +164,17 @@ TEST(test_avx2_split_invariant) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX2);
     check_split_invariance(KERN_ISA_AVX2);
 }
-/* Switch bf16 weights on the AVX-512 path between the VDPBF16PS kernel (1) and the FMA kernel (0). */
+/* Switch bf16 weights on the AVX-512 path between the VDPBF16PS kernel (1) and the FMA kernels (0). */
 static void set_bf16dp(int on) {
     kern_knobs k = *kern_knobs_get();
     k.bf16dp = on;
+    kern_knobs_set(&k);
+}
+/* ... and, with bf16dp off, between the FMA kernel on even/odd packed activations (1) and the
+ * widening one (0). */
+static void set_bf16x(int on) {
+    kern_knobs k = *kern_knobs_get();
+    k.bf16x = on;
     kern_knobs_set(&k);
 }
 
@@ -174,13 +182,46 @@ TEST(test_avx512_row_invariant_and_accurate) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512);
     set_bf16dp(0);
     check_row_invariance(KERN_ISA_AVX512);
+    set_bf16x(0);
+    check_row_invariance(KERN_ISA_AVX512);
+    set_bf16x(1);
     set_bf16dp(1);
 }
 TEST(test_avx512_split_invariant) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512);
     set_bf16dp(0);
     check_split_invariance(KERN_ISA_AVX512);
+    set_bf16x(0);
+    check_split_invariance(KERN_ISA_AVX512);
+    set_bf16x(1);
     set_bf16dp(1);
+}
+/* Outputs of a 3-row bf16 call (64 x 300 weight) on the path in force that differ between two knob
+ * settings (set(a), set(b)). */
+static int bf16_outputs_differ(void (*set)(int), int a, int b) {
+    void *store;
+    kern_weight w = make_weight(DT_BF16, 64, 300, &store);
+    float x[3 * 300], ya[3 * 64], yb[3 * 64];
+    for (int i = 0; i < 3 * 300; i++) x[i] = frand();
+    set(a);
+    kern_matmul(ya, 64, x, 300, 3, &w);
+    set(b);
+    kern_matmul(yb, 64, x, 300, 3, &w);
+    int differ = 0;
+    for (int i = 0; i < 3 * 64; i++) differ += ya[i] != yb[i];
+    free(store);
+    return differ;
+}
+/* The bf16x knob really switches kernels: even/odd sums and the widening kernel's 16-wide ones give
+ * different low bits on a 300-input dot product for most outputs. */
+TEST(test_avx512_bf16x_path_taken) {
+    SKIP_WITHOUT_ISA(KERN_ISA_AVX512);
+    REQUIRE(cpu_isa_set(KERN_ISA_AVX512) == 0);
+    set_bf16dp(0);
+    int differ = bf16_outputs_differ(set_bf16x, 1, 0);
+    set_bf16x(1);
+    set_bf16dp(1);
+    CHECK_MSG(differ > 3 * 64 / 4, "only %d of %d outputs differ between the two FMA kernels", differ, 3 * 64);
 }
 
 #define SKIP_WITHOUT_BF16DP()                                                                       \
@@ -204,19 +245,9 @@ TEST(test_avx512bf16_split_invariant) {
 TEST(test_avx512bf16_path_taken) {
     SKIP_WITHOUT_BF16DP();
     REQUIRE(cpu_isa_set(KERN_ISA_AVX512) == 0);
-    void *store;
-    kern_weight w = make_weight(DT_BF16, 64, 300, &store);
-    float x[3 * 300], ya[3 * 64], yb[3 * 64];
-    for (int i = 0; i < 3 * 300; i++) x[i] = frand();
+    int differ = bf16_outputs_differ(set_bf16dp, 1, 0);
     set_bf16dp(1);
-    kern_matmul(ya, 64, x, 300, 3, &w);
-    set_bf16dp(0);
-    kern_matmul(yb, 64, x, 300, 3, &w);
-    set_bf16dp(1);
-    int differ = 0;
-    for (int i = 0; i < 3 * 64; i++) differ += ya[i] != yb[i];
     CHECK_MSG(differ > 3 * 64 / 4, "only %d of %d outputs differ between the two kernels", differ, 3 * 64);
-    free(store);
 }
 
 TEST(test_amx_row_invariant_and_accurate) {
@@ -266,6 +297,7 @@ int main(void) {
     RUN(test_avx2_split_invariant);
     RUN(test_avx512_row_invariant_and_accurate);
     RUN(test_avx512_split_invariant);
+    RUN(test_avx512_bf16x_path_taken);
     RUN(test_avx512bf16_row_invariant_and_accurate);
     RUN(test_avx512bf16_split_invariant);
     RUN(test_avx512bf16_path_taken);

@@ -49,6 +49,7 @@ static void knobs_from_env(kern_knobs *k, int *rc, mtplx_err *err) {
     KNOB_SWITCH(k->mm_guided, "MTPLX_MM_GUIDED");
     KNOB_SWITCH(k->qpack_pair, "MTPLX_QPACK_PAIR");
     KNOB_SWITCH(k->avxvnni, "MTPLX_AVXVNNI");
+    KNOB_SWITCH(k->bf16x, "MTPLX_BF16X");
 }
 
 int cpu_settings_from_env(cpu_settings *s, mtplx_err *err) {

@@ -42,7 +42,7 @@ typedef struct {
  * this CPU cannot run gives the best it can, as `mtplx doctor` says), MTPLX_NO_AMX (0 / 1),
  * MTPLX_THREADS (1..256; 0 = the CPUs this process may run on), MTPLX_QPACK (0 / 1), MTPLX_QACT
  * (int8 / f32), MTPLX_QAMX_MIN (1..4096), MTPLX_AMX_PF, MTPLX_QPACK_PF, MTPLX_QPACK_PF2 (bytes, 0..1 MiB),
- * MTPLX_BF16DP, MTPLX_BF16_PF, MTPLX_MM_GUIDED, MTPLX_FUSE (0 / 1), MTPLX_QPACK_MIX (-1..1),
+ * MTPLX_BF16DP, MTPLX_BF16X, MTPLX_BF16_PF, MTPLX_MM_GUIDED, MTPLX_FUSE (0 / 1), MTPLX_QPACK_MIX (-1..1),
  * MTPLX_ATT_SPLIT (keys; 0 = off; default: auto), MTPLX_PREFILL_ROWS (32..4096), MTPLX_PACK_EXPERTS (0 / 1;
  * default: auto), MTPLX_PACK_CACHE (a directory, or 0 = off; default $XDG_CACHE_HOME/mtplx/qpack, else
  * $HOME/.cache/mtplx/qpack). Unset or empty variables keep the default. Returns 0, or MTPLX_EINVAL
