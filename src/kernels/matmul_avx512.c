@@ -190,27 +190,35 @@ INL void bx_tile(const uint16_t *W, const size_t *wrow, int nr, const float *xp,
 }
 #undef BX_CHUNK
 
-/* Weight rows [r0, r1) in blocks of RW (the last block repeats its last row), each block over all T
- * activation rows in tiles of TT (then one tile of the rest) while it is in L1. */
-INL void bx_rows(float *y, int ldy, const float *xp, int kp, int T, const kern_weight *w, int r0, int r1,
-                 const int RW, const int TT) {
+/* Weight rows [r0, r1) in blocks of RW (the last block repeats its last row) x activation rows
+ * [t, t + TT) of packed xp; pf: prefetch distance of the first pass (0 = none). */
+INL void bx_pass(float *y, int ldy, const float *xp, int kp, const kern_weight *w, int r0, int r1, const int RW,
+                 const int TT, size_t pf) {
     const int K = w->cols;
-    const size_t pf0 = kern_knobs_get()->bf16_pf ? (size_t)RW * K * 2 : 0;
     for (int r = r0; r < r1; r += RW) {
         int nr = r1 - r < RW ? r1 - r : RW;
-        size_t wrow[8], pf = pf0;
+        size_t wrow[8];
         for (int i = 0; i < RW; i++) wrow[i] = (size_t)(r + (i < nr ? i : nr - 1)) * K;
-        int t = 0;
-        for (; t + TT <= T; t += TT, pf = 0)
-            bx_tile(w->data, wrow, nr, xp + (size_t)t * kp, kp, K, y + (size_t)t * ldy, ldy, r, RW, TT, pf);
-        const float *xt = xp + (size_t)t * kp;
-        float *yt = y + (size_t)t * ldy;
-        switch (T - t) {
-        case 3: bx_tile(w->data, wrow, nr, xt, kp, K, yt, ldy, r, RW, 3 < TT ? 3 : TT, pf); break;
-        case 2: bx_tile(w->data, wrow, nr, xt, kp, K, yt, ldy, r, RW, 2 < TT ? 2 : TT, pf); break;
-        case 1: bx_tile(w->data, wrow, nr, xt, kp, K, yt, ldy, r, RW, 1, pf); break;
-        default: break;
-        }
+        bx_tile(w->data, wrow, nr, xp, kp, K, y, ldy, r, RW, TT, pf);
+    }
+}
+
+/* All T activation rows in tiles of TT (then one tile of the rest), each tile over weight rows
+ * [r0, r1): a tile's packed rows stay in L1 while the weights pass (from L2 after the first pass,
+ * which prefetches when the bf16_pf knob is on). */
+INL void bx_rows(float *y, int ldy, const float *xp, int kp, int T, const kern_weight *w, int r0, int r1,
+                 const int RW, const int TT) {
+    size_t pf = kern_knobs_get()->bf16_pf ? (size_t)RW * w->cols * 2 : 0;
+    int t = 0;
+    for (; t + TT <= T; t += TT, pf = 0)
+        bx_pass(y + (size_t)t * ldy, ldy, xp + (size_t)t * kp, kp, w, r0, r1, RW, TT, pf);
+    const float *xt = xp + (size_t)t * kp;
+    float *yt = y + (size_t)t * ldy;
+    switch (T - t) {
+    case 3: bx_pass(yt, ldy, xt, kp, w, r0, r1, RW, 3 < TT ? 3 : TT, pf); break;
+    case 2: bx_pass(yt, ldy, xt, kp, w, r0, r1, RW, 2 < TT ? 2 : TT, pf); break;
+    case 1: bx_pass(yt, ldy, xt, kp, w, r0, r1, RW, 1, pf); break;
+    default: break;
     }
 }
 
