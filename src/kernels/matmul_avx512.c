@@ -190,43 +190,48 @@ INL void bx_tile(const uint16_t *W, const size_t *wrow, int nr, const float *xp,
 }
 #undef BX_CHUNK
 
-/* Weight rows [r0, r1) in blocks of RW (the last block repeats its last row) x activation rows
- * [t, t + TT) of packed xp; pf: prefetch distance of the first pass (0 = none). */
+/* Weight rows [r0, r1) in blocks of RW (the last block repeats its last row) x the TT activation rows
+ * of packed xp; pf: prefetch each block's weights RW rows ahead into L2 (a first pass). */
 INL void bx_pass(float *y, int ldy, const float *xp, int kp, const kern_weight *w, int r0, int r1, const int RW,
-                 const int TT, size_t pf) {
+                 const int TT, int pf) {
     const int K = w->cols;
+    const size_t pf_bytes = pf ? (size_t)RW * K * 2 : 0;
     for (int r = r0; r < r1; r += RW) {
         int nr = r1 - r < RW ? r1 - r : RW;
         size_t wrow[8];
         for (int i = 0; i < RW; i++) wrow[i] = (size_t)(r + (i < nr ? i : nr - 1)) * K;
-        bx_tile(w->data, wrow, nr, xp, kp, K, y, ldy, r, RW, TT, pf);
+        bx_tile(w->data, wrow, nr, xp, kp, K, y, ldy, r, RW, TT, pf_bytes);
     }
 }
 
-/* All T activation rows in tiles of TT (then one tile of the rest), each tile over weight rows
- * [r0, r1): a tile's packed rows stay in L1 while the weights pass (from L2 after the first pass,
- * which prefetches when the bf16_pf knob is on). */
-INL void bx_rows(float *y, int ldy, const float *xp, int kp, int T, const kern_weight *w, int r0, int r1,
-                 const int RW, const int TT) {
-    size_t pf = kern_knobs_get()->bf16_pf ? (size_t)RW * w->cols * 2 : 0;
-    int t = 0;
-    for (; t + TT <= T; t += TT, pf = 0)
-        bx_pass(y + (size_t)t * ldy, ldy, xp + (size_t)t * kp, kp, w, r0, r1, RW, TT, pf);
-    const float *xt = xp + (size_t)t * kp;
-    float *yt = y + (size_t)t * ldy;
-    switch (T - t) {
-    case 3: bx_pass(yt, ldy, xt, kp, w, r0, r1, RW, 3 < TT ? 3 : TT, pf); break;
-    case 2: bx_pass(yt, ldy, xt, kp, w, r0, r1, RW, 2 < TT ? 2 : TT, pf); break;
-    case 1: bx_pass(yt, ldy, xt, kp, w, r0, r1, RW, 1, pf); break;
-    default: break;
-    }
-}
+/* Bytes of weight rows that the activation tiles pass over in turn: they stay in L2 after the first. */
+#define BX_SLICE_BYTES (256 * 1024)
 
+/* Weight rows [r0, r1) in L2-sized slices; per slice, the T activation rows in tiles of 4 (4 weight
+ * rows a block: 16 chains), then one tile of the rest (3: blocks of 4; 2 or 1: blocks of 8, for
+ * chains enough to hide the FMA latency), each tile over the slice's rows: a tile's packed rows stay
+ * in L1 while the weights pass, from memory in the first pass (which prefetches when the bf16_pf knob
+ * is on) and from L2 in the others. */
 TGT void mm_rows_bf16x_avx512(float *y, int ldy, const float *x, int ldx, int T, const kern_weight *w, int r0,
                               int r1, const void *xpack) {
     (void)x, (void)ldx;
-    const int kp = k_pad32(w->cols);
-    if (T <= 2) bx_rows(y, ldy, xpack, kp, T, w, r0, r1, 8, 2); /* 8-16 chains hide the FMA latency */
-    else bx_rows(y, ldy, xpack, kp, T, w, r0, r1, 4, 4);
+    const float *xp = xpack;
+    const int kp = k_pad32(w->cols), pf0 = kern_knobs_get()->bf16_pf;
+    int slice = (int)(BX_SLICE_BYTES / ((size_t)w->cols * 2)) / 8 * 8;
+    if (slice < 8) slice = 8;
+    for (int s0 = r0; s0 < r1; s0 += slice) {
+        const int s1 = s0 + slice < r1 ? s0 + slice : r1;
+        int pf = pf0, t = 0;
+        for (; t + 4 <= T; t += 4, pf = 0)
+            bx_pass(y + (size_t)t * ldy, ldy, xp + (size_t)t * kp, kp, w, s0, s1, 4, 4, pf);
+        const float *xt = xp + (size_t)t * kp;
+        float *yt = y + (size_t)t * ldy;
+        switch (T - t) {
+        case 3: bx_pass(yt, ldy, xt, kp, w, s0, s1, 4, 3, pf); break;
+        case 2: bx_pass(yt, ldy, xt, kp, w, s0, s1, 8, 2, pf); break;
+        case 1: bx_pass(yt, ldy, xt, kp, w, s0, s1, 8, 1, pf); break;
+        default: break;
+        }
+    }
 }
 #endif /* __x86_64__ */
