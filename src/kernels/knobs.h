@@ -23,8 +23,8 @@ typedef struct {
                        avx512_bf16 and the AMX path is not in use; 0: the AVX-512 FMA kernel; -1 (auto):
                        the dot-product kernel on AMD, the FMA one elsewhere (on an Intel core a 512-bit
                        vdpbf16ps issues at half an FMA's rate: bench/zen.md "Session 40") */
-    int bf16_pf;    /* 1: the bf16 kernels without AMX (that one and the AVX-512 FMA one) prefetch the
-                       next 4-row weight block into L2; 0: off */
+    int bf16_pf;    /* 1: the bf16 kernels without AMX (that one and the AVX-512 FMA ones) prefetch the
+                       next weight block into L2; 0: off */
     int qpack_mix;  /* q4 VNNI calls of 2+ rows: 1 half the activation quads by shuffles (dp_quad_mix),
                        0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, else 1) */
     int mm_guided;  /* 1: a matmul's rows go to the pool in shrinking pieces (mm_cut_pieces); 0: ~4
