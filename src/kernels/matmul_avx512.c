@@ -16,7 +16,8 @@
  * third of the FMA ports' slots in a 4 x 4 tile). The activations are packed once per call to match:
  * per 32-input chunk, the 16 even inputs then the 16 odd ones (zero past K). Output (t, r) is one
  * accumulator chain — per chunk fma(even), then fma(odd) — and one fixed horizontal sum, whatever the
- * tile: 8 weight rows x 1-2 activation rows (decode), else 4 x 4 with a 4 x 1..3 tail. */
+ * tile: 4 weight rows x 4 activation rows, the rest of T as 4 x 3, 8 x 2 or 8 x 1 (mm_rows_bf16x_avx512
+ * says in which order they meet the weights). */
 #if defined(__x86_64__) /* x86-64 only; other targets compile this file empty */
 #include <immintrin.h>
 
@@ -117,6 +118,7 @@ TGT void mm_rows_dense_avx512(float *y, int ldy, const float *x, int ldx, int T,
     default: rows_f32(y, ldy, x, ldx, T, w, r0, r1, 0); break;
     }
 }
+
 /* ---- bf16 with packed activations ---- */
 
 /* Inputs rounded up to whole 32-element chunks. */
