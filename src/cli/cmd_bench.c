@@ -11,6 +11,7 @@
 #include "../engine/gen_config.h"
 #include "../engine/tune.h"
 #include "../kernels/cpu.h"
+#include "../kernels/matmul.h"
 #include "../tokenizer/tokenizer.h"
 #include "commands.h"
 #include "gen_cli.h"
@@ -141,6 +142,9 @@ static int mode_decode(int argc, char **argv) {
     machine_facts_get(&mf);
     /* the kernel path the forwards took (a GPU names itself), as every bench table names it */
     const char *kernel = strcmp(be_device_resolved(), "cpu") ? be_device_resolved() : cpu_path_name();
+    /* and on the CPU which of the path's bf16 kernels (they differ in speed and bits) */
+    const int on_cpu = !strcmp(be_device_resolved(), "cpu");
+    const char *bf16 = on_cpu ? kern_matmul_bf16_kernel() : "";
     char commit[64];
     cli_git_commit(commit, sizeof commit);
     if (json) {
@@ -161,8 +165,9 @@ static int mode_decode(int argc, char **argv) {
                               b->cycles, "completion_tokens_per_pass", b->completion_tokens, "drafted_per_pass", b->drafted));
         }
         json_t *out = json_pack(
-            "{s:s, s:s, s:{s:s, s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}", "mode", "decode",
-            "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "threads", mf.threads, "commit", commit, "settings", "prompts",
+            "{s:s, s:s, s:{s:s, s:s, s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}", "mode",
+            "decode", "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "bf16_kernel", bf16, "threads", mf.threads,
+            "commit", commit, "settings", "prompts",
             (int)n_prompts, "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
             (json_int_t)seed, "temperature", o.base.temperature, "top_p", o.base.top_p, "top_k", o.base.top_k,
             "min_p", o.base.min_p, "draft_min_conf", o.base.draft_min_conf, "results", rs);
@@ -172,7 +177,8 @@ static int mode_decode(int argc, char **argv) {
         json_decref(out);
     } else {
         printf("mtplx bench (decode): %s\n", model);
-        printf("machine: %s, kernel %s, %d threads, commit %s\n", mf.cpu, kernel, mf.threads, commit);
+        printf("machine: %s, kernel %s%s%s%s, %d threads, commit %s\n", mf.cpu, kernel, on_cpu ? " (bf16 " : "", bf16,
+               on_cpu ? ")" : "", mf.threads, commit);
         printf("%ld prompts x %ld tokens from val_code.txt, max_tokens %d, temperature %g, top_p %g, top_k %d, "
                "min_p %g, seeds %llu.., %d interleaved passes (median)\n",
                n_prompts, plen, o.base.max_tokens, o.base.temperature, o.base.top_p, o.base.top_k, o.base.min_p,

@@ -11,6 +11,7 @@
 #include "../backend/cpu/cpu_backend.h"
 #include "../backend/device.h"
 #include "../kernels/cpu.h"
+#include "../kernels/matmul.h"
 #include "../kernels/threadpool.h"
 #include "../model/model.h"
 #include "../tokenizer/tokenizer.h"
@@ -243,9 +244,11 @@ static int matmul_bench(const char *format, int gs, int n, int k, int count, int
         printf("}}\n");
         return 0;
     }
-    printf("kernel %s, %d threads: %d x [%d x %d] %s%s%.0d, %.1f MB per pass, median of %d rounds\n", isa, threads,
-           count, n, k, format, strcmp(format, "bf16") ? " group " : "", strcmp(format, "bf16") ? gs : 0, o.bytes / 1e6,
-           reps);
+    /* bf16 on the CPU: which of the path's bf16 kernels ran (they differ in speed and bits) */
+    const int bf16_cpu = !strcmp(format, "bf16") && !strcmp(be_device_resolved(), "cpu");
+    printf("kernel %s%s%s%s, %d threads: %d x [%d x %d] %s%s%.0d, %.1f MB per pass, median of %d rounds\n", isa,
+           bf16_cpu ? " (bf16 " : "", bf16_cpu ? kern_matmul_bf16_kernel() : "", bf16_cpu ? ")" : "", threads, count, n,
+           k, format, strcmp(format, "bf16") ? " group " : "", strcmp(format, "bf16") ? gs : 0, o.bytes / 1e6, reps);
     for (int T = 1; T <= rows; T++)
         printf("  T=%-2d %9.3f ms  %6.1f GB/s  %7.2f TFLOP/s  %.3fx T=1\n", T, o.median_s[T] * 1e3,
                o.bytes / o.median_s[T] / 1e9, 2.0 * count * n * (double)k * T / o.median_s[T] / 1e12,
@@ -374,7 +377,8 @@ int cmd_bench_kernels(int argc, char **argv) {
     uint64_t sbytes = m && verify ? model_state_bytes_per_token(m, context) : 0;
     double all_gbs = verify ? (double)(wbytes + sbytes) / vc.median_s[1] / 1e9 : 0;
     if (json) {
-        printf("{\"kernel\": \"%s\", \"threads\": %d, \"quant_activations\": \"%s\"", isa, threads, qact);
+        printf("{\"kernel\": \"%s\", \"bf16_kernel\": \"%s\", \"threads\": %d, \"quant_activations\": \"%s\"", isa,
+               on_gpu ? "" : kern_matmul_bf16_kernel(), threads, qact);
         printf(", \"device\": \"%s\"", be_device_resolved());
         if (membw)
             printf(", \"membw\": {\"bytes\": %zu, \"gbs_one_thread\": %.2f, \"gbs_all_threads\": %.2f}", bw.bytes,
@@ -397,7 +401,9 @@ int cmd_bench_kernels(int argc, char **argv) {
         printf("}\n");
     } else {
         if (on_gpu) printf("device %s (%s)\n", be_device_resolved(), gpu_name[0] ? gpu_name : "GPU");
-        else printf("kernel %s, %d threads, quantized activations %s\n", isa, threads, qact);
+        else
+            printf("kernel %s (bf16 %s), %d threads, quantized activations %s\n", isa, kern_matmul_bf16_kernel(),
+                   threads, qact);
         if (membw && on_gpu)
             printf("GPU device-memory read bandwidth (%zu MB buffer): %.1f GB/s (best of 5)\n", bw.bytes >> 20,
                    gpu_gbs);

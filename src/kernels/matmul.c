@@ -71,6 +71,16 @@ static const xpath *pick_xpath(const kern_weight *w) {
     return NULL;
 }
 
+const char *kern_matmul_bf16_kernel(void) {
+    switch (cpu_isa()) {
+    case KERN_ISA_AMX: return "amx";
+    case KERN_ISA_AVX512: return bf16dp_on() ? "vdpbf16ps" : kern_knobs_get()->bf16x ? "fma-evenodd" : "fma-widen";
+    case KERN_ISA_AVX2: return "avx2-evenodd";
+    case KERN_ISA_PORTABLE: return "portable";
+    default: return "neon";
+    }
+}
+
 /* Output rows [r0, r1) of one job, by its path's row function. */
 static void mm_job_rows(const mm_job *j, int r0, int r1) {
     if (j->qfn) j->qfn(j->y, j->ldy, j->qa, j->w, r0, r1);

@@ -64,6 +64,11 @@ void kern_weight_row(const kern_weight *w, int r, float *out);
  * kernels run. */
 void kern_matmul_set_qact_f32(int on);
 
+/* The kernel bf16 weights take now, beyond the path's name (cpu_isa_name), as benchmarks and the
+ * prefix cache's fingerprint name it: "amx", "vdpbf16ps", "fma-evenodd" or "fma-widen" (the AVX-512
+ * path by the bf16dp / bf16x knobs), "avx2-evenodd", "neon", "portable". Each gives other bits. */
+const char *kern_matmul_bf16_kernel(void);
+
 /* Bytes of activation scratch that any kern_matmul / kern_matmul_n call needs at most for weights of
  * at most K inputs and quantization groups of at least min_group (0 when there is no quantized
  * weight). */

@@ -7,6 +7,8 @@
 #include "../base/mem.h"
 #include "../base/sha256.h"
 #include "../kernels/cpu.h"
+#include "../kernels/knobs.h"
+#include "../kernels/matmul.h"
 #include "family.h"
 
 struct model_snap {
@@ -227,8 +229,12 @@ void model_snap_fingerprint(const mtplx_model *m, unsigned char out[32]) {
     sha256_update(&c, head, sizeof head);
     sha256_update(&c, v, sizeof v);
     const char *be = m->be->ops->name ? m->be->ops->name : "?", *isa = cpu_isa_name(cpu_isa());
+    /* the kernel choices within a path that change bits: bf16 kernel, quantized weights' activations */
+    const char *bf16 = kern_matmul_bf16_kernel(), *qact = kern_knobs_get()->qact_f32 ? "f32" : "int8";
     sha256_update(&c, be, strlen(be) + 1);
     sha256_update(&c, isa, strlen(isa) + 1);
+    sha256_update(&c, bf16, strlen(bf16) + 1);
+    sha256_update(&c, qact, strlen(qact) + 1);
     sha256_update(&c, &m->cfg, sizeof m->cfg);
     for (int i = 0; i < st_count(m->st); i++) fp_tensor(&c, st_at(m->st, i));
     sha256_final(&c, out);

@@ -6,11 +6,12 @@
  * The disk tier (--cache-dir): restores from files give the cold tokens too — with a RAM budget too
  * small for any entry (everything goes through disk), and after a "restart" (a new cache on the same
  * directory); a flipped byte, a truncated file, a dead writer's temp file and a file of another
- * kernel path are never used. */
+ * kernel path, bf16 kernel or activation mode for quantized weights are never used. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 #include "../../src/engine/prefix_cache.h"
 #include "../../src/engine/sched.h"
 #include "../../src/kernels/cpu.h"
+#include "../../src/kernels/knobs.h"
+#include "../../src/kernels/matmul.h"
 #include "test.h"
 
 #define MODEL_DIR "models/qwen35-tiny-code"
@@ -547,6 +550,25 @@ TEST(test_disk_tier_exact) {
 /* Damaged and foreign files: a flipped byte in the payload is found at restore (entry not used,
  * file removed, result still cold-exact); a truncated file and a dead writer's temp file are removed
  * at start; files written under another kernel path are ignored, never restored. */
+/* A disk tier on dir opened under other numerics than the files were written with: it lists none of
+ * them, a 110-token prompt reuses nothing, and the files stay (another process may own them). */
+static void disk_files_ignored(sched *x, const char *dir, gen_session *cold, gen_session *hot, const int32_t *a,
+                               const gen_params *p, result *r, const char *what) {
+    int files = mpc_files(dir, NULL);
+    prefix_cache *pc = disk_cache(x, 0, dir);
+    REQUIRE(pc != NULL);
+    prefix_cache_stats ps;
+    prefix_cache_get_stats(pc, &ps);
+    CHECK_MSG(ps.disk_files == 0, "%s: the tier listed %llu files", what, (unsigned long long)ps.disk_files);
+    gen_session_set_prefix_cache(hot, pc);
+    int got = same_as_cold(cold, hot, a, 110, p, r);
+    CHECK_MSG(got == 0, "%s: %d tokens reused", what, got);
+    gen_session_set_prefix_cache(hot, NULL);
+    prefix_cache_sync(pc);
+    prefix_cache_free(pc);
+    CHECK_MSG(mpc_files(dir, NULL) >= files, "%s: files of other numerics were removed", what);
+}
+
 TEST(test_disk_tier_rejects_bad_files) {
     char dir[] = "/tmp/mtplx-test-disk-XXXXXX";
     REQUIRE(mkdtemp(dir) != NULL);
@@ -614,23 +636,23 @@ TEST(test_disk_tier_rejects_bad_files) {
     gen_session_set_prefix_cache(hot, NULL);
     prefix_cache_free(pc);
 
-    /* 3. another kernel path (another fingerprint): the files are ignored, not removed */
-    files = mpc_files(dir, NULL);
+    /* 3. another kernel path, another kernel within it, other activations for quantized weights
+     * (another fingerprint each): the files are ignored, not removed */
     kern_isa was = cpu_isa();
     if (was != KERN_ISA_PORTABLE && !cpu_isa_set(KERN_ISA_PORTABLE)) {
-        pc = disk_cache(x, 0, dir);
-        REQUIRE(pc != NULL);
-        prefix_cache_get_stats(pc, &ps);
-        CHECK_INT(ps.disk_files, 0);
-        gen_session_set_prefix_cache(hot, pc);
-        got = same_as_cold(cold, hot, a, 110, &p, &r);
-        CHECK_INT(got, 0);
-        gen_session_set_prefix_cache(hot, NULL);
-        prefix_cache_sync(pc);
-        prefix_cache_free(pc);
+        disk_files_ignored(x, dir, cold, hot, a, &p, &r, "another kernel path");
         cpu_isa_set(was);
-        CHECK_MSG(mpc_files(dir, NULL) >= files, "files of the other kernel path were removed");
     }
+    kern_matmul_set_qact_f32(1);
+    disk_files_ignored(x, dir, cold, hot, a, &p, &r, "fp32 activations for quantized weights");
+    kern_matmul_set_qact_f32(0);
+    const char *bf16 = kern_matmul_bf16_kernel();
+    kern_knobs k = *kern_knobs_get(), k2 = k;
+    k2.bf16x = !k.bf16x;
+    kern_knobs_set(&k2);
+    if (strcmp(bf16, kern_matmul_bf16_kernel())) /* the AVX-512 path's FMA kernels: other bits */
+        disk_files_ignored(x, dir, cold, hot, a, &p, &r, "another bf16 kernel");
+    kern_knobs_set(&k);
     free(r.toks);
     gen_session_free(cold);
     gen_session_free(hot);
