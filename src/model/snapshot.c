@@ -235,6 +235,10 @@ void model_snap_fingerprint(const mtplx_model *m, unsigned char out[32]) {
     sha256_update(&c, isa, strlen(isa) + 1);
     sha256_update(&c, bf16, strlen(bf16) + 1);
     sha256_update(&c, qact, strlen(qact) + 1);
+    /* which weights the backend repacked (MTPLX_QPACK, AMX copies, MoE experts by the memory rule): a
+     * repacked quantized weight takes another kernel, with other bits; the copies' bytes say which */
+    const uint64_t packed = m->be->ops->weight_bytes(m->be);
+    sha256_update(&c, &packed, sizeof packed);
     sha256_update(&c, &m->cfg, sizeof m->cfg);
     for (int i = 0; i < st_count(m->st); i++) fp_tensor(&c, st_at(m->st, i));
     sha256_final(&c, out);

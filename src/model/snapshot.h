@@ -66,8 +66,9 @@ int model_snap_read_blob(model_state *s, mtp_state *ms, int L, int mtp_len, cons
 
 /* SHA-256 identity of what a checkpoint's bits depend on: the format version, the numerics version
  * (MODEL_SNAP_NUMERICS, bumped whenever a kernel's results change), the backend, the CPU kernel
- * path and, within it, the bf16 kernel (kern_matmul_bf16_kernel: by CPU vendor and knobs) and the
- * quantized weights' activations (int8 / f32), the configuration and every tensor's name, dtype,
+ * path and, within it, the bf16 kernel (kern_matmul_bf16_kernel: by CPU vendor and knobs), the
+ * quantized weights' activations (int8 / f32) and the bytes of the backend's repacked weight copies
+ * (which weights take the packed kernels: other bits), the configuration and every tensor's name, dtype,
  * shape and a sample of its bytes (start, two inner points, end), and whether the MTP layer runs
  * quantized copies. Two processes that give a prompt the same bits get the same fingerprint; a
  * different model, dtype, quantization or kernel gets another. 2: the AVX-512 bf16 FMA kernel on

@@ -5,12 +5,14 @@
  * this engine must not run are refused with a reason: dynamic / longrope RoPE, unknown model_type,
  * linear-layer biases. */
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../src/base/file.h"
 #include "../../src/kernels/matmul.h"
 #include "../../src/model/model_internal.h"
+#include "../../src/model/snapshot.h"
 #include "fwd_util.h"
 #include "test.h"
 
@@ -258,6 +260,8 @@ TEST(test_moe_experts_packed_by_policy) {
     REQUIRE(write_layout(dq, LAYOUT_SWITCH_Q8) == 0);
     float *lg[2] = {NULL, NULL};
     const char *envs[2] = {NULL, "0"};
+    unsigned char fp[2][32]; /* model_snap_fingerprint of each load */
+    int any_packable = 0;
     for (int k = 0; k < 2; k++) {
         if (envs[k]) setenv("MTPLX_PACK_EXPERTS", envs[k], 1);
         else unsetenv("MTPLX_PACK_EXPERTS");
@@ -272,6 +276,7 @@ TEST(test_moe_experts_packed_by_policy) {
         if (model_memory_is_host(m)) {
             int packable = kern_qpack_bytes(gate) > 0; /* this CPU has a packed q8 kernel for a 64-wide row */
             int packed_want = k == 0 && packable;
+            any_packable |= packable;
             CHECK_MSG((gate->packed != NULL) == packed_want, "MTPLX_PACK_EXPERTS=%s: expert gate packed %d, want %d",
                       envs[k] ? envs[k] : "(unset)", gate->packed != NULL, packed_want);
             CHECK_MSG(down->packed == NULL, "a 32-wide down projection has no packed layout, yet it was packed");
@@ -279,12 +284,15 @@ TEST(test_moe_experts_packed_by_policy) {
             if (k == 0) CHECK_MSG(!*note, "unexpected load note: %s", note);
             else CHECK_MSG(packable == !!strstr(note, "MTPLX_PACK_EXPERTS=0"), "load note \"%s\"", note);
         }
+        model_snap_fingerprint(m, fp[k]);
         model_free(m);
         lg[k] = logits_of(dq, &g, &err);
         CHECK_MSG(lg[k] != NULL, "%s", err.msg);
         REQUIRE(lg[k]);
     }
     unsetenv("MTPLX_PACK_EXPERTS");
+    /* packed experts give other bits: a prefix-cache file of one load must not restore into the other */
+    if (any_packable) CHECK_MSG(memcmp(fp[0], fp[1], 32) != 0, "packed and unpacked experts: same fingerprint");
     double d = max_abs_diff(lg[0], lg[1], (size_t)g.T * g.V);
     printf("MoE logits, packed experts vs the checkpoint's layout: max|d| = %.3g\n", d);
     CHECK_MSG(d <= 1e-4, "packed and unpacked experts differ by %.3g", d);
