@@ -365,7 +365,8 @@ static void scan_one(prefix_disk *d, const char *name) {
     if (ok && memcmp(h.fp, d->fp, 32)) { /* another model or build: not ours to judge or remove */
         close(fd);
         disk_log(d, "ignored %s: %s", name,
-                 "written for another model, dtype, quantization or kernel (path, bf16 kernel, activations)");
+                 "written for another model, dtype, quantization or kernels (path, bf16 kernel, activations, "
+                 "repacking)");
         return;
     }
     int32_t *t = ok && (uint64_t)st.st_size == h.file_bytes ? malloc(sizeof *t * (size_t)h.L) : NULL;

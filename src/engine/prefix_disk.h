@@ -2,13 +2,13 @@
  *
  * A directory of checkpoint files, one per entry, each keyed by its exact tokens and by the model
  * fingerprint (model_snap_fingerprint) in its header, so that a file from another model, dtype,
- * quantization or kernel (path, bf16 kernel, activations) is never used. Files are written by a
- * background thread as a temp file, fsync'd, then renamed into place (a crash leaves at most a temp
- * file, which the next start removes). Reading one back checks its size, fingerprint, tokens and a
- * 64-bit checksum of the whole payload; a file that fails is logged, removed and never used. The
- * files stay within a byte budget, least recently used first out. A write error (disk full,
- * read-only, I/O error) turns the tier off with one log line: the cache then keeps working from RAM
- * only.
+ * quantization or kernels (path, bf16 kernel, activations, repacking) is never used. Files are
+ * written by a background thread as a temp file, fsync'd, then renamed into place (a crash leaves at
+ * most a temp file, which the next start removes). Reading one back checks its size, fingerprint,
+ * tokens and a 64-bit checksum of the whole payload; a file that fails is logged, removed and never
+ * used. The files stay within a byte budget, least recently used first out. A write error (disk
+ * full, read-only, I/O error) turns the tier off with one log line: the cache then keeps working from
+ * RAM only.
  *
  * Thread-safe (own lock); nothing here touches the model: the caller serialises a checkpoint
  * (model_snap_write_blob) and restores the blob (model_snap_read_blob). */
