@@ -4,9 +4,11 @@ speculative decoding, for issue 21's side-by-side comparison (bench/cuda.md). Py
 
 Usage (repo root):
   python3 bench/peer_spec.py BASE_URL --model DIR [--mtplx build/mtplx] [--prompts 8] [--prompt-len 64]
+                             [--prompts-file F]
                              [--max-tokens 128] [--repeats 3] [--seed 1] [--label NAME] [--json]
 
-The prompts are the ones `mtplx bench` decodes: prompt i is cut from DIR/val_code.txt at the first line
+The prompts are the ones `mtplx bench` decodes: prompt i is cut from DIR/val_code.txt (or --prompts-file F,
+as `mtplx bench --prompts-file F` takes it; a DIR without val_code.txt needs it here) at the first line
 start after offset i*len/n, prompt_len*6 + 64 bytes of text, encoded by `mtplx tokenize` (the model's own
 tokenizer: the ids a GGUF conversion keeps) and truncated to --prompt-len ids. Each is sent as a token
 array to BASE_URL/completion (the llama.cpp server's native endpoint) with the model's sampler settings
@@ -26,9 +28,9 @@ import sys
 import urllib.request
 
 
-def cut_prompts(model_dir, mtplx, n, plen):
+def cut_prompts(model_dir, mtplx, n, plen, text_path=None):
     """Token-id prompts exactly as cli_bench_prompts (src/cli/gen_cli.c) cuts them."""
-    with open(os.path.join(model_dir, "val_code.txt"), "rb") as f:
+    with open(text_path or os.path.join(model_dir, "val_code.txt"), "rb") as f:
         text = f.read()
     out = []
     for i in range(n):
@@ -81,6 +83,8 @@ def main():
     ap.add_argument("--mtplx", default="build/mtplx")
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--prompts-file", help="text the prompts are cut from (mtplx bench --prompts-file; "
+                    "default DIR/val_code.txt)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
@@ -89,7 +93,7 @@ def main():
     a = ap.parse_args()
     if a.prompts < 1 or a.prompt_len < 1 or a.max_tokens < 1 or a.repeats < 1:
         sys.exit("peer_spec: --prompts, --prompt-len, --max-tokens and --repeats must be >= 1")
-    prompts = cut_prompts(a.model, a.mtplx, a.prompts, a.prompt_len)
+    prompts = cut_prompts(a.model, a.mtplx, a.prompts, a.prompt_len, a.prompts_file)
     s = sampler(a.model)
     complete(a.url, prompts[0], s, a.seed, 8)  # warm-up, not reported
     passes = []

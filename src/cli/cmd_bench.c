@@ -2,6 +2,7 @@
  * of AR vs MTP depths is the default); a mode is picked by its flag in k_modes, so new modes
  * (memory bandwidth, verify cost) are added as one more entry without touching the others. */
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +20,21 @@
 static void usage_decode(FILE *f) {
     fprintf(f,
             "usage: mtplx bench [--model DIR] [--depths 0,1,2,3] [--prompts N] [--prompt-len N]\n"
-            "                   [--max-tokens N] [--repeats R] [--seed S] [--json] [sampler flags]\n"
+            "                   [--prompts-file F] [--max-tokens N] [--repeats R] [--seed S] [--json]\n"
+            "                   [sampler flags]\n"
             "\n"
             "Decode speed of plain AR (depth 0) and each MTP depth on the same prompts and seeds.\n"
-            "Prompts are cut from the model directory's val_code.txt. Runs are interleaved (for each\n"
-            "pass and prompt: AR, D1, D2, ...) and the whole set is repeated; the median pass is\n"
-            "reported with the ratio to AR, acceptance per draft position, tokens per verify, and the\n"
-            "draft / verify milliseconds per cycle.\n"
+            "Prompts are cut from the model directory's val_code.txt (--prompts-file: another text; a\n"
+            "checkpoint without one takes the embedded model's code sample, said on stderr). Runs are\n"
+            "interleaved (for each pass and prompt: AR, D1, D2, ...) and the whole set is repeated; the\n"
+            "median pass is reported with the ratio to AR, acceptance per draft position, tokens per\n"
+            "verify, and the draft / verify milliseconds per cycle.\n"
             "\n"
             "  --depths LIST     depths to compare (default 0,1,2,3,6@0.4: AR, fixed depths and the\n"
             "                    adaptive depth `run` takes untuned; 0 = AR); D@X = depth D with\n"
             "                    adaptive depth X (--draft-min-conf) for that entry only: 0,3,6@0.5\n"
             "  --prompts N       prompts (default 8)\n"
-            "  --prompt-len N    prompt tokens each (default 64)\n"
+            "  --prompt-len N    prompt tokens each (default 64)\n" CLI_PROMPTS_FILE_HELP
             "  --repeats R       passes (default 3)\n"
             "  --seed S          prompt i uses seed S+i at every depth (default 1)\n"
             "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP CLI_SAMPLER_HELP
@@ -61,7 +64,7 @@ static int parse_depths(const char *v, bench_decode_opts *o) {
 }
 
 static int mode_decode(int argc, char **argv) {
-    const char *model = NULL, *dq = NULL, *dv = NULL;
+    const char *model = NULL, *dq = NULL, *dv = NULL, *pfile = NULL;
     bench_decode_opts o;
     memset(&o, 0, sizeof o);
     int depths_given = 0, json = 0;
@@ -82,6 +85,7 @@ static int mode_decode(int argc, char **argv) {
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
         else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
+        else if (v && !strcmp(a, "--prompts-file")) pfile = argv[++i];
         else if (!strcmp(a, "--depths")) {
             if (parse_depths(v, &o)) return 2;
             depths_given = 1;
@@ -116,6 +120,7 @@ static int mode_decode(int argc, char **argv) {
     tokenizer *tok = NULL;
     int32_t **prompts = NULL;
     int *lens = NULL, rc = 1;
+    char psrc[PATH_MAX + 64]; /* the text the prompts were cut from */
     bench_depth_result res[BENCH_MAX_DEPTHS];
     if (model_load(model, &m, &err) || tok_load(model, &tok, &err)) {
         cli_error("bench", "%s", err.msg);
@@ -123,7 +128,8 @@ static int mode_decode(int argc, char **argv) {
     }
     cli_load_note("bench", m);
     if (cli_draft_vocab("bench", m, model, dv, &rc) || cli_draft_quant("bench", m, dq, &rc)) goto out;
-    if (cli_bench_prompts("bench", model, tok, (int)n_prompts, (int)plen, &prompts, &lens)) goto out;
+    if (cli_bench_prompts("bench", model, pfile, tok, (int)n_prompts, (int)plen, &prompts, &lens, psrc, sizeof psrc))
+        goto out;
     if (gen_params_from_model(m, &o.base, &err)) {
         cli_error("bench", "%s", err.msg);
         goto out;
@@ -165,10 +171,9 @@ static int mode_decode(int argc, char **argv) {
                               b->cycles, "completion_tokens_per_pass", b->completion_tokens, "drafted_per_pass", b->drafted));
         }
         json_t *out = json_pack(
-            "{s:s, s:s, s:{s:s, s:s, s:s, s:i, s:s}, s:{s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}", "mode",
-            "decode", "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "bf16_kernel", bf16, "threads", mf.threads,
-            "commit", commit, "settings", "prompts",
-            (int)n_prompts, "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
+            "{s:s, s:s, s:{s:s, s:s, s:s, s:i, s:s}, s:{s:i, s:s, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}",
+            "mode", "decode", "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "bf16_kernel", bf16, "threads",
+            mf.threads, "commit", commit, "settings", "prompts", (int)n_prompts, "prompts_file", psrc, "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
             (json_int_t)seed, "temperature", o.base.temperature, "top_p", o.base.top_p, "top_k", o.base.top_k,
             "min_p", o.base.min_p, "draft_min_conf", o.base.draft_min_conf, "results", rs);
         char *s = json_dumps(out, JSON_INDENT(2));
@@ -179,9 +184,9 @@ static int mode_decode(int argc, char **argv) {
         printf("mtplx bench (decode): %s\n", model);
         printf("machine: %s, kernel %s%s%s%s, %d threads, commit %s\n", mf.cpu, kernel, on_cpu ? " (bf16 " : "", bf16,
                on_cpu ? ")" : "", mf.threads, commit);
-        printf("%ld prompts x %ld tokens from val_code.txt, max_tokens %d, temperature %g, top_p %g, top_k %d, "
+        printf("%ld prompts x %ld tokens from %s, max_tokens %d, temperature %g, top_p %g, top_k %d, "
                "min_p %g, seeds %llu.., %d interleaved passes (median)\n",
-               n_prompts, plen, o.base.max_tokens, o.base.temperature, o.base.top_p, o.base.top_k, o.base.min_p,
+               n_prompts, plen, psrc, o.base.max_tokens, o.base.temperature, o.base.top_p, o.base.top_k, o.base.min_p,
                (unsigned long long)seed, o.repeats);
         if (o.base.draft_min_conf > 0) printf("adaptive depth: --draft-min-conf %g\n", o.base.draft_min_conf);
         printf("%-6s %10s %7s %10s %7s %9s %9s %9s  %s\n", "depth", "decode/s", "xAR", "tok/verify", "drafts",

@@ -3,6 +3,7 @@
  * --draft-cost (one MTP draft step split into layer / head / sampling, per draft format), --matmul
  * (one kernel on random weights, T = 1..R rows).
  * cmd_bench hands over when one of these flags is present. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static void usage(FILE *f) {
             "usage: mtplx bench [--membw] [--verify-cost] [--prefill N] [--draft-cost] [--model DIR] [--rows R]\n"
             "                   [--reps N] [--context N] [--membw-mb MB] [--steps N] [--chain N]\n"
             "                   [--draft-quants LIST] [--draft-accept] [--depth D] [--prompts N]\n"
-            "                   [--prompt-len N] [--generate N] [--seed S] [--json]\n"
+            "                   [--prompt-len N] [--prompts-file F] [--generate N] [--seed S] [--json]\n"
             "       mtplx bench --matmul q4|q8|bf16 [--shape NxK] [--group-size G] [--count N] [--rows R] [--reps N]\n"
             "                   [--json]\n"
             "  --membw         streaming read bandwidth over a buffer of --membw-mb MB (default 2048), one\n"
@@ -56,7 +57,8 @@ static void usage(FILE *f) {
             "                  --top-p (0.95), --top-k (20), --min-p (0)\n"
             "  --draft-accept  per draft format, the expected acceptance sum_v min(p, q_d) of draft\n"
             "                  positions d = 1..--depth (default 3), teacher-forced along --prompts N\n"
-            "                  (default 4) texts of --prompt-len (default 256) tokens from val_code.txt;\n"
+            "                  (default 4) texts of --prompt-len (default 256) tokens from val_code.txt\n"
+            "                  (or --prompts-file F, as in the decode mode);\n"
             "                  same sampler flags and --draft-quants as --draft-cost; --generate N: score N\n"
             "                  tokens sampled from the model after each text instead (seeds --seed + i)\n"
             "  --matmul F      the matmul kernel alone: --count (default 20) random [N x K] weights of\n"
@@ -69,13 +71,21 @@ static void usage(FILE *f) {
             "exit: 0 ok, 1 runtime error, 2 usage error\n");
 }
 
-/* --draft-cost: load one model per draft format in `list` (comma-separated --draft-quant specs), measure
- * them interleaved and print one line each. Returns the exit code. */
-static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int n, int depth, int n_prompts,
-                        int plen, int gen, uint64_t seed, const sampler_params *sp, int json);
+/* --draft-accept's texts: --prompts n of --prompt-len len tokens cut from --prompts-file file (NULL: the
+ * model's val_code.txt, cli_bench_prompts), each followed by --generate gen sampled tokens when gen > 0. */
+typedef struct {
+    int n, len, gen;
+    const char *file;
+} accept_texts;
 
+static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int n, int depth, const accept_texts *tx,
+                        uint64_t seed, const sampler_params *sp, int json);
+
+/* --draft-cost: load one model per draft format in `list` (comma-separated --draft-quant specs), measure
+ * them interleaved and print one line each (--draft-accept: draft_accept over tx instead). Returns the
+ * exit code. */
 static int draft_cost(const char *dir, const char *list, int context, int steps, int chain, uint64_t seed,
-                      const gen_params *gp, int json, int accept, int depth, int n_prompts, int plen, int gen) {
+                      const gen_params *gp, int json, int accept, int depth, const accept_texts *tx) {
     mtplx_model *ms[BENCH_MAX_DRAFT_MODELS] = {0};
     char specs[BENCH_MAX_DRAFT_MODELS][32];
     int n = 0, code = 1;
@@ -116,7 +126,7 @@ static int draft_cost(const char *dir, const char *list, int context, int steps,
         if (bad) goto out;
     }
     if (accept) {
-        code = draft_accept(dir, ms, specs, n, depth, n_prompts, plen, gen, seed, &sp, json);
+        code = draft_accept(dir, ms, specs, n, depth, tx, seed, &sp, json);
         goto out;
     }
     if (bench_draft_cost((const mtplx_model *const *)ms, n, context, steps, chain, seed, &sp, res, &err)) {
@@ -151,8 +161,10 @@ out:
 /* --draft-accept on the loaded models ms[n] (draft formats specs[n]); with gen > 0 each text is its
  * prompt plus gen tokens sampled (AR, seed + i) from the model, and only the generated part is
  * scored. Returns the exit code. */
-static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int n, int depth, int n_prompts,
-                        int plen, int gen, uint64_t seed, const sampler_params *sp, int json) {
+static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int n, int depth, const accept_texts *tx,
+                        uint64_t seed, const sampler_params *sp, int json) {
+    const int n_prompts = tx->n, plen = tx->len, gen = tx->gen;
+    char psrc[PATH_MAX + 64]; /* the text the prompts were cut from */
     mtplx_err err = {0};
     tokenizer *tok = NULL;
     int32_t **prompts = NULL;
@@ -164,7 +176,7 @@ static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int
         return 1;
     }
     int from[1000] = {0};
-    if (cli_bench_prompts("bench", dir, tok, n_prompts, plen, &prompts, &lens)) goto out;
+    if (cli_bench_prompts("bench", dir, tx->file, tok, n_prompts, plen, &prompts, &lens, psrc, sizeof psrc)) goto out;
     for (int i = 0; i < n_prompts && gen > 0; i++) {
         gen_params gp;
         gen_params_default(&gp);
@@ -200,7 +212,7 @@ static int draft_accept(const char *dir, mtplx_model **ms, char specs[][32], int
         printf("}}\n");
     } else {
         printf("%s: expected acceptance sum_v min(p, q_d), teacher-forced over %ld positions of %s (T %g, top_p %g, "
-               "top_k %d)\n", dir, npos, gen > 0 ? "sampled continuations" : "val_code.txt", sp->temperature, sp->top_p,
+               "top_k %d)\n", dir, npos, gen > 0 ? "sampled continuations" : psrc, sp->temperature, sp->top_p,
                sp->top_k);
         printf("%-10s", "draft");
         for (int d = 1; d <= depth; d++) printf("   d=%d  ", d);
@@ -272,7 +284,7 @@ int cmd_bench_kernels(int argc, char **argv) {
     gp.temperature = 0.6f, gp.top_p = 0.95f, gp.top_k = 20;
     long membw_mb = 2048;
     unsigned long long seed = 1;
-    const char *dir = NULL, *mm_format = NULL;
+    const char *dir = NULL, *mm_format = NULL, *pfile = NULL;
     int mm_n = 12352, mm_k = 2048, mm_count = 20, mm_gs = 64;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -298,6 +310,7 @@ int cmd_bench_kernels(int argc, char **argv) {
         else if (!strcmp(a, "--depth")) depth = atoi(v), i++;
         else if (!strcmp(a, "--prompts")) n_prompts = atoi(v), i++;
         else if (!strcmp(a, "--prompt-len")) plen = atoi(v), i++;
+        else if (!strcmp(a, "--prompts-file")) pfile = v, i++;
         else if (!strcmp(a, "--generate")) gen = atoi(v), i++;
         else if (!strcmp(a, "--membw-mb")) membw_mb = atol(v), i++;
         else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
@@ -325,7 +338,8 @@ int cmd_bench_kernels(int argc, char **argv) {
             plen < 4 || plen > 100000 || gen < 0 || gen > 100000)
             return cli_error("bench", "--steps >= 1, --chain >= 1, --context >= 2, --depth 1..16, --prompts 1..1000, "
                              "--prompt-len 4..100000, --generate 0..100000"), 2;
-        return draft_cost(dir, dquants, context, steps, chain, seed, &gp, json, daccept, depth, n_prompts, plen, gen);
+        const accept_texts tx = {n_prompts, plen, gen, pfile};
+        return draft_cost(dir, dquants, context, steps, chain, seed, &gp, json, daccept, depth, &tx);
     }
     mtplx_err err = {0};
     bench_membw bw = {0};

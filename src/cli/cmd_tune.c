@@ -22,7 +22,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: mtplx tune [--model DIR] [--max-depth N] [--adaptive LIST|none] [--prompts N] [--prompt-len N]\n"
-            "                  [--max-tokens N] [--repeats R] [--json]\n"
+            "                  [--prompts-file F] [--max-tokens N] [--repeats R] [--json]\n"
             "\n"
             "Benchmarks AR, MTP depths 1..N (default 5) and the adaptive depths of --adaptive like `mtplx bench`\n"
             "(interleaved, same seeds, temperature/top_p/top_k from generation_config.json) and saves the\n"
@@ -37,6 +37,7 @@ static void usage(FILE *f) {
             "  --adaptive LIST   adaptive depths tried, D@X each (depth D, --draft-min-conf X): default\n"
             "                    %s; none = fixed depths only\n"
             "  --prompts N       prompts (default 4)   --prompt-len N   tokens each (default 64)\n"
+            CLI_PROMPTS_FILE_HELP
             "  --max-tokens N    per generation (default 128)   --repeats R   passes (default 2)\n"
             "  --json            machine-readable result\n" CLI_DRAFT_QUANT_HELP CLI_DRAFT_VOCAB_HELP,
             TUNE_ADAPTIVE_DEFAULT);
@@ -91,7 +92,7 @@ static int tune_pick(const bench_depth_result *res, const bench_decode_opts *o) 
 }
 
 int cmd_tune(int argc, char **argv) {
-    const char *model = NULL, *dq = NULL, *dv = NULL, *adaptive = TUNE_ADAPTIVE_DEFAULT;
+    const char *model = NULL, *dq = NULL, *dv = NULL, *pfile = NULL, *adaptive = TUNE_ADAPTIVE_DEFAULT;
     int adaptive_typed = 0;
     long max_depth = 5, n_prompts = 4, plen = 64, max_tokens = 128, repeats = 2;
     int json = 0;
@@ -105,6 +106,7 @@ int cmd_tune(int argc, char **argv) {
         else if (v && !strcmp(a, "--model")) model = argv[++i];
         else if (v && !strcmp(a, "--draft-quant")) dq = argv[++i];
         else if (v && !strcmp(a, "--draft-vocab")) dv = argv[++i];
+        else if (v && !strcmp(a, "--prompts-file")) pfile = argv[++i];
         else if (v && !strcmp(a, "--adaptive")) adaptive = argv[++i], adaptive_typed = 1;
         else if (!strcmp(a, "--max-depth")) dst = &max_depth, hi = BENCH_MAX_DEPTHS - 1;
         else if (!strcmp(a, "--prompts")) dst = &n_prompts;
@@ -143,7 +145,7 @@ int cmd_tune(int argc, char **argv) {
         cli_error("tune", "%s has no MTP head: nothing to tune (plain AR is the only mode)", model);
         goto out;
     }
-    if (cli_bench_prompts("tune", model, tok, (int)n_prompts, (int)plen, &prompts, &lens)) goto out;
+    if (cli_bench_prompts("tune", model, pfile, tok, (int)n_prompts, (int)plen, &prompts, &lens, NULL, 0)) goto out;
     if (gen_params_from_model(m, &o.base, &err)) {
         cli_error("tune", "%s", err.msg);
         goto out;

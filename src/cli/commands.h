@@ -31,6 +31,9 @@ int cmd_bench_is_kernel_mode(int argc, char **argv);
 /* The embedded default model directory: $MTPLX_MODEL if set, else models/qwen35-tiny-code next to
  * the binary's repository (build/mtplx -> ../models/...), else the same path relative to the cwd. */
 const char *cli_default_model(void);
+/* <the binary's repository>/models/qwen35-tiny-code/<name> (build/mtplx -> ../models/...) into out (n
+ * bytes), whatever $MTPLX_MODEL says. Returns 0 when that file exists, else -1. */
+int cli_embedded_file(const char *name, char *out, size_t n);
 
 /* The cached snapshot directory of spec "ORG/NAME[@REVISION]" (src/hub) into dir[n]. Returns 0, or
  * an error saying it is not cached (and how to pull it). main() applies it to every --model value

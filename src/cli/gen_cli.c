@@ -119,16 +119,38 @@ void cli_sampler_apply(gen_params *dst, const gen_params *flags, unsigned set) {
     if (set & CLI_SET_DRAFT_MIN_CONF) dst->draft_min_conf = flags->draft_min_conf;
 }
 
-int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *tok, int n, int target_tokens,
-                      int32_t ***prompts, int **lens) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/val_code.txt", model_dir);
+/* The text bench prompts are cut from (cli_bench_prompts' order) into path (n bytes). Returns 0, or -1
+ * with a message. A checkpoint without val_code.txt (any real one) falls back to the embedded model's
+ * code sample, said on stderr: the prompts then come from another text than the model's own. */
+static int prompts_source(const char *cmd, const char *model_dir, const char *file, char *path, size_t n) {
+    if (file) {
+        snprintf(path, n, "%s", file);
+        if (file_exists(path) && !file_is_dir(path)) return 0;
+        return cli_error(cmd, "--prompts-file %s: no such file", file), -1;
+    }
+    snprintf(path, n, "%s/val_code.txt", model_dir);
+    if (file_exists(path)) return 0;
+    if (cli_embedded_file("val_code.txt", path, n) == 0) {
+        fprintf(stderr, "mtplx %s: %s has no val_code.txt: prompts are cut from the embedded model's code sample %s "
+                "(--prompts-file F for another text)\n", cmd, model_dir, path);
+        return 0;
+    }
+    cli_error(cmd, "%s has no val_code.txt and the embedded model's code sample is not installed: pass "
+              "--prompts-file F (any UTF-8 text; the prompts are cut from it)", model_dir);
+    return -1;
+}
+
+int cli_bench_prompts(const char *cmd, const char *model_dir, const char *file, const tokenizer *tok, int n,
+                      int target_tokens, int32_t ***prompts, int **lens, char *src_path, size_t src_n) {
+    char path[PATH_MAX + 64];
+    if (prompts_source(cmd, model_dir, file, path, sizeof path)) return -1;
+    if (src_path && src_n) snprintf(src_path, src_n, "%s", path);
     mtplx_err err;
     err_clear(&err);
     size_t len;
     char *text = file_read_all(path, &len, &err);
     if (!text) {
-        cli_error(cmd, "%s (bench prompts are cut from the model directory's val_code.txt)", err.msg);
+        cli_error(cmd, "%s (the text bench prompts are cut from)", err.msg);
         return -1;
     }
     int32_t **P = calloc((size_t)n, sizeof *P);

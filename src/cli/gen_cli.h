@@ -54,11 +54,16 @@ void cli_depth_default(const char *model_dir, int has_mtp, unsigned set, int *de
     "  --draft-min-conf X        in [0, 1), 0 = off: adaptive depth, stop drafting a cycle once the\n" \
     "                            product of the drafts' own probabilities q(y) falls below X\n"
 
-/* n prompts of about `target_tokens` tokens cut at line starts spread evenly through
- * <model_dir>/val_code.txt. *prompts[i] heap arrays (free with cli_free_prompts). Returns 0 or -1
- * with a message. */
-int cli_bench_prompts(const char *cmd, const char *model_dir, const tokenizer *tok, int n, int target_tokens,
-                      int32_t ***prompts, int **lens);
+/* n prompts of about `target_tokens` tokens cut at line starts spread evenly through a text: `file`
+ * (--prompts-file) when not NULL, else <model_dir>/val_code.txt, else (a checkpoint that ships none,
+ * said on stderr) the embedded model's val_code.txt installed beside the binary. The path used goes
+ * to src_path (n bytes) when not NULL. *prompts[i] heap arrays (free with cli_free_prompts). Returns 0
+ * or -1 with a message. */
+int cli_bench_prompts(const char *cmd, const char *model_dir, const char *file, const tokenizer *tok, int n,
+                      int target_tokens, int32_t ***prompts, int **lens, char *src_path, size_t src_n);
+#define CLI_PROMPTS_FILE_HELP                                                                        \
+    "  --prompts-file F  text the prompts are cut from (default: the model directory's\n"            \
+    "                    val_code.txt, else the embedded model's code sample)\n"
 void cli_free_prompts(int32_t **prompts, int *lens, int n);
 
 /* --draft-quant SPEC: "q4" (default: q4 group 64 LM head + MTP layer), "q8", "q4-head", "q8-head"

@@ -65,6 +65,20 @@ int cli_resolve_model(const char *spec, char *dir, size_t n, mtplx_err *err) {
     return rc;
 }
 
+/* <dir of /proc/self/exe>/../models/qwen35-tiny-code into out (n bytes). Returns 0, or -1 when the
+ * binary's path cannot be read or does not fit. */
+static int embedded_dir(char *out, size_t n) {
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return -1;
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return -1;
+    *slash = 0; /* .../build */
+    int w = snprintf(out, n, "%s/../models/qwen35-tiny-code", exe);
+    return w > 0 && (size_t)w < n ? 0 : -1;
+}
+
 const char *cli_default_model(void) {
     static char path[PATH_MAX + 64];
     const char *env = getenv("MTPLX_MODEL");
@@ -72,18 +86,17 @@ const char *cli_default_model(void) {
         cli_resolve_model(env, path, sizeof path, NULL) == 0)
         return path;
     if (env && *env) return env;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0; /* .../build */
-            snprintf(path, sizeof path, "%s/../models/qwen35-tiny-code", exe);
-            if (file_is_dir(path)) return path;
-        }
-    }
+    if (embedded_dir(path, sizeof path) == 0 && file_is_dir(path)) return path;
     return "models/qwen35-tiny-code";
+}
+
+int cli_embedded_file(const char *name, char *out, size_t n) {
+    char dir[PATH_MAX + 64], real[PATH_MAX];
+    if (embedded_dir(dir, sizeof dir)) return -1;
+    int w = snprintf(out, n, "%s/%s", dir, name);
+    if (w <= 0 || (size_t)w >= n || !file_exists(out)) return -1;
+    if (realpath(out, real) && strlen(real) < n) memcpy(out, real, strlen(real) + 1); /* without the build/.. */
+    return 0;
 }
 
 /* Every `--model X` whose X is not a directory but reads as ORG/NAME[@REVISION] becomes the cached

@@ -121,6 +121,35 @@ node -e 'const r=JSON.parse(require("fs").readFileSync(process.argv[1])).results
     "$tmp/b2" || fail "bench --depths 0,2,3@0.5"
 rc=0; "$M" bench --depths 0,3@1 --prompts 1 >/dev/null 2>"$tmp/err" || rc=$?
 [ "$rc" = 2 ] && grep -q "@X" "$tmp/err" || fail "--depths 0,3@1: exit $rc, $(cat "$tmp/err")"
+# the text bench / tune prompts are cut from: a checkpoint without val_code.txt (any real one) takes the
+# embedded model's code sample and says so; --prompts-file another text (an empty one fails: it is read);
+# a missing file fails naming it
+mkdir -p "$tmp/noval"
+for f in models/qwen35-tiny-code/*; do [ "${f##*/}" = val_code.txt ] || ln -s "$PWD/$f" "$tmp/noval/"; done
+B="--depths 0,1 --prompts 1 --prompt-len 16 --max-tokens 8 --repeats 1 --json"
+"$M" bench --model "$tmp/noval" $B >"$tmp/nv" 2>"$tmp/err" || fail "bench without val_code.txt: $(cat "$tmp/err")"
+grep -q "has no val_code.txt: prompts are cut from the embedded model's code sample" "$tmp/err" ||
+    fail "bench without val_code.txt did not say where its prompts came from: $(cat "$tmp/err")"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (!j.settings.prompts_file.endsWith("/models/qwen35-tiny-code/val_code.txt")
+      ||j.results.length!==2) process.exit(1)' "$tmp/nv" || fail "bench without val_code.txt: $(cat "$tmp/nv")"
+printf 'def add(a, b):\n    """Sum of a and b."""\n    return a + b\n' >"$tmp/p.txt"
+"$M" bench --model "$tmp/noval" --prompts-file "$tmp/p.txt" $B >"$tmp/pf" 2>"$tmp/err" ||
+    fail "--prompts-file: $(cat "$tmp/err")"
+! grep -q "val_code" "$tmp/err" || fail "--prompts-file still took val_code.txt: $(cat "$tmp/err")"
+node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1]));
+  if (j.settings.prompts_file!==process.argv[2]) process.exit(1)' "$tmp/pf" "$tmp/p.txt" ||
+    fail "--prompts-file: $(cat "$tmp/pf")"
+: >"$tmp/empty.txt"
+rc=0; "$M" bench --prompts-file "$tmp/empty.txt" $B >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] && grep -q "empty.txt: prompt 0 is empty" "$tmp/err" ||
+    fail "--prompts-file empty: exit $rc, $(cat "$tmp/err")"
+rc=0; "$M" tune --prompts-file "$tmp/none.txt" --max-depth 1 >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 1 ] && grep -q -- "--prompts-file $tmp/none.txt: no such file" "$tmp/err" ||
+    fail "tune --prompts-file missing: exit $rc, $(cat "$tmp/err")"
+"$M" tune --model "$tmp/noval" --max-depth 1 --adaptive none --prompts 1 --prompt-len 16 --max-tokens 4 --repeats 1 \
+    --json >/dev/null 2>"$tmp/err" || fail "tune without val_code.txt: $(cat "$tmp/err")"
+echo "bench / tune prompt texts ok"
 # bench --draft-cost (sanitizer build): one line per draft format, every part timed
 "$MA" bench --draft-cost --draft-quants none,q4/nopack,q4 --steps 5 --chain 2 --context 8 --json >"$tmp/dc"
 node -e 'const j=JSON.parse(require("fs").readFileSync(process.argv[1])).draft_cost_ms;
