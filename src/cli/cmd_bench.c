@@ -172,8 +172,9 @@ static int mode_decode(int argc, char **argv) {
         }
         json_t *out = json_pack(
             "{s:s, s:s, s:{s:s, s:s, s:s, s:i, s:s}, s:{s:i, s:s, s:i, s:i, s:i, s:I, s:f, s:f, s:i, s:f, s:f}, s:o}",
-            "mode", "decode", "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "bf16_kernel", bf16, "threads",
-            mf.threads, "commit", commit, "settings", "prompts", (int)n_prompts, "prompts_file", psrc, "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
+            "mode", "decode", "model", model, "machine", "cpu", mf.cpu, "kernel", kernel, "bf16_kernel", bf16,
+            "threads", mf.threads, "commit", commit, "settings", "prompts", (int)n_prompts, "prompts_file", psrc,
+            "prompt_len", (int)plen, "max_tokens", o.base.max_tokens, "repeats", o.repeats, "seed",
             (json_int_t)seed, "temperature", o.base.temperature, "top_p", o.base.top_p, "top_k", o.base.top_k,
             "min_p", o.base.min_p, "draft_min_conf", o.base.draft_min_conf, "results", rs);
         char *s = json_dumps(out, JSON_INDENT(2));
