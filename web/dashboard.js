@@ -1,5 +1,5 @@
 // dashboard.js — the live dashboard at /dashboard: polls the server's Prometheus text at /metrics
-// once a second and charts it. A fixed set of charts reads the counters it knows (decode speed, MTP
+// once a second (or every S seconds with /dashboard?every=S, 0.1-60) and charts it. A fixed set of charts reads the counters it knows (decode speed, MTP
 // acceptance by position, tokens per verify, queue, prefill vs decode time, memory); below them
 // every series /metrics exposes gets its own small chart, so counters added to the server later
 // (sequences, rows per forward, KV pages, caches) appear without a change here. Charts are SVG
@@ -7,7 +7,8 @@
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
-  const POLL_MS = 1000, KEEP = 180;
+  const every = parseFloat(new URLSearchParams(location.search).get('every'));
+  const POLL_MS = Number.isFinite(every) ? Math.min(60000, Math.max(100, every * 1000)) : 1000, KEEP = 180;
   const apiKey = (() => { try { return JSON.parse(localStorage.getItem('mtplx.apiKey') || '""'); } catch { return ''; } })();
   const headers = apiKey ? { Authorization: `Bearer ${apiKey}` } : {};
   const hist = new Map();   // series key -> [{t, v}]
