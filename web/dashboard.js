@@ -1,9 +1,10 @@
 // dashboard.js — the live dashboard at /dashboard: polls the server's Prometheus text at /metrics
-// once a second (or every S seconds with /dashboard?every=S, 0.1-60) and charts it. A fixed set of charts reads the counters it knows (decode speed, MTP
-// acceptance by position, tokens per verify, queue, prefill vs decode time, memory); below them
-// every series /metrics exposes gets its own small chart, so counters added to the server later
-// (sequences, rows per forward, KV pages, caches) appear without a change here. Charts are SVG
-// drawn by hand (under 100 lines; a chart library would weigh 50-200 kB).
+// once a second (every S seconds with /dashboard?every=S, 0.1-60) and charts it. A fixed set of
+// charts reads the counters it knows (decode speed, MTP acceptance by position, tokens per verify,
+// queue, prefill vs decode time, memory); below them every series /metrics exposes gets its own
+// small chart, so counters added to the server later (sequences, rows per forward, KV pages,
+// caches) appear without a change here. Charts are SVG drawn by hand (under 100 lines; a chart
+// library would weigh 50-200 kB).
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);

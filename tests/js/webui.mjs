@@ -215,9 +215,9 @@ await step('the dashboard charts update while a generation runs', async () => {
   const gens = await dash.getAttribute('[data-chart="m:mtplx_generations_total"]', 'data-value');
   // a generation from the chat page (Regenerate the stopped answer with its first settings; Esc stops it).
   // A fast machine can finish the generation between two of the dashboard's polls (CI saw it once at
-  // one a second; this page polls four times a second): each try waits for whichever comes first, the dashboard charting the running
-  // request or the generation ending; Esc is pressed only while it still runs, else the answer is
-  // regenerated (at most five tries)
+  // one a second; this page polls four times a second): each try waits for whichever comes first, the
+  // dashboard charting the running request or the generation ending; Esc is pressed only while it
+  // still runs, else the answer is regenerated (at most five tries)
   await setSettings({ thinking: false, seed: 2, max_tokens: 3000, system: '', temperature: '', top_p: '', top_k: '', depth: '', tools: '' });
   let stopped = false;
   for (let attempt = 1; attempt <= 5 && !stopped; attempt++) {
