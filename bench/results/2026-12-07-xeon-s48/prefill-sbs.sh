@@ -4,8 +4,10 @@
 # `llama-bench -p N -n 0 -r 2` (mean of 2), 2 threads both, alternated per model and length. llama.cpp is
 # built in /tmp (GGML_NATIVE, CPU backend) and its GGUFs come from its own convert_hf_to_gguf.py --outtype
 # bf16 then llama-quantize Q8_0 / Q4_0; mtplx's q8 / q4 models are its own `convert --q-bits 8|4` (MLX
-# affine, group 64). Nothing of llama.cpp is committed.
+# affine, group 64). Nothing of llama.cpp is committed. prefill-sbs-avx2.sh runs this with MENV / LENV (extra
+# environment for mtplx / llama-bench) and SBS (the output file's name) set.
 set -uo pipefail
+MENV=${MENV:-} LENV=${LENV:-} SBS=${SBS:-sbs.txt}
 OUT=${1:?out}; mkdir -p $OUT
 cd /work/main
 LB=${LB:-/tmp/llama-cpu/b/bin/llama-bench}
@@ -17,9 +19,9 @@ for r in 1 2; do
       else dir=/tmp/$([ $m = small ] && echo small || echo emb)-$mf; fi
       gguf=/tmp/gguf/$([ $m = small ] && echo small || echo emb)-$lf.gguf
       for n in 512 4096; do
-        a=$(MTPLX_THREADS=2 build/mtplx bench --prefill $n --model $dir --json | /usr/bin/python3 -c "import json,sys; print('%.1f' % json.load(sys.stdin)['prefill']['tok_s'])")
-        b=$($LB -m $gguf -t 2 -p $n -n 0 -r 2 -o json 2>/dev/null | /usr/bin/python3 -c "import json,sys; print('%.1f' % json.load(sys.stdin)[0]['avg_ts'])")
-        echo "round $r $m $mf/$lf $n mtplx $a llama.cpp $b ratio $(/usr/bin/python3 -c "print('%.2f' % ($a/$b))")" | tee -a $OUT/sbs.txt
+        a=$(env $MENV MTPLX_THREADS=2 build/mtplx bench --prefill $n --model $dir --json | /usr/bin/python3 -c "import json,sys; print('%.1f' % json.load(sys.stdin)['prefill']['tok_s'])")
+        b=$(env $LENV $LB -m $gguf -t 2 -p $n -n 0 -r 2 -o json 2>/dev/null | /usr/bin/python3 -c "import json,sys; print('%.1f' % json.load(sys.stdin)[0]['avg_ts'])")
+        echo "round $r $m $mf/$lf $n mtplx $a llama.cpp $b ratio $(/usr/bin/python3 -c "print('%.2f' % ($a/$b))")" | tee -a $OUT/$SBS
       done
     done
   done
