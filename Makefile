@@ -46,6 +46,14 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 build/obj/src/backend/backend.o: CFLAGS += -DMTPLX_CUDA
 endif
 build/obj/src/backend/backend.o: build/.variant
+# `mtplx --version` names the commit the binary was built from (src/cli/version.c): `git describe
+# --always --dirty` here, "unknown" outside a git checkout. build/.commit is rewritten only when that
+# changes, so a new commit recompiles version.c alone and relinks the CLI.
+BUILD_COMMIT := $(shell git describe --always --dirty 2>/dev/null | tr -cd 'A-Za-z0-9._-' | grep . || echo unknown)
+$(shell [ "$$(cat build/.commit 2>/dev/null)" = "$(BUILD_COMMIT)" ] || echo $(BUILD_COMMIT) > build/.commit)
+VERSION_OBJ := $(foreach d,obj asan/obj tsan/obj,build/$(d)/src/cli/version.o)
+$(VERSION_OBJ): build/.commit
+$(VERSION_OBJ): CFLAGS += -DMTPLX_BUILD_COMMIT='"$(BUILD_COMMIT)"'
 build/obj/src/backend/cuda/%.o: src/backend/cuda/%.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@

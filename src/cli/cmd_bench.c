@@ -151,8 +151,7 @@ static int mode_decode(int argc, char **argv) {
     /* and on the CPU which of the path's bf16 kernels (they differ in speed and bits) */
     const int on_cpu = !strcmp(be_device_resolved(), "cpu");
     const char *bf16 = on_cpu ? kern_matmul_bf16_kernel() : "";
-    char commit[64];
-    cli_git_commit(commit, sizeof commit);
+    const char *commit = cli_build_commit();
     if (json) {
         json_t *rs = json_array();
         for (int k = 0; k < o.n_depths; k++) {

@@ -22,6 +22,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 /* `mtplx bench --membw / --verify-cost / --prefill` (cmd_bench_kernels.c); cmd_bench dispatches to
  * it when cmd_bench_is_kernel_mode says one of those flags is present. */

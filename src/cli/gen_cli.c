@@ -199,28 +199,6 @@ void cli_free_prompts(int32_t **prompts, int *lens, int n) {
     free(lens);
 }
 
-void cli_git_commit(char *out, size_t n) {
-    snprintf(out, n, "unknown");
-    char exe[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0) return;
-    exe[k] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return;
-    *slash = 0;
-    char cmdline[PATH_MAX + 96];
-    snprintf(cmdline, sizeof cmdline, "git -C '%s/..' rev-parse --short HEAD 2>/dev/null", exe);
-    if (strchr(exe, '\'')) return;
-    FILE *p = popen(cmdline, "r");
-    if (!p) return;
-    char buf[64];
-    if (fgets(buf, sizeof buf, p)) {
-        buf[strcspn(buf, "\n")] = 0;
-        if (*buf) snprintf(out, n, "%s", buf);
-    }
-    pclose(p);
-}
-
 void cli_load_note(const char *cmd, const mtplx_model *m) {
     const char *n = model_load_note(m);
     if (n && *n) fprintf(stderr, "mtplx %s: note: %s\n", cmd, n);

@@ -89,7 +89,8 @@ int cli_draft_vocab(const char *cmd, mtplx_model *m, const char *model_dir, cons
     "                            tokenizer.json; q = 0 outside, output law unchanged); 0 = full\n"   \
     "                            vocabulary (default " CLI_DRAFT_VOCAB_DEFAULT ")\n"
 
-/* Short git commit of the source tree the binary was built from ("unknown" when not found). */
-void cli_git_commit(char *out, size_t n);
+/* The commit this binary was built from, as `git describe --always --dirty` gave it at build time
+ * ("unknown" when built outside a git checkout): a static string (version.c). */
+const char *cli_build_commit(void);
 
 #endif

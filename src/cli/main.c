@@ -34,6 +34,7 @@ static const command k_commands[] = {
     {"pull", cmd_pull, "download a checkpoint from a Hugging Face-compatible hub into the cache"},
     {"models", cmd_models, "list cached and local models (size, format, tier, MTP); `models rm`"},
     {"doctor", cmd_doctor, "check the machine and the install; print what to fix"},
+    {"version", cmd_version, "print the commit this binary was built from, its compiler and backends (also --version)"},
 };
 
 static void usage(FILE *f) {
@@ -152,6 +153,7 @@ static int take_device_arg(const char *cmd, int *argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) return cmd_version(argc - 1, argv + 1);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -3,7 +3,8 @@
 # snapshot whose blobs match their sha256 names passes, a flipped byte in one fails the model check
 # (exit 1, the file named, a fix printed); a truncated safetensors header fails; a busy port and
 # MTPLX_THREADS above the CPU count are warnings (exit 0); a knob not of its kind (MTPLX_KERNEL=avx3)
-# fails doctor's env check and stops `run`; an unwritable cache fails.
+# fails doctor's env check and stops `run`; an unwritable cache fails. `mtplx --version` names the commit
+# the binary was built from (this checkout's, when it is one), and takes no arguments.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 M=build/asan/mtplx
@@ -24,6 +25,21 @@ E=models/qwen35-tiny-code
 grep -q 'kernel path [a-z0-9]* (best this CPU runs' "$tmp/ok.json" || fail "no kernel path named"
 "$M" doctor --model $E --cache "$tmp/cache" --port 1 >"$tmp/ok.txt" 2>&1 || fail "text mode"
 grep -q '^ok    model' "$tmp/ok.txt" || fail "text mode lacks the model line: $(cat "$tmp/ok.txt")"
+
+# --version / version / -V: one text; its first line the build's commit, which is this checkout's (the
+# suite builds first; "-dirty" aside: a test may leave files behind), its last the backends
+v=$("$M" --version) || fail "--version failed"
+[ "$("$M" version)" = "$v" ] && [ "$("$M" -V)" = "$v" ] || fail "version, -V and --version differ"
+c=$(printf '%s\n' "$v" | sed -n '1s/^mtplx //p')
+[ -n "$c" ] || fail "--version's first line is not 'mtplx COMMIT': $v"
+if g=$(git describe --always --dirty 2>/dev/null); then
+    [ "${c%-dirty}" = "${g%-dirty}" ] || fail "--version names $c, the checkout is $g"
+else
+    [ "$c" = unknown ] || fail "no git checkout, yet --version names $c"
+fi
+printf '%s\n' "$v" | grep -q '^backends: cpu' || fail "--version lacks the backends line: $v"
+rc=0; "$M" version extra >/dev/null 2>"$tmp/verr" || rc=$?
+[ $rc = 2 ] && grep -q 'takes no arguments' "$tmp/verr" || fail "version with an argument: rc $rc, $(cat "$tmp/verr")"
 
 # the pack cache: its .qpack files counted and sized, other files not; off says so
 mkdir -p "$tmp/qpack"
