@@ -25,8 +25,9 @@ typedef struct {
                        vdpbf16ps issues at half an FMA's rate: bench/zen.md "Session 40") */
     int bf16_pf;    /* 1: the bf16 kernels without AMX (that one and the AVX-512 FMA ones) prefetch the
                        next weight block into L2; 0: off */
-    int qpack_mix;  /* q4 VNNI calls of 2+ rows: 1 half the activation quads by shuffles (dp_quad_mix),
-                       0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, else 1) */
+    int qpack_mix;  /* q4 / q8 VNNI calls of 2+ rows: 1 half the activation quads by shuffles (dp_quad_mix),
+                       0 broadcast operands only, -1 auto (0 on cpu_features.zmm_halves, but 1 there
+                       for q8 tiles of 2..7 rows: qp_mix in matmul_qpack.c; else 1) */
     int mm_guided;  /* 1: a matmul's rows go to the pool in shrinking pieces (mm_cut_pieces); 0: ~4
                        equal pieces a thread (the split before; same bits either way) */
     int qpack_pair; /* 1: q4 VNNI calls of 6+ rows run two 16-row blocks at once, each activation quad

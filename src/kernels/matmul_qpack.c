@@ -571,9 +571,10 @@ INL void qp_pair_rows(const kern_qpack *p, const qact *qa, int bi, int nr1, floa
 }
 
 /* q8 block: 16 rows × TT activation rows from t0, QV = gs/4 weight vectors per group (compile-time,
- * as for q4); vector j feeds chain j % NC of each row. */
-INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int QV, float *y,
-                     int ldy, int nr) {
+ * as for q4); vector j feeds chain j % NC of each row. MIX as for q4: from 2 rows, half the quads by
+ * dp_quad_mix's shuffles, or (MIX 0: Zen 4's 8-row tiles, qp_mix) broadcast operands only. Same sums. */
+INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, const int QV, const int MIX,
+                     float *y, int ldy, int nr) {
     const int G = p->G, K = qa->K, NC = TT <= 2 ? 4 : 2;
     int pf, pf2;
     kern_qpack_prefetch(qa->T, &pf, &pf2);
@@ -590,7 +591,7 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
         QP_UNROLL(32) for (int j = 0; j < QV; j++) {
             __m512i w0 = _mm512_load_si512(qg + (size_t)j * 64);
             QP_UNROLL(8) for (int t = 0; t < TT; t++) {
-                if (TT >= 2) {
+                if (TT >= 2 && MIX) {
                     is[t][j % NC] = dp_quad_mix(is[t][j % NC], w0, ag + (size_t)t * K, j);
                     continue;
                 }
@@ -617,13 +618,18 @@ INL void qp_block_q8(const kern_qpack *p, const qact *qa, int bi, int t0, const 
 INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int TT, int mix, float *y, int ldy,
                   int nr) {
 #ifdef QP_SANITIZED
-    if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, p->gs / 4, y, ldy, nr);
+    if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, p->gs / 4, mix, y, ldy, nr);
     else qp_block_q4(p, qa, bi, t0, TT, p->gs / 8, mix, y, ldy, nr);
 #else
-    if (p->bits == 8 && p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, y, ldy, nr);
-    else if (p->bits == 8 && p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, y, ldy, nr);
-    else if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, 32, y, ldy, nr);
-    else if (TT == 1 || mix) { /* 1 row never mixes: one instance serves both */
+    if (p->bits == 8) { /* 1 row never mixes: one instance serves both */
+        if (TT == 1 || mix) {
+            if (p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, 1, y, ldy, nr);
+            else if (p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, 1, y, ldy, nr);
+            else qp_block_q8(p, qa, bi, t0, TT, 32, 1, y, ldy, nr);
+        } else if (p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, 0, y, ldy, nr);
+        else if (p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, 0, y, ldy, nr);
+        else qp_block_q8(p, qa, bi, t0, TT, 32, 0, y, ldy, nr);
+    } else if (TT == 1 || mix) { /* 1 row never mixes: one instance serves both */
         if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, 1, y, ldy, nr);
         else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, 1, y, ldy, nr);
         else qp_block_q4(p, qa, bi, t0, TT, 16, 1, y, ldy, nr);
@@ -633,9 +639,18 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
 #endif
 }
 
+/* Whether a TT-row tile of p takes half its activation quads by dp_quad_mix's shuffles: $MTPLX_QPACK_MIX
+ * when set, else yes unless 512-bit operations run as two halves (Zen 4: bench/zen.md "Session 11") —
+ * where q8 tiles of 2..7 rows still gain from them (in L2 on one thread, 4-6 rows 9-13% faster with
+ * the shuffles, 8 rows 8% slower: bench/zen.md "Session 49"). Same integer sums either way. */
+static inline int qp_mix(const kern_qpack *p, int TT, int knob, int halves) {
+    if (knob >= 0) return knob;
+    return !halves || (p->bits == 8 && TT < 8);
+}
+
 TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w, int r0, int r1) {
     const kern_qpack *p = w->packed;
-    const int knob = kern_knobs_get()->qpack_mix, mix = knob >= 0 ? knob : !cpu_get_features()->zmm_halves;
+    const int knob = kern_knobs_get()->qpack_mix, halves = cpu_get_features()->zmm_halves;
     /* from 6 rows: at 5 (a depth-4 verify) one 4-row pair tile plus a 1-row pair ran 5% slower in L2
      * and 5-12% slower in bench-2b's 5-row forward than 5-row single blocks; at 4 level */
     const int pair = p->bits == 4 && qa->T >= 6 && kern_knobs_get()->qpack_pair;
@@ -647,15 +662,15 @@ TGT void mm_qrows_packed(float *y, int ldy, const qact *qa, const kern_weight *w
             continue;
         }
         int t = 0;
-        for (; t + 8 <= qa->T; t += 8) qp_block(p, qa, bi, t, 8, mix, y, ldy, nr);
+        for (; t + 8 <= qa->T; t += 8) qp_block(p, qa, bi, t, 8, qp_mix(p, 8, knob, halves), y, ldy, nr);
         switch (qa->T - t) {
-        case 7: qp_block(p, qa, bi, t, 7, mix, y, ldy, nr); break;
-        case 6: qp_block(p, qa, bi, t, 6, mix, y, ldy, nr); break;
-        case 5: qp_block(p, qa, bi, t, 5, mix, y, ldy, nr); break;
-        case 4: qp_block(p, qa, bi, t, 4, mix, y, ldy, nr); break;
-        case 3: qp_block(p, qa, bi, t, 3, mix, y, ldy, nr); break;
-        case 2: qp_block(p, qa, bi, t, 2, mix, y, ldy, nr); break;
-        case 1: qp_block(p, qa, bi, t, 1, mix, y, ldy, nr); break;
+        case 7: qp_block(p, qa, bi, t, 7, qp_mix(p, 7, knob, halves), y, ldy, nr); break;
+        case 6: qp_block(p, qa, bi, t, 6, qp_mix(p, 6, knob, halves), y, ldy, nr); break;
+        case 5: qp_block(p, qa, bi, t, 5, qp_mix(p, 5, knob, halves), y, ldy, nr); break;
+        case 4: qp_block(p, qa, bi, t, 4, qp_mix(p, 4, knob, halves), y, ldy, nr); break;
+        case 3: qp_block(p, qa, bi, t, 3, qp_mix(p, 3, knob, halves), y, ldy, nr); break;
+        case 2: qp_block(p, qa, bi, t, 2, qp_mix(p, 2, knob, halves), y, ldy, nr); break;
+        case 1: qp_block(p, qa, bi, t, 1, qp_mix(p, 1, knob, halves), y, ldy, nr); break;
         default: break;
         }
     }

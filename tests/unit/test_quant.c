@@ -349,7 +349,7 @@ TEST(test_avx512_int8_path) {
     SKIP_WITHOUT_ISA(KERN_ISA_AVX512, 0);
     check_path(KERN_ISA_AVX512);
 }
-/* The VNNI packed kernel with both ways of feeding q4's activation quads from 2 rows on (shuffle mix
+/* The VNNI packed kernel with both ways of feeding q4's and q8's activation quads from 2 rows on (shuffle mix
  * and broadcast operands only, $MTPLX_QPACK_MIX: which one a CPU takes by default depends on it), so
  * every machine checks both, and with q4's block pairs from 6 rows on ($MTPLX_QPACK_PAIR, default) and
  * without them: row invariance (T = 2..40 against T = 1, whose rows come from single blocks) and the
