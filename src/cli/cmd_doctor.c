@@ -9,6 +9,7 @@
 
 #include "../engine/doctor.h"
 #include "commands.h"
+#include "gen_cli.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -19,13 +20,15 @@ static void usage(FILE *f) {
             "the model directory (config.json, every safetensors header, and the sha256 of each file of\n"
             "a hub-cache snapshot against its blob name), whether the serve port is free, and the hub\n"
             "cache's free space and permissions; the pack cache of repacked q4 / q8 weights (MTPLX_PACK_CACHE,\n"
-            "default ~/.cache/mtplx/qpack): its files and size.\n"
+            "default ~/.cache/mtplx/qpack): its files and size. The first line names the build\n"
+            "(mtplx --version).\n"
             "\n"
             "  --model DIR      checkpoint to verify (default: %s)\n"
             "  --port P         port to test on 127.0.0.1 (default 8000)\n"
             "  --cache DIR      hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub)\n"
             "  --no-checksums   skip hashing the weight files\n"
-            "  --json           {\"ok\": bool, \"checks\": [{\"name\", \"status\", \"detail\", \"fix\"}]}\n"
+            "  --json           {\"version\", \"ok\": bool, \"checks\":\n"
+            "                   [{\"name\", \"status\", \"detail\", \"fix\"}]}\n"
             "\n"
             "Exit status: 0 no check failed (warnings allowed), 1 a check failed, 2 usage error.\n",
             cli_default_model());
@@ -70,7 +73,8 @@ int cmd_doctor(int argc, char **argv) {
             json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "name", r.checks[i].name, "status",
                                                  doctor_status_name(r.checks[i].status), "detail", r.checks[i].detail, "fix",
                                                  r.checks[i].fix));
-        json_t *o2 = json_pack("{s:b,s:o}", "ok", worst != DOC_FAIL, "checks", arr);
+        json_t *o2 =
+            json_pack("{s:s,s:b,s:o}", "version", cli_build_commit(), "ok", worst != DOC_FAIL, "checks", arr);
         char *s = o2 ? json_dumps(o2, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         json_decref(o2);
         if (!s) {
@@ -80,6 +84,7 @@ int cmd_doctor(int argc, char **argv) {
         puts(s);
         free(s);
     } else {
+        printf("mtplx %s (mtplx --version)\n", cli_build_commit()); /* which build a pasted report comes from */
         for (int i = 0; i < r.n; i++) {
             const doctor_check *c = &r.checks[i];
             printf("%-4s  %-10s  %s\n", doctor_status_name(c->status), c->name, c->detail);

@@ -38,6 +38,10 @@ else
     [ "$c" = unknown ] || fail "no git checkout, yet --version names $c"
 fi
 printf '%s\n' "$v" | grep -q '^backends: cpu' || fail "--version lacks the backends line: $v"
+# doctor names the same build: the text's first line, the JSON's "version"
+[ "$(head -1 "$tmp/ok.txt")" = "mtplx $c (mtplx --version)" ] || fail "doctor's first line: $(head -1 "$tmp/ok.txt")"
+node -e 'const j=JSON.parse(require("fs").readFileSync(0,"utf8")); if (j.version !== process.argv[1]) process.exit(1)' "$c" \
+    <"$tmp/ok.json" || fail "doctor --json's version is not $c"
 rc=0; "$M" version extra >/dev/null 2>"$tmp/verr" || rc=$?
 [ $rc = 2 ] && grep -q 'takes no arguments' "$tmp/verr" || fail "version with an argument: rc $rc, $(cat "$tmp/verr")"
 
