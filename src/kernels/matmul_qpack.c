@@ -621,21 +621,15 @@ INL void qp_block(const kern_qpack *p, const qact *qa, int bi, int t0, const int
     if (p->bits == 8) qp_block_q8(p, qa, bi, t0, TT, p->gs / 4, mix, y, ldy, nr);
     else qp_block_q4(p, qa, bi, t0, TT, p->gs / 8, mix, y, ldy, nr);
 #else
-    if (p->bits == 8) { /* 1 row never mixes: one instance serves both */
-        if (TT == 1 || mix) {
-            if (p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, 1, y, ldy, nr);
-            else if (p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, 1, y, ldy, nr);
-            else qp_block_q8(p, qa, bi, t0, TT, 32, 1, y, ldy, nr);
-        } else if (p->gs == 64) qp_block_q8(p, qa, bi, t0, TT, 16, 0, y, ldy, nr);
-        else if (p->gs == 32) qp_block_q8(p, qa, bi, t0, TT, 8, 0, y, ldy, nr);
-        else qp_block_q8(p, qa, bi, t0, TT, 32, 0, y, ldy, nr);
-    } else if (TT == 1 || mix) { /* 1 row never mixes: one instance serves both */
-        if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, 1, y, ldy, nr);
-        else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, 1, y, ldy, nr);
-        else qp_block_q4(p, qa, bi, t0, TT, 16, 1, y, ldy, nr);
-    } else if (p->gs == 64) qp_block_q4(p, qa, bi, t0, TT, 8, 0, y, ldy, nr);
-    else if (p->gs == 32) qp_block_q4(p, qa, bi, t0, TT, 4, 0, y, ldy, nr);
-    else qp_block_q4(p, qa, bi, t0, TT, 16, 0, y, ldy, nr);
+/* the instance of block kernel FN for p's group size (N32 / N64 / N128 vectors a group) and MIX M */
+#define QP_GS(FN, N32, N64, N128, M)                                                                                   \
+    (p->gs == 64   ? FN(p, qa, bi, t0, TT, N64, M, y, ldy, nr)                                                        \
+     : p->gs == 32 ? FN(p, qa, bi, t0, TT, N32, M, y, ldy, nr)                                                        \
+                   : FN(p, qa, bi, t0, TT, N128, M, y, ldy, nr))
+    const int m = TT >= 2 && mix; /* 1 row never mixes: one instance serves both */
+    if (p->bits == 8) m ? QP_GS(qp_block_q8, 8, 16, 32, 1) : QP_GS(qp_block_q8, 8, 16, 32, 0);
+    else m ? QP_GS(qp_block_q4, 4, 8, 16, 1) : QP_GS(qp_block_q4, 4, 8, 16, 0);
+#undef QP_GS
 #endif
 }
 
